@@ -1,0 +1,184 @@
+"""Turns pydantic validation errors into located, human config issues.
+
+Pydantic's texts are generic ("Extra inputs are not permitted"); the models' own field
+types are known here, so the messages can say what was expected and which keys are valid.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+from pydantic.functional_validators import BeforeValidator
+
+from otelgpu.config.positions import Path, Positions
+from otelgpu.config.types import parse_duration, parse_size
+from otelgpu.errors import Issue
+
+_TYPE_ERRORS = {
+    "string_type",
+    "int_type",
+    "int_parsing",
+    "int_from_float",
+    "float_type",
+    "float_parsing",
+    "bool_type",
+    "bool_parsing",
+    "list_type",
+    "dict_type",
+    "model_type",
+    "model_attributes_type",
+    "tuple_type",
+    "set_type",
+    "none_required",
+    "string_sub_type",
+}
+_BOUNDS = {
+    "greater_than": "greater than",
+    "greater_than_equal": "at least",
+    "less_than": "less than",
+    "less_than_equal": "at most",
+}
+
+
+def issues_from(
+    exc: ValidationError, model: type[BaseModel], prefix: Path, positions: Positions
+) -> list[Issue]:
+    """One issue per pydantic error, located at the offending key or value."""
+    issues = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        path = (*prefix, *loc)
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            owner = _type_at(model, loc[:-1])
+            valid = ", ".join(_field_names(owner)) if owner else ""
+            message = f"unknown key (valid keys: {valid})" if valid else "unknown key"
+            mark = positions.key(path)
+        elif kind == "missing":
+            message = "required key is missing"
+            mark = positions.value(path[:-1])
+        else:
+            message = _describe_error(err, _type_at(model, loc))
+            mark = positions.value(path)
+        issues.append(Issue(mark.file, mark.line, mark.column, path, message))
+    return issues
+
+
+def _describe_error(err: Any, tp: Any) -> str:
+    kind, ctx = err["type"], err.get("ctx") or {}
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    if kind in ("literal_error", "enum"):
+        return f'must be one of: {_choices(tp) or ctx.get("expected", "")} (got "{err["input"]}")'
+    if kind in _TYPE_ERRORS:
+        return f"expected {describe(tp)}" if tp is not None else err["msg"]
+    if kind in _BOUNDS:
+        bound = next(iter(ctx.values()), "")
+        if _validator_of(tp) is parse_duration:
+            return (
+                "must be a positive duration" if bound == 0 else f"must be {_BOUNDS[kind]} {bound}s"
+            )
+        return f"must be {_BOUNDS[kind]} {bound}"
+    text = str(err["msg"])
+    return text[:1].lower() + text[1:]
+
+
+def describe(tp: Any) -> str:
+    """`list[str]` → "a list of strings"; a duration → "a duration such as 10s"; ..."""
+    validator = _validator_of(tp)
+    if validator is parse_duration:
+        return "a duration such as 500ms, 10s or 5m"
+    if validator is parse_size:
+        return "a size such as 512KiB or 64MiB"
+    tp = _strip(tp)
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (list, tuple, set, frozenset):
+        return f"a list of {_plural(describe(args[0]))}" if args else "a list"
+    if origin is dict:
+        return "a mapping"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(describe(a) for a in args if a is not type(None))
+    if origin is Literal or (isinstance(tp, type) and issubclass(tp, enum.Enum)):
+        return f"one of: {_choices(tp)}"
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return f"a mapping of options ({', '.join(_field_names(tp))})"
+    return {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "a boolean (true or false)",
+    }.get(tp, f"a {getattr(tp, '__name__', tp)}")
+
+
+def _plural(text: str) -> str:
+    for article in ("a ", "an "):
+        if text.startswith(article):
+            noun, _, rest = text[len(article) :].partition(" ")
+            return f"{noun}s{' ' + rest if rest else ''}"
+    return text
+
+
+def _choices(tp: Any) -> str:
+    tp = _strip(tp)
+    if typing.get_origin(tp) is Literal:
+        return ", ".join(str(a) for a in typing.get_args(tp))
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return ", ".join(str(m.value) for m in tp)
+    return ""
+
+
+def _strip(tp: Any) -> Any:
+    """Removes Annotated and Optional wrappers."""
+    while typing.get_origin(tp) is typing.Annotated:
+        tp = typing.get_args(tp)[0]
+    args = typing.get_args(tp)
+    if typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1:
+            return _strip(rest[0])
+    return tp
+
+
+def _validator_of(tp: Any) -> Any:
+    metadata: list[Any] = []
+    while typing.get_origin(tp) is typing.Annotated:
+        metadata.extend(tp.__metadata__)
+        tp = typing.get_args(tp)[0]
+    for item in metadata:
+        if isinstance(item, BeforeValidator):
+            return item.func
+    return None
+
+
+def _field_names(model: Any) -> list[str]:
+    model = _strip(model)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return sorted(model.model_fields)
+    return []
+
+
+def _type_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The declared type at `loc` inside `model` (None when it cannot be followed)."""
+    tp: Any = model
+    for part in loc:
+        tp = _strip(tp)
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            field = tp.model_fields.get(str(part))
+            if field is None:
+                return None
+            tp = field.annotation
+            if field.metadata:
+                tp = typing.Annotated[(tp, *field.metadata)]
+            continue
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in (list, tuple, set, frozenset) and args:
+            tp = args[0]
+        elif origin is dict and len(args) == 2:
+            tp = args[1]
+        else:
+            return None
+    return tp

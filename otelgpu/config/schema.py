@@ -1,0 +1,302 @@
+"""Stages 2 and 3 of validation: each component's typed config, then the service's references.
+
+Every problem is collected and raised together as one ConfigError, compiler style.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from otelgpu.component import ComponentID, Kind
+from otelgpu.config.loader import RawConfig
+from otelgpu.config.messages import issues_from
+from otelgpu.config.positions import Path, Positions
+from otelgpu.config.types import PositiveDuration, StrictModel
+from otelgpu.errors import ConfigError, Issue
+from otelgpu.registry import Registry
+
+_log = logging.getLogger("otelgpu.config")
+_SECTIONS = ("receivers", "processors", "exporters", "extensions", "service")
+_SIGNALS = ("metrics",)
+
+
+class LogsConfig(StrictModel):
+    """`service::telemetry::logs`: the agent's own log output."""
+
+    level: Literal["debug", "info", "warn", "error"] = "info"
+    encoding: Literal["console", "json"] = "console"
+
+
+class MetricsTelemetryConfig(StrictModel):
+    """`service::telemetry::metrics`: pushing the agent's own metrics.
+
+    They are always served by every Prometheus exporter; `exporters` lists exporters that
+    also receive them every `interval` (e.g. an OTLP exporter, or debug).
+    """
+
+    exporters: list[str] = Field(default_factory=list)
+    interval: PositiveDuration = 10.0
+
+
+class TelemetryConfig(StrictModel):
+    """`service::telemetry`."""
+
+    logs: LogsConfig = Field(default_factory=LogsConfig)
+    metrics: MetricsTelemetryConfig = Field(default_factory=MetricsTelemetryConfig)
+
+
+class PipelineSpec(StrictModel):
+    """`service::pipelines::metrics[/name]`."""
+
+    receivers: list[str] = Field(default_factory=list)
+    processors: list[str] = Field(default_factory=list)
+    exporters: list[str] = Field(default_factory=list)
+
+
+class ServiceConfig(StrictModel):
+    """`service`: which components run, and how they are wired."""
+
+    extensions: list[str] = Field(default_factory=list)
+    pipelines: dict[str, PipelineSpec] = Field(default_factory=dict)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One validated pipeline: its components in order."""
+
+    id: ComponentID
+    receivers: tuple[ComponentID, ...]
+    processors: tuple[ComponentID, ...]
+    exporters: tuple[ComponentID, ...]
+
+
+@dataclass
+class AgentConfig:
+    """The whole validated configuration: typed component configs and the wiring."""
+
+    components: dict[Kind, dict[ComponentID, BaseModel]]
+    pipelines: dict[ComponentID, Pipeline]
+    extensions: tuple[ComponentID, ...]
+    telemetry: TelemetryConfig
+    telemetry_exporters: tuple[ComponentID, ...] = field(default=())
+
+
+def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
+    """Checks every component and reference; raises ConfigError with all issues at once."""
+    issues: list[Issue] = []
+    data, pos = raw.data, raw.positions
+    for key in data:
+        if key not in _SECTIONS:
+            _issue(
+                issues, pos, (key,), f"unknown section (valid: {', '.join(_SECTIONS)})", at_key=True
+            )
+    components = {
+        kind: _components(kind, data.get(kind.section), registry, pos, issues) for kind in Kind
+    }
+    config = AgentConfig(
+        components=components, pipelines={}, extensions=(), telemetry=TelemetryConfig()
+    )
+    declared = {kind: _declared(data.get(kind.section)) for kind in Kind}
+    _wire(config, declared, data.get("service"), pos, issues)
+    if issues:
+        raise ConfigError(issues)
+    _warn_unused(config)
+    return config
+
+
+def _components(
+    kind: Kind, section: Any, registry: Registry, pos: Positions, issues: list[Issue]
+) -> dict[ComponentID, BaseModel]:
+    out: dict[ComponentID, BaseModel] = {}
+    if section is None:
+        return out
+    if not isinstance(section, dict):
+        _issue(
+            issues, pos, (kind.section,), f"expected a mapping of {kind.value} ids to their options"
+        )
+        return out
+    for key, options in section.items():
+        path = (kind.section, key)
+        try:
+            cid = ComponentID.parse(key)
+            factory = registry.get(kind, cid.type)
+        except (ValueError, KeyError) as exc:
+            _issue(issues, pos, path, str(exc.args[0]), at_key=True)
+            continue
+        model = _model(factory.config_type, options, path, pos, issues)
+        if model is not None:
+            out[cid] = model
+    return out
+
+
+def _model(
+    model: type[BaseModel], options: Any, path: Path, pos: Positions, issues: list[Issue]
+) -> Any:
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        _issue(issues, pos, path, "expected a mapping of options (or nothing, for the defaults)")
+        return None
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        issues.extend(issues_from(exc, model, path, pos))
+        return None
+
+
+def _declared(section: Any) -> set[ComponentID] | None:
+    """IDs present in a section, valid or not: a reference to one whose options are wrong
+    is not a second error (the options were already reported). None when the section itself
+    is malformed, so references to it cannot be checked."""
+    if section is not None and not isinstance(section, dict):
+        return None
+    out = set()
+    for key in section or ():
+        try:
+            out.add(ComponentID.parse(str(key)))
+        except ValueError:
+            continue
+    return out
+
+
+def _wire(
+    config: AgentConfig,
+    declared: dict[Kind, set[ComponentID] | None],
+    service: Any,
+    pos: Positions,
+    issues: list[Issue],
+) -> None:
+    """Validates `service` part by part, so one bad part does not hide the others' errors."""
+    if service is None:
+        service = {}
+    if not isinstance(service, dict):
+        _issue(issues, pos, ("service",), "expected a mapping (extensions, pipelines, telemetry)")
+        return
+    for key in service:
+        if key not in ServiceConfig.model_fields:
+            valid = ", ".join(sorted(ServiceConfig.model_fields))
+            _issue(issues, pos, ("service", key), f"unknown key (valid keys: {valid})", at_key=True)
+    pipelines = service.get("pipelines")
+    if not pipelines:
+        _issue(issues, pos, ("service", "pipelines"), "at least one pipeline is required")
+    elif not isinstance(pipelines, dict):
+        _issue(issues, pos, ("service", "pipelines"), "expected a mapping of pipeline ids")
+    else:
+        for name, spec in pipelines.items():
+            _pipeline(config, declared, str(name), spec, pos, issues)
+    extensions = _model(
+        _Extensions, {"extensions": service.get("extensions") or []}, ("service",), pos, issues
+    )
+    if extensions is not None:
+        config.extensions = _refs(
+            declared, Kind.EXTENSION, extensions.extensions, ("service", "extensions"), pos, issues
+        )
+    telemetry = _model(
+        TelemetryConfig, service.get("telemetry"), ("service", "telemetry"), pos, issues
+    )
+    if telemetry is not None:
+        config.telemetry = telemetry
+        config.telemetry_exporters = _refs(
+            declared,
+            Kind.EXPORTER,
+            telemetry.metrics.exporters,
+            ("service", "telemetry", "metrics", "exporters"),
+            pos,
+            issues,
+        )
+
+
+class _Extensions(StrictModel):
+    extensions: list[str]
+
+
+def _pipeline(
+    config: AgentConfig,
+    declared: dict[Kind, set[ComponentID] | None],
+    name: str,
+    spec: Any,
+    pos: Positions,
+    issues: list[Issue],
+) -> None:
+    path: Path = ("service", "pipelines", name)
+    try:
+        pid = ComponentID.parse(name)
+    except ValueError as exc:
+        _issue(issues, pos, path, str(exc), at_key=True)
+        return
+    if pid.type not in _SIGNALS:
+        valid = ", ".join(_SIGNALS)
+        _issue(issues, pos, path, f'unsupported signal "{pid.type}" (valid: {valid})', at_key=True)
+        return
+    model = _model(PipelineSpec, spec, path, pos, issues)
+    if model is None:
+        return
+    refs = {
+        kind: _refs(
+            declared, kind, getattr(model, kind.section), (*path, kind.section), pos, issues
+        )
+        for kind in (Kind.RECEIVER, Kind.PROCESSOR, Kind.EXPORTER)
+    }
+    for kind in (Kind.RECEIVER, Kind.EXPORTER):
+        if not getattr(model, kind.section):
+            _issue(
+                issues, pos, (*path, kind.section), f"a pipeline needs at least one {kind.value}"
+            )
+    config.pipelines[pid] = Pipeline(
+        pid, refs[Kind.RECEIVER], refs[Kind.PROCESSOR], refs[Kind.EXPORTER]
+    )
+
+
+def _refs(
+    declared: dict[Kind, set[ComponentID] | None],
+    kind: Kind,
+    names: list[str],
+    path: Path,
+    pos: Positions,
+    issues: list[Issue],
+) -> tuple[ComponentID, ...]:
+    out: list[ComponentID] = []
+    configured = declared[kind]
+    for i, name in enumerate(names):
+        try:
+            cid = ComponentID.parse(name)
+        except ValueError as exc:
+            _issue(issues, pos, (*path, i), str(exc))
+            continue
+        if cid in out:
+            _issue(issues, pos, (*path, i), f'{kind.value} "{cid}" is listed twice')
+        elif configured is not None and cid not in configured:
+            known = ", ".join(sorted(str(c) for c in configured)) or "none"
+            _issue(
+                issues,
+                pos,
+                (*path, i),
+                f'references {kind.value} "{cid}" which is not configured '
+                f"(configured {kind.section}: {known})",
+            )
+        else:
+            out.append(cid)
+    return tuple(out)
+
+
+def _warn_unused(config: AgentConfig) -> None:
+    used = {
+        c for p in config.pipelines.values() for c in (*p.receivers, *p.processors, *p.exporters)
+    }
+    used.update(config.extensions, config.telemetry_exporters)
+    for kind, components in config.components.items():
+        for cid in components:
+            if cid not in used:
+                _log.warning('%s "%s" is configured but not used by any pipeline', kind.value, cid)
+
+
+def _issue(
+    issues: list[Issue], pos: Positions, path: Path, message: str, *, at_key: bool = False
+) -> None:
+    mark = pos.key(path) if at_key else pos.value(path)
+    issues.append(Issue(mark.file, mark.line, mark.column, path, message))

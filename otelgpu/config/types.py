@@ -1,0 +1,105 @@
+"""Value types shared by component configs: durations, sizes, endpoints, include/exclude lists."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+_DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h))+$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SIZE_RE = re.compile(r"^(\d+)\s*(B|KB|MB|GB|KiB|MiB|GiB)?$")
+_SIZE_UNITS = {
+    None: 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+}
+
+
+def parse_duration(value: Any) -> float:
+    """`500ms`, `10s`, `1m30s` → seconds. Bare numbers are refused: the unit must be said."""
+    if isinstance(value, str) and _DURATION_RE.match(value.strip()):
+        return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value.strip()))
+    raise ValueError(
+        f'invalid duration "{value}": expected a number with a unit, such as 500ms, 10s or 5m'
+    )
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds → the shortest exact duration string (used by print-config)."""
+    if seconds and seconds < 1:
+        return f"{seconds * 1000:g}ms"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 3600:g}h" if seconds % 3600 == 0 else f"{seconds / 60:g}m"
+    return f"{seconds:g}s"
+
+
+def parse_size(value: Any) -> int:
+    """`64MiB`, `512KiB`, `1000` → bytes."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError(
+            f'invalid size "{value}": expected bytes or a number with a unit, such as 64MiB'
+        )
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+# Seconds as float; positive unless a field says otherwise.
+Duration = Annotated[
+    float, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)
+]
+PositiveDuration = Annotated[Duration, Field(gt=0)]
+Size = Annotated[int, BeforeValidator(parse_size)]
+
+
+class StrictModel(BaseModel):
+    """Base of every config model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KeyFilter(StrictModel):
+    """`{include: [...], exclude: [...]}` of exact keys or globs (`MLFLOW_*`).
+
+    A key passes when it matches an include pattern and no exclude pattern. The include list
+    is empty by default: nothing passes unless asked for.
+    """
+
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+    def allows(self, key: str) -> bool:
+        """Whether `key` is included and not excluded."""
+        return _matches(key, self.include) and not _matches(key, self.exclude)
+
+
+def _matches(key: str, patterns: list[str]) -> bool:
+    return any(p == key or fnmatch.fnmatchcase(key, p) for p in patterns)
+
+
+def parse_endpoint(value: Any) -> str:
+    """`host:port` (`0.0.0.0:9400`, `[::1]:9400`, `localhost:13133`), checked but kept as text."""
+    if isinstance(value, str):
+        host, sep, port = value.rpartition(":")
+        if sep and host and port.isdigit() and 0 <= int(port) <= 65535:
+            return value
+    raise ValueError(f'invalid endpoint "{value}": expected host:port, such as 0.0.0.0:9400')
+
+
+def split_endpoint(endpoint: str) -> tuple[str, int]:
+    """`host:port` → (host, port), brackets removed from IPv6 hosts."""
+    host, _, port = endpoint.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+Endpoint = Annotated[str, BeforeValidator(parse_endpoint)]

@@ -1,0 +1,1 @@
+"""Exporters shipped with the agent."""

@@ -1,0 +1,1 @@
+"""Extensions shipped with the agent."""

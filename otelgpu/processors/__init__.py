@@ -1,0 +1,1 @@
+"""Processors shipped with the agent."""

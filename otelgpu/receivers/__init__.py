@@ -1,0 +1,1 @@
+"""Receivers shipped with the agent."""

@@ -1,0 +1,120 @@
+"""The scrape controller that runs a polling receiver: interval, per-scrape timeout, a clock.
+
+A receiver supplies only `async def scrape() -> Batch`; the controller calls it on time,
+bounds it with a timeout, counts its points and duration in self-telemetry, forwards the
+batch, and never lets a failed scrape stop the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from otelgpu.component import MetricsConsumer, Settings
+from otelgpu.model import Batch, point_count
+
+
+class Clock(Protocol):
+    """Time as the controller sees it; tests pass a clock they advance by hand."""
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards."""
+
+    async def sleep(self, seconds: float) -> None:
+        """Waits `seconds` (cancellable)."""
+
+
+class RealClock:
+    """The event loop's clock."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class ScrapeController:
+    """Calls `scrape` every `interval` seconds and hands each batch to `next`."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        scrape: Callable[[], Awaitable[Batch]],
+        next: MetricsConsumer,
+        interval: float,
+        timeout: float | None = None,
+        initial_delay: float = 0.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self._settings = settings
+        self._scrape = scrape
+        self._next = next
+        self._interval = interval
+        self._timeout = timeout if timeout is not None else interval
+        self._initial_delay = initial_delay
+        self._clock = clock or RealClock()
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        self.scrapes = 0
+
+    async def start(self) -> None:
+        """Starts the loop in a task this controller owns."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"scrape:{self._settings.id}")
+
+    async def shutdown(self) -> None:
+        """Cancels and awaits the loop; idempotent."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _run(self) -> None:
+        due = self._clock.monotonic() + self._initial_delay
+        while True:
+            delay = due - self._clock.monotonic()
+            if delay > 0:
+                await self._clock.sleep(delay)
+            await self.scrape_once()
+            due += self._interval
+            now = self._clock.monotonic()
+            if due <= now:  # fell behind: skip the missed ticks, keep the phase
+                due += ((now - due) // self._interval + 1) * self._interval
+
+    async def scrape_once(self) -> None:
+        """One collection: bounded, measured, counted, forwarded. Never raises."""
+        rid = str(self._settings.id)
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self._timeout):
+                batch = await self._scrape()
+        except Exception as exc:  # a failed scrape is counted, never fatal
+            self._report_failure(exc)
+            return
+        finally:
+            self._settings.telemetry.collection_duration(rid, time.perf_counter() - started)
+            self.scrapes += 1
+        if self._failing:
+            self._failing = False
+            self._settings.logger.info("scrapes succeed again")
+        self._settings.telemetry.receiver_points(rid, point_count(batch))
+        if batch:
+            await self._next.consume(batch)
+
+    def _report_failure(self, exc: Exception) -> None:
+        reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        self._settings.telemetry.count(
+            "otelgpu_receiver_scrape_errors_total",
+            1,
+            "Collections that failed",
+            receiver=str(self._settings.id),
+        )
+        if not self._failing:  # log the change of state, not every failed cycle
+            self._failing = True
+            self._settings.logger.warning("scrape failed: %s", reason)

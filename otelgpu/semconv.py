@@ -1,0 +1,38 @@
+"""Attribute names the agent puts on the wire, in one place.
+
+OpenTelemetry semantic-convention names where one exists (hardware, k8s, container, process);
+an `nvidia.*` namespace for what the conventions lack. Receivers set them, processors match on
+them, exporters map them (the Prometheus exporter's `dcgm` naming renames them).
+"""
+
+# Resource attributes of a GPU (or MIG instance).
+HW_ID = "hw.id"  # GPU or MIG UUID
+HW_TYPE = "hw.type"  # always "gpu"
+HW_NAME = "hw.name"  # "nvidia0" style device name
+HW_MODEL = "hw.model"  # "NVIDIA H100 80GB HBM3"
+HW_VENDOR = "hw.vendor"  # "NVIDIA"
+HW_PARENT = "hw.parent"  # the parent GPU's UUID, on MIG instances
+GPU_INDEX = "nvidia.gpu.index"  # NVML index, as a string ("0")
+GPU_PCI_BUS_ID = "nvidia.gpu.pci_bus_id"
+GPU_DRIVER_VERSION = "nvidia.gpu.driver_version"
+MIG_PROFILE = "nvidia.mig.profile"  # "1g.10gb"
+MIG_GPU_INSTANCE_ID = "nvidia.mig.gpu_instance_id"
+MIG_COMPUTE_INSTANCE_ID = "nvidia.mig.compute_instance_id"
+HOST_NAME = "host.name"
+
+# Who holds the GPU (k8s_attributes) and which process uses it (nvml processes: true).
+K8S_NODE_NAME = "k8s.node.name"
+K8S_NAMESPACE_NAME = "k8s.namespace.name"
+K8S_POD_NAME = "k8s.pod.name"
+K8S_POD_UID = "k8s.pod.uid"
+K8S_CONTAINER_NAME = "k8s.container.name"
+GPU_SHARED = "nvidia.gpu.shared"  # true when several containers hold the same GPU
+GPU_HOLDERS = "nvidia.gpu.holders"  # how many containers hold it (divide by this to sum)
+CONTAINER_ID = "container.id"
+PROCESS_PID = "process.pid"
+
+# Runtime business labels (container_env); the key follows the prefix verbatim.
+CONTAINER_ENV_PREFIX = "container.env."
+CONTAINER_LABEL_PREFIX = "container.label."
+POD_LABEL_PREFIX = "k8s.pod.label."
+POD_ANNOTATION_PREFIX = "k8s.pod.annotation."

@@ -1,0 +1,1 @@
+"""The service: builds the component graph from a validated config, starts and stops it."""

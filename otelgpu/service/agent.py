@@ -1,0 +1,115 @@
+"""The agent's run loop: one service at a time, signals, reload and graceful stop.
+
+SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or counted).
+SIGHUP reloads the files; an invalid new config is logged issue by issue and the running
+service is kept. A valid one replaces it: the old service stops, the new one starts (if the new
+one cannot start, the old config is started again so the node is not left unmonitored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+
+from otelgpu import logs
+from otelgpu.config.schema import AgentConfig
+from otelgpu.errors import ConfigError, StartError
+from otelgpu.registry import Registry
+from otelgpu.service.service import Service
+from otelgpu.telemetry import SelfTelemetry
+
+_log = logging.getLogger("otelgpu.agent")
+
+
+class Agent:
+    """Runs the service for a config that `load` produces (and reproduces on SIGHUP)."""
+
+    def __init__(
+        self,
+        load: Callable[[], AgentConfig],
+        registry: Registry,
+        *,
+        stop_timeout: float = 25.0,
+    ) -> None:
+        self._load = load
+        self._registry = registry
+        self._stop_timeout = stop_timeout
+        self._telemetry: SelfTelemetry | None = None
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self.service: Service | None = None
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_reload(self) -> None:
+        self._reload.set()
+
+    async def run(self, config: AgentConfig) -> None:
+        """Starts `config`, then serves signals until asked to stop. Raises StartError."""
+        self._telemetry = SelfTelemetry()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.request_stop)
+        loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        try:
+            self.service = await self._start(config)
+            while not self._stop.is_set():
+                await self._wait_for_signal()
+                if self._reload.is_set() and not self._stop.is_set():
+                    self._reload.clear()
+                    await self._reload_config()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                loop.remove_signal_handler(sig)
+            await self._stop_service()
+            self._telemetry.shutdown()
+
+    async def _wait_for_signal(self) -> None:
+        waiters = [asyncio.create_task(e.wait()) for e in (self._stop, self._reload)]
+        _, pending = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+
+    async def _start(self, config: AgentConfig) -> Service:
+        assert self._telemetry is not None
+        logs.configure(config.telemetry.logs.level, config.telemetry.logs.encoding)
+        service = Service(config, self._registry, self._telemetry)
+        await service.start()
+        return service
+
+    async def _reload_config(self) -> None:
+        _log.info("SIGHUP: reloading the configuration")
+        try:
+            config = self._load()
+        except ConfigError as exc:
+            for issue in exc.issues:
+                _log.error("reload rejected: %s", issue)
+            _log.error(
+                "keeping the running configuration (%d issues in the new one)", len(exc.issues)
+            )
+            return
+        old = self.service
+        assert old is not None
+        await old.shutdown()
+        try:
+            self.service = await self._start(config)
+            _log.info("configuration reloaded")
+        except StartError as exc:
+            _log.error(
+                "the new configuration failed to start (%s); restarting the previous one", exc
+            )
+            self.service = await self._start(old.config)
+
+    async def _stop_service(self) -> None:
+        service, self.service = self.service, None
+        if service is None:
+            return
+        _log.info("stopping (deadline %.0fs)", self._stop_timeout)
+        try:
+            async with asyncio.timeout(self._stop_timeout):
+                await service.shutdown()
+        except TimeoutError:
+            _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)

@@ -1,0 +1,86 @@
+"""Builds the component graph from a validated config.
+
+Receivers and exporters are one instance per ID, shared by every pipeline that names them;
+processors are one instance per pipeline. A receiver used by several pipelines fans out to
+each pipeline's head; a pipeline's head runs its processors then fans out to its exporters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from otelgpu.component import (
+    Component,
+    ComponentID,
+    Exporter,
+    Extension,
+    Kind,
+    MetricsConsumer,
+    Processor,
+    Receiver,
+    Settings,
+)
+from otelgpu.config.schema import AgentConfig
+from otelgpu.consumer import FanOut, PipelineHead
+from otelgpu.errors import StartError
+from otelgpu.registry import Registry
+from otelgpu.telemetry import SelfTelemetry
+
+
+@dataclass
+class Graph:
+    """Every component instance, keyed the way the service starts and stops them."""
+
+    extensions: dict[ComponentID, Extension] = field(default_factory=dict)
+    exporters: dict[ComponentID, Exporter] = field(default_factory=dict)
+    processors: dict[tuple[ComponentID, ComponentID], Processor] = field(default_factory=dict)
+    receivers: dict[ComponentID, Receiver] = field(default_factory=dict)
+    heads: dict[ComponentID, PipelineHead] = field(default_factory=dict)
+
+    def start_order(self) -> list[tuple[str, str, Component]]:
+        """(label, kind, component) from downstream to upstream: extensions, exporters,
+        processors, receivers. Shutdown walks it backwards."""
+        order: list[tuple[str, str, Component]] = []
+        order += [(str(i), "extension", c) for i, c in self.extensions.items()]
+        order += [(str(i), "exporter", c) for i, c in self.exporters.items()]
+        order += [(f"{i} in {p}", "processor", c) for (p, i), c in self.processors.items()]
+        order += [(str(i), "receiver", c) for i, c in self.receivers.items()]
+        return order
+
+
+def build(config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> Graph:
+    """Creates every component (no I/O happens here: factories only construct)."""
+    graph = Graph()
+
+    def create(kind: Kind, cid: ComponentID, *extra: Any) -> Any:
+        factory = registry.get(kind, cid.type)
+        settings = Settings.for_component(cid, kind, telemetry)
+        if factory.stability.value != "stable":
+            settings.logger.debug("%s %s is %s", kind.value, cid, factory.stability.value)
+        try:
+            return factory.create(settings, config.components[kind][cid], *extra)
+        except Exception as exc:
+            raise StartError(str(cid), kind.value, exc) from exc
+
+    for cid in config.extensions:
+        graph.extensions[cid] = create(Kind.EXTENSION, cid)
+    used_exporters = {e for p in config.pipelines.values() for e in p.exporters}
+    for cid in sorted(used_exporters | set(config.telemetry_exporters)):
+        graph.exporters[cid] = create(Kind.EXPORTER, cid)
+    for pid, pipeline in config.pipelines.items():
+        processors = []
+        for cid in pipeline.processors:
+            processors.append(create(Kind.PROCESSOR, cid))
+            graph.processors[(pid, cid)] = processors[-1]
+        exporters = [cast(MetricsConsumer, graph.exporters[e]) for e in pipeline.exporters]
+        graph.heads[pid] = PipelineHead(str(pid), processors, _one_or_fanout(exporters))
+    for cid in sorted({r for p in config.pipelines.values() for r in p.receivers}):
+        heads = [graph.heads[pid] for pid, p in config.pipelines.items() if cid in p.receivers]
+        graph.receivers[cid] = create(Kind.RECEIVER, cid, _one_or_fanout(heads))
+    return graph
+
+
+def _one_or_fanout(consumers: list[MetricsConsumer] | list[PipelineHead]) -> MetricsConsumer:
+    items = cast(list[MetricsConsumer], consumers)
+    return items[0] if len(items) == 1 else FanOut(items)

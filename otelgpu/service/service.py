@@ -1,0 +1,84 @@
+"""The service: starts a built graph downstream-first and stops it upstream-first."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from otelgpu.component import Component
+from otelgpu.config.schema import AgentConfig
+from otelgpu.errors import StartError
+from otelgpu.registry import Registry
+from otelgpu.service.graph import Graph, build
+from otelgpu.telemetry import SelfTelemetry
+
+_log = logging.getLogger("otelgpu.service")
+
+
+class Service:
+    """One configuration's running pipelines. It is also the `Host` components see."""
+
+    def __init__(self, config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> None:
+        self.config = config
+        self._registry = registry
+        self._telemetry = telemetry
+        self.graph: Graph | None = None
+        self._started: list[tuple[str, str, Component]] = []
+        self._push_task: asyncio.Task[None] | None = None
+        self._running = False
+
+    @property
+    def telemetry(self) -> SelfTelemetry:
+        return self._telemetry
+
+    def readiness(self) -> tuple[bool, list[str]]:
+        """Ready once every component started and every registered source answered once."""
+        reasons = [] if self._running else ["pipelines not started"]
+        reasons += [f"source {r}" for r in self._telemetry.sources_not_ready()]
+        return not reasons, reasons
+
+    async def start(self) -> None:
+        """Builds and starts everything; on a failure, stops what started and raises StartError."""
+        self.graph = build(self.config, self._registry, self._telemetry)
+        for label, kind, component in self.graph.start_order():
+            try:
+                await component.start(self)
+            except Exception as exc:
+                self._started.append((label, kind, component))  # half-started: shut it down too
+                await self.shutdown()
+                raise StartError(label, kind, exc) from exc
+            self._started.append((label, kind, component))
+        if self.config.telemetry_exporters:
+            self._push_task = asyncio.create_task(self._push_telemetry(), name="telemetry-push")
+        self._running = True
+        _log.info(
+            "started %d pipelines: %s", len(self.graph.heads), ", ".join(map(str, self.graph.heads))
+        )
+
+    async def shutdown(self) -> None:
+        """Stops upstream first so downstream can drain; idempotent; never raises."""
+        self._running = False
+        task, self._push_task = self._push_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        while self._started:
+            label, kind, component = self._started.pop()
+            try:
+                await component.shutdown()
+            except Exception:
+                _log.exception('failed to shut down "%s" %s', label, kind)
+
+    async def _push_telemetry(self) -> None:
+        assert self.graph is not None
+        exporters = [self.graph.exporters[cid] for cid in self.config.telemetry_exporters]
+        while True:
+            await asyncio.sleep(self.config.telemetry.metrics.interval)
+            batch = (self._telemetry.collect(),)
+            for exporter in exporters:
+                try:
+                    await exporter.consume(batch)
+                except Exception:
+                    _log.exception("pushing self-telemetry failed")

@@ -1,0 +1,114 @@
+"""Stage 1: env expansion on parsed values, merging several files, --set, positions."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelgpu.component import ComponentID, Kind
+from otelgpu.config.loader import load
+from otelgpu.config.schema import validate
+from otelgpu.errors import ConfigError
+from tests.components import SampleReceiverConfig, core_registry
+
+BASE = """\
+receivers:
+  sample:
+    interval: 2s
+    tags: [a]
+exporters:
+  debug:
+service:
+  pipelines:
+    metrics:
+      receivers: [sample]
+      exporters: [debug]
+"""
+
+
+def test_env_expansion_with_default_and_literal_dollar() -> None:
+    text = 'receivers:\n  sample:\n    tags: ["${env:TEAM}", "${env:MISSING:-fallback}", "cost: $$5", "a$b"]\n'
+    raw = load([("f.yaml", text)], environ={"TEAM": "ml"})
+    assert raw.data["receivers"]["sample"]["tags"] == ["ml", "fallback", "cost: $5", "a$b"]
+
+
+def test_env_value_cannot_inject_yaml() -> None:
+    evil = "x\nexporters:\n  otlp: {}"
+    text = 'receivers:\n  sample:\n    tags: ["${env:EVIL}"]\n'
+    raw = load([("f.yaml", text)], environ={"EVIL": evil})
+    assert raw.data["receivers"]["sample"]["tags"] == [evil]
+    assert "exporters" not in raw.data
+
+
+def test_env_expands_to_typed_value_through_the_model() -> None:
+    text = BASE.replace("interval: 2s", "interval: ${env:INTERVAL}").replace(
+        "tags: [a]", "series: ${env:SERIES}"
+    )
+    config = validate(
+        load([("f.yaml", text)], environ={"INTERVAL": "250ms", "SERIES": "3"}), core_registry()
+    )
+    sample = config.components[Kind.RECEIVER][ComponentID("sample")]
+    assert isinstance(sample, SampleReceiverConfig)
+    assert sample.interval == 0.25 and sample.series == 3
+
+
+def test_later_files_win_and_errors_point_at_the_file_that_said_it() -> None:
+    override = "receivers:\n  sample:\n    series: zero\n"
+    with pytest.raises(ConfigError) as info:
+        validate(
+            load([("base.yaml", BASE), ("override.yaml", override)], environ={}), core_registry()
+        )
+    assert str(info.value) == "override.yaml:3:13: receivers::sample::series: expected an integer"
+
+
+def test_merge_keeps_keys_from_both_files() -> None:
+    override = "receivers:\n  sample:\n    series: 4\n"
+    raw = load([("base.yaml", BASE), ("override.yaml", override)], environ={})
+    assert raw.data["receivers"]["sample"] == {"interval": "2s", "tags": ["a"], "series": 4}
+
+
+def test_set_overrides_one_key_with_either_separator() -> None:
+    raw = load(
+        [("base.yaml", BASE)],
+        ["receivers.sample.interval=5s", "receivers::sample::tags=[x, y]"],
+        environ={},
+    )
+    assert raw.data["receivers"]["sample"]["interval"] == "5s"
+    assert raw.data["receivers"]["sample"]["tags"] == ["x", "y"]
+
+
+def test_set_errors_are_located_at_the_override() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(
+            load([("base.yaml", BASE)], ["receivers.sample.series=lots"], environ={}),
+            core_registry(),
+        )
+    assert str(info.value) == "--set #1:1:25: receivers::sample::series: expected an integer"
+
+
+def test_set_without_equals_is_an_error() -> None:
+    with pytest.raises(ConfigError, match=r"expected --set key.path=value"):
+        load([("base.yaml", BASE)], ["receivers.sample.series"], environ={})
+
+
+def test_missing_file_is_a_config_error(tmp_path: object) -> None:
+    from otelgpu.config.loader import read_files
+
+    with pytest.raises(ConfigError, match=r"nope.yaml:1:1: cannot read the file"):
+        read_files(["nope.yaml"])
+
+
+def test_every_error_of_several_files_is_reported_at_once() -> None:
+    a = "receivers:\n  sample:\n    interval: ${env:NOPE}\n"
+    b = "receivers: [\n"
+    with pytest.raises(ConfigError) as info:
+        load([("a.yaml", a), ("b.yaml", b)], environ={})
+    files = [issue.file for issue in info.value.issues]
+    assert files == ["a.yaml", "b.yaml"]
+
+
+def test_empty_file_means_no_pipelines() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(load([("empty.yaml", "")], environ={}), core_registry())
+    assert (
+        str(info.value) == "empty.yaml:1:1: service::pipelines: at least one pipeline is required"
+    )

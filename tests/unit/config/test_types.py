@@ -1,0 +1,75 @@
+"""Durations, sizes, endpoints and key filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelgpu.config.types import (
+    KeyFilter,
+    format_duration,
+    parse_duration,
+    parse_endpoint,
+    parse_size,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("500ms", 0.5),
+        ("10s", 10.0),
+        ("5m", 300.0),
+        ("1h", 3600.0),
+        ("1m30s", 90.0),
+        ("250us", 0.00025),
+    ],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("bad", ["10", 10, "10 s", "s", "-5s", "", None, "1d"])
+def test_bad_durations_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(bad)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.5, "500ms"), (10.0, "10s"), (300.0, "5m"), (7200.0, "2h"), (90.0, "90s")],
+)
+def test_format_duration_round_trips(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("64MiB", 64 * 2**20), ("512KiB", 512 * 1024), ("1GB", 10**9), (4096, 4096), ("12", 12)],
+)
+def test_sizes(text: object, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("bad", ["64 mebibytes", "-1", -1, "1.5GiB", True])
+def test_bad_sizes_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="invalid size"):
+        parse_size(bad)
+
+
+@pytest.mark.parametrize("good", ["0.0.0.0:9400", "localhost:0", "[::1]:13133"])
+def test_endpoints(good: str) -> None:
+    assert parse_endpoint(good) == good
+
+
+@pytest.mark.parametrize("bad", ["localhost", ":9400", "host:port", "host:70000", 9400])
+def test_bad_endpoints(bad: object) -> None:
+    with pytest.raises(ValueError, match="invalid endpoint"):
+        parse_endpoint(bad)
+
+
+def test_key_filter_is_fail_closed_and_globs() -> None:
+    assert not KeyFilter().allows("TEAM")
+    f = KeyFilter(include=["TEAM", "MLFLOW_*"], exclude=["MLFLOW_TRACKING_*"])
+    assert f.allows("TEAM") and f.allows("MLFLOW_RUN_ID")
+    assert not f.allows("MLFLOW_TRACKING_URI") and not f.allows("team")
