@@ -6,7 +6,8 @@ import logging
 from collections.abc import Sequence
 
 from otelgpu.component import MetricsConsumer, Processor
-from otelgpu.model import Batch
+from otelgpu.model import Batch, point_count
+from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.service")
 
@@ -29,20 +30,35 @@ class FanOut:
 
 
 class PipelineHead:
-    """A pipeline's entry: runs its processors in order, then fans out to its exporters."""
+    """A pipeline's entry: runs its processors in order, then fans out to its exporters.
 
-    def __init__(self, name: str, processors: Sequence[Processor], next: MetricsConsumer) -> None:
+    A processor that raises (a bug: processors must count and drop bad data themselves)
+    costs only that batch; its points are counted in `otelgpu_processor_failed_points_total`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        processors: Sequence[tuple[str, Processor]],
+        next: MetricsConsumer,
+        telemetry: SelfTelemetry,
+    ) -> None:
         self.name = name
         self.processors = tuple(processors)
         self.next = next
+        self._telemetry = telemetry
 
     async def consume(self, batch: Batch) -> None:
-        for processor in self.processors:
+        for label, processor in self.processors:
             try:
                 batch = processor.process(batch)
             except Exception:
-                _log.exception(
-                    "pipeline %s: processor %r failed; batch dropped", self.name, processor
+                _log.exception("pipeline %s: processor %s failed; batch dropped", self.name, label)
+                self._telemetry.count(
+                    "otelgpu_processor_failed_points_total",
+                    point_count(batch),
+                    "Points lost because a processor raised",
+                    processor=label,
                 )
                 return
             if not batch:

@@ -36,7 +36,7 @@ class FakeClock:
             if not future.done():
                 future.set_result(None)
             await _settle()
-        self.now = target
+        self.now = max(self.now, target)
         await _settle()
 
 

@@ -71,10 +71,11 @@ def build(config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> 
     for pid, pipeline in config.pipelines.items():
         processors = []
         for cid in pipeline.processors:
-            processors.append(create(Kind.PROCESSOR, cid))
-            graph.processors[(pid, cid)] = processors[-1]
+            graph.processors[(pid, cid)] = create(Kind.PROCESSOR, cid)
+            processors.append((str(cid), graph.processors[(pid, cid)]))
         exporters = [cast(MetricsConsumer, graph.exporters[e]) for e in pipeline.exporters]
-        graph.heads[pid] = PipelineHead(str(pid), processors, _one_or_fanout(exporters))
+        head = PipelineHead(str(pid), processors, _one_or_fanout(exporters), telemetry)
+        graph.heads[pid] = head
     for cid in sorted({r for p in config.pipelines.values() for r in p.receivers}):
         heads = [graph.heads[pid] for pid, p in config.pipelines.items() if cid in p.receivers]
         graph.receivers[cid] = create(Kind.RECEIVER, cid, _one_or_fanout(heads))

@@ -1,0 +1,109 @@
+"""The health_check extension over real HTTP, the debug exporter's output, self-telemetry."""
+
+from __future__ import annotations
+
+import logging
+
+import aiohttp
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.exporters.debug.config import DebugExporterConfig
+from otelgpu.exporters.debug.exporter import DebugExporter
+from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
+from otelgpu.extensions.health_check.extension import HealthCheckExtension
+from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeHost
+
+
+async def test_healthz_and_readyz(telemetry: SelfTelemetry) -> None:
+    host = FakeHost(telemetry)
+    ext = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint="127.0.0.1:0"),
+    )
+    await ext.start(host)
+    base = f"http://127.0.0.1:{ext.port}"
+    try:
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"{base}/healthz") as r:
+                assert r.status == 200
+            host.ready = False
+            async with http.get(f"{base}/readyz") as r:
+                assert r.status == 503
+                assert (await r.json()) == {"status": "not ready", "reasons": ["not started"]}
+            host.ready = True
+            async with http.get(f"{base}/readyz") as r:
+                assert r.status == 200
+    finally:
+        await ext.shutdown()
+        await ext.shutdown()
+
+
+async def test_health_check_shutdown_without_start_is_safe(telemetry: SelfTelemetry) -> None:
+    ext = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry), HealthCheckExtensionConfig()
+    )
+    await ext.shutdown()
+
+
+async def test_health_check_port_in_use_fails_start(telemetry: SelfTelemetry) -> None:
+    first = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint="127.0.0.1:0"),
+    )
+    await first.start(FakeHost(telemetry))
+    second = HealthCheckExtension(
+        make_settings("health_check/2", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint=f"127.0.0.1:{first.port}"),
+    )
+    try:
+        with pytest.raises(OSError):
+            await second.start(FakeHost(telemetry))
+    finally:
+        await second.shutdown()
+        await first.shutdown()
+
+
+async def test_debug_exporter_detailed_logs_every_point(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    exporter = DebugExporter(
+        make_settings("debug", Kind.EXPORTER, telemetry), DebugExporterConfig(verbosity="detailed")
+    )
+    point = NumberDataPoint(attributes={"code": "79"}, time_unix_nano=1, value=3)
+    metric = Metric(
+        name="nvidia.gpu.xid",
+        unit="{error}",
+        description="",
+        kind=MetricKind.SUM,
+        points=(point,),
+        monotonic=True,
+    )
+    caplog.set_level(logging.INFO, logger="otelgpu")
+    await exporter.consume((ResourceMetrics(resource={"hw.id": "GPU-1"}, metrics=(metric,)),))
+    assert "batch: 1 resources, 1 metrics, 1 points" in caplog.text
+    assert "resource {hw.id='GPU-1'}" in caplog.text
+    assert "nvidia.gpu.xid{code='79'} = 3 {error} (sum)" in caplog.text
+    sent = [
+        m for m in telemetry.collect().metrics if m.name == "otelgpu_exporter_sent_points_total"
+    ]
+    assert sent[0].points[0].value == 1
+
+
+def test_self_telemetry_reports_source_changes_once(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="otelgpu")
+    for _ in range(5):
+        telemetry.source_failed("containerd", "connection refused")
+    telemetry.source_ok("containerd")
+    telemetry.source_ok("containerd")
+    assert caplog.text.count("source containerd is down") == 1
+    assert caplog.text.count("source containerd is up again") == 1
+    by_name = {m.name: m for m in telemetry.collect().metrics}
+    assert by_name["otelgpu_source_up"].points[0].value == 1.0
+    assert by_name["otelgpu_source_last_success_timestamp_seconds"].points[0].value > 0
+    assert by_name["otelgpu_build_info"].points[0].attributes["version"]
