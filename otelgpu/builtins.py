@@ -7,15 +7,22 @@ from otelgpu.registry import Factory, Registry
 
 def builtin_factories() -> list[Factory]:
     """Every built-in factory. Imported lazily so `import otelgpu` stays cheap."""
-    from otelgpu.exporters import debug
+    from otelgpu.exporters import debug, otlp, prometheus
     from otelgpu.extensions import health_check
-    from otelgpu.processors import attributes, filter, resource
+    from otelgpu.processors import attributes, container_env, filter, k8s_attributes, resource
+    from otelgpu.receivers import nvml
 
     return [
+        nvml.factory,
         debug.factory,
+        otlp.factory,
+        otlp.http_factory,
+        prometheus.factory,
         attributes.factory,
         filter.factory,
         resource.factory,
+        k8s_attributes.factory,
+        container_env.factory,
         health_check.factory,
     ]
 

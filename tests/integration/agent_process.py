@@ -58,7 +58,7 @@ class AgentProcess:
             f"no line matching {pattern!r} after line {after}; output:\n{self.output[-4000:]}"
         )
 
-    def signal(self, sig: signal.Signals) -> None:
+    def send(self, sig: signal.Signals) -> None:
         self.proc.send_signal(sig)
 
     def stop(self, sig: signal.Signals = signal.SIGTERM, timeout: float = 25.0) -> int:

@@ -85,7 +85,7 @@ def test_sighup_with_a_broken_file_keeps_the_old_pipelines(
     config.write_text(
         PIPELINE.format(tag="v2").replace("200ms", "soon").replace("filter:\n", "filtr:\n", 1)
     )
-    agent.signal(signal.SIGHUP)
+    agent.send(signal.SIGHUP)
     first = agent.wait_for(
         r"reload rejected: .*pipeline\.yaml:\d+:\d+: receivers::nvml::collection_interval: invalid duration"
     )
@@ -97,7 +97,7 @@ def test_sighup_with_a_broken_file_keeps_the_old_pipelines(
     agent.wait_for(r"pipeline_tag='v1'", after=first)  # the old pipelines still run
 
     config.write_text(PIPELINE.format(tag="v2"))
-    agent.signal(signal.SIGHUP)
+    agent.send(signal.SIGHUP)
     agent.wait_for(r"configuration reloaded")
     agent.wait_for(r"pipeline_tag='v2'")
     assert agent.stop() == 0

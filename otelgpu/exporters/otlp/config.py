@@ -1,0 +1,168 @@
+"""Configuration of the `otlp` (gRPC) and `otlp_http` exporters.
+
+The option names and defaults are the Collector's (`exporterhelper`, `configretry`,
+`configtls`), so a pipeline file written for `otelcol` reads the same here.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, PlainSerializer, SecretStr, field_validator, model_validator
+
+from otelgpu.config.types import Duration, PositiveDuration, StrictModel
+
+# Header values are credentials (API keys, bearer tokens): pydantic keeps them out of reprs and
+# print-config shows the Collector's `[REDACTED]` marker instead of the value.
+HeaderValue = Annotated[SecretStr, PlainSerializer(lambda _: "[REDACTED]", return_type=str)]
+
+
+class TLSConfig(StrictModel):
+    """`tls` of the `otlp` exporter.
+
+    insecure: plaintext gRPC (no TLS at all); default false, as in the Collector.
+    ca_file: PEM bundle that signs the server's certificate (default: the system roots).
+    cert_file, key_file: client certificate and key for mutual TLS; set both or neither.
+    """
+
+    insecure: bool = False
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+    @model_validator(mode="after")
+    def _pair(self) -> TLSConfig:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file must be set together (mutual TLS)")
+        return self
+
+
+class HttpTLSConfig(StrictModel):
+    """`tls` of the `otlp_http` exporter; whether TLS is used at all follows the endpoint's
+    scheme (`https://` or `http://`), as in the Collector.
+
+    ca_file, cert_file, key_file: as for `otlp`.
+    insecure_skip_verify: accept any server certificate (testing only); default false.
+    """
+
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    insecure_skip_verify: bool = False
+
+    @model_validator(mode="after")
+    def _pair(self) -> HttpTLSConfig:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("cert_file and key_file must be set together (mutual TLS)")
+        return self
+
+
+class RetryConfig(StrictModel):
+    """`retry_on_failure`: exponential backoff with jitter for retryable failures only.
+
+    enabled: true. initial_interval: 5s (the first wait). max_interval: 30s (the longest
+    wait). max_elapsed_time: 300s (then the batch is dropped and counted; 0 retries forever).
+    A delay the server asks for (gRPC RetryInfo, HTTP Retry-After) is honoured.
+    """
+
+    enabled: bool = True
+    initial_interval: PositiveDuration = 5.0
+    max_interval: PositiveDuration = 30.0
+    max_elapsed_time: Annotated[Duration, Field(ge=0)] = 300.0
+
+    @model_validator(mode="after")
+    def _order(self) -> RetryConfig:
+        if self.max_interval < self.initial_interval:
+            raise ValueError("max_interval must not be shorter than initial_interval")
+        return self
+
+
+class QueueConfig(StrictModel):
+    """`sending_queue`: the bounded in-memory backlog between the pipeline and the endpoint.
+
+    enabled: true; when false there is no backlog: a batch is sent only if a consumer is idle,
+    otherwise it is dropped and counted. queue_size: 1000 batches (memory is bounded by this
+    many batches, not bytes). num_consumers: 1 (concurrent requests).
+    drain_timeout: 20s, how long shutdown keeps sending what is queued before it counts the
+    rest as failed (kept below Kubernetes' 30s grace period).
+    """
+
+    enabled: bool = True
+    queue_size: Annotated[int, Field(ge=1)] = 1000
+    num_consumers: Annotated[int, Field(ge=1, le=64)] = 1
+    drain_timeout: Annotated[Duration, Field(ge=0)] = 20.0
+
+
+class OtlpCommonConfig(StrictModel):
+    """Options both transports share (see the two exporter configs)."""
+
+    headers: dict[str, HeaderValue] = Field(default_factory=dict)
+    compression: Literal["gzip", "none"] = "gzip"
+    timeout: PositiveDuration = 5.0
+    retry_on_failure: RetryConfig = Field(default_factory=RetryConfig)
+    sending_queue: QueueConfig = Field(default_factory=QueueConfig)
+
+    def header_items(self) -> list[tuple[str, str]]:
+        """The headers with their secret values revealed, for the transport only."""
+        return [(k, v.get_secret_value()) for k, v in self.headers.items()]
+
+
+class OtlpExporterConfig(OtlpCommonConfig):
+    """`exporters::otlp` (OTLP over gRPC).
+
+    endpoint: `host:port` of the OTLP gRPC receiver (default `localhost:4317`); an `http://`
+    prefix means plaintext, `https://` means TLS, whatever `tls::insecure` says.
+    tls: see `TLSConfig`. headers: gRPC metadata sent with every request (values are secrets).
+    compression: gzip | none (gzip). timeout: per request (5s).
+    retry_on_failure, sending_queue: see their models.
+    """
+
+    endpoint: str = "localhost:4317"
+    tls: TLSConfig = Field(default_factory=TLSConfig)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str) -> str:
+        scheme, sep, rest = value.partition("://")
+        if sep and scheme not in ("http", "https"):
+            raise ValueError(f'endpoint "{value}": the scheme must be http:// or https://')
+        host, _, port = (rest if sep else value).rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f'endpoint "{value}": expected host:port, such as localhost:4317')
+        return value
+
+    def target(self) -> tuple[str, bool]:
+        """The gRPC target (`host:port`) and whether the channel is plaintext."""
+        scheme, sep, rest = self.endpoint.partition("://")
+        if not sep:
+            return self.endpoint, self.tls.insecure
+        return rest, scheme == "http"
+
+
+class OtlpHttpExporterConfig(OtlpCommonConfig):
+    """`exporters::otlp_http` (OTLP over HTTP, binary protobuf).
+
+    endpoint: base URL of the receiver (default `http://localhost:4318`); requests go to
+    `<endpoint>/v1/metrics` unless `metrics_endpoint` names the full URL.
+    tls: see `HttpTLSConfig`. headers: HTTP headers sent with every request (values are
+    secrets). compression: gzip | none (gzip). timeout: per request (5s).
+    retry_on_failure, sending_queue: see their models.
+    """
+
+    endpoint: str = "http://localhost:4318"
+    metrics_endpoint: str = ""
+    tls: HttpTLSConfig = Field(default_factory=HttpTLSConfig)
+
+    @field_validator("endpoint", "metrics_endpoint")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f'"{value}": expected an http:// or https:// URL')
+        return value
+
+    def url(self) -> str:
+        """The URL metrics are POSTed to."""
+        return self.metrics_endpoint or self.endpoint.rstrip("/") + "/v1/metrics"

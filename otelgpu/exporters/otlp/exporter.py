@@ -1,0 +1,220 @@
+"""The OTLP exporter core shared by both transports: sending queue, retries, lifecycle.
+
+Every point handed to `consume` ends up counted exactly once, as sent or as failed:
+refused by a full queue, given up after retries, rejected by the server (partial success),
+or still queued or in flight when shutdown's drain deadline passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
+from otelgpu.component import Host, Settings
+from otelgpu.errors import ExportError
+from otelgpu.exporters.otlp.config import OtlpCommonConfig
+from otelgpu.exporters.otlp.encode import encode
+from otelgpu.exporters.otlp.queue import BatchQueue, Item
+from otelgpu.exporters.otlp.retry import Backoff
+from otelgpu.model import Batch, point_count
+
+QUEUE_SIZE_GAUGE = "otelgpu_exporter_queue_size"
+
+
+@dataclass(frozen=True, slots=True)
+class ExportResponse:
+    """What an accepted request came back with: points the server rejected, and why."""
+
+    rejected: int = 0
+    message: str = ""
+
+
+class Transport(Protocol):
+    """One OTLP endpoint (gRPC or HTTP).
+
+    `open` connects lazily (it may read TLS files, and raises if they are unusable);
+    `export` sends one request within `timeout` seconds and raises `ExportError` saying
+    whether a retry may succeed (and after how long, if the server said); `close` releases
+    the connection, is idempotent and safe without `open`.
+    """
+
+    async def open(self) -> None:
+        """Prepares the connection; no request is sent."""
+
+    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
+        """Sends `request`; raises ExportError on failure."""
+
+    async def close(self) -> None:
+        """Releases the connection."""
+
+
+class OtlpExporter:
+    """Queues batches and sends them through a `Transport` with `num_consumers` workers."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: OtlpCommonConfig,
+        transport: Transport,
+        *,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._id = str(settings.id)
+        self._log = settings.logger
+        self._telemetry = settings.telemetry
+        self._config = config
+        self._transport = transport
+        self._sleep = sleep
+        self._monotonic = monotonic
+        queue = config.sending_queue
+        self._queue = BatchQueue(queue.queue_size if queue.enabled else 0)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = asyncio.Event()
+        self._stopped = False
+        self._abandon = False  # the drain found the endpoint failing: count the rest unsent
+        self._last_error = ""  # logged failures: once per change, never per batch
+        self._dropping = False
+        self._overflowing = False
+        self._last_partial = ""
+        self._unsent_at_shutdown = 0
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, host: Host) -> None:
+        await self._transport.open()
+        self._publish_size()
+        consumers = self._config.sending_queue.num_consumers
+        self._tasks = [
+            asyncio.create_task(self._run(), name=f"{self._id} consumer {i}")
+            for i in range(consumers)
+        ]
+        # Lets the consumers reach the queue, so a batch consumed right after start is handed
+        # to an idle consumer rather than taking a queue slot.
+        await asyncio.sleep(0)
+
+    async def shutdown(self) -> None:
+        """Stops taking batches, sends what is queued until `drain_timeout`, counts the rest."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._closing.set()
+        self._queue.close()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
+            for task in self._tasks:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        left = sum(item.points for item in self._queue.clear())
+        self._telemetry.exporter_result(self._id, 0, left)
+        if self._unsent_at_shutdown + left:
+            self._log.warning(
+                "shutdown: %d points could not be sent (counted as failed)",
+                self._unsent_at_shutdown + left,
+            )
+        self._publish_size()
+        await self._transport.close()
+
+    async def consume(self, batch: Batch) -> None:
+        """Queues `batch` and returns at once; a full queue refuses it and counts its points."""
+        if not batch:
+            return
+        points = point_count(batch)
+        if self._stopped:  # a late batch during the service's shutdown: counted, not queued
+            self._telemetry.exporter_result(self._id, 0, points)
+            return
+        if self._queue.offer(Item(batch, points)):
+            if self._overflowing:
+                self._overflowing = False
+                self._log.info("sending queue has room again")
+        else:
+            self._telemetry.exporter_result(self._id, 0, points)
+            if not self._overflowing:
+                self._overflowing = True
+                self._log.warning("sending queue is full: dropping new batches (counted)")
+        self._publish_size()
+
+    # --- consumers ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while (item := await self._queue.take()) is not None:
+            self._publish_size()
+            sent, failed = 0, item.points
+            try:
+                if not self._abandon:
+                    sent, failed = await self._deliver(item)
+            except Exception:  # a bug must not stop the consumer; the batch is counted
+                self._log.exception("export failed unexpectedly")
+            finally:  # also on cancellation at the drain deadline
+                self._telemetry.exporter_result(self._id, sent, failed)
+                if self._closing.is_set():
+                    self._unsent_at_shutdown += failed
+
+    async def _deliver(self, item: Item) -> tuple[int, int]:
+        """Sends one batch with retries; returns (sent, failed) points."""
+        request = encode(item.batch)
+        backoff = Backoff(self._config.retry_on_failure, self._monotonic())
+        while True:
+            try:
+                response = await self._transport.export(request, self._config.timeout)
+            except ExportError as err:
+                delay = backoff.next_delay(err, self._monotonic())
+                if delay is not None and self._closing.is_set():
+                    # Draining, and the endpoint still fails: waiting would only delay the
+                    # exit, so this batch and everything queued behind it are counted now.
+                    self._abandon, delay = True, None
+                self._failed(err, item.points, delay)
+                if delay is None:
+                    return 0, item.points
+                await self._wait(delay)  # shutdown cuts it short: one last attempt at once
+                continue
+            self._succeeded()
+            rejected = min(max(response.rejected, 0), item.points)
+            if rejected:
+                self._partial(rejected, response.message)
+            return item.points - rejected, rejected
+
+    async def _wait(self, delay: float) -> None:
+        """Sleeps `delay` seconds, or less if shutdown begins meanwhile."""
+        sleeper = asyncio.ensure_future(self._sleep(delay))
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait((sleeper, closing), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            closing.cancel()
+            await asyncio.gather(sleeper, closing, return_exceptions=True)
+
+    # --- reporting (logs once per change of state, never per batch) ------------------------
+
+    def _failed(self, err: ExportError, points: int, delay: float | None) -> None:
+        # One line when failures start or change, one for the first batch given up; the
+        # counters carry the rest.
+        message = str(err)
+        if delay is not None:
+            if message != self._last_error:
+                self._log.warning("export failed, retrying in %.3gs: %s", delay, message)
+        elif message != self._last_error or not self._dropping:
+            self._log.error("export failed, dropping %d points: %s", points, message)
+            self._dropping = True
+        self._last_error = message
+
+    def _succeeded(self) -> None:
+        if self._last_error:
+            self._log.info("export succeeded again")
+        self._last_error, self._dropping = "", False
+
+    def _partial(self, rejected: int, message: str) -> None:
+        if message != self._last_partial:
+            self._last_partial = message
+            self._log.warning("the server rejected %d points: %s", rejected, message or "-")
+
+    def _publish_size(self) -> None:
+        self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, len(self._queue), exporter=self._id)

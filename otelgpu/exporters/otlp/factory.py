@@ -1,0 +1,37 @@
+"""Factories of the `otlp` (gRPC) and `otlp_http` exporters."""
+
+from __future__ import annotations
+
+from otelgpu.component import Kind, Settings, Stability
+from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.exporter import OtlpExporter
+from otelgpu.exporters.otlp.grpc_client import GrpcTransport
+from otelgpu.exporters.otlp.http_client import HttpTransport
+from otelgpu.registry import Factory
+
+
+def _create_grpc(settings: Settings, config: OtlpExporterConfig) -> OtlpExporter:
+    return OtlpExporter(settings, config, GrpcTransport(config))
+
+
+def _create_http(settings: Settings, config: OtlpHttpExporterConfig) -> OtlpExporter:
+    return OtlpExporter(settings, config, HttpTransport(config))
+
+
+factory = Factory(
+    type="otlp",
+    kind=Kind.EXPORTER,
+    stability=Stability.BETA,
+    config_type=OtlpExporterConfig,
+    create=_create_grpc,
+    description="pushes metrics over OTLP/gRPC",
+)
+
+http_factory = Factory(
+    type="otlp_http",
+    kind=Kind.EXPORTER,
+    stability=Stability.BETA,
+    config_type=OtlpHttpExporterConfig,
+    create=_create_http,
+    description="pushes metrics over OTLP/HTTP (binary protobuf)",
+)

@@ -1,0 +1,123 @@
+"""The `otlp` exporter's transport: the OTLP MetricsService stub over a `grpc.aio` channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+from google.rpc.error_details_pb2 import RetryInfo  # type: ignore[import-untyped]
+from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import MetricsServiceStub
+
+from otelgpu.errors import ExportError
+from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.exporter import ExportResponse
+
+# The codes the OTLP specification calls retryable; RESOURCE_EXHAUSTED only when the server
+# says when to come back (RetryInfo), since otherwise it means "this will never fit".
+RETRYABLE = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.OUT_OF_RANGE,
+        grpc.StatusCode.DATA_LOSS,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.CANCELLED,
+    }
+)
+_STATUS_DETAILS = "grpc-status-details-bin"
+
+
+class GrpcTransport:
+    """Sends requests with `MetricsService/Export` over one long-lived channel."""
+
+    def __init__(self, config: OtlpExporterConfig) -> None:
+        self._config = config
+        # gRPC metadata keys are lowercase on the wire; grpcio refuses uppercase ones.
+        self._metadata = tuple((k.lower(), v) for k, v in config.header_items())
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+
+    async def open(self) -> None:
+        target, plaintext = self._config.target()
+        compression = (
+            grpc.Compression.Gzip
+            if self._config.compression == "gzip"
+            else grpc.Compression.NoCompression
+        )
+        options = self._channel_options()
+        if plaintext:
+            self._channel = grpc.aio.insecure_channel(target, options, compression)
+        else:
+            credentials = _credentials(self._config)
+            self._channel = grpc.aio.secure_channel(target, credentials, options, compression)
+        self._stub = MetricsServiceStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def _channel_options(self) -> list[tuple[str, int]]:
+        # Our own retry loop decides when to try again: gRPC's transparent retries are off,
+        # and its reconnect backoff is kept shorter than our first wait so that a retry after
+        # an outage finds the channel ready to connect instead of still backing off.
+        backoff_ms = max(10, int(self._config.retry_on_failure.initial_interval * 500))
+        return [
+            ("grpc.enable_retries", 0),
+            ("grpc.initial_reconnect_backoff_ms", backoff_ms),
+            ("grpc.min_reconnect_backoff_ms", backoff_ms),
+            ("grpc.max_reconnect_backoff_ms", backoff_ms),
+        ]
+
+    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
+        if self._stub is None:
+            raise ExportError("the gRPC channel is not open", retryable=False)
+        try:
+            response = await self._stub.Export(request, timeout=timeout, metadata=self._metadata)
+        except grpc.aio.AioRpcError as err:
+            raise classify(err.code(), err.details() or "", err.trailing_metadata()) from None
+        partial = response.partial_success
+        return ExportResponse(partial.rejected_data_points, partial.error_message)
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub = self._channel, None, None
+        if channel is not None:
+            await channel.close()
+
+
+def classify(code: grpc.StatusCode, details: str, trailers: Any) -> ExportError:
+    """The ExportError for a failed call: retryable per the OTLP spec, with RetryInfo's delay."""
+    delay = retry_delay(trailers)
+    retryable = code in RETRYABLE or (
+        code is grpc.StatusCode.RESOURCE_EXHAUSTED and delay is not None
+    )
+    return ExportError(f"gRPC {code.name}: {details}", retryable=retryable, retry_after=delay)
+
+
+def retry_delay(trailers: Any) -> float | None:
+    """The delay of a `google.rpc.RetryInfo` in the call's status details, if any."""
+    for key, value in trailers or ():
+        if key != _STATUS_DETAILS or not isinstance(value, bytes):
+            continue
+        try:
+            status = Status.FromString(value)
+        except Exception:  # a peer's malformed details must not break error handling
+            return None
+        for detail in status.details:
+            info = RetryInfo()
+            if detail.Unpack(info):
+                return float(info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
+    return None
+
+
+def _credentials(config: OtlpExporterConfig) -> grpc.ChannelCredentials:
+    tls = config.tls
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(tls.ca_file),
+        private_key=_read(tls.key_file),
+        certificate_chain=_read(tls.cert_file),
+    )
+
+
+def _read(path: str) -> bytes | None:
+    return Path(path).read_bytes() if path else None

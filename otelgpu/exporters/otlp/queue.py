@@ -1,0 +1,80 @@
+"""The sending queue: a bounded FIFO of batches between the pipeline and the consumers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+
+from otelgpu.model import Batch
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A queued batch with its point count (the unit every drop is counted in)."""
+
+    batch: Batch
+    points: int
+
+
+class BatchQueue:
+    """Holds at most `capacity` batches; `offer` never waits, it refuses instead.
+
+    Memory is bounded in batches, not bytes: batches are immutable and shared with the other
+    exporters, so a queued batch costs only what the pipeline already built. Capacity 0
+    queues nothing: a batch is accepted only when a consumer is idle and takes it at once.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: deque[Item] = deque()
+        self._waiters: deque[asyncio.Future[Item | None]] = deque()
+        self._closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def offer(self, item: Item) -> bool:
+        """Queues `item` (or hands it to an idle consumer); False when full or closed."""
+        if self._closed:
+            return False
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(item)
+                return True
+        if len(self._items) < self._capacity:
+            self._items.append(item)
+            return True
+        return False
+
+    async def take(self) -> Item | None:
+        """The oldest item, waiting for one; None once closed and empty."""
+        if self._items:
+            return self._items.popleft()
+        if self._closed:
+            return None
+        waiter: asyncio.Future[Item | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # Handed over but the consumer was cancelled before it ran: put the item back so
+            # shutdown still counts it.
+            if waiter.done() and not waiter.cancelled() and (item := waiter.result()):
+                self._items.appendleft(item)
+            raise
+
+    def close(self) -> None:
+        """Refuses new items and wakes idle consumers; queued items can still be taken."""
+        self._closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def clear(self) -> list[Item]:
+        """Removes and returns everything still queued."""
+        items = list(self._items)
+        self._items.clear()
+        return items

@@ -1,0 +1,108 @@
+"""TLS and HTTP basic auth for `/metrics`, the way Prometheus' exporter-toolkit does them.
+
+Basic auth checks the password with bcrypt every time it has not seen this exact
+(user, password) pair succeed before, and for an unknown user it still runs bcrypt, against a
+hash of the same cost, so the answer takes as long whether or not the user exists. Successful
+checks are remembered under an HMAC of the length-prefixed pair with a per-process random key:
+the cache holds neither a password nor anything an attacker could precompute, and no crafted
+username can collide with another pair's key (CVE-2022-46146 was such a collision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import os
+import ssl
+from concurrent.futures import ThreadPoolExecutor
+
+import aiohttp
+import bcrypt
+
+from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
+
+_CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
+_TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def server_ssl_context(config: TLSServerConfig) -> ssl.SSLContext:
+    """A server context: TLS ≥ `min_version` (never below 1.2), optional client verification."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = _TLS_VERSIONS[config.min_version]
+    context.load_cert_chain(config.cert_file, config.key_file)
+    if config.client_ca_file:
+        context.load_verify_locations(cafile=config.client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+class BasicAuthenticator:
+    """Checks `Authorization: Basic ...` headers against one user and bcrypt hash."""
+
+    def __init__(self, config: BasicAuthConfig) -> None:
+        self._user = config.username.encode()
+        self._hash = config.password_hash.get_secret_value().encode()
+        self._fake_hash = b""
+        self._key = b""
+        self._ok: set[bytes] = set()
+        # One private thread: checks run one at a time (a flood of wrong passwords costs one
+        # core) and never queue behind other components' work in the default executor.
+        self._executor: ThreadPoolExecutor | None = None
+
+    async def prepare(self) -> None:
+        """Builds the fake hash (same cost as the real one) and the cache key; call in start()."""
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="otelgpu basic auth")
+        salt = bcrypt.gensalt(rounds=int(self._hash.split(b"$")[2]))
+        loop = asyncio.get_running_loop()
+        self._fake_hash = await loop.run_in_executor(
+            self._executor, bcrypt.hashpw, os.urandom(16), salt
+        )
+        self._key = os.urandom(32)
+
+    def close(self) -> None:
+        """Stops the bcrypt thread; idempotent."""
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    async def check(self, header: str | None) -> bool:
+        """Whether the header carries the right user and password."""
+        user, password = _parse(header)
+        cache_key = self._cache_key(user, password)
+        if cache_key in self._ok:
+            return True
+        assert self._executor is not None, "prepare() was not awaited"
+        user_ok = hmac.compare_digest(user, self._user)
+        against = self._hash if user_ok else self._fake_hash
+        loop = asyncio.get_running_loop()
+        password_ok = await loop.run_in_executor(self._executor, _checkpw, password, against)
+        if user_ok and password_ok:
+            if len(self._ok) >= _CACHE_LIMIT:
+                self._ok.clear()
+            self._ok.add(cache_key)
+            return True
+        return False
+
+    def _cache_key(self, user: bytes, password: bytes) -> bytes:
+        message = len(user).to_bytes(8, "big") + user + len(password).to_bytes(8, "big") + password
+        return hmac.new(self._key, message, hashlib.sha256).digest()
+
+
+def _checkpw(password: bytes, hashed: bytes) -> bool:
+    try:
+        return bcrypt.checkpw(password, hashed)
+    except ValueError:
+        return False
+
+
+def _parse(header: str | None) -> tuple[bytes, bytes]:
+    """(user, password) from a Basic header; empty on anything malformed (still checked, so a
+    malformed header takes as long as a wrong password)."""
+    if not header:
+        return b"", b""
+    try:
+        auth = aiohttp.BasicAuth.decode(header, encoding="utf-8")
+    except ValueError:
+        return b"", b""
+    return auth.login.encode(), auth.password.encode()

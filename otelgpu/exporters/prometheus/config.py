@@ -1,0 +1,73 @@
+"""Configuration of the `prometheus` exporter."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+
+from otelgpu.config.types import Endpoint, PositiveDuration, StrictModel
+from otelgpu.exporters.prometheus.naming import LABEL_NAME_RE
+
+# `$2a$`, `$2b$` or `$2y$`, a two-digit cost, then 53 characters of salt and hash.
+_BCRYPT_RE = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+
+
+class TLSServerConfig(StrictModel):
+    """`tls`: serve `/metrics` over HTTPS.
+
+    cert_file, key_file: PEM certificate (chain) and private key. client_ca_file: when set,
+    clients must present a certificate signed by one of these CAs (mutual TLS). min_version:
+    `"1.2"` (default) or `"1.3"`; older protocols are never accepted.
+    """
+
+    cert_file: str = Field(min_length=1)
+    key_file: str = Field(min_length=1)
+    client_ca_file: str = ""
+    min_version: Literal["1.2", "1.3"] = "1.2"
+
+
+class BasicAuthConfig(StrictModel):
+    """`basic_auth`: one user; `password_hash` is a bcrypt hash (`htpasswd -nbBC 10 user pw`)."""
+
+    username: str = Field(min_length=1)
+    password_hash: SecretStr
+
+    @field_validator("password_hash")
+    @classmethod
+    def _bcrypt(cls, value: SecretStr) -> SecretStr:
+        if not _BCRYPT_RE.match(value.get_secret_value()):
+            raise ValueError("expected a bcrypt hash such as $2b$10$ followed by 53 characters")
+        return value
+
+
+class PrometheusExporterConfig(StrictModel):
+    """`exporters::prometheus`.
+
+    endpoint: where `/metrics` listens (`0.0.0.0:9400`, dcgm-exporter's port).
+    metric_expiration: a series not updated for this long disappears (5m).
+    naming: `otel` (OpenTelemetry → Prometheus translation) or `dcgm` (dcgm-exporter's names,
+    labels and units, so its dashboards and alerts keep working).
+    const_labels: labels added to every series (valid Prometheus label names).
+    tls: cert_file, key_file, client_ca_file, min_version (off by default).
+    basic_auth: username, password_hash (bcrypt; off by default).
+    """
+
+    endpoint: Endpoint = "0.0.0.0:9400"
+    metric_expiration: PositiveDuration = 300.0
+    naming: Literal["otel", "dcgm"] = "otel"
+    const_labels: dict[str, str] = Field(default_factory=dict)
+    tls: TLSServerConfig | None = None
+    basic_auth: BasicAuthConfig | None = None
+
+    @field_validator("const_labels")
+    @classmethod
+    def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not LABEL_NAME_RE.match(name) or name.startswith("__"):
+                raise ValueError(
+                    f'invalid label name "{name}": expected [a-zA-Z_][a-zA-Z0-9_]* '
+                    "not starting with __"
+                )
+        return value

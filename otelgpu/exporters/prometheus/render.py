@@ -1,0 +1,52 @@
+"""The `/metrics` body: text exposition format 0.0.4, plain and gzip, built once per update."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from otelgpu.exporters.prometheus.series import Family
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Level 1 compresses 10k series (2.5 MB) to ~155 kB in ~5 ms; level 6 saves another ~20 % for
+# three times the CPU, a bad trade for a node agent.
+_GZIP_LEVEL = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Body:
+    """One rendered body in both encodings; replaced whole, never mutated."""
+
+    plain: bytes
+    gzipped: bytes
+    series: int
+
+
+EMPTY = Body(b"", gzip.compress(b"", mtime=0), 0)
+
+
+def render_text(families: Iterable[Family]) -> tuple[str, int]:
+    """The exposition text of `families`, and how many series it holds."""
+    parts: list[str] = []
+    count = 0
+    for family in families:
+        if not family.series:
+            continue
+        if family.help:
+            parts.append(f"# HELP {family.name} {_escape_help(family.help)}\n")
+        parts.append(f"# TYPE {family.name} {family.type}\n")
+        parts.extend([prefix + value for prefix, (value, _) in family.series.items()])
+        count += len(family.series)
+    return "".join(parts), count
+
+
+def encode(text: str, series: int) -> Body:
+    """Both encodings of a rendered text; CPU-heavy, run it in a worker thread (zlib releases
+    the GIL, so the event loop keeps serving the previous body meanwhile)."""
+    plain = text.encode("utf-8")
+    return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")

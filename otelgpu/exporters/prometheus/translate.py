@@ -1,0 +1,128 @@
+"""Batches → series in the store, in `otel` or `dcgm` naming.
+
+Resource attributes become labels on every series of that resource (a GPU's `hw.id`,
+`k8s.pod.name`, ... are what users filter and join on, and the agent's resources are few and
+small), instead of the spec's separate `target_info` series that every query would have to join.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from otelgpu.exporters.prometheus import dcgm
+from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
+from otelgpu.exporters.prometheus.naming import metric_name
+from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
+from otelgpu.receivers.nvml import metrics as catalog
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the points of one metric go: family name, type, help, value scale."""
+
+    name: str
+    type: str
+    help: str
+    scale: float = 1.0
+    drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
+
+
+class Translator:
+    """Turns batches into store updates; remembers names and label sets it already built."""
+
+    def __init__(self, naming: Naming, const_labels: Mapping[str, str]) -> None:
+        self._naming = naming
+        self.labels = LabelRenderer(naming, const_labels)
+        self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
+
+    def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
+        """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts."""
+        stored = dropped = 0
+        for rm in batch:
+            resource = tuple(rm.resource.items())
+            for metric in rm.metrics:
+                try:
+                    ok = self._ingest_metric(store, resource, metric, now)
+                except (TypeError, ValueError, AttributeError):
+                    ok = 0  # bad data: counted below, never raised into the pipeline
+                stored += ok
+                dropped += len(metric.points) - ok
+        return stored, dropped
+
+    def families(self, rm: ResourceMetrics, now: float) -> list[Family]:
+        """Families for the agent's self-telemetry: datapoint labels and const labels only (the
+        agent's resource is the same on every series and says nothing the target labels don't)."""
+        store = SeriesStore()
+        for metric in rm.metrics:
+            try:
+                self._ingest_metric(store, (), metric, now)
+            except (TypeError, ValueError, AttributeError):
+                continue
+        return list(store.families.values())
+
+    def _ingest_metric(
+        self, store: SeriesStore, resource: AttrItems, metric: Metric, now: float
+    ) -> int:
+        if self._naming == "dcgm" and metric.name in catalog.DCGM_SPLIT:
+            return self._ingest_split(store, resource, metric, now)
+        target = self.target(metric, {})
+        family = store.family(target.name, target.type, target.help)
+        if family is None:
+            return 0
+        lines = self.labels.lines(resource)
+        series, name, scale = family.series, target.name, target.scale
+        stored = 0
+        for point in metric.points:
+            try:
+                text = format_value(point.value * scale if scale != 1.0 else point.value)
+            except (TypeError, ValueError):
+                continue  # not a number: counted as dropped by the caller
+            attributes = tuple(point.attributes.items())
+            prefix = lines.get((name, attributes, ""))
+            if prefix is None:
+                prefix = self.labels.line_prefix(name, resource, attributes, "")
+            series[prefix] = (text + "\n", now)
+            stored += 1
+        return stored
+
+    def _ingest_split(
+        self, store: SeriesStore, resource: AttrItems, metric: Metric, now: float
+    ) -> int:
+        """The slow path for metrics whose family depends on a point attribute (dcgm)."""
+        stored = 0
+        for point in metric.points:
+            t = self.target(metric, point.attributes)
+            family = store.family(t.name, t.type, t.help)
+            try:
+                text = format_value(point.value * t.scale if t.scale != 1.0 else point.value)
+            except (TypeError, ValueError):
+                continue
+            if family is not None:
+                attributes = tuple(point.attributes.items())
+                prefix = self.labels.line_prefix(t.name, resource, attributes, t.drop)
+                family.series[prefix] = (text + "\n", now)
+                stored += 1
+        return stored
+
+    def target(self, metric: Metric, attributes: Attributes) -> Target:
+        """The family a point of `metric` with `attributes` belongs to (cached per metric and,
+        for the metrics dcgm-exporter splits, per value of the splitting attribute)."""
+        split = catalog.DCGM_SPLIT.get(metric.name) if self._naming == "dcgm" else None
+        chooser = attributes.get(split[0]) if split else None
+        key = (metric.name, metric.unit, metric.kind, metric.monotonic, metric.description, chooser)
+        target = self._targets.get(key)
+        if target is None:
+            target = self._targets[key] = self._new_target(metric, attributes)
+        return target
+
+    def _new_target(self, metric: Metric, attributes: Attributes) -> Target:
+        counter = metric.kind is MetricKind.SUM and metric.monotonic
+        type_ = "counter" if counter else "gauge"
+        if self._naming == "dcgm":
+            found = dcgm.field(metric.name, metric.unit, attributes)
+            if found is not None:
+                return Target(found.name, type_, metric.description, found.scale, found.split_key)
+        name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
+        return Target(name, type_, metric.description)

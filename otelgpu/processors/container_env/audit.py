@@ -1,0 +1,92 @@
+"""The processor's own counters and its once-per-key log of refused secret-like keys."""
+
+from __future__ import annotations
+
+import logging
+
+from otelgpu.telemetry import SelfTelemetry
+
+REFUSED = "otelgpu_container_env_refused_keys_total"
+TRUNCATED = "otelgpu_container_env_truncated_values_total"
+DROPPED = "otelgpu_container_env_dropped_attributes_total"
+INVALID = "otelgpu_container_env_invalid_records_total"
+CONTAINERS = "otelgpu_container_env_containers"
+
+# Refused key names are logged once each; past this many distinct names a flood of odd
+# keys must not grow memory or the log, so only the counter keeps going.
+_MAX_LOGGED_NAMES = 1024
+
+
+class Audit:
+    """Counts what the key rules and caps did, and logs refused key NAMES once each.
+
+    Values never reach this class, so they can never reach a log line.
+    """
+
+    def __init__(self, processor: str, telemetry: SelfTelemetry, logger: logging.Logger) -> None:
+        self._processor = processor
+        self._telemetry = telemetry
+        self._log = logger
+        self._logged: set[str] = set()
+        self._overflow_logged = False
+
+    def refused(self, section: str, keys: list[str]) -> None:
+        """Secret-like keys that the include list asked for and that were not exported."""
+        if not keys:
+            return
+        self._telemetry.count(
+            REFUSED,
+            len(keys),
+            "Included keys not exported because they look like secrets",
+            processor=self._processor,
+            section=section,
+        )
+        for key in keys:
+            self._log_once(section, key)
+
+    def truncated(self, n: int) -> None:
+        """Values cut to `max_value_length`."""
+        self._telemetry.count(
+            TRUNCATED, n, "Values cut to max_value_length", processor=self._processor
+        )
+
+    def dropped(self, n: int) -> None:
+        """Attributes left out of a resource because of `max_attributes`."""
+        self._telemetry.count(
+            DROPPED, n, "Attributes left out by max_attributes", processor=self._processor
+        )
+
+    def invalid(self, runtime: str, reason: str) -> None:
+        """A runtime record that could not be read completely (e.g. a malformed OCI spec)."""
+        self._telemetry.count(
+            INVALID,
+            1,
+            "Runtime records that could not be fully decoded",
+            processor=self._processor,
+            runtime=runtime,
+            reason=reason,
+        )
+
+    def containers(self, runtime: str, n: int) -> None:
+        """How many workload containers the latest snapshot of `runtime` holds."""
+        self._telemetry.set_gauge(CONTAINERS, n, processor=self._processor, runtime=runtime)
+
+    def _log_once(self, section: str, key: str) -> None:
+        name = f"{section}:{key}"
+        if name in self._logged:
+            return
+        if len(self._logged) >= _MAX_LOGGED_NAMES:
+            if not self._overflow_logged:
+                self._overflow_logged = True
+                self._log.warning(
+                    "more than %d distinct secret-like keys refused; no longer logging names",
+                    _MAX_LOGGED_NAMES,
+                )
+            return
+        self._logged.add(name)
+        self._log.warning(
+            "not exporting %s key %r: it looks like a secret (set allow_secret_like_keys "
+            "to export it)",
+            section,
+            key,
+        )

@@ -1,0 +1,69 @@
+"""Configuration of the `container_env` processor."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from otelgpu.config.types import KeyFilter, PositiveDuration, StrictModel
+
+DEFAULT_CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f'must be an absolute path (got "{value}")')
+    return value
+
+
+class ContainerdConfig(StrictModel):
+    """`containerd`: the gRPC socket and the containerd namespace the kubelet's CRI uses."""
+
+    socket: str = DEFAULT_CONTAINERD_SOCKET
+    namespace: str = Field(default="k8s.io", min_length=1)
+
+    _check_socket = field_validator("socket")(_absolute)
+
+
+class DockerConfig(StrictModel):
+    """`docker`: the Engine API's unix socket."""
+
+    socket: str = DEFAULT_DOCKER_SOCKET
+
+    _check_socket = field_validator("socket")(_absolute)
+
+
+class ContainerEnvProcessorConfig(StrictModel):
+    """`processors::container_env`.
+
+    runtime: `auto` (probe containerd and docker until one answers, use every one that
+      does), `containerd` or `docker`.
+    containerd: `{socket: /run/containerd/containerd.sock, namespace: k8s.io}`.
+    docker: `{socket: /var/run/docker.sock}`.
+    refresh_interval: how often the container snapshot is rebuilt (10s); a container seen
+      in a batch but not in the snapshot triggers one early refresh (at most one a second).
+    timeout: the limit of one runtime request (5s).
+    env, labels, pod_labels, annotations: `{include: [...], exclude: [...]}` of exact keys
+      or globs, for the container's environment, the container's labels, the pod's labels
+      (from its sandbox) and the pod's annotations (from its sandbox). Empty include lists:
+      nothing is exported unless asked for.
+    allow_secret_like_keys: export keys that look like secrets (`*TOKEN*`, `*SECRET*`,
+      `*PASSWORD*`, `*PASSWD*`, `*KEY*`, `*CREDENTIAL*`, any case) when included (false).
+    max_value_length: longer values are cut to this many characters (256).
+    max_attributes: the most attributes added to one resource (32).
+    """
+
+    runtime: Literal["auto", "containerd", "docker"] = "auto"
+    containerd: ContainerdConfig = Field(default_factory=ContainerdConfig)
+    docker: DockerConfig = Field(default_factory=DockerConfig)
+    refresh_interval: PositiveDuration = 10.0
+    timeout: PositiveDuration = 5.0
+    env: KeyFilter = Field(default_factory=KeyFilter)
+    labels: KeyFilter = Field(default_factory=KeyFilter)
+    pod_labels: KeyFilter = Field(default_factory=KeyFilter)
+    annotations: KeyFilter = Field(default_factory=KeyFilter)
+    allow_secret_like_keys: bool = False
+    max_value_length: int = Field(default=256, gt=0)
+    max_attributes: int = Field(default=32, gt=0)

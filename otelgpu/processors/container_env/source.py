@@ -1,0 +1,102 @@
+"""One runtime as the processor tracks it: probed or expected, up or down, its latest snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from otelgpu.processors.container_env.audit import Audit
+from otelgpu.processors.container_env.records import Record, Selectors, extract
+from otelgpu.processors.container_env.runtime import (
+    ContainerRef,
+    ContainerRuntime,
+    RuntimeUnavailable,
+)
+from otelgpu.processors.container_env.snapshot import Snapshot, SnapshotComposer
+from otelgpu.telemetry import SelfTelemetry
+
+
+class RuntimeSource:
+    """Refreshes one runtime's snapshot and reports the runtime's health.
+
+    An `expected` runtime (named in `runtime:`) is a self-telemetry source from the start,
+    so it reads as down until it answers. A probed one (`runtime: auto`) stays silent until
+    it first answers; from then on it is a source like any other. A runtime that fails a
+    refresh has no snapshot until it answers again: labels are dropped, never kept stale.
+    """
+
+    def __init__(
+        self,
+        runtime: ContainerRuntime,
+        *,
+        expected: bool,
+        selectors: Selectors,
+        audit: Audit,
+        telemetry: SelfTelemetry,
+        logger: logging.Logger,
+        max_attributes: int,
+        timeout: float,
+    ) -> None:
+        self.runtime = runtime
+        self.found = expected
+        self.snapshot: Snapshot | None = None
+        self._selectors = selectors
+        self._audit = audit
+        self._telemetry = telemetry
+        self._log = logger
+        self._timeout = timeout
+        self._composer = SnapshotComposer(audit, max_attributes)
+        self._records: dict[str, Record] = {}
+        if expected:
+            telemetry.register_source(runtime.name)
+
+    @property
+    def name(self) -> str:
+        """The runtime's source name (`containerd` or `docker`)."""
+        return self.runtime.name
+
+    async def refresh(self) -> None:
+        """Lists the runtime once and rebuilds the snapshot; never raises for a runtime fault."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                refs = await self.runtime.list_containers()
+            records = await self._extract_all(refs)
+        except (RuntimeUnavailable, TimeoutError) as exc:
+            self._failed(str(exc) or "timed out")
+            return
+        if not self.found:
+            self.found = True
+            self._log.info("found container runtime %s at %s", self.name, self.runtime.endpoint)
+        self._telemetry.source_ok(self.name)
+        self.snapshot = self._composer.compose(records)
+        self._audit.containers(self.name, len(self.snapshot.by_id))
+
+    def down(self) -> None:
+        """Forgets the snapshot (the processor is stopping or the runtime was given up)."""
+        self.snapshot = None
+
+    async def _extract_all(self, refs: Sequence[ContainerRef]) -> list[Record]:
+        records: list[Record] = []
+        env = self._selectors.env.enabled
+        for ref in refs:
+            known = self._records.get(ref.id)
+            if known is not None and known.revision == ref.revision:
+                records.append(known)
+                continue
+            async with asyncio.timeout(self._timeout):
+                spec = await self.runtime.container_spec(ref, env=env)
+            if spec is None:
+                continue  # removed between the listing and this request
+            if not spec.valid:
+                self._audit.invalid(self.name, "malformed_spec")
+            records.append(extract(ref, spec, self._selectors, self._audit))
+        self._records = {record.id: record for record in records}
+        return records
+
+    def _failed(self, reason: str) -> None:
+        self.snapshot = None
+        if self.found:
+            self._telemetry.source_failed(self.name, reason)
+        else:
+            self._log.debug("container runtime %s not answering yet: %s", self.name, reason)

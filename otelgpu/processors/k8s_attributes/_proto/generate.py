@@ -1,0 +1,47 @@
+"""Regenerates the pod-resources v1 stubs from `podresources.proto` with grpcio-tools.
+
+Run from anywhere: `python -m otelgpu.processors.k8s_attributes._proto.generate`.
+The stubs are committed; a unit test regenerates them into a temporary folder and
+compares, so the .proto and the stubs cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+PROTO_DIR = Path(__file__).resolve().parent
+PROTO = PROTO_DIR / "podresources.proto"
+# The include root is the repository root, so generated imports are absolute
+# (`from otelgpu.processors.k8s_attributes._proto import podresources_pb2`).
+ROOT = PROTO_DIR.parents[3]
+OUTPUTS = ("podresources_pb2.py", "podresources_pb2.pyi", "podresources_pb2_grpc.py")
+
+
+def generate(out_root: Path) -> Path:
+    """Writes the stubs under `out_root` (mirroring the package path); returns their folder."""
+    from grpc_tools import protoc  # a test/dev dependency, not needed at run time
+
+    rel = PROTO.relative_to(ROOT)
+    args = [
+        "grpc_tools.protoc",
+        f"-I{ROOT}",
+        f"--python_out={out_root}",
+        f"--pyi_out={out_root}",
+        f"--grpc_python_out={out_root}",
+        str(rel),
+    ]
+    if protoc.main(args) != 0:
+        raise RuntimeError(f"protoc failed for {rel}")
+    return out_root / rel.parent
+
+
+def main() -> int:
+    """Regenerates the committed stubs in place."""
+    generate(ROOT)
+    print("regenerated", ", ".join(OUTPUTS), "in", PROTO_DIR)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

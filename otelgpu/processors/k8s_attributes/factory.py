@@ -1,0 +1,22 @@
+"""Factory of the `k8s_attributes` processor."""
+
+from __future__ import annotations
+
+from otelgpu.component import Kind, Settings, Stability
+from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
+from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
+from otelgpu.registry import Factory
+
+
+def _create(settings: Settings, config: K8sAttributesProcessorConfig) -> K8sAttributesProcessor:
+    return K8sAttributesProcessor(settings, config)
+
+
+factory = Factory(
+    type="k8s_attributes",
+    kind=Kind.PROCESSOR,
+    stability=Stability.ALPHA,
+    config_type=K8sAttributesProcessorConfig,
+    create=_create,
+    description="labels GPU series with the pod and container that hold the GPU",
+)

@@ -1,0 +1,177 @@
+"""The kubelet pod-resources v1 API, behind the narrow `PodResourcesClient` Protocol.
+
+The adapter keeps one long-lived gRPC channel to the unix socket. A kubelet restart
+removes the socket and creates a new one (a new inode): the adapter notices the change, or
+an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned into plain
+frozen dataclasses here, so nothing else in the processor sees protobuf.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+import grpc.aio
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAllocation:
+    """Devices of one extended resource (`nvidia.com/gpu`), as the device plugin names them."""
+
+    resource_name: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerAllocation:
+    """What one container of a pod holds; a container without devices holds nothing."""
+
+    name: str
+    devices: tuple[DeviceAllocation, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PodAllocation:
+    """One pod's containers and their devices, as `List` reports them."""
+
+    namespace: str
+    name: str
+    containers: tuple[ContainerAllocation, ...]
+
+
+class PodResourcesError(Exception):
+    """A request failed. `code` is the gRPC status name (`RESOURCE_EXHAUSTED`,
+    `UNAVAILABLE`, `DEADLINE_EXCEEDED`, ...) or `SOCKET_MISSING` when there is no socket."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(f"{code}: {message}" if message else code)
+
+
+class PodResourcesClient(Protocol):
+    """Reads the kubelet's device allocations.
+
+    Both methods are bounded by the client's own timeout and raise `PodResourcesError`
+    (never anything else) when the kubelet does not answer well. `close` releases the
+    connection, is idempotent, and a later call may connect again.
+    """
+
+    async def list(self) -> tuple[PodAllocation, ...]:
+        """Every pod on the node with the devices of each of its containers."""
+
+    async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
+        """Every device the kubelet knows, allocated or not; None when not served."""
+
+    async def close(self) -> None:
+        """Closes the connection."""
+
+
+class GrpcPodResourcesClient:
+    """`PodResourcesClient` over grpc.aio on the kubelet's unix socket."""
+
+    def __init__(self, socket_path: str, *, timeout: float, max_receive_message_size: int) -> None:
+        self._path = socket_path
+        self._timeout = timeout
+        self._options = [
+            ("grpc.max_receive_message_length", max_receive_message_size),
+            # The socket comes back within seconds of a kubelet restart; don't let gRPC's
+            # own reconnect backoff (up to 2 minutes) outlast it.
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 2000),
+        ]
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+        self._socket_id: tuple[int, int] | None = None
+        self._allocatable_served = True
+
+    async def list(self) -> tuple[PodAllocation, ...]:
+        answer = await self._call("List", _messages().ListPodResourcesRequest())
+        return tuple(_pod(p) for p in answer.pod_resources)
+
+    async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
+        if not self._allocatable_served:
+            return None
+        try:
+            answer = await self._call(
+                "GetAllocatableResources", _messages().AllocatableResourcesRequest()
+            )
+        except PodResourcesError as exc:
+            if exc.code != "UNIMPLEMENTED":
+                raise
+            # Kubelets before 1.23 (or with the feature gate off) lack it; don't ask again
+            # on this connection.
+            self._allocatable_served = False
+            return None
+        return tuple(_devices(d) for d in answer.devices)
+
+    async def close(self) -> None:
+        channel, self._channel, self._stub, self._socket_id = self._channel, None, None, None
+        if channel is not None:
+            await channel.close()
+
+    async def _call(self, method: str, request: object) -> Any:
+        stub = await self._connect()
+        try:
+            return await getattr(stub, method)(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            code = exc.code()
+            if code == grpc.StatusCode.UNAVAILABLE:
+                await self.close()  # the kubelet went away: dial afresh next time
+            raise PodResourcesError(code.name, exc.details() or "") from exc
+        except grpc.aio.UsageError as exc:  # the channel was closed under us
+            await self.close()
+            raise PodResourcesError("UNAVAILABLE", str(exc)) from exc
+
+    async def _connect(self) -> Any:
+        """The stub on a channel to the socket file that exists now."""
+        try:
+            info = os.stat(self._path)
+        except FileNotFoundError:
+            await self.close()
+            raise PodResourcesError("SOCKET_MISSING", f"no socket at {self._path}") from None
+        except OSError as exc:
+            await self.close()
+            raise PodResourcesError("SOCKET_MISSING", f"{self._path}: {exc.strerror}") from None
+        if not stat.S_ISSOCK(info.st_mode):
+            await self.close()
+            raise PodResourcesError("SOCKET_MISSING", f"{self._path} is not a socket")
+        socket_id = (info.st_dev, info.st_ino)
+        if self._channel is not None and socket_id != self._socket_id:
+            await self.close()  # the kubelet restarted and made a new socket
+        if self._channel is None:
+            self._channel = grpc.aio.insecure_channel(
+                "unix://" + os.path.abspath(self._path), options=self._options
+            )
+            self._stub = _services().PodResourcesListerStub(self._channel)
+            self._socket_id = socket_id
+            self._allocatable_served = True
+        return self._stub
+
+
+_PROTO = "otelgpu.processors.k8s_attributes._proto"
+
+
+# The generated stubs are untyped: loaded by name so the type checker treats them as Any
+# instead of checking generated code.
+def _messages() -> Any:
+    return importlib.import_module(f"{_PROTO}.podresources_pb2")
+
+
+def _services() -> Any:
+    return importlib.import_module(f"{_PROTO}.podresources_pb2_grpc")
+
+
+def _devices(message: Any) -> DeviceAllocation:
+    return DeviceAllocation(str(message.resource_name), tuple(str(i) for i in message.device_ids))
+
+
+def _pod(message: Any) -> PodAllocation:
+    containers = tuple(
+        ContainerAllocation(str(c.name), tuple(_devices(d) for d in c.devices))
+        for c in message.containers
+    )
+    return PodAllocation(str(message.namespace), str(message.name), containers)

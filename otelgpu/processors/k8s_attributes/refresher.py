@@ -1,0 +1,128 @@
+"""The background refresh of the pod-resources snapshot: interval, on-demand, backoff.
+
+Runs as one task owned by the processor. It asks the kubelet every `refresh_interval`,
+and sooner (at most once a second) when `process` met a device it had never heard of.
+A failed refresh keeps the last good snapshot, reports the source down (logged once per
+change of state), and backs off exponentially with jitter before asking again; on-demand
+refreshes wait while it backs off, so a rate-limited kubelet (RESOURCE_EXHAUSTED) is not
+pressed harder. Every tick (≤ 1 s) publishes the snapshot's age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+
+from otelgpu.component import Settings
+from otelgpu.processors.k8s_attributes.pod_resources import (
+    DeviceAllocation,
+    PodAllocation,
+    PodResourcesClient,
+    PodResourcesError,
+)
+from otelgpu.scraper import Clock
+
+SOURCE = "pod_resources"
+AGE_GAUGE = "otelgpu_pod_resources_snapshot_age_seconds"
+ERRORS = "otelgpu_pod_resources_errors_total"
+REFRESHES = "otelgpu_pod_resources_refreshes_total"
+TICK = 1.0  # seconds between age updates; also the floor between two refreshes
+BACKOFF_INITIAL = 1.0
+BACKOFF_MAX = 60.0
+
+OnAnswer = Callable[[tuple[PodAllocation, ...], tuple[DeviceAllocation, ...] | None], None]
+
+
+class SnapshotRefresher:
+    """Asks the kubelet on time and hands each good answer to `on_answer`."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        client: PodResourcesClient,
+        on_answer: OnAnswer,
+        interval: float,
+        timeout: float,
+        clock: Clock,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._settings = settings
+        self._client = client
+        self._on_answer = on_answer
+        self._interval = interval
+        self._timeout = timeout
+        self._clock = clock
+        self._rng = rng or random.Random()
+        self._id = str(settings.id)
+        self._wanted = False
+        self._failures = 0
+        self._last_ok: float | None = None
+        self._last_try = float("-inf")
+        self.attempts = 0
+
+    def request(self) -> None:
+        """Asks for an early refresh (an unknown device was seen). No I/O; never blocks."""
+        self._wanted = True
+
+    def age(self) -> float | None:
+        """Seconds since the last good answer; None before the first one."""
+        return None if self._last_ok is None else self._clock.monotonic() - self._last_ok
+
+    async def run(self) -> None:
+        """The loop: refresh when due (or asked), publish the age, sleep until the next tick."""
+        due = self._clock.monotonic()
+        while True:
+            now = self._clock.monotonic()
+            early = self._wanted and self._failures == 0 and now - self._last_try >= TICK
+            if now >= due or early:
+                trigger = "interval" if now >= due else "unknown_device"
+                self._wanted = False
+                due = await self._refresh(trigger)
+            self._publish_age()
+            await self._clock.sleep(max(0.0, min(TICK, due - self._clock.monotonic())))
+
+    async def _refresh(self, trigger: str) -> float:
+        """One refresh; returns when the next one is due."""
+        self.attempts += 1
+        self._last_try = self._clock.monotonic()
+        telemetry = self._settings.telemetry
+        telemetry.count(
+            REFRESHES, 1, "Pod-resources refreshes", processor=self._id, trigger=trigger
+        )
+        try:
+            # The client bounds each request; this bounds a client that would not.
+            async with asyncio.timeout(2 * self._timeout + 1):
+                pods = await self._client.list()
+                allocatable = await self._client.allocatable()
+            self._on_answer(pods, allocatable)
+        except Exception as exc:  # kubelet errors, timeouts, a bad answer: never end the loop
+            return self._failed(exc)
+        self._failures = 0
+        self._last_ok = self._clock.monotonic()
+        telemetry.source_ok(SOURCE)
+        return self._last_ok + self._interval
+
+    def _failed(self, exc: Exception) -> float:
+        if isinstance(exc, PodResourcesError):
+            code, reason = exc.code, str(exc)
+        elif isinstance(exc, TimeoutError):
+            code, reason = "DEADLINE_EXCEEDED", "no answer in time"
+        else:
+            code, reason = "INTERNAL", f"{type(exc).__name__}: {exc}"
+        self._failures += 1
+        telemetry = self._settings.telemetry
+        telemetry.count(ERRORS, 1, "Failed pod-resources refreshes", processor=self._id, code=code)
+        telemetry.source_failed(SOURCE, reason)
+        return self._clock.monotonic() + self.backoff(self._failures)
+
+    def backoff(self, failures: int) -> float:
+        """Seconds to wait after `failures` failures in a row: 1 s doubling to 60 s, ±20 %."""
+        base = min(BACKOFF_MAX, BACKOFF_INITIAL * 2.0 ** min(failures - 1, 16))
+        return base * self._rng.uniform(0.8, 1.2)
+
+    def _publish_age(self) -> None:
+        age = self.age()
+        if age is not None:
+            self._settings.telemetry.set_gauge(AGE_GAUGE, age, processor=self._id)

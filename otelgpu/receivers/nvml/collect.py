@@ -1,0 +1,326 @@
+"""One collection cycle: read every device through the plan, build one ResourceMetrics each.
+
+Runs in the receiver's worker thread (every NVML call blocks). Faults stay per device and
+per source: a lost GPU is marked down and skipped while the others report; a source NVML
+refuses (NOT_SUPPORTED) is remembered for that device and never asked again; any other
+failure is counted in self-telemetry and the cycle goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+from otelgpu import semconv
+from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMetrics
+from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.cgroup import ContainerResolver
+from otelgpu.receivers.nvml.devices import Device
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, XID_CODE
+from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
+from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
+from otelgpu.telemetry import SelfTelemetry
+
+_NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
+_MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
+_UP = "nvidia.gpu.up"
+_XID = "nvidia.gpu.xid.errors"
+_PROCESS_MEMORY = "nvidia.gpu.process.memory.usage"
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class GpuLost(Exception):
+    """The device answered NVML_ERROR_GPU_IS_LOST."""
+
+
+class Failed:
+    """The result of a read that failed (None is a valid answer of some NVML calls)."""
+
+
+FAILED = Failed()
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle:
+    """What one cycle shares across devices: its timestamp and the counters' start time."""
+
+    now_ns: int
+    start_ns: int
+    xids: Mapping[str, Mapping[int, int]]  # GPU UUID → XID code → count
+
+
+class Collector:
+    """Reads devices through a `Plan` and turns the readings into a batch."""
+
+    def __init__(
+        self,
+        *,
+        client: NvmlClient,
+        plan: Plan,
+        resolver: ContainerResolver | None,
+        telemetry: SelfTelemetry,
+        receiver: str,
+        logger: logging.Logger,
+    ) -> None:
+        self._client = client
+        self._plan = plan
+        self._resolver = resolver
+        self._telemetry = telemetry
+        self._receiver = receiver
+        self._log = logger
+        self._field_ids = [r.field_id for r in plan.fields]
+        self._reads = {r.field_id: r for r in plan.fields}
+        self._xid_attributes: dict[int, Attributes] = {}
+
+    def collect(self, devices: list[Device], cycle: Cycle) -> Batch:
+        """One ResourceMetrics per device (plus one per GPU process); never raises."""
+        out: list[ResourceMetrics] = []
+        live_pids: list[int] = []
+        for device in devices:
+            points: dict[str, list[NumberDataPoint]] = {}
+            processes: list[ResourceMetrics] = []
+            if device.parent is not None and not device.parent.up:
+                device.up = False  # a MIG instance goes down with its GPU
+            if device.up:
+                try:
+                    self._read(device, cycle, points)
+                    if self._resolver is not None and _PROCESS_MEMORY in self._plan.enabled:
+                        processes = self._processes(device, cycle, live_pids)
+                except GpuLost:
+                    self._lost(device)
+                    points.clear()
+                except Exception:  # a bug must cost one device one cycle, not the batch
+                    self._error("collect")
+            if _UP in self._plan.enabled:
+                self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0)
+            if points:
+                out.append(ResourceMetrics(resource=device.resource, metrics=_metrics(points)))
+            out.extend(processes)
+        if self._resolver is not None:
+            self._resolver.retain(live_pids)
+        return tuple(out)
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _read(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
+        if self._field_ids and "fields" not in device.unsupported:
+            self._fields(device, cycle, points)
+        unsupported = device.unsupported
+        for reader in self._plan.calls:
+            if reader.key in unsupported or (
+                reader.fallback_for and reader.fallback_for not in unsupported
+            ):
+                continue
+            values = self._guard(device, reader.key, reader.read, self._client, device.handle)
+            if isinstance(values, Failed):
+                continue
+            for metric, value in zip(reader.metrics, values, strict=True):
+                if metric in self._plan.enabled:
+                    self._add(points, metric, NO_ATTRIBUTES, cycle, value)
+        if self._plan.gpm and device.gpm and "gpm" not in device.unsupported:
+            self._gpm(device, cycle, points)
+        if not device.is_mig and _XID in self._plan.enabled:
+            for code, count in cycle.xids.get(device.uuid, {}).items():
+                self._add(points, _XID, self._xid_attrs(code), cycle, count)
+
+    def _guard(
+        self, device: Device, key: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+    ) -> T | Failed:
+        """Runs one NVML read; FAILED when it failed (remembered if NVML refused it for good)."""
+        try:
+            return call(*args, **kwargs)
+        except NvmlError as exc:
+            if exc.code == nvml.ERROR_GPU_IS_LOST:
+                raise GpuLost from None
+            if exc.code in nvml.UNSUPPORTED_CODES:
+                device.unsupported.add(key)
+                self._log.debug("%s: %s not supported, not asked again", device.uuid, key)
+            else:
+                self._error(key)
+        except Exception:  # a bug or a surprising answer: counted, the cycle goes on
+            self._error(key)
+        return FAILED
+
+    def _fields(
+        self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]
+    ) -> None:
+        ids = device.field_ids
+        if ids is None:  # recomputed only after NVML refused a field
+            ids = [i for i in self._field_ids if f"field:{i}" not in device.unsupported]
+            device.field_ids = ids
+        answer = self._guard(device, "fields", self._client.field_values, device.handle, ids)
+        if isinstance(answer, Failed):
+            return
+        sums: dict[tuple[str, int], tuple[Attributes, int | float]] = {}
+        for entry in answer:
+            read = self._reads.get(entry.field_id)
+            if read is None:
+                continue
+            if entry.code == nvml.SUCCESS:
+                value = entry.value if read.scale == 1.0 else entry.value * read.scale
+                key = (read.metric, id(read.attributes))
+                held = sums.get(key)
+                sums[key] = (read.attributes, value if held is None else held[1] + value)
+            elif entry.code == nvml.ERROR_GPU_IS_LOST:
+                raise GpuLost
+            elif entry.code in nvml.UNSUPPORTED_CODES:
+                device.unsupported.add(f"field:{entry.field_id}")
+                device.field_ids = None
+            else:
+                self._error(read.name)
+        for (metric, _), (attributes, value) in sums.items():
+            self._add(points, metric, attributes, cycle, value)
+        if len(ids) and all(f"field:{i}" in device.unsupported for i in ids):
+            device.unsupported.add("fields")  # nothing left to ask this device in a batch
+
+    def _gpm(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
+        client = self._client
+        if not device.gpm_samples:
+            first = self._guard(device, "gpm", client.gpm_sample_alloc)
+            second = self._guard(device, "gpm", client.gpm_sample_alloc)
+            if isinstance(first, Failed) or isinstance(second, Failed):
+                for sample in (first, second):  # give back the one that was allocated
+                    if not isinstance(sample, Failed):
+                        self._guard(device, "gpm", client.gpm_sample_free, sample)
+                return  # retried next cycle unless NVML refused (then "gpm" is unsupported)
+            device.gpm_samples = [first, second]
+        previous, current = device.gpm_samples
+        if device.parent is not None:
+            sampled = self._guard(
+                device,
+                "gpm",
+                client.gpm_mig_sample,
+                device.parent.handle,
+                device.gpu_instance_id,
+                current,
+            )
+        else:
+            sampled = self._guard(device, "gpm", client.gpm_sample, device.handle, current)
+        if sampled is FAILED:
+            device.gpm_primed = False
+            return
+        if device.gpm_primed:  # GPM needs two samples: the first cycle only primes
+            ids = [m for m, name, _ in self._plan.gpm if f"gpm:{name}" not in device.unsupported]
+            answer = self._guard(device, "gpm", client.gpm_metrics, previous, current, ids)
+            if not isinstance(answer, Failed):
+                self._gpm_points(device, ids, answer, cycle, points)
+        device.gpm_samples = [current, previous]
+        device.gpm_primed = True
+
+    def _gpm_points(
+        self,
+        device: Device,
+        ids: list[int],
+        answer: list[tuple[int, float]],
+        cycle: Cycle,
+        points: dict[str, list[NumberDataPoint]],
+    ) -> None:
+        by_id = {m: (name, metric) for m, name, metric in self._plan.gpm}
+        for metric_id, (code, value) in zip(ids, answer, strict=True):
+            name, metric = by_id[metric_id]
+            if code == nvml.SUCCESS:
+                self._add(points, metric, NO_ATTRIBUTES, cycle, value / 100)
+            elif code in nvml.UNSUPPORTED_CODES:
+                device.unsupported.add(f"gpm:{name}")
+
+    def _processes(
+        self, device: Device, cycle: Cycle, live_pids: list[int]
+    ) -> list[ResourceMetrics]:
+        key = "nvmlDeviceGetComputeRunningProcesses"
+        # A MIG-enabled GPU answers for all its instances: read the instances instead.
+        if key in device.unsupported or device.has_mig or self._resolver is None:
+            return []
+        procs = self._guard(device, key, self._client.compute_processes, device.handle)
+        if isinstance(procs, Failed):
+            return []
+        out = []
+        resources = device.process_resources
+        for pid, used in procs:
+            live_pids.append(pid)
+            resource = resources.get(pid)
+            if resource is None:
+                resource = resources[pid] = {
+                    **device.resource,
+                    semconv.PROCESS_PID: pid,
+                    semconv.CONTAINER_ID: self._resolver.container_id(pid),
+                }
+            point = NumberDataPoint(
+                attributes=NO_ATTRIBUTES, time_unix_nano=cycle.now_ns, value=used
+            )
+            out.append(
+                ResourceMetrics(resource=resource, metrics=(_metric(_PROCESS_MEMORY, [point]),))
+            )
+        if len(resources) > len(procs):  # some processes ended: forget their resources
+            running = {pid for pid, _ in procs}
+            for gone in [p for p in resources if p not in running]:
+                del resources[gone]
+        return out
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _add(
+        self,
+        points: dict[str, list[NumberDataPoint]],
+        metric: str,
+        attributes: Attributes,
+        cycle: Cycle,
+        value: int | float,
+    ) -> None:
+        point = NumberDataPoint(
+            attributes=attributes,
+            time_unix_nano=cycle.now_ns,
+            value=value,
+            start_time_unix_nano=cycle.start_ns if metric in _MONOTONIC else 0,
+        )
+        bucket = points.get(metric)
+        if bucket is None:
+            points[metric] = [point]
+        else:
+            bucket.append(point)
+
+    def _xid_attrs(self, code: int) -> Attributes:
+        attributes = self._xid_attributes.get(code)
+        if attributes is None:
+            attributes = self._xid_attributes[code] = {XID_CODE: code}
+        return attributes
+
+    def _lost(self, device: Device) -> None:
+        if device.up:
+            self._log.warning(
+                "GPU %s (index %d) is lost; reporting it down", device.uuid, device.index
+            )
+        device.up = False
+        if device.parent is not None:
+            device.parent.up = False
+
+    def _error(self, source: str) -> None:
+        self._telemetry.count(
+            "otelgpu_nvml_read_errors_total",
+            1,
+            "NVML reads that failed with an unexpected error",
+            receiver=self._receiver,
+            source=source,
+        )
+
+
+def _metric(name: str, points: list[NumberDataPoint]) -> Metric:
+    spec = BY_NAME[name]
+    return Metric(
+        name=spec.name,
+        unit=spec.unit,
+        description=spec.description,
+        kind=spec.kind,
+        monotonic=spec.monotonic,
+        points=tuple(points),
+    )
+
+
+def _metrics(points: dict[str, list[NumberDataPoint]]) -> tuple[Metric, ...]:
+    if len(points) > 1:
+        return tuple(_metric(name, points[name]) for name in _NAMES if name in points)
+    return tuple(_metric(name, found) for name, found in points.items())

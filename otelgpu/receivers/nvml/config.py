@@ -1,0 +1,150 @@
+"""Configuration of the `nvml` receiver."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from otelgpu.config.types import Duration, PositiveDuration, Size, StrictModel
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
+
+# NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
+SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
+    sorted({name for spec in CATALOG for name in spec.source_name.split(",") if name != "health"})
+)
+
+
+class Backend(Enum):
+    """Where readings come from. `auto` means `simulated` when a `simulated:` block is given,
+    `nvml` otherwise: a missing library never silently turns into invented data."""
+
+    AUTO = "auto"
+    NVML = "nvml"
+    SIMULATED = "simulated"
+
+
+class MetricToggle(StrictModel):
+    """`metrics::<name>`: switches one catalog metric on or off."""
+
+    enabled: bool
+
+
+class SimulatedMig(StrictModel):
+    """A MIG instance of a simulated GPU."""
+
+    uuid: str | None = None
+    profile: str = "1g.10gb"
+
+
+class SimulatedProcess(StrictModel):
+    """A process using a simulated GPU (its pid is mapped through `host_proc` like a real one)."""
+
+    pid: int = Field(gt=0)
+    used_memory: Size = 1 << 30
+
+
+class SimulatedXid(StrictModel):
+    """An XID error the simulated GPU reports `after` this long."""
+
+    code: int = Field(gt=0)
+    after: Duration = 0.0
+
+
+def _check_sources(names: list[str]) -> list[str]:
+    unknown = [n for n in names if n not in SIMULATABLE_SOURCES]
+    if unknown:
+        raise ValueError(
+            f"unknown NVML source {', '.join(unknown)} (valid: {', '.join(SIMULATABLE_SOURCES)})"
+        )
+    return names
+
+
+class SimulatedGpu(StrictModel):
+    """One simulated GPU; every field has a default derived from its index."""
+
+    uuid: str | None = None
+    model: str = "NVIDIA H100 80GB HBM3"
+    memory: Size = 80 << 30
+    mig: list[SimulatedMig] = Field(default_factory=list)
+    processes: list[SimulatedProcess] = Field(default_factory=list)
+    lost_after: Duration | None = None
+    unsupported_fields: list[str] = Field(default_factory=list)
+    xid_errors: list[SimulatedXid] = Field(default_factory=list)
+    gpm: bool = True
+
+    _sources = field_validator("unsupported_fields")(_check_sources)
+
+
+class SimulatedConfig(StrictModel):
+    """`simulated:` deterministic GPUs for demos and tests (see the README for every option).
+
+    gpus: a count, or a list of `SimulatedGpu`.
+    unsupported_fields: NVML fields/calls answered NOT_SUPPORTED on every GPU.
+    library_missing: `true` makes every NVML init fail as if libnvidia-ml.so were absent;
+    a number N makes only the first N attempts fail.
+    """
+
+    gpus: int | list[SimulatedGpu] = Field(default=1)
+    unsupported_fields: list[str] = Field(default_factory=list)
+    library_missing: bool | int = False
+
+    _sources = field_validator("unsupported_fields")(_check_sources)
+
+    @field_validator("gpus")
+    @classmethod
+    def _gpu_count(cls, value: int | list[SimulatedGpu]) -> int | list[SimulatedGpu]:
+        if isinstance(value, int) and not 0 <= value <= 64:
+            raise ValueError("gpus must be between 0 and 64")
+        return value
+
+    def gpu_list(self) -> list[SimulatedGpu]:
+        """The GPUs as a list, defaults filled in for a plain count."""
+        return (
+            [SimulatedGpu() for _ in range(self.gpus)] if isinstance(self.gpus, int) else self.gpus
+        )
+
+
+class NvmlReceiverConfig(StrictModel):
+    """`receivers::nvml`.
+
+    collection_interval: how often GPUs are read (10s).
+    devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read.
+    metrics: `{NAME: {enabled: bool}}` overrides of the catalog's defaults (docs/metrics.md).
+    processes: also emit per-process GPU memory, each process mapped to its container (false).
+    host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
+    backend: `auto` (simulated if a `simulated:` block is given, else nvml), `nvml`, `simulated`.
+    simulated: the simulated GPUs (only read when the backend is simulated).
+    """
+
+    collection_interval: PositiveDuration = 10.0
+    devices: Literal["all"] | list[int | str] = "all"
+    metrics: dict[str, MetricToggle] = Field(default_factory=dict)
+    processes: bool = False
+    host_proc: str = "/proc"
+    backend: Backend = Backend.AUTO
+    simulated: SimulatedConfig | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, MetricToggle]) -> dict[str, MetricToggle]:
+        unknown = sorted(name for name in value if name not in BY_NAME)
+        if unknown:
+            valid = ", ".join(spec.name for spec in CATALOG)
+            raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {valid})")
+        return value
+
+    def enabled_metrics(self) -> frozenset[str]:
+        """The catalog names to collect: defaults, then the `metrics` overrides."""
+        return frozenset(
+            spec.name
+            for spec in CATALOG
+            if (self.metrics[spec.name].enabled if spec.name in self.metrics else spec.enabled)
+        )
+
+    def use_simulated(self) -> bool:
+        """Whether the simulated backend serves this receiver."""
+        if self.backend is Backend.AUTO:
+            return self.simulated is not None
+        return self.backend is Backend.SIMULATED

@@ -1,0 +1,117 @@
+"""The GPUs and MIG instances a receiver reads: found once, with their resource attributes.
+
+Resource attribute dicts are built here once and reused by every cycle's ResourceMetrics
+(they are never mutated), so a cycle allocates points, not attribute maps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from otelgpu import semconv
+from otelgpu.model import AttrValue
+from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
+
+
+@dataclass(eq=False)
+class Device:
+    """A GPU or a MIG instance, with what the receiver remembers about it between cycles."""
+
+    handle: Handle
+    index: int
+    uuid: str
+    resource: dict[str, AttrValue]
+    parent: Device | None = None
+    up: bool = True
+    unsupported: set[str] = field(default_factory=set)  # reader keys NVML refused for good
+    field_ids: list[int] | None = None  # the field IDs still worth asking, once known
+    gpu_instance_id: int = -1  # MIG instances: their GPU instance (GPM samples by it)
+    has_mig: bool = False  # MIG enabled with instances: processes are read per instance
+    gpm: bool = False
+    gpm_samples: list[Any] = field(default_factory=list)  # [previous, current] buffers
+    gpm_primed: bool = False
+    process_resources: dict[int, dict[str, AttrValue]] = field(default_factory=dict)
+
+    @property
+    def is_mig(self) -> bool:
+        """Whether this is a MIG instance (its GPU is `parent`)."""
+        return self.parent is not None
+
+
+def _selected(index: int, uuid: str, devices: str | Sequence[int | str]) -> bool:
+    return devices == "all" or index in devices or uuid in devices or str(index) in devices
+
+
+def discover(
+    client: NvmlClient,
+    devices: str | Sequence[int | str],
+    host_name: str,
+    logger: logging.Logger,
+) -> list[Device]:
+    """Opens every selected GPU's handle (and its MIG instances') once."""
+    driver = client.driver_version()
+    found: list[Device] = []
+    for index in range(client.device_count()):
+        try:
+            found.extend(_open_gpu(client, index, devices, driver, host_name))
+        except NvmlError as exc:  # one broken GPU must not hide the others
+            logger.warning("GPU %d could not be opened, leaving it out: %s", index, exc)
+    logger.info(
+        "found %d GPUs and %d MIG instances (driver %s)",
+        sum(not d.is_mig for d in found),
+        sum(d.is_mig for d in found),
+        driver,
+    )
+    return found
+
+
+def _open_gpu(
+    client: NvmlClient,
+    index: int,
+    devices: str | Sequence[int | str],
+    driver: str,
+    host_name: str,
+) -> list[Device]:
+    handle = client.device_handle(index)
+    uuid = client.uuid(handle)
+    if not _selected(index, uuid, devices):
+        return []
+    gpu = Device(handle, index, uuid, _gpu_resource(client, handle, index, uuid, driver))
+    gpu.resource[semconv.HOST_NAME] = host_name
+    migs = [_mig(gpu, mig) for mig in client.mig_instances(handle)]
+    gpu.has_mig = bool(migs)
+    return [gpu, *migs]
+
+
+def _gpu_resource(
+    client: NvmlClient, handle: Handle, index: int, uuid: str, driver: str
+) -> dict[str, AttrValue]:
+    return {
+        semconv.HW_ID: uuid,
+        semconv.HW_TYPE: "gpu",
+        semconv.HW_NAME: f"nvidia{index}",
+        semconv.HW_MODEL: client.name(handle),
+        semconv.HW_VENDOR: "NVIDIA",
+        semconv.GPU_INDEX: str(index),
+        semconv.GPU_PCI_BUS_ID: client.pci_bus_id(handle),
+        semconv.GPU_DRIVER_VERSION: driver,
+    }
+
+
+def _mig(gpu: Device, mig: MigInstance) -> Device:
+    resource = {
+        **gpu.resource,
+        semconv.HW_ID: mig.uuid,
+        # GKE's device-name form for MIG ("nvidia0/gi1"), so device-name matching works.
+        semconv.HW_NAME: f"{gpu.resource[semconv.HW_NAME]}/gi{mig.gpu_instance_id}",
+        semconv.HW_PARENT: gpu.uuid,
+        semconv.MIG_PROFILE: mig.profile,
+        semconv.MIG_GPU_INSTANCE_ID: str(mig.gpu_instance_id),
+        semconv.MIG_COMPUTE_INSTANCE_ID: str(mig.compute_instance_id),
+    }
+    device = Device(mig.handle, gpu.index, mig.uuid, resource, parent=gpu)
+    device.gpu_instance_id = mig.gpu_instance_id
+    return device

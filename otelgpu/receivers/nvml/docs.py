@@ -1,0 +1,83 @@
+"""Renders `docs/metrics.md` from the catalog: `python -m otelgpu.receivers.nvml.docs`.
+
+A unit test compares the committed file with this output, so the docs cannot drift.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from otelgpu import semconv
+from otelgpu.receivers.nvml.metrics import CATALOG, MetricSpec, dcgm_names
+
+_HEADER = """\
+# GPU metrics
+
+Every metric the `nvml` receiver can emit. This file is generated from the catalog in
+`otelgpu/receivers/nvml/metrics.py` (`python -m otelgpu.receivers.nvml.docs > docs/metrics.md`);
+a test fails when they disagree.
+
+Switch a metric on or off in the pipeline file:
+
+```yaml
+receivers:
+  nvml:
+    metrics:
+      nvidia.gpu.power.limit: {enabled: true}
+      nvidia.gpu.pcie.tx.throughput: {enabled: false}
+```
+
+Sources: `field:` values are read in one batched `nvmlDeviceGetFieldValues` call per GPU per
+cycle; `call:` needs a dedicated NVML call; `gpm:` comes from GPU performance monitoring
+(Hopper and later; the first cycle only takes a sample); `event:` is counted from NVML events;
+`process:` is emitted only with `processes: true`. A source a GPU does not support is asked
+once and then skipped for that GPU.
+
+Ratios (`1`) are 0..1, as the OpenTelemetry hardware conventions have them; dcgm-exporter
+reports the same readings in %, MiB, MHz and mJ.
+
+"""
+
+_RESOURCE = f"""
+## Resource attributes
+
+Every GPU series carries `{semconv.HW_ID}` (GPU UUID), `{semconv.HW_TYPE}` (`gpu`),
+`{semconv.HW_NAME}` (`nvidia0`), `{semconv.HW_MODEL}`, `{semconv.HW_VENDOR}` (`NVIDIA`),
+`{semconv.GPU_INDEX}`, `{semconv.GPU_PCI_BUS_ID}`, `{semconv.GPU_DRIVER_VERSION}` and
+`{semconv.HOST_NAME}`. A MIG instance is its own resource: `{semconv.HW_ID}` is the MIG UUID,
+`{semconv.HW_NAME}` is `nvidia0/gi<N>`, and it adds `{semconv.HW_PARENT}` (the GPU's UUID),
+`{semconv.MIG_PROFILE}`, `{semconv.MIG_GPU_INSTANCE_ID}` and `{semconv.MIG_COMPUTE_INSTANCE_ID}`.
+Per-process memory is one resource per (GPU, process): the GPU's attributes plus
+`{semconv.PROCESS_PID}` and `{semconv.CONTAINER_ID}` (empty for a host process).
+"""
+
+
+def _row(spec: MetricSpec) -> str:
+    kind = "counter" if spec.monotonic else spec.kind.value
+    attributes = ", ".join(f"`{a}`" for a in spec.attributes) or ""
+    dcgm = "<br>".join(f"`{n}`" for n in dcgm_names(spec)) or "—"
+    cells = (
+        f"`{spec.name}`",
+        f"`{spec.unit}`",
+        kind,
+        attributes,
+        "yes" if spec.enabled else "no",
+        f"`{spec.source}`".replace(",", ", "),
+        dcgm,
+        spec.description.replace("|", "\\|"),
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def render_markdown() -> str:
+    """The whole of docs/metrics.md."""
+    lines = [
+        "| Name | Unit | Type | Attributes | Enabled | NVML source | dcgm-exporter | Description |",
+        "|---|---|---|---|---|---|---|---|",
+        *(_row(spec) for spec in CATALOG),
+    ]
+    return _HEADER + "\n".join(lines) + "\n" + _RESOURCE
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_markdown())

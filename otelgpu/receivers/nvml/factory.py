@@ -1,0 +1,22 @@
+"""Factory of the `nvml` receiver."""
+
+from __future__ import annotations
+
+from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.registry import Factory
+
+
+def _create(settings: Settings, config: NvmlReceiverConfig, next: MetricsConsumer) -> NvmlReceiver:
+    return NvmlReceiver(settings, config, next)
+
+
+factory = Factory(
+    type="nvml",
+    kind=Kind.RECEIVER,
+    stability=Stability.BETA,
+    config_type=NvmlReceiverConfig,
+    create=_create,
+    description="NVIDIA GPU metrics through NVML (or simulated GPUs)",
+)

@@ -1,0 +1,262 @@
+"""The nvml receiver's metric catalog: one table that drives collection, config and docs.
+
+Every metric the receiver can emit is one `MetricSpec` in `CATALOG`. The receiver reads only
+the enabled specs, the config rejects names not in the table, and `docs/metrics.md` is rendered
+from it (`render_markdown`), so the three cannot drift apart.
+
+`source` says where the value comes from, as `<how>:<what>`:
+- `field:NVML_FI_DEV_*[,...]` — batched through `nvmlDeviceGetFieldValues` (one call per GPU
+  per cycle for all enabled fields);
+- `call:nvmlDevice*` — a dedicated NVML call where no field ID exists;
+- `gpm:NVML_GPM_METRIC_*` — GPU performance monitoring, from two samples one cycle apart;
+- `event:nvmlEventTypeXidCriticalError` — counted from NVML events by a worker thread;
+- `process:nvmlDeviceGetComputeRunningProcesses` — per-process memory (`processes: true`);
+- `agent:health` — the receiver's own view of whether the GPU answers.
+
+Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_scale` gives
+the factor back to dcgm-exporter's unit for exporters that render dcgm names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from otelgpu.model import AttrValue, MetricKind
+
+# Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only).
+ERROR_TYPE = "error.type"  # hardware semantic conventions' key for hw.errors
+XID_CODE = "nvidia.xid.code"  # the XID number, as an int
+
+GAUGE = MetricKind.GAUGE
+SUM = MetricKind.SUM
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    """One metric the receiver can emit, with everything docs and exporters need to know."""
+
+    name: str
+    unit: str
+    kind: MetricKind
+    monotonic: bool
+    description: str
+    enabled: bool
+    source: str
+    dcgm: str
+    attributes: tuple[str, ...] = ()
+
+    @property
+    def source_kind(self) -> str:
+        """The part of `source` before the colon (`field`, `call`, `gpm`, ...)."""
+        return self.source.partition(":")[0]
+
+    @property
+    def source_name(self) -> str:
+        """The part of `source` after the colon (the NVML field, call or GPM metric)."""
+        return self.source.partition(":")[2]
+
+
+def _gauge(
+    name: str, unit: str, source: str, dcgm: str, description: str, enabled: bool = True
+) -> MetricSpec:
+    return MetricSpec(name, unit, GAUGE, False, description, enabled, source, dcgm)
+
+
+def _counter(
+    name: str,
+    unit: str,
+    source: str,
+    dcgm: str,
+    description: str,
+    attributes: tuple[str, ...] = (),
+    enabled: bool = True,
+) -> MetricSpec:
+    return MetricSpec(name, unit, SUM, True, description, enabled, source, dcgm, attributes)
+
+
+CATALOG: tuple[MetricSpec, ...] = (
+    _gauge(
+        "nvidia.gpu.up", "1", "agent:health", "",
+        "1 while the GPU answers NVML, 0 once it is lost (NVML_ERROR_GPU_IS_LOST).",
+    ),
+    _gauge(
+        "hw.gpu.utilization", "1", "call:nvmlDeviceGetUtilizationRates", "DCGM_FI_DEV_GPU_UTIL",
+        "Fraction of time one or more kernels ran on the GPU (0..1).",
+    ),
+    _gauge(
+        "hw.gpu.memory.utilization", "1", "call:nvmlDeviceGetUtilizationRates",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "Fraction of time device memory was being read or written (0..1).",
+    ),
+    _gauge(
+        "nvidia.gpu.encoder.utilization", "1", "call:nvmlDeviceGetEncoderUtilization",
+        "DCGM_FI_DEV_ENC_UTIL", "Video encoder utilization (0..1).",
+    ),
+    _gauge(
+        "nvidia.gpu.decoder.utilization", "1", "call:nvmlDeviceGetDecoderUtilization",
+        "DCGM_FI_DEV_DEC_UTIL", "Video decoder utilization (0..1).",
+    ),
+    _gauge(
+        "hw.gpu.memory.usage", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_USED",
+        "Framebuffer memory in use.",
+    ),
+    _gauge(
+        "nvidia.gpu.memory.free", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_FREE",
+        "Framebuffer memory free.",
+    ),
+    _gauge(
+        "nvidia.gpu.memory.reserved", "By", "call:nvmlDeviceGetMemoryInfo",
+        "DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved by the driver and firmware.",
+    ),
+    _gauge(
+        "hw.gpu.memory.limit", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_TOTAL",
+        "Total framebuffer memory.",
+    ),
+    _gauge(
+        "nvidia.gpu.sm.clock", "Hz", "call:nvmlDeviceGetClockInfo", "DCGM_FI_DEV_SM_CLOCK",
+        "Current SM clock frequency.",
+    ),
+    _gauge(
+        "nvidia.gpu.memory.clock", "Hz", "call:nvmlDeviceGetClockInfo", "DCGM_FI_DEV_MEM_CLOCK",
+        "Current memory clock frequency.",
+    ),
+    _gauge(
+        "hw.temperature", "Cel", "call:nvmlDeviceGetTemperature", "DCGM_FI_DEV_GPU_TEMP",
+        "GPU core temperature.",
+    ),
+    _gauge(
+        "nvidia.gpu.memory.temperature", "Cel", "field:NVML_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_MEMORY_TEMP", "Device memory (HBM) temperature.",
+    ),
+    _gauge(
+        "hw.power", "W", "field:NVML_FI_DEV_POWER_INSTANT", "DCGM_FI_DEV_POWER_USAGE",
+        "Current power draw of the GPU (nvmlDeviceGetPowerUsage on drivers without the field).",
+    ),
+    _gauge(
+        "nvidia.gpu.power.limit", "W", "field:NVML_FI_DEV_POWER_CURRENT_LIMIT",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit in force.", enabled=False,
+    ),
+    _counter(
+        "hw.energy", "J", "field:NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Energy used since the driver was last loaded.",
+    ),
+    _counter(
+        "nvidia.gpu.pcie.replay", "{replay}", "field:NVML_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays (link-level retransmissions).",
+    ),
+    _gauge(
+        "nvidia.gpu.pcie.tx.throughput", "By/s", "call:nvmlDeviceGetPcieThroughput",
+        "DCGM_FI_PROF_PCIE_TX_BYTES", "PCIe bytes sent per second (20 ms NVML sample).",
+    ),
+    _gauge(
+        "nvidia.gpu.pcie.rx.throughput", "By/s", "call:nvmlDeviceGetPcieThroughput",
+        "DCGM_FI_PROF_PCIE_RX_BYTES", "PCIe bytes received per second (20 ms NVML sample).",
+    ),
+    _counter(
+        "nvidia.gpu.nvlink.io", "By",
+        "field:NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,"
+        "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "NVLink data bytes sent plus received, all links.",
+    ),
+    _counter(
+        "nvidia.gpu.xid.errors", "{error}", "event:nvmlEventTypeXidCriticalError",
+        "DCGM_FI_DEV_XID_ERRORS", "XID errors reported by the driver, per XID code.",
+        (XID_CODE,),
+    ),
+    _counter(
+        "hw.errors", "{error}", "field:NVML_FI_DEV_ECC_SBE_VOL_TOTAL,NVML_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "Volatile ECC errors since the driver loaded; error.type is ecc_corrected "
+        "(single-bit) or ecc_uncorrected (double-bit).",
+        (ERROR_TYPE,),
+    ),
+    _counter(
+        "nvidia.gpu.memory.remapped_rows", "{row}",
+        "field:NVML_FI_DEV_REMAPPED_COR,NVML_FI_DEV_REMAPPED_UNC",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "Memory rows remapped; error.type is correctable or uncorrectable.",
+        (ERROR_TYPE,),
+    ),
+    _gauge(
+        "nvidia.gpu.memory.row_remap.failure", "1", "field:NVML_FI_DEV_REMAPPED_FAILURE",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 if a row remapping failed (the GPU needs service).",
+    ),
+    _gauge(
+        "nvidia.gpu.process.memory.usage", "By", "process:nvmlDeviceGetComputeRunningProcesses",
+        "", "GPU memory used by one process (resource has process.pid and container.id); "
+        "emitted only with `processes: true`.",
+    ),
+    _gauge(
+        "nvidia.gpu.sm.active", "1", "gpm:NVML_GPM_METRIC_SM_UTIL", "DCGM_FI_PROF_SM_ACTIVE",
+        "Fraction of SMs busy (GPM, Hopper and later).",
+    ),
+    _gauge(
+        "nvidia.gpu.graphics.active", "1", "gpm:NVML_GPM_METRIC_GRAPHICS_UTIL",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Fraction of time the graphics/compute engine was active (GPM).",
+    ),
+    _gauge(
+        "nvidia.gpu.tensor.active", "1", "gpm:NVML_GPM_METRIC_ANY_TENSOR_UTIL",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Fraction of time the tensor pipes were active (GPM).",
+    ),
+    _gauge(
+        "nvidia.gpu.dram.active", "1", "gpm:NVML_GPM_METRIC_DRAM_BW_UTIL",
+        "DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used (GPM).",
+    ),
+)  # fmt: skip
+
+BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
+DEFAULT_ENABLED: frozenset[str] = frozenset(s.name for s in CATALOG if s.enabled)
+
+# Metrics that dcgm-exporter splits into several fields, told apart here by one attribute.
+DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
+    "hw.errors": (
+        ERROR_TYPE,
+        {
+            "ecc_corrected": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "ecc_uncorrected": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        },
+    ),
+    "nvidia.gpu.memory.remapped_rows": (
+        ERROR_TYPE,
+        {
+            "correctable": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "uncorrectable": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        },
+    ),
+}
+
+# OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz and mJ).
+_DCGM_UNIT_SCALE: Mapping[str, float] = {"1": 100.0, "By": 1 / 2**20, "Hz": 1e-6, "J": 1e3}
+_DCGM_UNSCALED = frozenset(
+    {"nvidia.gpu.memory.row_remap.failure", "nvidia.gpu.pcie.tx.throughput",
+     "nvidia.gpu.pcie.rx.throughput", "nvidia.gpu.nvlink.io"}
+)  # fmt: skip
+# dcgm's DCGM_FI_PROF_* activity fields are ratios 0..1 like ours.
+_DCGM_RATIO = frozenset(s.name for s in CATALOG if s.dcgm.startswith("DCGM_FI_PROF_"))
+
+
+def dcgm_name(metric: str, attributes: Mapping[str, AttrValue]) -> str:
+    """The dcgm-exporter field name of one data point ("" if dcgm has none)."""
+    split = DCGM_SPLIT.get(metric)
+    if split is not None:
+        key, names = split
+        return names.get(attributes.get(key, ""), "")
+    spec = BY_NAME.get(metric)
+    return spec.dcgm if spec else ""
+
+
+def dcgm_names(spec: MetricSpec) -> tuple[str, ...]:
+    """Every dcgm-exporter field name a spec's points can map to."""
+    split = DCGM_SPLIT.get(spec.name)
+    if split is not None:
+        return tuple(split[1].values())
+    return (spec.dcgm,) if spec.dcgm else ()
+
+
+def dcgm_scale(spec: MetricSpec) -> float:
+    """Factor from the OTel value to dcgm-exporter's unit (1.0 where they agree)."""
+    if spec.name in _DCGM_UNSCALED or spec.name in _DCGM_RATIO:
+        return 1.0
+    return _DCGM_UNIT_SCALE.get(spec.unit, 1.0)

@@ -1,0 +1,183 @@
+"""How each catalog source is read from an `NvmlClient`, and converted to the catalog's unit.
+
+`Plan.build(enabled)` turns the enabled catalog names into: one list of field IDs for the
+batched `nvmlDeviceGetFieldValues` call, the dedicated calls still needed (`CallReader`), and
+the GPM metric IDs. A test checks that every catalog source has exactly one way to be read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from otelgpu.model import Attributes
+from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.metrics import BY_NAME, ERROR_TYPE, MetricSpec
+from otelgpu.receivers.nvml.nvml import Handle, NvmlClient
+
+# NVML field IDs (nvml.h NVML_FI_DEV_*) the catalog reads.
+FIELD_IDS: Mapping[str, int] = {
+    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL": 3,
+    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL": 4,
+    "NVML_FI_DEV_MEMORY_TEMP": 82,
+    "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": 83,
+    "NVML_FI_DEV_PCIE_REPLAY_COUNTER": 94,
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX": 138,
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX": 139,
+    "NVML_FI_DEV_REMAPPED_COR": 142,
+    "NVML_FI_DEV_REMAPPED_UNC": 143,
+    "NVML_FI_DEV_REMAPPED_FAILURE": 145,
+    "NVML_FI_DEV_POWER_INSTANT": 186,
+    "NVML_FI_DEV_POWER_CURRENT_LIMIT": 190,
+}
+# NVML GPM metric IDs (NVML_GPM_METRIC_*).
+GPM_METRIC_IDS: Mapping[str, int] = {
+    "NVML_GPM_METRIC_GRAPHICS_UTIL": 1,
+    "NVML_GPM_METRIC_SM_UTIL": 2,
+    "NVML_GPM_METRIC_ANY_TENSOR_UTIL": 5,
+    "NVML_GPM_METRIC_DRAM_BW_UTIL": 10,
+}
+
+NO_ATTRIBUTES: Attributes = {}
+
+# field name → (attributes of its point, factor to the catalog unit). Fields not listed here
+# are unit-for-unit. Attribute dicts are built once and shared by every point.
+_FIELD_POINT: Mapping[str, tuple[Attributes, float]] = {
+    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL": ({ERROR_TYPE: "ecc_corrected"}, 1.0),
+    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL": ({ERROR_TYPE: "ecc_uncorrected"}, 1.0),
+    "NVML_FI_DEV_REMAPPED_COR": ({ERROR_TYPE: "correctable"}, 1.0),
+    "NVML_FI_DEV_REMAPPED_UNC": ({ERROR_TYPE: "uncorrectable"}, 1.0),
+    "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (NO_ATTRIBUTES, 1e-3),  # mJ → J
+    "NVML_FI_DEV_POWER_INSTANT": (NO_ATTRIBUTES, 1e-3),  # mW → W
+    "NVML_FI_DEV_POWER_CURRENT_LIMIT": (NO_ATTRIBUTES, 1e-3),  # mW → W
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX": (NO_ATTRIBUTES, 1024.0),  # KiB → By
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX": (NO_ATTRIBUTES, 1024.0),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FieldRead:
+    """One field of the batched call: the metric it feeds, its point attributes, its scale.
+
+    Several fields with the same metric and attributes add up into one point (NVLink TX+RX).
+    """
+
+    field_id: int
+    name: str
+    metric: str
+    attributes: Attributes
+    scale: float
+
+
+@dataclass(frozen=True, slots=True)
+class CallReader:
+    """A dedicated NVML call feeding one or more metrics (values in `metrics` order).
+
+    A reader with `fallback_for` is used only on devices where NVML refused that key (a field
+    newer drivers batch, older ones answer only through a dedicated call).
+    """
+
+    key: str
+    metrics: tuple[str, ...]
+    read: Callable[[NvmlClient, Handle], tuple[int | float, ...]]
+    fallback_for: str = ""
+
+
+def _utilization(c: NvmlClient, h: Handle) -> tuple[int | float, ...]:
+    gpu, memory = c.utilization(h)
+    return gpu / 100, memory / 100
+
+
+def _memory(c: NvmlClient, h: Handle) -> tuple[int | float, ...]:
+    return c.memory_info(h)
+
+
+CALL_READERS: tuple[CallReader, ...] = (
+    CallReader(
+        "nvmlDeviceGetUtilizationRates",
+        ("hw.gpu.utilization", "hw.gpu.memory.utilization"),
+        _utilization,
+    ),
+    CallReader(
+        "nvmlDeviceGetEncoderUtilization",
+        ("nvidia.gpu.encoder.utilization",),
+        lambda c, h: (c.encoder_utilization(h) / 100,),
+    ),
+    CallReader(
+        "nvmlDeviceGetDecoderUtilization",
+        ("nvidia.gpu.decoder.utilization",),
+        lambda c, h: (c.decoder_utilization(h) / 100,),
+    ),
+    CallReader(
+        "nvmlDeviceGetMemoryInfo",
+        (
+            "hw.gpu.memory.usage",
+            "nvidia.gpu.memory.free",
+            "nvidia.gpu.memory.reserved",
+            "hw.gpu.memory.limit",
+        ),
+        _memory,
+    ),
+    CallReader(
+        "nvmlDeviceGetClockInfo(SM)",
+        ("nvidia.gpu.sm.clock",),
+        lambda c, h: (c.clock(h, nvml.CLOCK_SM) * 1e6,),
+    ),
+    CallReader(
+        "nvmlDeviceGetClockInfo(MEM)",
+        ("nvidia.gpu.memory.clock",),
+        lambda c, h: (c.clock(h, nvml.CLOCK_MEM) * 1e6,),
+    ),
+    CallReader("nvmlDeviceGetTemperature", ("hw.temperature",), lambda c, h: (c.temperature(h),)),
+    CallReader(
+        "nvmlDeviceGetPowerUsage",
+        ("hw.power",),
+        lambda c, h: (c.power_usage(h) / 1000,),  # mW → W
+        fallback_for=f"field:{FIELD_IDS['NVML_FI_DEV_POWER_INSTANT']}",
+    ),
+    CallReader(
+        "nvmlDeviceGetPcieThroughput(TX)",
+        ("nvidia.gpu.pcie.tx.throughput",),
+        lambda c, h: (c.pcie_throughput(h, nvml.PCIE_TX) * 1000.0,),  # KB/s → By/s
+    ),
+    CallReader(
+        "nvmlDeviceGetPcieThroughput(RX)",
+        ("nvidia.gpu.pcie.rx.throughput",),
+        lambda c, h: (c.pcie_throughput(h, nvml.PCIE_RX) * 1000.0,),
+    ),
+)
+
+# Sources read outside the per-device plan: health, XID events, per-process memory.
+OTHER_SOURCES = frozenset({"agent", "event", "process"})
+
+
+def field_reads(spec: MetricSpec) -> list[FieldRead]:
+    """The field reads behind a `field:` spec."""
+    reads = []
+    for name in spec.source_name.split(","):
+        attributes, scale = _FIELD_POINT.get(name, (NO_ATTRIBUTES, 1.0))
+        reads.append(FieldRead(FIELD_IDS[name], name, spec.name, attributes, scale))
+    return reads
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one collection cycle reads, for the enabled metrics."""
+
+    enabled: frozenset[str]
+    fields: tuple[FieldRead, ...]
+    calls: tuple[CallReader, ...]
+    gpm: tuple[tuple[int, str, str], ...]  # (metric id, NVML name, catalog metric)
+
+    @classmethod
+    def build(cls, enabled: frozenset[str]) -> Plan:
+        """The reads needed for `enabled` (catalog names)."""
+        specs = [BY_NAME[name] for name in sorted(enabled)]
+        fields = tuple(r for s in specs if s.source_kind == "field" for r in field_reads(s))
+        calls = tuple(r for r in CALL_READERS if any(m in enabled for m in r.metrics))
+        gpm = tuple(
+            (GPM_METRIC_IDS[s.source_name], s.source_name, s.name)
+            for s in specs
+            if s.source_kind == "gpm"
+        )
+        return cls(enabled, fields, calls, gpm)

@@ -1,0 +1,105 @@
+"""XID errors, counted per GPU and code from NVML events by a thread the receiver owns.
+
+NVML reports XIDs as events (`nvmlEventTypeXidCriticalError`), not as a value to poll; a
+"last XID" gauge would lose every XID but the last between two scrapes. The thread blocks in
+`nvmlEventSetWait` with a short timeout so `stop` takes effect within that timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+
+from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.devices import Device
+from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
+from otelgpu.telemetry import SelfTelemetry
+
+WAIT_MS = 500
+
+
+class XidWatcher:
+    """Registers the GPUs for XID events and counts what arrives, until `stop`."""
+
+    def __init__(
+        self,
+        client: NvmlClient,
+        telemetry: SelfTelemetry,
+        receiver: str,
+        logger: logging.Logger,
+    ) -> None:
+        self._client = client
+        self._telemetry = telemetry
+        self._receiver = receiver
+        self._log = logger
+        self._lock = threading.Lock()
+        self._counts: dict[str, Counter[int]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._event_set: object = None
+
+    def register(self, gpus: list[Device]) -> int:
+        """Creates the event set and registers `gpus` (blocking); how many accepted."""
+        self._event_set = self._client.event_set_create()
+        accepted = 0
+        for gpu in gpus:
+            try:
+                self._client.register_xid_events(gpu.handle, self._event_set)
+                accepted += 1
+            except NvmlError as exc:  # e.g. NOT_SUPPORTED on some boards: no XIDs from it
+                self._log.info("GPU %s gives no XID events: %s", gpu.uuid, exc)
+        return accepted
+
+    def start(self) -> None:
+        """Starts the waiting thread (after `register`)."""
+        if self._thread is None and self._event_set is not None:
+            self._thread = threading.Thread(target=self._run, name="nvml-xid", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stops the thread (blocks up to one wait timeout) and frees the event set."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=WAIT_MS / 1000 * 4)
+            self._thread = None
+        if self._event_set is not None:
+            try:
+                self._client.event_set_free(self._event_set)
+            except NvmlError as exc:
+                self._log.debug("freeing the XID event set failed: %s", exc)
+            self._event_set = None
+
+    def snapshot(self) -> dict[str, dict[int, int]]:
+        """GPU UUID → XID code → count since the receiver started."""
+        with self._lock:
+            return {uuid: dict(codes) for uuid, codes in self._counts.items()}
+
+    def poll_once(self, timeout_ms: int = WAIT_MS) -> bool:
+        """Waits for one event and counts it; False on timeout. Never raises."""
+        try:
+            handle, code = self._client.event_wait(self._event_set, timeout_ms)
+            uuid = self._client.uuid(handle)
+        except NvmlError as exc:
+            if exc.code != nvml.ERROR_TIMEOUT:
+                self._failed(exc)
+            return False
+        with self._lock:
+            self._counts.setdefault(uuid, Counter())[code] += 1
+        self._log.warning("XID %d on GPU %s", code, uuid)
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.poll_once()
+
+    def _failed(self, exc: NvmlError) -> None:
+        self._telemetry.count(
+            "otelgpu_nvml_read_errors_total",
+            1,
+            "NVML reads that failed with an unexpected error",
+            receiver=self._receiver,
+            source="nvmlEventSetWait",
+        )
+        # Don't spin on a persistent error (a lost GPU keeps answering at once).
+        self._stop.wait(1.0)

@@ -1,0 +1,109 @@
+"""The nvml receiver on a real GPU (run on the device machine). Skipped where NVML can't init."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.metrics import BY_NAME
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.sources import FIELD_IDS
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import Sink
+
+pytestmark = pytest.mark.gpu
+
+# What every NVIDIA datacenter GPU answers (the rest depends on the board and driver).
+CORE = {
+    "nvidia.gpu.up",
+    "hw.gpu.utilization",
+    "hw.gpu.memory.usage",
+    "hw.gpu.memory.limit",
+    "hw.temperature",
+    "nvidia.gpu.sm.clock",
+}
+
+
+@pytest.fixture(scope="module")
+def real_nvml() -> Iterator[nvml.RealNvml]:
+    client = nvml.RealNvml()
+    try:
+        client.init()
+    except nvml.NvmlError as exc:
+        pytest.skip(f"no usable NVML here: {exc}")
+    try:
+        yield client
+    finally:
+        client.shutdown()
+
+
+def _receiver(telemetry: SelfTelemetry, **config: object) -> NvmlReceiver:
+    parsed = NvmlReceiverConfig.model_validate({"backend": "nvml", **config})
+    return NvmlReceiver(make_settings("nvml", Kind.RECEIVER, telemetry), parsed, Sink())
+
+
+async def test_every_gpu_reports_the_core_metrics(
+    real_nvml: nvml.RealNvml, telemetry: SelfTelemetry
+) -> None:
+    receiver = _receiver(telemetry, metrics={n: {"enabled": True} for n in BY_NAME})
+    try:
+        await receiver.scrape()
+        batch = await receiver.scrape()
+    finally:
+        await receiver.shutdown()
+    gpus = [
+        rm for rm in batch if "hw.parent" not in rm.resource and "process.pid" not in rm.resource
+    ]
+    assert len(gpus) == real_nvml.device_count()
+    for rm in gpus:
+        names = {m.name for m in rm.metrics}
+        assert names >= CORE, CORE - names
+        assert str(rm.resource["hw.id"]).startswith("GPU-")
+        assert rm.resource["nvidia.gpu.driver_version"]
+        for metric in rm.metrics:
+            if metric.unit == "1":
+                assert all(0 <= p.value <= 1 for p in metric.points), metric.name
+    assert telemetry.sources["nvml"].up is True
+
+
+def test_batched_field_values_answer_per_field(real_nvml: nvml.RealNvml) -> None:
+    handle = real_nvml.device_handle(0)
+    answer = real_nvml.field_values(handle, list(FIELD_IDS.values()))
+    assert [a.field_id for a in answer] == list(FIELD_IDS.values())
+    assert all(a.code in (nvml.SUCCESS, *nvml.UNSUPPORTED_CODES) for a in answer)
+
+
+def test_mig_and_event_calls_answer(real_nvml: nvml.RealNvml) -> None:
+    handle = real_nvml.device_handle(0)
+    for mig in real_nvml.mig_instances(handle):
+        assert mig.uuid.startswith("MIG-") and mig.profile
+    event_set = real_nvml.event_set_create()
+    try:
+        real_nvml.register_xid_events(handle, event_set)
+        with pytest.raises(nvml.NvmlError) as err:
+            real_nvml.event_wait(event_set, 10)
+        assert err.value.code == nvml.ERROR_TIMEOUT  # a healthy GPU has no XID to report
+    finally:
+        real_nvml.event_set_free(event_set)
+
+
+async def test_processes_on_the_gpu_are_listed(
+    real_nvml: nvml.RealNvml, telemetry: SelfTelemetry
+) -> None:
+    receiver = _receiver(telemetry, processes=True)
+    try:
+        batch = await receiver.scrape()
+    finally:
+        await receiver.shutdown()
+    assert batch
+    for rm in batch:
+        if "process.pid" in rm.resource:
+            assert isinstance(rm.resource["container.id"], str)
+            assert [m.name for m in rm.metrics] == ["nvidia.gpu.process.memory.usage"]
+    assert not [t for t in threading.enumerate() if t.name == "nvml-xid"]

@@ -1,0 +1,110 @@
+"""Batches built by hand in the shape the nvml receiver emits, and self-telemetry readers."""
+
+from __future__ import annotations
+
+from otelgpu import semconv
+from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.telemetry import SelfTelemetry
+
+T0 = 1_700_000_000_000_000_000
+START = 1_699_999_000_000_000_000
+
+
+def gpu_resource(
+    index: int, **extra: str | int | float | bool
+) -> dict[str, str | int | float | bool]:
+    """The resource attributes of one GPU, as the nvml receiver sets them."""
+    return {
+        semconv.HW_ID: f"GPU-{index:08d}-1111-2222-3333-444455556666",
+        semconv.HW_TYPE: "gpu",
+        semconv.HW_NAME: f"nvidia{index}",
+        semconv.HW_MODEL: "NVIDIA H100 80GB HBM3",
+        semconv.HW_VENDOR: "NVIDIA",
+        semconv.GPU_INDEX: str(index),
+        semconv.HOST_NAME: "node-1",
+        **extra,
+    }
+
+
+def gpu_metrics(time: int = T0) -> tuple[Metric, ...]:
+    """A gauge, a monotonic sum with int values, a non-monotonic sum, datapoint attributes."""
+    return (
+        Metric(
+            name="hw.gpu.utilization",
+            unit="1",
+            description="Fraction of time the GPU was busy",
+            kind=MetricKind.GAUGE,
+            points=(
+                NumberDataPoint(
+                    attributes={"hw.gpu.task": "general"}, time_unix_nano=time, value=0.75
+                ),
+                NumberDataPoint(
+                    attributes={"hw.gpu.task": "encoder"}, time_unix_nano=time, value=0.0
+                ),
+            ),
+        ),
+        Metric(
+            name="hw.energy",
+            unit="J",
+            description="Energy consumed since the driver loaded",
+            kind=MetricKind.SUM,
+            monotonic=True,
+            points=(
+                NumberDataPoint(
+                    attributes={}, time_unix_nano=time, start_time_unix_nano=START, value=123456789
+                ),
+            ),
+        ),
+        Metric(
+            name="hw.gpu.memory.usage",
+            unit="By",
+            description="GPU memory in use",
+            kind=MetricKind.SUM,
+            monotonic=False,
+            points=(
+                NumberDataPoint(
+                    attributes={"hw.gpu.memory.state": "used", "nvidia.mig": False},
+                    time_unix_nano=time,
+                    start_time_unix_nano=START,
+                    value=42 * 2**30,
+                ),
+            ),
+        ),
+    )
+
+
+def numbered_batch(seq: int, points: int) -> Batch:
+    """One resource tagged `test.seq=<seq>` holding `points` gauge points (easy to count)."""
+    metric = Metric(
+        name="test.value",
+        unit="1",
+        description="",
+        kind=MetricKind.GAUGE,
+        points=tuple(
+            NumberDataPoint(attributes={"i": i}, time_unix_nano=T0, value=float(i))
+            for i in range(points)
+        ),
+    )
+    return (ResourceMetrics(resource={"test.seq": seq}, metrics=(metric,)),)
+
+
+def counter(telemetry: SelfTelemetry, name: str, exporter: str) -> float:
+    """The current value of a self-telemetry series for one exporter (0 if never set)."""
+    for metric in telemetry.collect().metrics:
+        if metric.name == name:
+            for point in metric.points:
+                if point.attributes.get("exporter") == exporter:
+                    return point.value
+    return 0
+
+
+def sent(telemetry: SelfTelemetry, exporter: str) -> float:
+    return counter(telemetry, "otelgpu_exporter_sent_points_total", exporter)
+
+
+def failed(telemetry: SelfTelemetry, exporter: str) -> float:
+    return counter(telemetry, "otelgpu_exporter_failed_points_total", exporter)
+
+
+def queue_size(telemetry: SelfTelemetry, exporter: str) -> float:
+    return counter(telemetry, "otelgpu_exporter_queue_size", exporter)

@@ -1,0 +1,104 @@
+"""Config of the otlp and otlp_http exporters: defaults, validation, secrets."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+
+
+def test_defaults_are_the_collectors() -> None:
+    grpc = OtlpExporterConfig()
+    http = OtlpHttpExporterConfig()
+    assert grpc.endpoint == "localhost:4317" and grpc.target() == ("localhost:4317", False)
+    assert http.url() == "http://localhost:4318/v1/metrics"
+    for config in (grpc, http):
+        assert (config.compression, config.timeout) == ("gzip", 5.0)
+        retry = config.retry_on_failure
+        assert (retry.enabled, retry.initial_interval, retry.max_interval) == (True, 5.0, 30.0)
+        assert retry.max_elapsed_time == 300.0
+        queue = config.sending_queue
+        assert (queue.enabled, queue.queue_size, queue.num_consumers) == (True, 1000, 1)
+        assert queue.drain_timeout == 20.0
+
+
+def test_durations_and_nested_sections_parse() -> None:
+    config = OtlpExporterConfig.model_validate(
+        {
+            "endpoint": "gateway:4317",
+            "tls": {"insecure": True},
+            "timeout": "500ms",
+            "retry_on_failure": {
+                "initial_interval": "1s",
+                "max_interval": "1m",
+                "max_elapsed_time": "0s",
+            },
+            "sending_queue": {"queue_size": 10, "num_consumers": 2},
+        }
+    )
+    assert config.target() == ("gateway:4317", True)
+    assert config.timeout == 0.5
+    assert config.retry_on_failure.max_interval == 60.0
+    assert config.retry_on_failure.max_elapsed_time == 0.0
+    assert config.sending_queue.queue_size == 10
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "target"),
+    [
+        ("http://gw:4317", ("gw:4317", True)),
+        ("https://gw:4317", ("gw:4317", False)),
+        ("[::1]:4317", ("[::1]:4317", False)),
+    ],
+)
+def test_grpc_scheme_decides_plaintext(endpoint: str, target: tuple[str, bool]) -> None:
+    assert OtlpExporterConfig(endpoint=endpoint, tls={"insecure": False}).target() == target  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cls", "data", "message"),
+    [
+        (OtlpExporterConfig, {"endpoint": "gw"}, "expected host:port"),
+        (OtlpExporterConfig, {"endpoint": "tcp://gw:1"}, "scheme must be http:// or https://"),
+        (OtlpExporterConfig, {"tls": {"cert_file": "c.pem"}}, "cert_file and key_file"),
+        (OtlpExporterConfig, {"tls": {"insecure_skip_verify": True}}, "Extra inputs"),
+        (
+            OtlpHttpExporterConfig,
+            {"endpoint": "localhost:4318"},
+            "expected an http:// or https:// URL",
+        ),
+        (OtlpHttpExporterConfig, {"tls": {"key_file": "k.pem"}}, "cert_file and key_file"),
+        (OtlpHttpExporterConfig, {"compression": "zstd"}, "'gzip' or 'none'"),
+        (OtlpHttpExporterConfig, {"timeout": "0s"}, "greater than 0"),
+        (OtlpHttpExporterConfig, {"timeout": 5}, "invalid duration"),
+        (
+            OtlpHttpExporterConfig,
+            {"sending_queue": {"queue_size": 0}},
+            "greater than or equal to 1",
+        ),
+        (
+            OtlpHttpExporterConfig,
+            {"retry_on_failure": {"initial_interval": "10s", "max_interval": "1s"}},
+            "max_interval must not be shorter",
+        ),
+        (OtlpHttpExporterConfig, {"retries": {}}, "Extra inputs"),
+    ],
+)
+def test_invalid_options_are_refused(cls: type, data: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        cls.model_validate(data)
+
+
+def test_http_paths() -> None:
+    assert OtlpHttpExporterConfig(endpoint="https://gw:4318/").url() == "https://gw:4318/v1/metrics"
+    explicit = OtlpHttpExporterConfig(metrics_endpoint="http://gw/otlp/metrics")
+    assert explicit.url() == "http://gw/otlp/metrics"
+
+
+def test_header_values_are_secret_everywhere_but_the_transport() -> None:
+    config = OtlpHttpExporterConfig.model_validate({"headers": {"Authorization": "Bearer s3cret"}})
+    assert config.model_dump(mode="json")["headers"] == {"Authorization": "[REDACTED]"}
+    assert config.model_dump()["headers"] == {"Authorization": "[REDACTED]"}
+    assert "s3cret" not in repr(config) and "s3cret" not in str(config)
+    assert config.header_items() == [("Authorization", "Bearer s3cret")]

@@ -1,0 +1,344 @@
+"""The exporter core: queueing, retries, exact accounting and shutdown, over a scripted peer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
+from otelgpu.component import Kind
+from otelgpu.errors import ExportError
+from otelgpu.exporters.otlp.config import OtlpExporterConfig, RetryConfig
+from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.exporters.otlp.retry import Backoff
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent
+
+ID = "otlp"
+RETRYABLE = ExportError("gRPC UNAVAILABLE: down", retryable=True)
+PERMANENT = ExportError("gRPC INVALID_ARGUMENT: bad", retryable=False)
+
+
+class ScriptedTransport:
+    """Answers each export with the next scripted outcome (then success); records requests.
+
+    An outcome may be an ExportResponse, an exception to raise, or an Event to wait on
+    (a request that hangs until the test releases it).
+    """
+
+    def __init__(self, *outcomes: Any, then: Any = None) -> None:
+        self.outcomes = list(outcomes)
+        self.then = then if then is not None else ExportResponse()
+        self.requests: list[ExportMetricsServiceRequest] = []
+        self.opened = self.closed = False
+
+    async def open(self) -> None:
+        self.opened = True
+
+    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
+        self.requests.append(request)
+        outcome = self.outcomes.pop(0) if self.outcomes else self.then
+        if isinstance(outcome, asyncio.Event):
+            await outcome.wait()
+            return ExportResponse()
+        if isinstance(outcome, BaseException):
+            raise outcome
+        assert isinstance(outcome, ExportResponse)
+        return outcome
+
+    async def close(self) -> None:
+        self.closed = True
+
+    def seqs(self) -> list[int]:
+        """The `test.seq` of every request, in the order they were sent."""
+        return [r.resource_metrics[0].resource.attributes[0].value.int_value for r in self.requests]
+
+
+def make(
+    telemetry: SelfTelemetry,
+    clock: FakeClock,
+    transport: ScriptedTransport,
+    **options: Any,
+) -> OtlpExporter:
+    config = OtlpExporterConfig.model_validate(options)
+    settings = make_settings(ID, Kind.EXPORTER, telemetry)
+    return OtlpExporter(settings, config, transport, sleep=clock.sleep, monotonic=clock.monotonic)
+
+
+@pytest.fixture
+async def started(telemetry: SelfTelemetry, clock: FakeClock) -> Any:
+    """A factory of started exporters, shut down at the end of the test."""
+    exporters: list[OtlpExporter] = []
+
+    async def start(transport: ScriptedTransport, **options: Any) -> OtlpExporter:
+        exporter = make(telemetry, clock, transport, **options)
+        await exporter.start(FakeHost(telemetry))
+        exporters.append(exporter)
+        return exporter
+
+    yield start
+    for exporter in exporters:
+        await exporter.shutdown()
+
+
+async def test_consume_only_queues_and_the_queue_gauge_follows(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate)
+    exporter = await started(transport)
+    for seq in range(3):
+        await exporter.consume(numbered_batch(seq, 2))
+    await clock.advance(0)
+    assert queue_size(telemetry, ID) == 2  # one batch is in flight, blocked
+    gate.set()
+    await clock.advance(0)
+    assert transport.seqs() == [0, 1, 2]
+    assert (sent(telemetry, ID), failed(telemetry, ID), queue_size(telemetry, ID)) == (6, 0, 0)
+
+
+async def test_a_full_queue_refuses_new_batches_and_counts_their_points(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate)
+    exporter = await started(transport, sending_queue={"queue_size": 2})
+    with caplog.at_level(logging.WARNING):
+        for seq in range(1, 7):  # batch n holds n points
+            await exporter.consume(numbered_batch(seq, seq))
+    assert failed(telemetry, ID) == 4 + 5 + 6
+    assert sum("queue is full" in r.message for r in caplog.records) == 1  # once, not per batch
+    gate.set()
+    await clock.advance(0)
+    assert transport.seqs() == [1, 2, 3]
+    assert sent(telemetry, ID) == 1 + 2 + 3
+
+
+async def test_retryable_failures_back_off_exponentially_then_succeed(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(RETRYABLE, RETRYABLE)
+    exporter = await started(transport)  # initial 5s, then x1.5 each, +-50 %
+    await exporter.consume(numbered_batch(0, 3))
+    await clock.advance(2.4)
+    assert len(transport.requests) == 1  # the first wait is at least 2.5s
+    await clock.advance(5.2)
+    assert len(transport.requests) == 2  # ... and at most 7.5s
+    await clock.advance(11.3)  # the second wait is 3.75s..11.25s
+    assert len(transport.requests) == 3
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (3, 0)
+
+
+async def test_permanent_errors_are_not_retried(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(PERMANENT)
+    exporter = await started(transport)
+    await exporter.consume(numbered_batch(0, 4))
+    await exporter.consume(numbered_batch(1, 5))
+    await clock.advance(600)
+    assert transport.seqs() == [0, 1]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (5, 4)
+
+
+async def test_retrying_stops_at_max_elapsed_time(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(then=RETRYABLE)
+    retry = {"initial_interval": "4s", "max_interval": "4s", "max_elapsed_time": "20s"}
+    exporter = await started(transport, retry_on_failure=retry)
+    await exporter.consume(numbered_batch(0, 7))
+    await clock.advance(100)
+    assert 3 <= len(transport.requests) <= 10  # waits of 2s..6s within 20s
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 7)
+
+
+async def test_the_server_sent_delay_is_honoured(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    throttled = ExportError("HTTP 429", retryable=True, retry_after=60.0)
+    transport = ScriptedTransport(throttled)
+    exporter = await started(transport)
+    await exporter.consume(numbered_batch(0, 1))
+    await clock.advance(59.9)
+    assert len(transport.requests) == 1
+    await clock.advance(0.2)
+    assert len(transport.requests) == 2 and sent(telemetry, ID) == 1
+
+
+async def test_retry_disabled_drops_on_the_first_failure(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(RETRYABLE)
+    exporter = await started(transport, retry_on_failure={"enabled": False})
+    await exporter.consume(numbered_batch(0, 2))
+    await clock.advance(60)
+    assert len(transport.requests) == 1 and failed(telemetry, ID) == 2
+
+
+async def test_partial_success_counts_rejected_points_as_failed(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    partial = ExportResponse(rejected=2, message="2 points out of range")
+    transport = ScriptedTransport(partial, partial)
+    exporter = await started(transport)
+    with caplog.at_level(logging.WARNING):
+        await exporter.consume(numbered_batch(0, 5))
+        await exporter.consume(numbered_batch(1, 5))
+        await clock.advance(0)
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (6, 4)
+    assert sum("out of range" in r.message for r in caplog.records) == 1
+
+
+async def test_an_unexpected_transport_error_costs_one_batch_not_the_consumer(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(RuntimeError("bug"))
+    exporter = await started(transport)
+    await exporter.consume(numbered_batch(0, 2))
+    await exporter.consume(numbered_batch(1, 3))
+    await clock.advance(0)
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (3, 2)
+
+
+async def test_shutdown_flushes_the_queue(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    transport = ScriptedTransport()
+    exporter = make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(5):
+        await exporter.consume(numbered_batch(seq, seq + 1))
+    await exporter.shutdown()
+    assert transport.seqs() == [0, 1, 2, 3, 4] and transport.closed
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (15, 0)
+
+
+async def test_shutdown_interrupts_the_retry_wait_and_counts_everything_unsent(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(then=RETRYABLE)
+    exporter = make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(4):
+        await exporter.consume(numbered_batch(seq, seq + 1))
+    await clock.advance(0)  # the first batch failed and waits on the (fake) clock
+    await exporter.shutdown()  # returns without the clock moving: the wait was interrupted
+    assert len(transport.requests) == 2  # one last attempt; the endpoint is down: no more
+    assert (sent(telemetry, ID), failed(telemetry, ID), queue_size(telemetry, ID)) == (0, 10, 0)
+
+
+async def test_shutdown_retries_a_waiting_batch_at_once_and_drains_if_the_endpoint_is_back(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(RETRYABLE)
+    exporter = make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(3):
+        await exporter.consume(numbered_batch(seq, seq + 1))
+    await clock.advance(0)
+    await exporter.shutdown()
+    assert transport.seqs() == [0, 0, 1, 2]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (6, 0)
+
+
+async def test_shutdown_gives_up_at_the_drain_deadline(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = ScriptedTransport(then=asyncio.Event())  # every request hangs
+    exporter = make(telemetry, clock, transport, sending_queue={"drain_timeout": "50ms"})
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(3):
+        await exporter.consume(numbered_batch(seq, 2))
+    await exporter.shutdown()
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 6)  # in flight + queued
+
+
+async def test_without_a_queue_a_busy_exporter_drops_and_counts(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate)
+    exporter = await started(transport, sending_queue={"enabled": False})
+    await exporter.consume(numbered_batch(0, 1))  # an idle consumer takes it at once
+    await exporter.consume(numbered_batch(1, 2))  # nobody idle, nowhere to wait
+    gate.set()
+    await clock.advance(0)
+    await exporter.consume(numbered_batch(2, 4))
+    await clock.advance(0)
+    assert transport.seqs() == [0, 2]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (5, 2)
+
+
+async def test_lifecycle_edges(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    transport = ScriptedTransport()
+    never_started = make(telemetry, clock, transport)
+    await never_started.shutdown()
+    await never_started.shutdown()
+    exporter = make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(())  # nothing to send, nothing to count
+    await exporter.shutdown()
+    await exporter.consume(numbered_batch(0, 3))  # too late: counted, never queued
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 3)
+    assert transport.opened and transport.closed and transport.requests == []
+
+
+@pytest.mark.parametrize(
+    ("rand", "expected"),
+    [
+        (lambda: 0.5, [5.0, 7.5, 11.25, 16.875, 25.3125, 30.0, 30.0]),
+        (lambda: 0.0, [2.5, 3.75, 5.625, 8.4375, 12.65625, 15.0, 15.0]),
+        (lambda: 1.0, [7.5, 11.25, 16.875, 25.3125, 37.96875, 45.0, 45.0]),
+    ],
+)
+def test_backoff_schedule(rand: Any, expected: list[float]) -> None:
+    backoff = Backoff(RetryConfig(max_elapsed_time="0s"), started=0.0, rand=rand)
+    assert [backoff.next_delay(RETRYABLE, now=0.0) for _ in expected] == expected
+
+
+def test_backoff_gives_up() -> None:
+    backoff = Backoff(RetryConfig(), started=0.0, rand=lambda: 0.5)
+    assert backoff.next_delay(PERMANENT, now=0.0) is None
+    assert backoff.next_delay(RETRYABLE, now=294.0) == 5.0
+    assert backoff.next_delay(RETRYABLE, now=294.0) is None  # 294 + 7.5 > 300
+    throttled = ExportError("x", retryable=True, retry_after=90.0)
+    assert Backoff(RetryConfig(), 0.0, rand=lambda: 0.5).next_delay(throttled, 0.0) == 90.0
+
+
+async def test_failures_are_logged_once_per_change_not_per_batch(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = ScriptedTransport(*[PERMANENT] * 5, RETRYABLE)
+    exporter = await started(transport)
+    with caplog.at_level(logging.INFO):
+        for seq in range(6):
+            await exporter.consume(numbered_batch(seq, 1))
+        await clock.advance(60)
+    messages = [r.getMessage() for r in caplog.records]
+    assert sum("dropping" in m for m in messages) == 1
+    assert sum("retrying" in m for m in messages) == 1
+    assert sum("succeeded again" in m for m in messages) == 1
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (1, 5)
+
+
+async def test_a_permanent_error_while_draining_costs_only_its_own_batch(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate, PERMANENT)
+    exporter = make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(3):
+        await exporter.consume(numbered_batch(seq, seq + 1))
+    stopping = asyncio.create_task(exporter.shutdown())
+    await clock.advance(0)
+    gate.set()  # the in-flight request completes while draining
+    await stopping
+    assert transport.seqs() == [0, 1, 2]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (1 + 3, 2)

@@ -1,0 +1,99 @@
+"""The exporter's config: defaults and the errors operators see."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+
+GOOD_HASH = "$2b$10$" + "a" * 53
+
+
+def test_defaults() -> None:
+    config = PrometheusExporterConfig()
+    assert config.endpoint == "0.0.0.0:9400"
+    assert config.metric_expiration == 300.0
+    assert config.naming == "otel"
+    assert config.const_labels == {} and config.tls is None and config.basic_auth is None
+
+
+def test_full_config() -> None:
+    config = PrometheusExporterConfig.model_validate(
+        {
+            "endpoint": "127.0.0.1:9500",
+            "metric_expiration": "90s",
+            "naming": "dcgm",
+            "const_labels": {"cluster": "eu-1"},
+            "tls": {"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.3"},
+            "basic_auth": {"username": "prom", "password_hash": GOOD_HASH},
+        }
+    )
+    assert config.metric_expiration == 90.0
+    assert config.basic_auth is not None
+    assert GOOD_HASH not in repr(config)  # a SecretStr: never printed
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"naming": "prom"}, "'otel' or 'dcgm'"),
+        ({"metric_expiration": "0s"}, "greater than 0"),
+        ({"metric_expiration": "5"}, "invalid duration"),
+        ({"endpoint": "9400"}, "invalid endpoint"),
+        ({"const_labels": {"k8s.cluster": "x"}}, 'invalid label name "k8s.cluster"'),
+        ({"const_labels": {"__cluster": "x"}}, "not starting with __"),
+        (
+            {"tls": {"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.1"}},
+            "'1.2' or '1.3'",
+        ),
+        ({"tls": {"cert_file": "c.pem"}}, "key_file"),
+        ({"basic_auth": {"username": "p", "password_hash": "plaintext"}}, "bcrypt hash"),
+        ({"basic_auth": {"username": "", "password_hash": GOOD_HASH}}, "at least 1 character"),
+        ({"listen": "0.0.0.0:1"}, "Extra inputs are not permitted"),
+    ],
+)
+def test_errors(value: dict, message: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        PrometheusExporterConfig.model_validate(value)
+    assert message in str(info.value)
+
+
+PIPELINE = """\
+receivers:
+  sample: {}
+exporters:
+  prometheus:
+    endpoint: ${env:PROM_ENDPOINT:-0.0.0.0:9400}
+    naming: dcgm
+    metric_expiration: 2m
+    basic_auth:
+      username: prometheus
+      password_hash: "HASH"
+service:
+  pipelines:
+    metrics:
+      receivers: [sample]
+      exporters: [prometheus]
+"""
+
+
+def test_loads_from_a_pipeline_file_and_print_config_hides_the_hash() -> None:
+    from otelgpu.component import ComponentID, Kind
+    from otelgpu.config.loader import load
+    from otelgpu.config.render import render
+    from otelgpu.config.schema import validate
+    from otelgpu.exporters.prometheus import factory
+    from otelgpu.registry import Registry
+    from tests.components import core_registry
+
+    text = PIPELINE.replace("HASH", GOOD_HASH)
+    raw = load([("p.yaml", text)], environ={"PROM_ENDPOINT": "127.0.0.1:9500"})
+    config = validate(raw, Registry([*core_registry(), factory]))
+    exporter = config.components[Kind.EXPORTER][ComponentID("prometheus")]
+    assert isinstance(exporter, PrometheusExporterConfig)
+    assert exporter.endpoint == "127.0.0.1:9500" and exporter.naming == "dcgm"
+    assert exporter.metric_expiration == 120.0
+    printed = render(config)
+    assert GOOD_HASH not in printed and "[REDACTED]" in printed
+    assert "metric_expiration: 2m" in printed

@@ -1,0 +1,178 @@
+"""The exporter end to end over HTTP: bodies, self-telemetry, expiry, bad data, lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.exporters.prometheus import factory
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """Waits for background work that runs in a real thread (gzip) to land."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition never held"
+        await asyncio.sleep(0.01)
+
+
+def make(telemetry: SelfTelemetry, clock: FakeClock, **config: object) -> PrometheusExporter:
+    cfg = PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0", **config})
+    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    return PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
+
+
+@pytest.fixture
+async def exporter(host: FakeHost, clock: FakeClock) -> AsyncIterator[PrometheusExporter]:
+    exp = make(host.telemetry, clock, metric_expiration="1m")
+    await exp.start(host)
+    yield exp
+    await exp.shutdown()
+
+
+async def scrape(exp: PrometheusExporter, encoding: str = "identity") -> tuple[dict, bytes]:
+    """(headers, raw body) of one GET /metrics."""
+    url = f"http://127.0.0.1:{exp.port}/metrics"
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as session,
+        session.get(url, headers={"Accept-Encoding": encoding}) as r,
+    ):
+        return dict(r.headers), await r.read()
+
+
+async def text(exp: PrometheusExporter) -> str:
+    return (await scrape(exp))[1].decode()
+
+
+async def test_serves_consumed_points_and_self_telemetry(exporter: PrometheusExporter) -> None:
+    await exporter.consume(batch(gpu(0, **held_by("train-0")), gpu(1)))
+    await exporter.refresh()
+    body = await text(exporter)
+    assert "hw_gpu_utilization_ratio{" in body and 'k8s_pod_name="train-0"' in body
+    assert body.count("hw_gpu_utilization_ratio{") == 2
+    assert "# TYPE hw_energy_joules_total counter" in body
+    assert 'otelgpu_build_info{version="' in body
+    assert 'otelgpu_exporter_sent_points_total{exporter="prometheus"} 16' in body
+
+
+async def test_gzip_body_is_the_plain_body_compressed(exporter: PrometheusExporter) -> None:
+    await exporter.consume(batch(gpu(0)))
+    await exporter.refresh()
+    plain_headers, plain = await scrape(exporter, "identity")
+    zipped_headers, zipped = await scrape(exporter, "deflate, gzip;q=0.8")
+    refused_headers, _ = await scrape(exporter, "gzip;q=0")
+    assert zipped_headers["Content-Encoding"] == "gzip"
+    assert "Content-Encoding" not in plain_headers and "Content-Encoding" not in refused_headers
+    assert gzip.decompress(zipped) == plain and b"hw_power_watts" in plain
+    assert plain_headers["Content-Type"].startswith("text/plain; version=0.0.4")
+
+
+async def test_a_batch_rerenders_the_body_in_the_background(exporter: PrometheusExporter) -> None:
+    await exporter.consume(batch(gpu(0), utilization=0.25))
+    await until(lambda: b"hw_gpu_utilization_ratio" in exporter.body.plain)
+    await exporter.consume(batch(gpu(0), utilization=0.75))
+    await until(lambda: b"} 0.75\n" in exporter.body.plain)
+
+
+async def test_series_expire_without_batches_or_scrapes(
+    exporter: PrometheusExporter, clock: FakeClock
+) -> None:
+    await exporter.consume(batch(gpu(0), gpu(1)))
+    await clock.advance(40)
+    await exporter.consume(batch(gpu(0)))  # gpu 1 vanished from the node
+    await until(lambda: exporter.body.plain.count(b"hw_power_watts{") == 2)
+    await clock.advance(25)  # gpu 1 last updated 65 s ago: past the 1m expiration
+    await until(lambda: exporter.body.plain.count(b"hw_power_watts{") == 1)
+    assert b'hw_name="nvidia0"' in exporter.body.plain
+    assert b'hw_name="nvidia1"' not in exporter.body.plain
+    await clock.advance(40)  # now gpu 0 is gone as well; no batch, no scrape needed
+    await until(lambda: b"hw_power_watts" not in exporter.body.plain)
+    assert (
+        b'otelgpu_prometheus_expired_series_total{exporter="prometheus"} 16' in exporter.body.plain
+    )
+
+
+async def test_self_telemetry_stays_current_without_batches(
+    exporter: PrometheusExporter, host: FakeHost, clock: FakeClock
+) -> None:
+    host.telemetry.source_failed("containerd", "connection refused")
+    await clock.advance(exporter.refresh_interval)
+    await until(lambda: b'otelgpu_source_up{source="containerd"} 0' in exporter.body.plain)
+
+
+async def test_scrapes_are_counted(exporter: PrometheusExporter) -> None:
+    await scrape(exporter)
+    await scrape(exporter)
+    await exporter.refresh()
+    assert (
+        b'otelgpu_prometheus_scrapes_total{code="200",exporter="prometheus"} 2'
+        in exporter.body.plain
+    )
+
+
+async def test_bad_points_are_counted_and_dropped(
+    exporter: PrometheusExporter, telemetry: SelfTelemetry
+) -> None:
+    broken = Metric(
+        name="hw.power",
+        unit="W",
+        description="",
+        kind=MetricKind.GAUGE,
+        points=(NumberDataPoint(attributes={}, time_unix_nano=1, value="lots"),),  # type: ignore[arg-type]
+    )
+    # Another metric whose Prometheus name is taken by a family of another type: the first
+    # family keeps the name.
+    clash = gauge("hw.energy.joules.total", "", 5)
+    good = ResourceMetrics(
+        resource=gpu(0), metrics=(gauge("hw.power", "W", 100), counter("hw.energy", "J", ({}, 1)))
+    )
+    bad = ResourceMetrics(resource=gpu(1), metrics=(broken,))
+    await exporter.consume((good, bad, ResourceMetrics(resource=gpu(2), metrics=(clash,))))
+    await exporter.refresh()
+    body = exporter.body.plain.decode()
+    assert body.count("hw_power_watts{") == 1
+    assert 'otelgpu_exporter_failed_points_total{exporter="prometheus"} 2' in body
+    assert "# TYPE hw_energy_joules_total counter" in body and "} 5\n" not in body
+
+
+async def test_const_labels_on_every_series(host: FakeHost, clock: FakeClock) -> None:
+    exp = make(host.telemetry, clock, const_labels={"cluster": "eu-1"})
+    await exp.start(host)
+    try:
+        await exp.consume(batch(gpu(0)))
+        await exp.refresh()
+        lines = [line for line in (await text(exp)).splitlines() if not line.startswith("#")]
+        assert lines and all('cluster="eu-1"' in line for line in lines)
+    finally:
+        await exp.shutdown()
+
+
+async def test_shutdown_is_idempotent_and_safe_without_start(telemetry: SelfTelemetry) -> None:
+    exp = factory.create(
+        make_settings("prometheus", Kind.EXPORTER, telemetry), PrometheusExporterConfig()
+    )
+    await exp.shutdown()
+    await exp.shutdown()
+
+
+async def test_shutdown_frees_the_port(host: FakeHost, clock: FakeClock) -> None:
+    exp = make(host.telemetry, clock)
+    await exp.start(host)
+    port = exp.port
+    await exp.shutdown()
+    again = make(host.telemetry, clock, endpoint=f"127.0.0.1:{port}")
+    await again.start(host)
+    await again.shutdown()

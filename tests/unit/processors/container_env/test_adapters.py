@@ -1,0 +1,192 @@
+"""The runtime adapters without a daemon: spec decoding, listing shapes, failures, read-only."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+import requests
+
+from otelgpu.processors.container_env import containerd as containerd_mod
+from otelgpu.processors.container_env.containerd import ContainerdRuntime
+from otelgpu.processors.container_env.docker import DockerRuntime
+from otelgpu.processors.container_env.runtime import RuntimeUnavailable, decode_oci_spec, env_pairs
+
+pb = importlib.import_module("otelgpu.processors.container_env._proto.containers_pb2")
+
+
+@pytest.mark.parametrize(
+    ("raw", "env", "annotations", "valid"),
+    [
+        (
+            b'{"process": {"env": ["A=1", "B"]}, "annotations": {"x": "y"}}',
+            ["A=1", "B"],
+            {"x": "y"},
+            True,
+        ),
+        (b"{}", [], {}, True),
+        (b"not json", [], {}, False),
+        (b"[1, 2]", [], {}, False),
+        (b'{"process": "x"}', [], {}, False),
+        (b'{"process": {"env": {"A": "1"}}}', [], {}, False),
+        (b'{"annotations": {"x": 1, "y": "z"}}', [], {"y": "z"}, False),
+        (b"\xff\xfe", [], {}, False),
+        (b"[" * 100_000, [], {}, False),
+    ],
+)
+def test_decode_oci_spec(
+    raw: bytes, env: list[str], annotations: dict[str, str], valid: bool
+) -> None:
+    spec = decode_oci_spec(raw)
+    assert (list(spec.env), dict(spec.annotations), spec.valid) == (env, annotations, valid)
+
+
+def test_env_pairs_skips_entries_without_a_value() -> None:
+    assert list(env_pairs(["A=1", "B", "=x", "C==d", "D="])) == [("A", "1"), ("C", "=d"), ("D", "")]
+
+
+def test_containerd_record_decoding() -> None:
+    container = pb.Container(id="abc", labels={"k": "v"}, sandbox="sb")
+    container.spec.type_url = containerd_mod.OCI_SPEC_TYPE
+    container.spec.value = b'{"process": {"env": ["A=1"]}}'
+    container.created_at.seconds = 5
+    container.updated_at.seconds, container.updated_at.nanos = 7, 3
+    ref = containerd_mod._ref(pb.Container.FromString(container.SerializeToString()))
+    assert (ref.id, dict(ref.labels), ref.sandbox_id, ref.created) == ("abc", {"k": "v"}, "sb", 5.0)
+    assert ref.revision == "7.3"
+    assert ref.raw_spec == b'{"process": {"env": ["A=1"]}}'
+    container.spec.type_url = "types.example/other"
+    assert containerd_mod._ref(container).raw_spec == b""
+
+
+async def test_containerd_missing_socket_is_unavailable(tmp_path: Path) -> None:
+    rt = ContainerdRuntime(str(tmp_path / "none.sock"), "k8s.io", 1.0)
+    with pytest.raises(RuntimeUnavailable, match="does not exist"):
+        await rt.list_containers()
+    await rt.close()
+
+
+async def test_containerd_client_refuses_every_write_method(tmp_path: Path) -> None:
+    """S6: only read methods can be sent, whatever a caller asks for."""
+    rt = ContainerdRuntime(str(tmp_path / "none.sock"), "k8s.io", 1.0)
+    assert {"List", "Get"} == containerd_mod.READ_METHODS
+    for method in ("Create", "Update", "Delete", "ListStream"):
+        with pytest.raises(ValueError, match="not a read method"):
+            await rt._call(method, b"")
+
+
+async def test_containerd_dead_socket_is_unavailable(tmp_path: Path) -> None:
+    sock = tmp_path / "dead.sock"
+    sock.touch()  # a socket file left behind by a crashed daemon
+    rt = ContainerdRuntime(str(sock), "k8s.io", 1.0)
+    with pytest.raises(RuntimeUnavailable, match="List: UNAVAILABLE"):
+        await rt.list_containers()
+    await rt.close()
+
+
+class FakeDockerClient:
+    """The two Engine API calls the adapter makes, scripted."""
+
+    def __init__(self, containers: Any, inspect: dict[str, Any], fail: Exception | None = None):
+        self._containers = containers
+        self._inspect = inspect
+        self.fail = fail
+        self.closed = False
+
+    def containers(self) -> Any:
+        if self.fail:
+            raise self.fail
+        return self._containers
+
+    def inspect_container(self, cid: str) -> Any:
+        if cid not in self._inspect:
+            raise docker.errors.NotFound("gone")
+        return self._inspect[cid]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _docker(tmp_path: Path, client: FakeDockerClient) -> DockerRuntime:
+    sock = tmp_path / "docker.sock"
+    sock.touch()
+    return DockerRuntime(str(sock), 1.0, lambda url, timeout: client)
+
+
+async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None:
+    listing = [
+        {
+            "Id": "s1",
+            "Created": 10,
+            "Labels": {
+                "io.kubernetes.docker.type": "podsandbox",
+                "team": "a",
+                "annotation.owner": "alice",
+            },
+        },
+        {"Id": "p1", "Labels": {"annotation.kept": "as-is"}},
+        {"Id": "", "Labels": {}},
+        "junk",
+        {"Id": "p2", "Labels": None},
+    ]
+    rt = _docker(tmp_path, FakeDockerClient(listing, {}))
+    refs = await rt.list_containers()
+    assert [r.id for r in refs] == ["s1", "p1", "p2"]
+    assert dict(refs[0].labels) == {"io.kubernetes.docker.type": "podsandbox", "team": "a"}
+    assert dict(refs[0].annotations) == {"owner": "alice"} and refs[0].created == 10.0
+    assert dict(refs[1].labels) == {"annotation.kept": "as-is"}  # not a kubelet container
+    spec = await rt.container_spec(refs[0], env=False)
+    assert spec is not None and dict(spec.annotations) == {"owner": "alice"}
+
+
+async def test_docker_env_from_inspect(tmp_path: Path) -> None:
+    inspect = {
+        "p1": {"Config": {"Env": ["TEAM=ml", "PATH=/bin"]}},
+        "p2": {"Config": {"Env": None}},
+        "p3": {"Config": {"Env": ["A=1", 5]}},
+    }
+    listing = [{"Id": i} for i in ("p1", "p2", "p3", "gone")]
+    rt = _docker(tmp_path, FakeDockerClient(listing, inspect))
+    refs = {r.id: r for r in await rt.list_containers()}
+    spec = await rt.container_spec(refs["p1"], env=True)
+    assert spec is not None and list(spec.env) == ["TEAM=ml", "PATH=/bin"] and spec.valid
+    spec = await rt.container_spec(refs["p2"], env=True)
+    assert spec is not None and list(spec.env) == [] and spec.valid
+    spec = await rt.container_spec(refs["p3"], env=True)
+    assert spec is not None and list(spec.env) == ["A=1"] and not spec.valid
+    assert await rt.container_spec(refs["gone"], env=True) is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        requests.exceptions.ConnectionError("refused"),
+        requests.exceptions.ReadTimeout("slow"),
+        docker.errors.DockerException("Error while fetching server API version"),
+        docker.errors.APIError("500 Server Error"),
+    ],
+)
+async def test_docker_failures_are_unavailable_and_drop_the_client(
+    tmp_path: Path, error: Exception
+) -> None:
+    client = FakeDockerClient([], {}, fail=error)
+    rt = _docker(tmp_path, client)
+    with pytest.raises(RuntimeUnavailable):
+        await rt.list_containers()
+    assert client.closed
+
+
+async def test_docker_unexpected_answer_is_unavailable(tmp_path: Path) -> None:
+    rt = _docker(tmp_path, FakeDockerClient({"not": "a list"}, {}))
+    with pytest.raises(RuntimeUnavailable, match="unexpected answer"):
+        await rt.list_containers()
+
+
+async def test_docker_missing_socket_is_unavailable(tmp_path: Path) -> None:
+    rt = DockerRuntime(str(tmp_path / "none.sock"), 1.0)
+    with pytest.raises(RuntimeUnavailable, match="does not exist"):
+        await rt.list_containers()
+    await rt.close()

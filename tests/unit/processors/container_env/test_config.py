@@ -1,0 +1,51 @@
+"""The config model: defaults are the documented defaults; bad values are refused."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from tests.unit.processors.container_env.helpers import config
+
+
+def test_defaults() -> None:
+    cfg = config()
+    assert cfg.runtime == "auto"
+    assert cfg.containerd.socket == "/run/containerd/containerd.sock"
+    assert cfg.containerd.namespace == "k8s.io"
+    assert cfg.docker.socket == "/var/run/docker.sock"
+    assert cfg.refresh_interval == 10.0
+    assert cfg.env.include == cfg.labels.include == cfg.pod_labels.include == []
+    assert cfg.annotations.include == []
+    assert cfg.allow_secret_like_keys is False
+    assert (cfg.max_value_length, cfg.max_attributes) == (256, 32)
+
+
+def test_full_config() -> None:
+    cfg = config(
+        runtime="docker",
+        docker={"socket": "/run/docker.sock"},
+        refresh_interval="500ms",
+        env={"include": ["TEAM", "MLFLOW_*"], "exclude": ["MLFLOW_X"]},
+    )
+    assert cfg.runtime == "docker" and cfg.refresh_interval == 0.5
+    assert cfg.env.allows("MLFLOW_RUN") and not cfg.env.allows("MLFLOW_X")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"runtime": "crio"}, "Input should be 'auto', 'containerd' or 'docker'"),
+        ({"containerd": {"socket": "run/containerd.sock"}}, "must be an absolute path"),
+        ({"docker": {"socket": "docker.sock"}}, "must be an absolute path"),
+        ({"containerd": {"namespace": ""}}, "at least 1 character"),
+        ({"refresh_interval": "0s"}, "greater than 0"),
+        ({"refresh_interval": 10}, "invalid duration"),
+        ({"max_attributes": 0}, "greater than 0"),
+        ({"env": {"include": "TEAM"}}, "valid list"),
+        ({"envs": {}}, "Extra inputs are not permitted"),
+    ],
+)
+def test_bad_values(options: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        config(**options)

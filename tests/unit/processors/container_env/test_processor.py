@@ -1,0 +1,261 @@
+"""The processor over an in-memory runtime: matching, refresh, runtime loss and return."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otelgpu.telemetry import SelfTelemetry
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.processors.container_env.fake_runtime import FakeRuntime
+from tests.unit.processors.container_env.helpers import (
+    by_id,
+    by_workload,
+    counter,
+    gpu,
+    make_processor,
+    one,
+)
+
+UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
+CID = "c" * 64
+SID = "s" * 64
+FILTERS = {
+    "env": {"include": ["TEAM", "MLFLOW_*"], "exclude": ["MLFLOW_SKIP"]},
+    "labels": {"include": ["app.kubernetes.io/*"]},
+    "pod_labels": {"include": ["team", "io.kubernetes.pod.name"]},
+    "annotations": {"include": ["owner"]},
+}
+
+
+def _node() -> FakeRuntime:
+    rt = FakeRuntime()
+    rt.sandbox(
+        SID,
+        "ml",
+        "train-0",
+        labels={"team": "vision", "tier": "x"},
+        annotations={"owner": "alice", "other": "y"},
+    )
+    rt.workload(
+        CID,
+        "ml",
+        "train-0",
+        "trainer",
+        sandbox_id=SID,
+        env={"TEAM": "ml", "MLFLOW_RUN_ID": "r1", "MLFLOW_SKIP": "no", "HOME": "/root"},
+        labels={"app.kubernetes.io/name": "trainer", "unrelated": "z"},
+    )
+    return rt
+
+
+EXPECTED = {
+    "container.env.TEAM": "ml",
+    "container.env.MLFLOW_RUN_ID": "r1",
+    "container.label.app.kubernetes.io/name": "trainer",
+    "k8s.pod.label.team": "vision",
+    "k8s.pod.label.io.kubernetes.pod.name": "train-0",
+    "k8s.pod.annotation.owner": "alice",
+}
+
+
+async def _started(telemetry: SelfTelemetry, rt: FakeRuntime, clock: FakeClock, **opts: object):
+    proc = make_processor(telemetry, [(rt, True)], clock, **{**FILTERS, **opts})
+    await proc.start(FakeHost(telemetry))
+    await clock.advance(0)
+    return proc
+
+
+async def test_matches_by_namespace_pod_container(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    resource = one(proc.process((by_workload("ml", "train-0", "trainer"),)))
+    assert {k: v for k, v in resource.items() if k not in ("hw.id", "hw.type")} == {
+        "k8s.namespace.name": "ml",
+        "k8s.pod.name": "train-0",
+        "k8s.container.name": "trainer",
+        **EXPECTED,
+    }
+    await proc.shutdown()
+
+
+async def test_matches_by_container_id_and_fills_in_k8s_names(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    resource = one(proc.process((by_id(CID),)))
+    assert resource["k8s.namespace.name"] == "ml"
+    assert resource["k8s.pod.name"] == "train-0"
+    assert resource["k8s.container.name"] == "trainer"
+    assert EXPECTED.items() <= resource.items()
+    await proc.shutdown()
+
+
+async def test_never_overwrites_existing_attributes(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    rm = gpu(**{"container.id": CID, "k8s.pod.name": "from-kubelet", "container.env.TEAM": "kept"})
+    resource = one(proc.process((rm,)))
+    assert resource["k8s.pod.name"] == "from-kubelet"
+    assert resource["container.env.TEAM"] == "kept"
+    assert resource["container.env.MLFLOW_RUN_ID"] == "r1"
+    await proc.shutdown()
+
+
+async def test_never_matches_by_pod_alone(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    rm = gpu(3, **{"k8s.namespace.name": "ml", "k8s.pod.name": "train-0"})
+    assert proc.process((rm,)) == (rm,)
+    assert counter(telemetry, UNMATCHED, reason="no_container") == 3
+    await proc.shutdown()
+
+
+async def test_a_gpu_nobody_holds_passes_uncounted(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    rm = gpu()
+    assert proc.process((rm,)) == (rm,)
+    assert counter(telemetry, UNMATCHED) == 0
+    await proc.shutdown()
+
+
+async def test_sandbox_is_never_a_match_target(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    proc = await _started(telemetry, _node(), clock)
+    pause = by_id(SID)
+    assert proc.process((pause,)) == (pause,)
+    assert proc.process((by_workload("ml", "train-0", "POD"),))[0].resource.keys() == {
+        "hw.id",
+        "hw.type",
+        "k8s.namespace.name",
+        "k8s.pod.name",
+        "k8s.container.name",
+    }
+    assert counter(telemetry, UNMATCHED, reason="container_not_found") == 4
+    await proc.shutdown()
+
+
+async def test_unknown_container_triggers_one_early_refresh(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    assert rt.list_calls == 1
+    rt.workload("n" * 64, "ml", "train-1", "trainer", env={"TEAM": "new"})
+    assert "container.env.TEAM" not in one(proc.process((by_id("n" * 64),)))
+    await clock.advance(1.0)  # early, well before the 10s interval
+    assert rt.list_calls == 2
+    assert one(proc.process((by_id("n" * 64),)))["container.env.TEAM"] == "new"
+    proc.process((by_id("x" * 64),))
+    await clock.advance(1.0)
+    assert rt.list_calls == 3
+    proc.process((by_id("x" * 64),))  # still unknown: no further early refresh for it
+    await clock.advance(5.0)
+    assert rt.list_calls == 3
+    await clock.advance(5.0)
+    assert rt.list_calls == 4
+    await proc.shutdown()
+
+
+async def test_runtime_loss_drops_labels_counts_points_and_recovers(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock, refresh_interval="2s")
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    rt.up = False
+    await clock.advance(2.0)
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 0
+    rm = by_workload("ml", "train-0", "trainer", points=5)
+    assert proc.process((rm,)) == (rm,)  # flows on, unlabelled
+    assert counter(telemetry, UNMATCHED, reason="runtime_down") == 5
+    rt.up = True
+    await clock.advance(2.0)
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    assert EXPECTED.items() <= one(proc.process((rm,))).items()
+    await proc.shutdown()
+
+
+async def test_expected_runtime_reads_down_until_it_answers(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime("docker")
+    rt.up = False
+    proc = make_processor(telemetry, [(rt, True)], clock)
+    await proc.start(FakeHost(telemetry))
+    await clock.advance(0)
+    assert telemetry.sources["docker"].up is False
+    assert telemetry.sources_not_ready() == ["docker: connection refused"]
+    await proc.shutdown()
+
+
+async def test_auto_probes_quietly_then_logs_the_runtime_it_found(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    containerd, docker = FakeRuntime("containerd"), FakeRuntime("docker")
+    containerd.up = docker.up = False
+    docker.add("d" * 64, {"team": "a"})
+    proc = make_processor(
+        telemetry, [(containerd, False), (docker, False)], clock, labels={"include": ["team"]}
+    )
+    caplog.set_level(logging.INFO)
+    await proc.start(FakeHost(telemetry))
+    await clock.advance(0)
+    assert telemetry.sources == {}  # nothing to report before anything answers
+    assert "no container runtime answered yet" in caplog.text
+    rm = by_id("d" * 64)
+    assert proc.process((rm,)) == (rm,)
+    assert counter(telemetry, UNMATCHED, reason="runtime_down") == 2
+    docker.up = True
+    await clock.advance(10.0)
+    assert "found container runtime docker at /fake/docker.sock" in caplog.text
+    assert list(telemetry.sources) == ["docker"]
+    assert one(proc.process((rm,)))["container.label.team"] == "a"
+    await proc.shutdown()
+
+
+async def test_auto_merges_every_runtime_that_answers(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    containerd, docker = _node(), FakeRuntime("docker")
+    docker.add("d" * 64, {"app.kubernetes.io/name": "plain"})
+    proc = make_processor(telemetry, [(containerd, False), (docker, False)], clock, **FILTERS)
+    await proc.start(FakeHost(telemetry))
+    await clock.advance(0)
+    out = proc.process((by_id("d" * 64), by_id(CID)))
+    assert out[0].resource["container.label.app.kubernetes.io/name"] == "plain"
+    assert out[1].resource["container.env.TEAM"] == "ml"
+    await proc.shutdown()
+
+
+async def test_newest_record_wins_for_a_restarted_container(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.workload("a" * 64, "ml", "p", "c", env={"TEAM": "old"}, created=1.0)
+    rt.workload("b" * 64, "ml", "p", "c", env={"TEAM": "new"}, created=2.0)
+    proc = await _started(telemetry, rt, clock)
+    assert one(proc.process((by_workload("ml", "p", "c"),)))["container.env.TEAM"] == "new"
+    await proc.shutdown()
+
+
+async def test_shutdown_is_idempotent_and_clears_the_snapshot(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    await proc.shutdown()
+    await proc.shutdown()
+    assert rt.closed >= 1
+    rm = by_id(CID)
+    assert proc.process((rm,)) == (rm,)
+
+
+async def test_process_before_start_passes_batches_through(telemetry: SelfTelemetry) -> None:
+    proc = make_processor(telemetry, [(_node(), True)])
+    rm = by_id(CID)
+    assert proc.process((rm,)) == (rm,)
+    await proc.shutdown()

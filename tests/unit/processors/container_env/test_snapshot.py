@@ -1,0 +1,147 @@
+"""Records and snapshots: sandbox joins, CRI and dockershim shapes, caps counted once."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otelgpu.telemetry import SelfTelemetry
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.processors.container_env.fake_runtime import FakeRuntime
+from tests.unit.processors.container_env.helpers import by_id, counter, make_processor, one
+
+ALL = {"include": ["*"]}
+
+
+async def _run(telemetry: SelfTelemetry, rt: FakeRuntime, clock: FakeClock, **opts: object):
+    proc = make_processor(telemetry, [(rt, True)], clock, **opts)
+    await proc.start(FakeHost(telemetry))
+    await clock.advance(0)
+    return proc
+
+
+async def test_sandbox_found_by_pod_when_no_sandbox_id(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.sandbox("old", "ml", "p", labels={"team": "old"}, created=1.0)
+    rt.sandbox("new", "ml", "p", labels={"team": "new"}, created=2.0)
+    rt.sandbox("other", "ml", "q", labels={"team": "q"}, created=3.0)
+    rt.workload("w", "ml", "p", "c")
+    proc = await _run(telemetry, rt, clock, pod_labels={"include": ["team"]})
+    assert one(proc.process((by_id("w"),)))["k8s.pod.label.team"] == "new"
+    await proc.shutdown()
+
+
+async def test_sandbox_env_is_never_exported(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p")  # carries PAUSE_ENV
+    rt.workload("w", "ml", "p", "c", env={"TEAM": "ml"}, sandbox_id="s")
+    proc = await _run(telemetry, rt, clock, env=ALL)
+    resource = one(proc.process((by_id("w"),)))
+    assert resource["container.env.TEAM"] == "ml"
+    assert "container.env.PAUSE_ENV" not in resource
+    await proc.shutdown()
+
+
+async def test_dockershim_shape(telemetry: SelfTelemetry, clock: FakeClock) -> None:
+    rt = FakeRuntime("docker")
+    rt.add(
+        "s",
+        {
+            "io.kubernetes.docker.type": "podsandbox",
+            "io.kubernetes.pod.namespace": "ml",
+            "io.kubernetes.pod.name": "p",
+            "team": "vision",
+        },
+    )
+    rt.add(
+        "w",
+        {
+            "io.kubernetes.docker.type": "container",
+            "io.kubernetes.pod.namespace": "ml",
+            "io.kubernetes.pod.name": "p",
+            "io.kubernetes.container.name": "c",
+            "io.kubernetes.sandbox.id": "s",
+        },
+        env={"TEAM": "ml"},
+    )
+    proc = await _run(telemetry, rt, clock, env=ALL, pod_labels={"include": ["team"]})
+    resource = one(proc.process((by_id("w"),)))
+    assert resource["k8s.pod.label.team"] == "vision"
+    assert resource["k8s.container.name"] == "c"
+    assert proc.process((by_id("s"),))[0].resource.get("k8s.pod.label.team") is None
+    await proc.shutdown()
+
+
+async def test_plain_docker_container_matches_by_id_only(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime("docker")
+    rt.add("plain", {"team": "a"}, env={"TEAM": "a"})
+    proc = await _run(telemetry, rt, clock, env=ALL, labels=ALL)
+    resource = one(proc.process((by_id("plain"),)))
+    assert resource["container.label.team"] == "a" and resource["container.env.TEAM"] == "a"
+    assert "k8s.pod.name" not in resource
+    await proc.shutdown()
+
+
+async def test_attribute_cap_counted_once_per_container(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.workload("w", "ml", "p", "c", env={f"E{i:02}": "v" for i in range(40)})
+    proc = await _run(telemetry, rt, clock, env=ALL, max_attributes=32, refresh_interval="1s")
+    added = [k for k in one(proc.process((by_id("w"),))) if k.startswith("container.env.")]
+    assert added == [f"container.env.E{i:02}" for i in range(32)]
+    await clock.advance(3.0)  # three more refreshes of the unchanged container
+    assert counter(telemetry, "otelgpu_container_env_dropped_attributes_total") == 8
+    await proc.shutdown()
+
+
+async def test_value_cap_and_refusals_counted_once_and_logged_by_name(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    rt = FakeRuntime()
+    rt.workload("w1", "ml", "p", "c", env={"LONG": "x" * 300, "HF_TOKEN": "canary-hf-1"})
+    rt.workload("w2", "ml", "q", "c", env={"HF_TOKEN": "canary-hf-2"})
+    proc = await _run(telemetry, rt, clock, env=ALL, refresh_interval="1s")
+    await clock.advance(2.0)
+    assert len(one(proc.process((by_id("w1"),)))["container.env.LONG"]) == 256  # type: ignore[arg-type]
+    assert counter(telemetry, "otelgpu_container_env_truncated_values_total") == 1
+    assert counter(telemetry, "otelgpu_container_env_refused_keys_total", section="env") == 2
+    assert caplog.text.count("'HF_TOKEN'") == 1
+    assert "canary" not in caplog.text
+    await proc.shutdown()
+
+
+async def test_malformed_spec_is_counted_and_survived(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.add("bad", {"io.cri-containerd.kind": "container", "team": "a"}, raw_spec=b"{not json")
+    rt.add("odd", {"team": "b"}, raw_spec=b'{"process": {"env": [1, "TEAM=b"]}}')
+    proc = await _run(telemetry, rt, clock, env=ALL, labels=ALL)
+    out = proc.process((by_id("bad"), by_id("odd")))
+    assert out[0].resource["container.label.team"] == "a"
+    assert out[1].resource["container.env.TEAM"] == "b"
+    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 2
+    await proc.shutdown()
+
+
+async def test_unchanged_containers_are_not_read_again(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.workload("w", "ml", "p", "c", env={"TEAM": "a"})
+    proc = await _run(telemetry, rt, clock, env=ALL, refresh_interval="1s")
+    await clock.advance(3.0)
+    assert rt.list_calls == 4 and rt.spec_calls == 1
+    rt.add("w", {"io.cri-containerd.kind": "container"}, env={"TEAM": "b"}, revision="2")
+    await clock.advance(1.0)
+    assert rt.spec_calls == 2
+    assert one(proc.process((by_id("w"),)))["container.env.TEAM"] == "b"
+    assert counter(telemetry, "otelgpu_container_env_containers", runtime="containerd") == 1
+    await proc.shutdown()

@@ -1,0 +1,301 @@
+"""The processor against a scripted client and a clock moved by hand."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otelgpu import semconv
+from otelgpu.processors.k8s_attributes.pod_resources import PodResourcesError
+from otelgpu.telemetry import SelfTelemetry
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.processors.k8s_attributes.fakes import (
+    GPU,
+    MIG_1,
+    MIG_2,
+    UUID_A,
+    UUID_B,
+    FakePodResources,
+    allocatable,
+    container,
+    gpu,
+    holders_of,
+    make_processor,
+    mig,
+    pod,
+    series,
+)
+
+UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
+AGE = "otelgpu_pod_resources_snapshot_age_seconds"
+
+
+@pytest.fixture
+def client() -> FakePodResources:
+    fake = FakePodResources()
+    fake.devices = allocatable({GPU: [UUID_A, UUID_B]})
+    return fake
+
+
+@pytest.fixture
+async def started(telemetry: SelfTelemetry, client: FakePodResources, clock: FakeClock):
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(0)  # the first refresh runs at once
+    yield processor
+    await processor.shutdown()
+
+
+async def test_labels_the_gpu_with_the_container_that_holds_it(started, client, clock):
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]}), container("sidecar")))
+    await clock.advance(10)
+    out = started.process((gpu(UUID_A, 0), gpu(UUID_B, 1)))
+    assert holders_of(out, UUID_A) == [("ml", "train-0", "trainer")]
+    assert holders_of(out, UUID_B) == [(None, None, None)]
+    assert all(rm.resource[semconv.K8S_NODE_NAME] == "node-a" for rm in out)
+    assert semconv.GPU_SHARED not in out[0].resource
+
+
+async def test_idle_gpu_counts_as_not_allocated(started, telemetry, client):
+    out = started.process((gpu(UUID_B, 1, points=3),))
+    assert len(out) == 1
+    assert series(telemetry, UNMATCHED, reason="not_allocated") == 3
+    assert client.list_calls == 1  # a known idle GPU asks for no early refresh
+
+
+async def test_no_snapshot_before_the_kubelet_answers(telemetry, client, clock):
+    client.error = PodResourcesError("SOCKET_MISSING", "no socket at /x")
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(0)
+    batch = (gpu(UUID_A, 0, points=4),)
+    out = processor.process(batch)
+    assert holders_of(out, UUID_A) == [(None, None, None)]
+    assert series(telemetry, UNMATCHED, reason="no_snapshot") == 4
+    assert series(telemetry, "otelgpu_source_up", source="pod_resources") == 0
+    assert series(telemetry, AGE) is None  # no snapshot, no age
+    await processor.shutdown()
+
+
+async def test_process_before_start_passes_the_batch_through(telemetry, client, clock):
+    processor = make_processor(telemetry, client, clock)
+    batch = (gpu(UUID_A, 0),)
+    assert processor.process(batch) == batch
+    await processor.shutdown()  # safe without start
+    await processor.shutdown()
+
+
+async def test_time_sliced_gpu_gets_one_copy_per_holder(started, client, clock):
+    client.set(
+        *(pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 1))
+    )
+    await clock.advance(10)
+    out = started.process((gpu(UUID_A, 0),))
+    assert holders_of(out, UUID_A) == [("ml", "infer-0", "srv"), ("ml", "infer-1", "srv")]
+    for rm in out:
+        assert rm.resource[semconv.GPU_SHARED] is True
+        assert rm.resource[semconv.GPU_HOLDERS] == 2
+        assert rm.metrics == gpu(UUID_A, 0).metrics  # the same values, copied per holder
+
+
+async def test_a_gpu_passed_to_another_pod_is_labelled_with_the_new_pod_only(
+    started, client, clock
+):
+    client.set(pod("ml", "old", container("c", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    assert holders_of(started.process((gpu(UUID_A),)), UUID_A) == [("ml", "old", "c")]
+    client.set()  # the pod is deleted
+    await clock.advance(10)
+    assert holders_of(started.process((gpu(UUID_A),)), UUID_A) == [(None, None, None)]
+    client.set(pod("team-b", "new", container("c", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    assert holders_of(started.process((gpu(UUID_A),)), UUID_A) == [("team-b", "new", "c")]
+
+
+async def test_failed_refresh_serves_the_last_good_snapshot_and_its_age(
+    started, telemetry, client, clock
+):
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    client.error = PodResourcesError("DEADLINE_EXCEEDED", "slow kubelet")
+    await clock.advance(35)
+    assert holders_of(started.process((gpu(UUID_A),)), UUID_A) == [("ml", "train-0", "trainer")]
+    assert series(telemetry, "otelgpu_source_up", source="pod_resources") == 0
+    age = series(telemetry, AGE, processor="k8s_attributes")
+    assert age is not None and 34 <= age <= 36
+    assert series(telemetry, "otelgpu_pod_resources_errors_total", code="DEADLINE_EXCEEDED")
+    client.error = None
+    await clock.advance(60)
+    assert series(telemetry, "otelgpu_source_up", source="pod_resources") == 1
+    assert series(telemetry, AGE, processor="k8s_attributes") <= 10  # healthy: ≤ one interval
+
+
+async def test_resource_exhausted_backs_off(started, client, clock):
+    client.error = PodResourcesError("RESOURCE_EXHAUSTED", "rejected by rate limit")
+    before = client.list_calls
+    for _ in range(300):  # 5 minutes, asking for early refreshes all along
+        started.process((gpu("GPU-unknown-to-the-kubelet", 7),))
+        await clock.advance(1)
+    calls = client.list_calls - before
+    # 1, 2, 4, ... 60 s (±20 %) → about 10 tries in 5 minutes, not 300 (nor 30 at 10 s).
+    assert 6 <= calls <= 12
+    assert started.refresher.backoff(1) <= 1.2 and started.refresher.backoff(30) <= 72
+
+
+async def test_unknown_device_asks_for_one_early_refresh(started, telemetry, client, clock):
+    await clock.advance(2)
+    before = client.list_calls
+    for _ in range(50):  # many batches within one second
+        started.process((gpu("GPU-new", 4, points=1),))
+    await clock.advance(1)
+    assert client.list_calls == before + 1
+    assert series(telemetry, UNMATCHED, reason="unknown_device") == 50
+    for _ in range(3):  # still unknown after that refresh: no refresh every second
+        started.process((gpu("GPU-new", 4, points=1),))
+        await clock.advance(1)
+    assert client.list_calls == before + 1
+
+
+async def test_early_refreshes_are_at_most_one_per_second(started, client, clock):
+    await clock.advance(2)
+    before = client.list_calls
+    for i in range(20):  # a new unknown device every 100 ms
+        started.process((gpu(f"GPU-new-{i}", i),))
+        await clock.advance(0.1)
+    assert client.list_calls - before <= 2
+
+
+async def test_mig_instances_are_matched_by_their_own_uuid(started, client, clock):
+    client.set(
+        pod("ml", "a", container("c", {"nvidia.com/mig-1g.10gb": [MIG_1]})),
+        pod("ml", "b", container("c", {"nvidia.com/mig-1g.10gb": [MIG_2]})),
+    )
+    await clock.advance(10)
+    batch = (gpu(UUID_A, 0), mig(MIG_1, UUID_A, 1), mig(MIG_2, UUID_A, 2))
+    out = started.process(batch)
+    assert holders_of(out, MIG_1) == [("ml", "a", "c")]
+    assert holders_of(out, MIG_2) == [("ml", "b", "c")]
+    # The MIG-enabled GPU itself is shared by the holders of its instances.
+    assert holders_of(out, UUID_A) == [("ml", "a", "c"), ("ml", "b", "c")]
+    parents = [rm for rm in out if rm.resource[semconv.HW_ID] == UUID_A]
+    assert all(rm.resource[semconv.GPU_HOLDERS] == 2 for rm in parents)
+
+
+async def test_mig_parent_without_held_instances_is_not_allocated(started, telemetry, client):
+    out = started.process((gpu("GPU-mig-parent", 3, points=2), mig(MIG_1, "GPU-mig-parent", 1)))
+    assert len(out) == 2
+    assert series(telemetry, UNMATCHED, reason="not_allocated") == 2
+    assert series(telemetry, UNMATCHED, reason="unknown_device") == 1  # the MIG instance
+
+
+async def test_existing_attributes_are_never_overwritten(started, client, clock):
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A, UUID_B]})))
+    await clock.advance(10)
+    ns_set = gpu(UUID_A, 0, **{semconv.K8S_NAMESPACE_NAME: "given", semconv.K8S_NODE_NAME: "n"})
+    pod_set = gpu(UUID_B, 1, **{semconv.K8S_POD_NAME: "someone"})
+    out = started.process((ns_set, pod_set))
+    assert out[0].resource[semconv.K8S_NAMESPACE_NAME] == "given"
+    assert out[0].resource[semconv.K8S_NODE_NAME] == "n"
+    assert out[0].resource[semconv.K8S_POD_NAME] == "train-0"
+    assert out[1] is pod_set  # already attributed by someone: left alone
+
+
+async def test_per_process_series_on_a_shared_gpu_is_not_guessed(started, telemetry, client, clock):
+    client.set(*(pod("ml", f"p{i}", container("c", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 1)))
+    await clock.advance(10)
+    proc = gpu(UUID_A, 0, points=1, **{semconv.PROCESS_PID: 4242})
+    out = started.process((proc,))
+    assert holders_of(out, UUID_A) == [(None, None, None)]
+    assert series(telemetry, UNMATCHED, reason="ambiguous_process") == 1
+    client.set(pod("ml", "solo", container("c", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    assert holders_of(started.process((proc,)), UUID_A) == [("ml", "solo", "c")]
+
+
+async def test_non_gpu_resources_pass_untouched(started, telemetry):
+    rm = gpu(UUID_A)
+    other = type(rm)(resource={"service.name": "x"}, metrics=rm.metrics)
+    assert started.process((other,)) == (other,)
+    assert series(telemetry, UNMATCHED) is None
+
+
+@pytest.mark.parametrize(
+    ("device_id", "id_type", "resource"),
+    [
+        ("0", "auto", gpu("GPU-x", 0)),
+        ("nvidia1", "auto", gpu("GPU-x", 1)),
+        ("nvidia1/vgpu3", "auto", gpu("GPU-x", 1)),
+        ("GPU-x", "uuid", gpu("GPU-x", 0)),
+        ("2", "index", gpu("GPU-x", 2)),
+        ("nvidia2", "device-name", gpu("GPU-x", 2)),
+    ],
+)
+async def test_index_and_device_name_forms(telemetry, client, clock, device_id, id_type, resource):
+    client.set(pod("ml", "p", container("c", {GPU: [device_id]})))
+    client.devices = None
+    processor = make_processor(telemetry, client, clock, device_id_type=id_type)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(0)
+    assert holders_of(processor.process((resource,)), "GPU-x") == [("ml", "p", "c")]
+    await processor.shutdown()
+
+
+async def test_gke_and_legacy_mig_forms(telemetry, client, clock):
+    client.set(
+        pod("ml", "gke", container("c", {"nvidia.com/gpu": ["nvidia0/gi1"]})),
+        pod("ml", "old", container("c", {"nvidia.com/gpu": [f"MIG-{UUID_B}/2/0"]})),
+    )
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(0)
+    batch = (gpu(UUID_A, 0), mig(MIG_1, UUID_A, 1), gpu(UUID_B, 1), mig(MIG_2, UUID_B, 2))
+    out = processor.process(batch)
+    assert holders_of(out, MIG_1) == [("ml", "gke", "c")]
+    assert holders_of(out, MIG_2) == [("ml", "old", "c")]
+    await processor.shutdown()
+
+
+async def test_id_forms_are_logged_once_per_change(started, client, clock, caplog):
+    caplog.set_level(logging.INFO, logger="otelgpu.processor.k8s_attributes")
+    client.set(pod("ml", "a", container("c", {GPU: [UUID_A]})))
+    for _ in range(3):
+        await clock.advance(10)
+    client.set(pod("ml", "a", container("c", {GPU: [f"{UUID_A}::0"]})))
+    for _ in range(3):
+        await clock.advance(10)
+    lines = [r.getMessage() for r in caplog.records if "device IDs seen" in r.getMessage()]
+    assert lines == [
+        "pod-resources device IDs seen (device_id_type=auto): gpu-uuid=1",
+        "pod-resources device IDs seen (device_id_type=auto): gpu-uuid=1, replica=1",
+    ]
+
+
+async def test_missing_socket_is_reported_once(telemetry, client, clock, caplog):
+    caplog.set_level(logging.WARNING, logger="otelgpu.telemetry")
+    client.error = PodResourcesError("SOCKET_MISSING", "no socket at /var/lib/kubelet/x")
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(600)
+    assert client.list_calls >= 10
+    down = [r for r in caplog.records if "pod_resources is down" in r.getMessage()]
+    assert len(down) == 1 and "no socket" in down[0].getMessage()
+    await processor.shutdown()
+    assert client.closed == 1
+
+
+@pytest.mark.parametrize(
+    ("config_name", "environ", "expected"),
+    [
+        ("", {"K8S_NODE_NAME": "from-env"}, "from-env"),
+        ("from-config", {"K8S_NODE_NAME": "from-env"}, "from-config"),
+        ("", {}, None),
+    ],
+)
+async def test_node_name(telemetry, client, clock, config_name, environ, expected):
+    processor = make_processor(telemetry, client, clock, environ=environ, node_name=config_name)
+    await processor.start(FakeHost(telemetry))
+    await clock.advance(0)
+    (rm,) = processor.process((gpu(UUID_B),))
+    assert rm.resource.get(semconv.K8S_NODE_NAME) == expected
+    await processor.shutdown()

@@ -1,0 +1,60 @@
+"""Builds nvml receivers over the simulated backend, driven by a hand-advanced clock."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.model import Batch, Metric, ResourceMetrics
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.simulated import SimulatedNvml
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, Sink
+
+MakeReceiver = Callable[..., NvmlReceiver]
+
+
+@pytest.fixture
+async def make_receiver(
+    telemetry: SelfTelemetry, clock: FakeClock, sink: Sink
+) -> AsyncIterator[MakeReceiver]:
+    """`make_receiver(**config)` → an unstarted receiver on the simulated backend."""
+    made: list[NvmlReceiver] = []
+
+    def make(**config: Any) -> NvmlReceiver:
+        config.setdefault("simulated", {"gpus": 1})
+        parsed = NvmlReceiverConfig.model_validate(config)
+        receiver = NvmlReceiver(
+            make_settings("nvml", Kind.RECEIVER, telemetry), parsed, sink, clock=clock
+        )
+        made.append(receiver)
+        return receiver
+
+    yield make
+    for receiver in made:
+        await receiver.shutdown()
+
+
+def sim(receiver: NvmlReceiver) -> SimulatedNvml:
+    """The receiver's simulated NVML (to count calls and inject faults)."""
+    assert isinstance(receiver.client, SimulatedNvml)
+    return receiver.client
+
+
+def by_id(batch: Batch) -> dict[str, ResourceMetrics]:
+    """Device resources by hw.id (process resources left out)."""
+    return {str(rm.resource["hw.id"]): rm for rm in batch if "process.pid" not in rm.resource}
+
+
+def metrics(rm: ResourceMetrics) -> dict[str, Metric]:
+    return {m.name: m for m in rm.metrics}
+
+
+def value(rm: ResourceMetrics, name: str) -> float:
+    (point,) = metrics(rm)[name].points
+    return point.value
