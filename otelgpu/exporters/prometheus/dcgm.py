@@ -55,6 +55,7 @@ _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("1", "%"): 100.0,
     ("1", "1"): 1.0,
     ("1", "{bool}"): 1.0,
+    ("{state}", "{bool}"): 1.0,
     ("By", "MiBy"): 1 / 2**20,
     ("By", "By"): 1.0,
     ("By/s", "By/s"): 1.0,

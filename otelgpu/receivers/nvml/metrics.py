@@ -77,7 +77,7 @@ def _counter(
 
 CATALOG: tuple[MetricSpec, ...] = (
     _gauge(
-        "nvidia.gpu.up", "1", "agent:health", "",
+        "nvidia.gpu.up", "{state}", "agent:health", "",
         "1 while the GPU answers NVML, 0 once it is lost (NVML_ERROR_GPU_IS_LOST).",
     ),
     _gauge(
@@ -179,7 +179,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         (ERROR_TYPE,),
     ),
     _gauge(
-        "nvidia.gpu.memory.row_remap.failure", "1", "field:NVML_FI_DEV_REMAPPED_FAILURE",
+        "nvidia.gpu.memory.row_remap.failure", "{state}", "field:NVML_FI_DEV_REMAPPED_FAILURE",
         "DCGM_FI_DEV_ROW_REMAP_FAILURE", "1 if a row remapping failed (the GPU needs service).",
     ),
     _gauge(

@@ -26,7 +26,7 @@ from otelgpu.receivers.nvml.sources import (
 )
 
 DOCS = Path(__file__).parents[4] / "docs" / "metrics.md"
-UCUM = {"1", "By", "By/s", "W", "J", "Cel", "Hz", "{error}", "{replay}", "{row}"}
+UCUM = {"1", "{state}", "By", "By/s", "W", "J", "Cel", "Hz", "{error}", "{replay}", "{row}"}
 # dcgm-exporter's default counters (etc/default-counters.csv) that NVML can provide.
 DCGM_DEFAULTS = {
     "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP",

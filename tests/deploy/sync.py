@@ -1,0 +1,76 @@
+"""Keeps the deploy bundle's two derived files in step with their sources.
+
+- `deploy/base/pipeline.yaml` is `pipelines/k8s-daemonset.yaml`, byte for byte: kustomize's
+  configMapGenerator reads no file outside the kustomization's folder, so the ConfigMap's
+  source has to be a copy.
+- `deploy/base/prometheusrule.yaml` is `deploy/rules/otelgpu-rules.yaml` (the plain rules file
+  promtool checks and tests) wrapped in a PrometheusRule, with its `groups:` text indented
+  under `spec:` so the expressions keep their layout.
+
+    python -m tests.deploy.sync          # exit 1 and name the stale files
+    python -m tests.deploy.sync --write  # rewrite them
+
+`tests/deploy/test_bundle.py` runs the check, so a stale copy fails the suite.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = ROOT / "pipelines" / "k8s-daemonset.yaml"
+PIPELINE_COPY = ROOT / "deploy" / "base" / "pipeline.yaml"
+RULES = ROOT / "deploy" / "rules" / "otelgpu-rules.yaml"
+PROMETHEUS_RULE = ROOT / "deploy" / "base" / "prometheusrule.yaml"
+
+_RULE_HEADER = """\
+# GENERATED from deploy/rules/otelgpu-rules.yaml by `python -m tests.deploy.sync --write`;
+# edit that file, not this one. If your Prometheus selects rules by label
+# (kube-prometheus-stack: `release: <name>`), add that label with a patch in your overlay.
+apiVersion: monitoring.coreos.com/v1
+kind: PrometheusRule
+metadata:
+  name: otelgpu
+  labels:
+    app.kubernetes.io/name: otelgpu
+spec:
+"""
+
+
+def prometheus_rule(rules_text: str) -> str:
+    """The PrometheusRule manifest for a plain rules file (its header comments left out)."""
+    lines = rules_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("groups:"))
+    body = [("  " + line) if line.strip() else "" for line in lines[start:]]
+    return _RULE_HEADER + "\n".join(body) + "\n"
+
+
+def expected() -> dict[Path, str]:
+    """Every derived file and the text it must have."""
+    return {
+        PIPELINE_COPY: PIPELINE.read_text(),
+        PROMETHEUS_RULE: prometheus_rule(RULES.read_text()),
+    }
+
+
+def stale() -> list[Path]:
+    """Derived files whose text differs from what their sources give."""
+    return [
+        path for path, text in expected().items() if not path.exists() or path.read_text() != text
+    ]
+
+
+def main(argv: list[str]) -> int:
+    if "--write" in argv:
+        for path, text in expected().items():
+            path.write_text(text)
+        return 0
+    out_of_date = stale()
+    for path in out_of_date:
+        print(f"{path.relative_to(ROOT)} is stale: run python -m tests.deploy.sync --write")
+    return 1 if out_of_date else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
