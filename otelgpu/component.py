@@ -122,6 +122,16 @@ class Extension(Component, Protocol):
     """Serves the agent itself (health checks) rather than data."""
 
 
+class Stateless:
+    """Base for components with nothing to start or stop (pure processors, debug)."""
+
+    async def start(self, host: Host) -> None:
+        """Nothing to start."""
+
+    async def shutdown(self) -> None:
+        """Nothing to stop."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """What every factory's `create` receives besides the component's config."""

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from otelgpu.component import Host, Settings
+from otelgpu.component import Settings, Stateless
 from otelgpu.exporters.debug.config import DebugExporterConfig
 from otelgpu.model import Attributes, Batch, point_count
 
 
-class DebugExporter:
+class DebugExporter(Stateless):
     """Logs each batch at INFO on `otelgpu.exporter.<id>`; never fails."""
 
     def __init__(self, settings: Settings, config: DebugExporterConfig) -> None:
         self._settings = settings
         self._config = config
-
-    async def start(self, host: Host) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
 
     async def consume(self, batch: Batch) -> None:
         log = self._settings.logger

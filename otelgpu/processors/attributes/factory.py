@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from otelgpu.component import Host, Kind, Settings, Stability
+from otelgpu.component import Kind, Settings, Stability, Stateless
 from otelgpu.config.types import StrictModel
 from otelgpu.model import Batch
 from otelgpu.processors.actions import AttributeAction, apply_actions
@@ -23,17 +23,11 @@ class AttributesProcessorConfig(StrictModel):
     actions: list[AttributeAction] = Field(default_factory=list)
 
 
-class AttributesProcessor:
+class AttributesProcessor(Stateless):
     """Applies the configured actions to every data point's attributes."""
 
     def __init__(self, settings: Settings, config: AttributesProcessorConfig) -> None:
         self._actions = tuple(config.actions)
-
-    async def start(self, host: Host) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
 
     def process(self, batch: Batch) -> Batch:
         if not self._actions:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from otelgpu.component import Host, Kind, Settings, Stability
+from otelgpu.component import Kind, Settings, Stability, Stateless
 from otelgpu.config.types import StrictModel
 from otelgpu.model import Batch, point_count
 from otelgpu.registry import Factory
@@ -26,7 +26,7 @@ class FilterProcessorConfig(StrictModel):
     metrics: MetricNameFilter = Field(default_factory=MetricNameFilter)
 
 
-class FilterProcessor:
+class FilterProcessor(Stateless):
     """Keeps the metrics the filter allows; drops resources left with none.
 
     Decisions are cached per metric name: the set of names is small and fixed.
@@ -37,12 +37,6 @@ class FilterProcessor:
         self._include = tuple(config.metrics.include)
         self._exclude = tuple(config.metrics.exclude)
         self._decisions: dict[str, bool] = {}
-
-    async def start(self, host: Host) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
 
     def keeps(self, name: str) -> bool:
         """Whether the metric `name` passes."""

@@ -1,0 +1,380 @@
+"""P3: the agent's resident memory in steady state, with every component and real peers.
+
+The real agent runs as a child process (`python -m otelgpu run -c <pipeline>`):
+
+- nvml, simulated: 8 GPUs, 3 MIG instances on each of the first 2, 2 processes per device
+  (pids mapped to containers through a generated /proc tree), collection_interval 1s;
+- k8s_attributes against the protocol-faithful test kubelet (tests/peers/kubelet.py, gRPC on a
+  unix socket, served by this process) listing 500 pods, the GPU holders among them;
+- container_env against a real private containerd (tests/peers/runtime.py) holding CRI
+  records for all 500 pods (a sandbox with pod labels, a `main` container with env), with env
+  TEAM/PROJECT and one pod label included;
+- prometheus on 127.0.0.1:<free port>, scraped by this process every second;
+- otlp (gRPC, gzip) to a real rotel receiver on loopback with its blackhole exporter.
+
+After a warm-up, VmRSS (from /proc/<pid>/status) is sampled every second; the median and the
+max of the window are reported, with VmHWM and the series count on /metrics. The 10k variant
+time-slices every whole GPU between many pods (`::<n>` replica IDs: one copy of a GPU's
+series per holder) until /metrics holds at least 10k series. For scale, the RSS of a bare
+`python -c "import otelgpu.cli"` (interpreter + the agent's imports) is measured in the same
+run.
+
+    python bench/p3_rss.py [--warmup 10] [--seconds 30] [--sharers 60]
+
+Targets: ≤ 60 MiB at 8 GPUs / 500 pods, ≤ 100 MiB at 10k series. The figure line is last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+
+from bench.node_fixture import Node
+from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.rotel import free_port, rotel_binary
+from tests.peers.runtime import containerd_daemon
+
+ROOT = Path(__file__).resolve().parents[1]
+MIB = 1 << 20
+_IMPORT_TIME = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
+AGENT_READY_TIMEOUT = 40.0
+STOP_TIMEOUT = 25.0
+
+
+@dataclass
+class Result:
+    """One agent run's figures."""
+
+    label: str
+    rss: list[float]
+    hwm: float
+    series: int
+    labelled: int
+    otlp_sent: float
+    queue: float
+    cpu: float  # the agent's CPU seconds per wall second over the window
+    modules: list[str] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rss)
+
+
+def status_field(pid: int, name: str) -> float:
+    """A `kB` field of /proc/<pid>/status, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(name + ":"):
+            return float(line.split()[1]) * 1024
+    raise KeyError(name)
+
+
+def import_rss(modules: list[str]) -> float:
+    """VmRSS of a fresh interpreter that imported `modules` (in order) and did nothing else."""
+    code = (
+        "import importlib, sys\n"
+        "for name in sys.argv[1:]:\n"
+        "    try: importlib.import_module(name)\n"
+        "    except Exception: pass\n"
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith('VmRSS:'): print(line.split()[1])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, *modules], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return float(out.stdout.strip()) * 1024
+
+
+def imported_modules(log: str) -> list[str]:
+    """The modules a `python -X importtime` process imported, in order, from its stderr."""
+    names = []
+    for line in log.splitlines():
+        match = _IMPORT_TIME.match(line)
+        if match and "__main__" not in match[1]:
+            names.append(match[1])
+    return names
+
+
+@contextlib.contextmanager
+def rotel_blackhole(workdir: Path) -> Iterator[str]:
+    """A real rotel OTLP receiver that drops what it gets (no debug log: it would cost this
+    shared machine more CPU than the agent); yields its gRPC endpoint; stopped by its pid."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    grpc_port, http_port = free_port(), free_port()
+    args = [
+        str(rotel_binary()),
+        "start",
+        "--exporter=blackhole",
+        f"--otlp-grpc-endpoint=127.0.0.1:{grpc_port}",
+        f"--otlp-http-endpoint=127.0.0.1:{http_port}",
+        f"--pid-file={workdir / 'rotel.pid'}",
+        f"--log-file={workdir / 'rotel.log'}",
+    ]
+    with (workdir / "stdout").open("wb") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 15
+        while not _listening(grpc_port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"rotel did not start: {(workdir / 'stdout').read_text()}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{grpc_port}"
+    finally:
+        _stop(proc)
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+@contextlib.asynccontextmanager
+async def kubelet_for(node: Node) -> AsyncIterator[FakeKubelet]:
+    """The test kubelet serving `node`'s pods (each with a GPU-less sidecar) on a socket."""
+    kubelet = FakeKubelet()
+    kubelet.set_pods(
+        *(
+            pod(ns, name, container("main", devices), container("sidecar"))
+            for ns, name, devices in node.pod_devices()
+        )
+    )
+    kubelet.set_allocatable(node.allocatable())
+    await kubelet.start()
+    try:
+        yield kubelet
+    finally:
+        await kubelet.close()
+
+
+def pipeline(node: Node, host_proc: Path, kubelet: Path, containerd: Path, otlp: str) -> dict:
+    """The pipeline file (JSON, which the YAML loader reads) and the /metrics port."""
+    port = free_port()
+    return {
+        "receivers": {"nvml": node.receiver_config(host_proc, "1s")},
+        "processors": {
+            "k8s_attributes": {"pod_resources_socket": str(kubelet), "node_name": "gpu-node-1"},
+            "container_env": {
+                "runtime": "containerd",
+                "containerd": {"socket": str(containerd), "namespace": "k8s.io"},
+                **node.container_env_options(),
+            },
+        },
+        "exporters": {
+            "prometheus": {"endpoint": f"127.0.0.1:{port}"},
+            "otlp": {"endpoint": otlp, "tls": {"insecure": True}},
+        },
+        "service": {
+            "pipelines": {
+                "metrics/gpu": {
+                    "receivers": ["nvml"],
+                    "processors": ["k8s_attributes", "container_env"],
+                    "exporters": ["prometheus", "otlp"],
+                }
+            }
+        },
+    }
+
+
+def _port(config: dict[str, Any]) -> int:
+    return int(config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
+
+
+def parse_body(text: str) -> tuple[int, int, float, float]:
+    """(series, series with container env labels, OTLP points sent, OTLP queue length) of a
+    /metrics body."""
+    series = labelled = 0
+    sent = queue = 0.0
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        series += 1
+        labelled += 'container_env_TEAM="' in line
+        if 'exporter="otlp"' in line:
+            if line.startswith("otelgpu_exporter_sent_points_total"):
+                sent += float(line.rsplit(" ", 1)[1])
+            elif line.startswith("otelgpu_exporter_queue_size"):
+                queue += float(line.rsplit(" ", 1)[1])
+    return series, labelled, sent, queue
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def scrape(session: aiohttp.ClientSession, port: int) -> str:
+    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+        response.raise_for_status()
+        return await response.text()
+
+
+async def run_agent(label: str, node: Node, args: argparse.Namespace, peers: dict) -> Result:
+    """Starts the agent on `node`, waits, samples, stops it; returns the figures."""
+    tmp: Path = peers["tmp"] / label
+    host_proc = node.write_host_proc(tmp / "proc")
+    async with kubelet_for(node) as kubelet:
+        config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], peers["otlp"])
+        (tmp / "pipeline.yaml").write_text(json.dumps(config, indent=1))
+        with (tmp / "agent.log").open("wb") as log:
+            proc = subprocess.Popen(
+                # -X importtime: the log then lists every module the agent imported, for the
+                # "interpreter + the agent's imports" baseline.
+                [
+                    sys.executable,
+                    "-X",
+                    "importtime",
+                    "-m",
+                    "otelgpu",
+                    "run",
+                    "-c",
+                    str(tmp / "pipeline.yaml"),
+                ],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            result = await _sample(label, proc, _port(config), args)
+        except BaseException:
+            print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            raise
+        finally:
+            await asyncio.to_thread(_stop, proc)
+    result.modules = imported_modules((tmp / "agent.log").read_text(errors="replace"))
+    return result
+
+
+async def _sample(
+    label: str, proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace
+) -> Result:
+    async with aiohttp.ClientSession() as session:
+        await _wait_ready(session, proc, port)
+        await _tick(session, proc, port, args.warmup)
+        rss: list[float] = []
+        body = ""
+        cpu, wall = cpu_seconds(proc.pid), time.monotonic()
+        for _ in range(int(args.seconds)):
+            body = await scrape(session, port)
+            rss.append(status_field(proc.pid, "VmRSS"))
+            await asyncio.sleep(1.0)
+        hwm = status_field(proc.pid, "VmHWM")
+        load = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - wall)
+    series, labelled, sent, queue = parse_body(body)
+    return Result(label, rss, hwm, series, labelled, sent, queue, load)
+
+
+async def _wait_ready(
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int
+) -> None:
+    """Until /metrics carries container env labels (every component is up and matching)."""
+    deadline = time.monotonic() + AGENT_READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode}")
+        with contextlib.suppress(aiohttp.ClientError):
+            if parse_body(await scrape(session, port))[1]:
+                return
+        await asyncio.sleep(0.2)
+    raise RuntimeError("the agent never served enriched series")
+
+
+async def _tick(
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int, seconds: float
+) -> None:
+    """Scrapes once a second for `seconds` (the warm-up)."""
+    for _ in range(int(seconds)):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode}")
+        await scrape(session, port)
+        await asyncio.sleep(1.0)
+
+
+def report(result: Result) -> str:
+    first, last = result.rss[0] / MIB, result.rss[-1] / MIB
+    return (
+        f"{result.label}: RSS median {result.median / MIB:.1f} MiB, max {max(result.rss) / MIB:.1f}"
+        f" MiB (first {first:.1f}, last {last:.1f}, {len(result.rss)} samples 1 s apart), "
+        f"VmHWM {result.hwm / MIB:.1f} MiB; /metrics {result.series} series "
+        f"({result.labelled} with container env labels); OTLP points sent "
+        f"{result.otlp_sent:.0f}, queue {result.queue:.0f} batches; agent CPU "
+        f"{result.cpu * 100:.0f}% of a core"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    started = time.monotonic()
+    bare = import_rss(["otelgpu.cli"])
+    small, large = Node(), Node(sharers=args.sharers)
+    with tempfile.TemporaryDirectory(prefix="p3-", dir="/tmp") as tmp_name:
+        tmp = Path(tmp_name)
+        for label in ("small", "10k"):
+            (tmp / label).mkdir()
+        with containerd_daemon(tmp / "ctd") as containerd, rotel_blackhole(tmp / "rotel") as otlp:
+            records = small.write_cri_records(containerd.socket)
+            print(f"peers: containerd with {records} CRI records, test kubelet, rotel at {otlp}")
+            peers = {"tmp": tmp, "containerd": containerd.socket, "otlp": otlp}
+            first = await run_agent("small", small, args, peers)
+            print(report(first))
+            second = await run_agent("10k", large, args, peers)
+            print(report(second))
+    imports = import_rss(first.modules)
+    print(
+        f"baselines: bare `python -c 'import otelgpu.cli'` {bare / MIB:.1f} MiB; a fresh "
+        f"interpreter importing the {len(first.modules)} modules the agent imported "
+        f"{imports / MIB:.1f} MiB (the agent's own data is the rest)"
+    )
+    if second.series < 10_000:
+        print(f"warning: the 10k variant served only {second.series} series (raise --sharers)")
+    print(f"elapsed {time.monotonic() - started:.0f} s")
+    ok_small, ok_large = first.median <= 60 * MIB, second.median <= 100 * MIB
+    print(
+        f"P3 steady-state RSS (median): 8 GPUs/2 MIG/500 pods, both exporters "
+        f"{first.median / MIB:.1f} MiB ({first.series} series; target <= 60: "
+        f"{'met' if ok_small else 'MISSED'}); {second.series} series "
+        f"{second.median / MIB:.1f} MiB (target <= 100: {'met' if ok_large else 'MISSED'}); "
+        f"interpreter + the agent's imports alone {imports / MIB:.1f} MiB"
+    )
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--warmup", type=float, default=10, help="seconds before sampling")
+    parser.add_argument("--seconds", type=float, default=30, help="seconds of sampling")
+    parser.add_argument(
+        "--sharers", type=int, default=60, help="pods sharing each whole GPU (10k variant)"
+    )
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(_args()))

@@ -1,0 +1,94 @@
+"""Which metric names exist, and which ones a PromQL expression uses.
+
+A rule or dashboard query may only name a metric the agent really serves with `naming: otel`:
+- a GPU metric: the prometheus exporter's translation (`naming.metric_name`) of a catalog entry;
+- self-telemetry: an `otelgpu_*` name that the agent's code spells out;
+- what the bundle itself relies on from elsewhere: `up` (Prometheus) and `kube_node_labels`
+  (kube-state-metrics), and the rules' own recorded series.
+
+The PromQL reader is deliberately small: it drops strings, label matchers, ranges and the
+`by/without/on/ignoring/group_*` label lists, then takes every identifier that is not a
+function call or a keyword. `tests/deploy/test_names.py` checks it on known expressions.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from otelgpu.exporters.prometheus.naming import metric_name, sanitize_label
+from otelgpu.receivers.nvml.metrics import CATALOG
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTERNAL = frozenset({"up", "kube_node_labels"})
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_MATCHERS = re.compile(r"\{[^{}]*\}")
+_RANGE = re.compile(r"\[[^\[\]]*\]")
+_LABEL_LIST = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
+_IDENT = re.compile(r"(?<![\w:$.])([a-zA-Z_:][\w:]*)(?![\w:])(\s*\()?")
+_KEYWORDS = frozenset(
+    {
+        # modifiers and operators
+        *("by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool"),
+        *("and", "or", "unless", "atan2", "inf", "nan"),
+        # aggregations (their label list may come between the name and the parenthesis)
+        *("sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values"),
+        *("bottomk", "topk", "quantile"),
+    }
+)
+
+
+def metrics_in(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects."""
+    text = _STRING.sub('""', expr)
+    text = _MATCHERS.sub("", text)
+    text = _RANGE.sub("", text)
+    text = _LABEL_LIST.sub("", text)
+    names: set[str] = set()
+    for match in _IDENT.finditer(text):
+        name, call = match.group(1), match.group(2)
+        if call or name in _KEYWORDS:
+            continue
+        names.add(name)
+    return names
+
+
+def grafana_query(expr: str) -> str:
+    """A Grafana variable query as PromQL: `label_values(SELECTOR, label)` → `SELECTOR`."""
+    match = re.fullmatch(r"\s*label_values\((.*),\s*[\w$]+\s*\)\s*", expr, re.DOTALL)
+    if match:
+        return match.group(1)
+    if re.fullmatch(r"\s*label_values\(\s*[\w$]+\s*\)\s*", expr):
+        return ""
+    return expr
+
+
+@cache
+def catalog_names() -> frozenset[str]:
+    """Prometheus names of every catalog metric in `naming: otel`."""
+    return frozenset(
+        metric_name(spec.name, spec.unit, spec.kind, spec.monotonic) for spec in CATALOG
+    )
+
+
+@cache
+def self_telemetry_names() -> frozenset[str]:
+    """Every `otelgpu_*` series name written out in the agent's code (generated stubs aside)."""
+    found: set[str] = set()
+    for path in (ROOT / "otelgpu").rglob("*.py"):
+        if "_proto" in path.parts:
+            continue
+        found.update(re.findall(r"[\"'](otelgpu_[a-z0-9_]+)[\"']", path.read_text()))
+    return frozenset(found)
+
+
+def known_labels() -> frozenset[str]:
+    """Label names GPU and self-telemetry series can carry (before the rules add their own)."""
+    from otelgpu import semconv
+    from otelgpu.receivers.nvml import metrics
+
+    keys = {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}
+    keys |= {metrics.ERROR_TYPE, metrics.XID_CODE}
+    return frozenset(sanitize_label(k) for k in keys if not k.endswith("."))

@@ -1,0 +1,119 @@
+"""The DaemonSet's pipeline, run for real on simulated GPUs, serves every metric and label
+value the alert rules and the dashboard ask for: the names are checked against the running
+agent's /metrics, not only against the catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.names import catalog_names, metrics_in
+from tests.deploy.sync import PIPELINE, RULES
+from tests.deploy.test_dashboard import queries
+from tests.deploy.tools import ROOT
+
+pytestmark = pytest.mark.integration
+
+# Rule matchers on label values that must exist on the wire.
+WIRE_SERIES = (
+    'hw_errors_total{error_type="ecc_uncorrected"',
+    'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
+    'nvidia_xid_code="79"',
+    'k8s_node_name="gpu-node-1"',
+)
+SELF_TELEMETRY = (
+    "otelgpu_source_up",
+    "otelgpu_source_last_success_timestamp_seconds",
+    "otelgpu_enrichment_unmatched_points_total",
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _used_gpu_metrics() -> set[str]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    used = {name for g in groups for r in g["rules"] for name in metrics_in(r["expr"])}
+    for query in queries():
+        used |= metrics_in(query)
+    return used & catalog_names()
+
+
+@pytest.fixture
+def metrics_url(tmp_path: Path) -> Iterator[str]:
+    """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports."""
+    port, health = _free_port(), _free_port()
+    missing = tmp_path / "missing"
+    overrides = {
+        "receivers": {"nvml": {
+            "collection_interval": "1s",
+            "host_proc": "/proc",
+            "simulated": {"gpus": [{
+                "processes": [{"pid": os.getpid(), "used_memory": "1GiB"}],
+                "xid_errors": [{"code": 79, "after": "0s"}],
+            }]},
+        }},
+        "processors": {
+            "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+            "container_env": {
+                "containerd": {"socket": str(missing / "containerd.sock")},
+                "docker": {"socket": str(missing / "docker.sock")},
+            },
+        },
+        "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+        "extensions": {"health_check": {"endpoint": f"127.0.0.1:{health}"}},
+    }  # fmt: skip
+    overlay = tmp_path / "local.yaml"
+    overlay.write_text(json.dumps(overrides))
+    env = {**os.environ, "K8S_NODE_NAME": "gpu-node-1", "OTLP_ENDPOINT": "http://127.0.0.1:9"}
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "otelgpu", "run", "-c", str(PIPELINE), "-c", str(overlay)],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+
+
+def _scrape_until(url: str, wanted: list[str], limit: float = 30.0) -> str:
+    """The /metrics body once it holds every wanted text (or the last body at the limit)."""
+    body, deadline = "", time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                body = response.read().decode()
+        except OSError:
+            pass  # not listening yet
+        if all(w in body for w in wanted):
+            break
+        time.sleep(0.2)
+    return body
+
+
+def test_rules_and_dashboard_metrics_are_served(metrics_url: str) -> None:
+    names = sorted(_used_gpu_metrics())
+    assert len(names) >= 10
+    wanted = [f"\n{n}{{" for n in names] + list(WIRE_SERIES) + [f"\n{n}{{" for n in SELF_TELEMETRY]
+    body = "\n" + _scrape_until(metrics_url, wanted)
+    missing = [w.strip() for w in wanted if w not in body]
+    assert missing == []
