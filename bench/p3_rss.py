@@ -175,8 +175,11 @@ async def kubelet_for(node: Node) -> AsyncIterator[FakeKubelet]:
         await kubelet.close()
 
 
-def pipeline(node: Node, host_proc: Path, kubelet: Path, containerd: Path, otlp: str) -> dict:
-    """The pipeline file (JSON, which the YAML loader reads) and the /metrics port."""
+def pipeline(
+    node: Node, host_proc: Path, kubelet: Path, containerd: Path, otlp: str
+) -> dict[str, Any]:
+    """The pipeline file's content (written as JSON, which the YAML loader reads), with
+    /metrics on a free loopback port."""
     port = free_port()
     return {
         "receivers": {"nvml": node.receiver_config(host_proc, "1s")},
@@ -238,7 +241,9 @@ async def scrape(session: aiohttp.ClientSession, port: int) -> str:
         return await response.text()
 
 
-async def run_agent(label: str, node: Node, args: argparse.Namespace, peers: dict) -> Result:
+async def run_agent(
+    label: str, node: Node, args: argparse.Namespace, peers: dict[str, Any]
+) -> Result:
     """Starts the agent on `node`, waits, samples, stops it; returns the figures."""
     tmp: Path = peers["tmp"] / label
     host_proc = node.write_host_proc(tmp / "proc")

@@ -10,10 +10,11 @@ def builtin_factories() -> list[Factory]:
     from otelgpu.exporters import debug, otlp, prometheus
     from otelgpu.extensions import health_check
     from otelgpu.processors import attributes, container_env, filter, k8s_attributes, resource
-    from otelgpu.receivers import nvml
+    from otelgpu.receivers import kubelet_stats, nvml
 
     return [
         nvml.factory,
+        kubelet_stats.factory,
         debug.factory,
         otlp.factory,
         otlp.http_factory,

@@ -2,9 +2,10 @@
 
 Written for speed because every point of every cycle passes through here: messages are
 added in place to their parent's repeated fields (a message passed to a constructor is
-copied), and the KeyValue list of an attribute set is built once per batch and reused by
-every point and resource that carries the same attributes (merged from a prototype point,
-which protobuf copies in C rather than through Python objects).
+copied), and the KeyValue list of an attribute set is built once and reused by every point
+and resource that carries the same attributes (merged from a prototype point, which protobuf
+copies in C rather than through Python objects). An exporter keeps one `AttributeCache`
+across batches: a GPU's attribute set is the same cycle after cycle.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ _CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def encode(batch: Batch) -> ExportMetricsServiceRequest:
+def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsServiceRequest:
     """One request holding every resource of `batch`: one ScopeMetrics per resource, sums
     as cumulative with their start time, ints as `as_int` and floats as `as_double`."""
     request = ExportMetricsServiceRequest()
-    cache = _KeyValueCache()
+    if cache is None:
+        cache = AttributeCache()
+    cache.begin_batch()
     add_resource = request.resource_metrics.add
     for rm in batch:
         out = add_resource()
@@ -43,13 +46,13 @@ def encode(batch: Batch) -> ExportMetricsServiceRequest:
     return request
 
 
-def encode_bytes(batch: Batch) -> bytes:
+def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
     """The request body of `batch` as sent on the wire (uncompressed)."""
-    body: bytes = encode(batch).SerializeToString()
+    body: bytes = encode(batch, cache).SerializeToString()
     return body
 
 
-def _add_points(add_metric: Any, metric: Metric, cache: _KeyValueCache) -> None:
+def _add_points(add_metric: Any, metric: Metric, cache: AttributeCache) -> None:
     out = add_metric(name=metric.name, unit=metric.unit, description=metric.description)
     if metric.kind is MetricKind.SUM:
         data = out.sum
@@ -75,20 +78,28 @@ def _add_points(add_metric: Any, metric: Metric, cache: _KeyValueCache) -> None:
             dp.MergeFrom(prototype(p.attributes))
 
 
-class _KeyValueCache:
-    """A prototype point holding only the attributes, per attribute set, for one batch.
+class AttributeCache:
+    """A prototype point holding only the attributes, per attribute set.
 
-    Looked up first by object identity (receivers and processors share one dict between
-    many points), then by content. The content key carries each value's type because
-    `True == 1 == 1.0` in Python but not on the wire.
+    Looked up first by object identity within a batch (receivers and processors share one
+    dict between many points), then by content, across batches. The content key carries each
+    value's type because `True == 1 == 1.0` in Python but not on the wire. Bounded: past
+    `limit` attribute sets (pods come and go) it starts over.
     """
 
-    __slots__ = ("_by_content", "_by_id")
+    __slots__ = ("_by_content", "_by_id", "_limit")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 16384) -> None:
         # Holding the attribute mapping beside its list keeps the id from being reused.
         self._by_id: dict[int, tuple[Mapping[str, Any], NumberDataPoint]] = {}
         self._by_content: dict[tuple[Any, ...], NumberDataPoint] = {}
+        self._limit = limit
+
+    def begin_batch(self) -> None:
+        """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
+        self._by_id.clear()
+        if len(self._by_content) > self._limit:
+            self._by_content.clear()
 
     def get(self, attributes: Mapping[str, Any]) -> NumberDataPoint:
         hit = self._by_id.get(id(attributes))

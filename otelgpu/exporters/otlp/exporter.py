@@ -20,7 +20,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from otelgpu.component import Host, Settings
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
-from otelgpu.exporters.otlp.encode import encode
+from otelgpu.exporters.otlp.encode import AttributeCache, encode
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.retry import Backoff
 from otelgpu.model import Batch, point_count
@@ -84,6 +84,7 @@ class OtlpExporter:
         self._dropping = False
         self._overflowing = False
         self._last_partial = ""
+        self._attributes = AttributeCache()
         self._unsent_at_shutdown = 0
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -159,7 +160,7 @@ class OtlpExporter:
 
     async def _deliver(self, item: Item) -> tuple[int, int]:
         """Sends one batch with retries; returns (sent, failed) points."""
-        request = encode(item.batch)
+        request = encode(item.batch, self._attributes)
         backoff = Backoff(self._config.retry_on_failure, self._monotonic())
         while True:
             try:

@@ -7,9 +7,6 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import docker
-import docker.errors
-
 from otelgpu.processors.container_env.records import DOCKERSHIM_TYPE
 from otelgpu.processors.container_env.runtime import (
     ContainerRef,
@@ -20,9 +17,8 @@ from otelgpu.processors.container_env.runtime import (
 # dockershim stored a pod's annotations as labels with this prefix on its containers.
 ANNOTATION_PREFIX = "annotation."
 
-# Failures of the Engine API: docker's own errors, requests' (OSError subclasses: refused,
-# reset, timed out) and ValueError for an answer docker-py cannot read.
-_FAILURES = (docker.errors.DockerException, OSError, ValueError)
+# The docker package is imported on first use only: on a node without a docker socket the
+# agent never pays for it (about 7 MiB of resident memory).
 
 ClientFactory = Callable[[str, float], Any]
 
@@ -30,6 +26,8 @@ ClientFactory = Callable[[str, float], Any]
 def _api_client(base_url: str, timeout: float) -> Any:
     # "auto" takes the API version the daemon says it speaks, so no version is pinned
     # here and none is compared: an odd version string is the daemon's business.
+    import docker
+
     return docker.APIClient(base_url=base_url, version="auto", timeout=timeout)
 
 
@@ -88,13 +86,18 @@ class DockerRuntime:
         """Runs one Engine API request in the calling (worker) thread."""
         if not os.path.exists(self._socket):
             raise RuntimeUnavailable(f"socket {self._socket} does not exist")
+        import docker.errors
+
+        # Failures of the Engine API: docker's own errors, requests' (OSError subclasses:
+        # refused, reset, timed out) and ValueError for an answer docker-py cannot read.
+        failures = (docker.errors.DockerException, OSError, ValueError)
         try:
             if self._client is None:
                 self._client = self._factory(f"unix://{self._socket}", self._timeout)
             return call(self._client)
         except docker.errors.NotFound as exc:
             raise _NotFound from exc
-        except _FAILURES as exc:
+        except failures as exc:
             client, self._client = self._client, None
             if client is not None:
                 client.close()

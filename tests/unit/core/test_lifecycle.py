@@ -34,6 +34,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
         "timeout": "200ms",
     },
     "nvml": {"backend": "simulated", "collection_interval": "1h"},
+    "kubelet_stats": {"endpoint": "http://127.0.0.1:9", "collection_interval": "1h"},
     "k8s_attributes": {"pod_resources_socket": NO_PEER},
     "container_env": {"runtime": "containerd", "containerd": {"socket": NO_PEER}},
 }

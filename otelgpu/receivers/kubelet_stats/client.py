@@ -1,0 +1,134 @@
+"""The kubelet peer: GET `/stats/summary` over HTTPS (or the read-only port's plain http).
+
+`KubeletClient` is the narrow interface the receiver uses; `HttpKubeletClient` implements it
+with aiohttp. The service-account token is read from its file when the file changes (kubelet
+projected tokens rotate) and sent as a bearer token; it never appears in a log or an error.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from typing import Protocol
+
+import aiohttp
+
+MAX_SUMMARY_BYTES = 256 << 20  # a very large node's summary is a few MiB
+
+
+class KubeletError(Exception):
+    """A failed summary request. `reason` is a short label for counters (`connect`,
+    `timeout`, `unauthorized`, `http_status`, `tls`, `token`, `bad_json`)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class KubeletClient(Protocol):
+    """Fetches the kubelet's stats summary."""
+
+    async def summary(self) -> bytes:
+        """The raw `/stats/summary` body; raises `KubeletError` for any failure."""
+
+    async def close(self) -> None:
+        """Releases connections; idempotent, safe without a request ever made."""
+
+
+class TokenFile:
+    """A bearer token file, re-read whenever its identity, size or mtime changes."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._token = ""
+
+    def read(self) -> str:
+        """The current token; KubeletError("token") naming only the path when unreadable."""
+        try:
+            info = os.stat(self.path)
+            stamp = (info.st_ino, info.st_size, info.st_mtime_ns)
+            if stamp != self._stamp:
+                with open(self.path, encoding="utf-8") as file:
+                    self._token = file.read().strip()
+                self._stamp = stamp
+        except (OSError, UnicodeDecodeError) as exc:
+            self._stamp = None
+            detail = exc.strerror if isinstance(exc, OSError) else "not text"
+            raise KubeletError("token", f"cannot read token {self.path}: {detail}") from None
+        if not self._token:
+            raise KubeletError("token", f"token file {self.path} is empty")
+        return self._token
+
+
+class HttpKubeletClient:
+    """`KubeletClient` over aiohttp; the session is created by the first request."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: TokenFile | None,
+        ca_file: str | None,
+        verify: bool,
+        timeout: float,
+    ) -> None:
+        self.url = url
+        self._token = token
+        self._ca_file = ca_file
+        self._verify = verify
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def summary(self) -> bytes:
+        headers = {"Accept": "application/json"}
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token.read()}"
+        session = self._session or self._open()
+        try:
+            async with session.get(self.url, headers=headers, timeout=self._timeout) as response:
+                _check_status(response.status, self.url)
+                body = await response.content.read(MAX_SUMMARY_BYTES + 1)
+        except TimeoutError:  # first: aiohttp's timeout errors are ClientErrors too
+            raise KubeletError("timeout", f"{self.url} did not answer in time") from None
+        except aiohttp.ClientSSLError as exc:
+            raise KubeletError("tls", f"TLS with {self.url} failed: {exc}") from None
+        except aiohttp.ClientError as exc:
+            raise KubeletError("connect", f"cannot reach {self.url}: {exc}") from None
+        if len(body) > MAX_SUMMARY_BYTES:
+            raise KubeletError("too_large", f"{self.url} answered more than 256MiB")
+        return body
+
+    def _open(self) -> aiohttp.ClientSession:
+        ssl_context: ssl.SSLContext | bool = False
+        if self.url.startswith("https://"):
+            ssl_context = self._ssl_context()
+        connector = aiohttp.TCPConnector(ssl=ssl_context, limit=1)
+        self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        if not self._verify:
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+            return context
+        try:
+            return ssl.create_default_context(cafile=self._ca_file)
+        except (OSError, ssl.SSLError) as exc:  # checked on every request until it loads
+            raise KubeletError("tls", f"cannot load ca_file {self._ca_file}: {exc}") from None
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+
+def _check_status(status: int, url: str) -> None:
+    if status in (401, 403):
+        raise KubeletError(
+            "unauthorized",
+            f"{url} answered HTTP {status}: the token was refused or lacks RBAC on nodes/stats",
+        )
+    if status != 200:
+        raise KubeletError("http_status", f"{url} answered HTTP {status}")

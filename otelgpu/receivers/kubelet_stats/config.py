@@ -1,0 +1,142 @@
+"""Configuration of the `kubelet_stats` receiver."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from enum import Enum
+
+from pydantic import Field, field_validator, model_validator
+
+from otelgpu.config.types import PositiveDuration, StrictModel
+from otelgpu.receivers.kubelet_stats.metrics import BY_NAME, CATALOG, Group
+
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SECURE_PORT = 10250
+READ_ONLY_PORT = 10255
+NODE_NAME_ENV = "K8S_NODE_NAME"
+
+_ENDPOINT_RE = re.compile(r"^(?:(https?)://)?(\[[0-9a-fA-F:.]+\]|[^\s/:\[\]]+)(?::(\d{1,5}))?/?$")
+
+
+class AuthType(Enum):
+    """How the receiver authenticates to the kubelet."""
+
+    SERVICE_ACCOUNT = "serviceAccount"
+    NONE = "none"
+
+
+class MetricToggle(StrictModel):
+    """`metrics::<name>`: switches one catalog metric on or off."""
+
+    enabled: bool
+
+
+class KubeletStatsReceiverConfig(StrictModel):
+    """`receivers::kubelet_stats`.
+
+    endpoint: `host:port` or a full `https://host:port` URL of the kubelet (default
+      `https://${K8S_NODE_NAME}:10250`, the variable read at start; `:10255` over plain http
+      with `read_only_port`).
+    auth_type: `serviceAccount` (the pod's token as a bearer token, re-read when it changes) or
+      `none`; default `serviceAccount` over https and `none` over plain http.
+    token_file: the service-account token (the projected token path).
+    ca_file: CA bundle to verify the kubelet's serving certificate (the service-account CA).
+    insecure_skip_verify: do not verify the kubelet's certificate (kubelets with self-signed
+      serving certificates) (false).
+    read_only_port: talk plain http to the read-only port, without a token (false).
+    metric_groups: which entities to report: node, pod, container, volume (node, pod, container).
+    metrics: `{NAME: {enabled: bool}}` over the catalog's defaults (docs/kubelet_stats.md).
+    collection_interval: how often the summary is read (10s).
+    timeout: how long one request may take (5s).
+    """
+
+    endpoint: str | None = None
+    auth_type: AuthType | None = None
+    token_file: str = f"{SERVICE_ACCOUNT_DIR}/token"
+    ca_file: str | None = None
+    insecure_skip_verify: bool = False
+    read_only_port: bool = False
+    metric_groups: list[Group] = Field(
+        default_factory=lambda: [Group.NODE, Group.POD, Group.CONTAINER], min_length=1
+    )
+    metrics: dict[str, MetricToggle] = Field(default_factory=dict)
+    collection_interval: PositiveDuration = 10.0
+    timeout: PositiveDuration = 5.0
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_shape(cls, value: str | None) -> str | None:
+        match = _ENDPOINT_RE.match(value) if value is not None else None
+        if value is not None and (match is None or int(match.group(3) or 0) > 65535):
+            raise ValueError(f'invalid endpoint "{value}": expected host:port or https://host:port')
+        return value
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: dict[str, MetricToggle]) -> dict[str, MetricToggle]:
+        unknown = sorted(name for name in value if name not in BY_NAME)
+        if unknown:
+            valid = ", ".join(spec.name for spec in CATALOG)
+            raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {valid})")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> KubeletStatsReceiverConfig:
+        scheme = self.scheme()
+        if self.read_only_port and scheme == "https":
+            raise ValueError("read_only_port is plain http; the endpoint says https")
+        if scheme == "http" and self.auth_type is AuthType.SERVICE_ACCOUNT:
+            raise ValueError(
+                "auth_type serviceAccount over plain http would send the token in clear: "
+                "use an https endpoint or auth_type none"
+            )
+        if self.insecure_skip_verify and self.ca_file is not None:
+            raise ValueError("set either ca_file or insecure_skip_verify, not both")
+        return self
+
+    def scheme(self) -> str:
+        """`https`, or `http` for the read-only port or an explicit http:// endpoint."""
+        if self.endpoint is not None and "://" in self.endpoint:
+            return self.endpoint.partition("://")[0]
+        return "http" if self.read_only_port else "https"
+
+    def effective_auth(self) -> AuthType:
+        """The auth type in force: the explicit one, else serviceAccount over https only."""
+        if self.auth_type is not None:
+            return self.auth_type
+        return AuthType.SERVICE_ACCOUNT if self.scheme() == "https" else AuthType.NONE
+
+    def effective_ca_file(self) -> str | None:
+        """The CA bundle to verify with; None when verification is off or over plain http."""
+        if self.insecure_skip_verify or self.scheme() == "http":
+            return None
+        return self.ca_file or f"{SERVICE_ACCOUNT_DIR}/ca.crt"
+
+    def summary_url(self, environ: Mapping[str, str]) -> str:
+        """The `/stats/summary` URL; reads K8S_NODE_NAME when no endpoint is given.
+
+        Raises ValueError when neither is available (the receiver then refuses to start).
+        """
+        endpoint = self.endpoint
+        if endpoint is None:
+            node = environ.get(NODE_NAME_ENV, "")
+            if not node:
+                raise ValueError(
+                    f"{NODE_NAME_ENV} is not set: set it from the downward API "
+                    "(spec.nodeName) or give the receiver an endpoint"
+                )
+            endpoint = f"{node}:{READ_ONLY_PORT if self.read_only_port else SECURE_PORT}"
+        if "://" not in endpoint:
+            endpoint = f"{self.scheme()}://{endpoint}"
+        return endpoint.rstrip("/") + "/stats/summary"
+
+    def enabled_metrics(self) -> frozenset[str]:
+        """The catalog names to emit: in a chosen group, defaults then `metrics` overrides."""
+        groups = set(self.metric_groups)
+        return frozenset(
+            spec.name
+            for spec in CATALOG
+            if spec.group in groups
+            and (self.metrics[spec.name].enabled if spec.name in self.metrics else spec.enabled)
+        )

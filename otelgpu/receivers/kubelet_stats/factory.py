@@ -1,0 +1,24 @@
+"""Factory of the `kubelet_stats` receiver."""
+
+from __future__ import annotations
+
+from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
+from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver
+from otelgpu.registry import Factory
+
+
+def _create(
+    settings: Settings, config: KubeletStatsReceiverConfig, next: MetricsConsumer
+) -> KubeletStatsReceiver:
+    return KubeletStatsReceiver(settings, config, next)
+
+
+factory = Factory(
+    type="kubelet_stats",
+    kind=Kind.RECEIVER,
+    stability=Stability.ALPHA,
+    config_type=KubeletStatsReceiverConfig,
+    create=_create,
+    description="Node, pod, container and volume usage from the kubelet's /stats/summary",
+)

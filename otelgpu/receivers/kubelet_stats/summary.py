@@ -1,0 +1,184 @@
+"""Turns a kubelet `/stats/summary` document into a batch, driven by the metric catalog.
+
+The summary is the kubelet's `statsapi/v1alpha1` Summary: a `node` (with `systemContainers`,
+which this receiver does not report) and `pods`, each with `containers` and `volume` entries.
+Anything may be missing: a pod just scheduled has no stats yet, a container may lack `cpu` or
+`memory`, a field may be absent or null. What is there is emitted, what is not is skipped;
+entries without an identity (a pod without `podRef`) are counted by the caller.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from otelgpu import semconv
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.receivers.kubelet_stats.metrics import (
+    CATALOG,
+    DIRECTION,
+    K8S_PVC_NAME,
+    K8S_VOLUME_NAME,
+    NETWORK_INTERFACE_NAME,
+    Group,
+    MetricSpec,
+)
+
+SCOPE = "otelgpu.kubelet_stats"
+_DIRECTIONS = (("receive", "rx"), ("transmit", "tx"))
+_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$")
+Json = Mapping[str, Any]
+
+
+def parse_time(value: object) -> int:
+    """RFC 3339 (Go's, up to nanoseconds) → Unix nanoseconds; 0 when absent or malformed."""
+    match = _TIME_RE.match(value) if isinstance(value, str) else None
+    if match is None:
+        return 0
+    offset = "+00:00" if match.group(3) == "Z" else match.group(3)
+    try:
+        base = datetime.datetime.fromisoformat(match.group(1) + offset)
+    except ValueError:
+        return 0
+    return int(base.timestamp()) * 1_000_000_000 + int((match.group(2) or "").ljust(9, "0"))
+
+
+@dataclass
+class Reading:
+    """One summary turned into resources, plus how many entries had to be skipped."""
+
+    resources: list[ResourceMetrics] = field(default_factory=list)
+    skipped: int = 0
+
+    @property
+    def batch(self) -> Batch:
+        return tuple(self.resources)
+
+
+class SummaryReader:
+    """Reads the enabled catalog metrics out of summaries (pure: no I/O, never raises)."""
+
+    def __init__(self, enabled: frozenset[str]) -> None:
+        self._specs = {
+            group: tuple(s for s in CATALOG if s.group is group and s.name in enabled)
+            for group in Group
+        }
+
+    def read(self, summary: Json, now_ns: int) -> Reading:
+        """Every resource the summary holds data for; `now_ns` stands in for missing times."""
+        out = Reading()
+        node = _object(summary.get("node"))
+        node_name = _text(node.get("nodeName"))
+        base: dict[str, str] = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
+        self._add(out, base, node, Group.NODE, now_ns)
+        for pod in _objects(summary.get("pods")):
+            ref = _object(pod.get("podRef"))
+            name, namespace = _text(ref.get("name")), _text(ref.get("namespace"))
+            if not (name and namespace):
+                out.skipped += 1
+                continue
+            resource = {**base, semconv.K8S_NAMESPACE_NAME: namespace, semconv.K8S_POD_NAME: name}
+            if uid := _text(ref.get("uid")):
+                resource[semconv.K8S_POD_UID] = uid
+            self._add(out, resource, pod, Group.POD, now_ns)
+            self._children(out, resource, pod, now_ns)
+        return out
+
+    def _children(self, out: Reading, pod_resource: dict[str, str], pod: Json, now: int) -> None:
+        if self._specs[Group.CONTAINER]:
+            for container in _objects(pod.get("containers")):
+                name = _text(container.get("name"))
+                if not name:
+                    out.skipped += 1
+                    continue
+                resource = {**pod_resource, semconv.K8S_CONTAINER_NAME: name}
+                self._add(out, resource, container, Group.CONTAINER, now)
+        if self._specs[Group.VOLUME]:
+            for volume in _objects(pod.get("volume")):
+                name = _text(volume.get("name"))
+                if not name:
+                    out.skipped += 1
+                    continue
+                resource = {**pod_resource, K8S_VOLUME_NAME: name}
+                if claim := _text(_object(volume.get("pvcRef")).get("name")):
+                    resource[K8S_PVC_NAME] = claim
+                self._add(out, resource, volume, Group.VOLUME, now)
+
+    def _add(self, out: Reading, resource: Attributes, stats: Json, group: Group, now: int) -> None:
+        specs = self._specs[group]
+        if not specs or not stats:
+            return
+        start = parse_time(stats.get("startTime"))
+        metrics = [m for spec in specs if (m := _metric(spec, stats, start, now)) is not None]
+        if metrics:
+            out.resources.append(
+                ResourceMetrics(resource=resource, metrics=tuple(metrics), scope=SCOPE)
+            )
+
+
+def _metric(spec: MetricSpec, stats: Json, start_ns: int, now_ns: int) -> Metric | None:
+    block = _object(stats.get(spec.block)) if spec.block else stats
+    if not block:
+        return None
+    time_ns = parse_time(block.get("time")) or now_ns
+    start = start_ns if spec.kind is MetricKind.SUM and start_ns < time_ns else 0
+    if spec.per_interface:
+        points = tuple(_interface_points(spec, block, time_ns, start))
+    else:
+        value = _number(block.get(spec.field))
+        scaled = value if value is None or spec.scale == 1.0 else value * spec.scale
+        points = () if scaled is None else (_point({}, time_ns, scaled, start),)
+    if not points:
+        return None
+    return Metric(
+        name=spec.name,
+        unit=spec.unit,
+        description=spec.description,
+        kind=spec.kind,
+        points=points,
+        monotonic=spec.monotonic,
+    )
+
+
+def _interface_points(
+    spec: MetricSpec, block: Json, time_ns: int, start: int
+) -> Iterable[NumberDataPoint]:
+    # `interfaces` lists them all; the top-level fields repeat the default interface only, so
+    # they are used just when an older kubelet sends no list.
+    interfaces = list(_objects(block.get("interfaces"))) or [block]
+    for interface in interfaces:
+        name = _text(interface.get("name"))
+        for direction, prefix in _DIRECTIONS:
+            value = _number(interface.get(prefix + spec.field))
+            if name and value is not None:
+                attrs = {NETWORK_INTERFACE_NAME: name, DIRECTION: direction}
+                yield _point(attrs, time_ns, value, start)
+
+
+def _point(attrs: Attributes, time_ns: int, value: int | float, start: int) -> NumberDataPoint:
+    return NumberDataPoint(
+        attributes=attrs, time_unix_nano=time_ns, value=value, start_time_unix_nano=start
+    )
+
+
+def _object(value: object) -> Json:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _objects(value: object) -> Iterable[Json]:
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _number(value: object) -> int | float | None:
+    # Integers stay integers (bytes and counters beyond 2**53 keep every digit).
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if isinstance(value, int) or math.isfinite(value) else None

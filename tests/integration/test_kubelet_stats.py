@@ -1,0 +1,281 @@
+"""The kubelet_stats receiver against an HTTPS kubelet summary server checking bearer tokens.
+
+The server (tests/peers/kubelet_stats_server.py) speaks real TLS with a self-signed
+certificate and answers 401 to a wrong token, as the kubelet's authenticator does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from otelgpu.builtins import builtin_registry
+from otelgpu.component import Kind
+from otelgpu.config import load_config
+from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
+from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
+from otelgpu.service.service import Service
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import Sink
+from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer
+from tests.peers.prometheus import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.integration
+
+
+@contextlib.asynccontextmanager
+async def kubelet(tmp_path: Path, **options: Any) -> AsyncIterator[KubeletStatsServer]:
+    server = KubeletStatsServer(tmp_path, **options)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def receiver_for(telemetry: SelfTelemetry, sink: Sink, **config: Any) -> KubeletStatsReceiver:
+    # The tests call scrape() themselves (no loop), on the production HTTP client.
+    parsed = KubeletStatsReceiverConfig.model_validate(config)
+    settings = make_settings("kubelet_stats", Kind.RECEIVER, telemetry)
+    client = make_client(parsed, {"K8S_NODE_NAME": "unused"})
+    return KubeletStatsReceiver(settings, parsed, sink, client=client)
+
+
+def token_file(tmp_path: Path, token: str = TOKEN) -> str:
+    path = tmp_path / "token"
+    path.write_text(token + "\n")
+    return str(path)
+
+
+def errors(telemetry: SelfTelemetry) -> dict[str, float]:
+    for metric in telemetry.collect().metrics:
+        if metric.name == "otelgpu_kubelet_errors_total":
+            return {str(p.attributes["reason"]): p.value for p in metric.points}
+    return {}
+
+
+async def test_https_with_token_and_ca_reads_the_summary(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    async with kubelet(tmp_path) as server:
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+            metric_groups=["node", "pod", "container", "volume"],
+        )
+        batch = await receiver.scrape()
+        await receiver.shutdown()
+    assert (server.requests, server.refused) == (1, 0)
+    resources = [dict(rm.resource) for rm in batch]
+    assert {"k8s.node.name": NODE} in resources
+    containers = {r.get("k8s.container.name") for r in resources} - {None}
+    assert containers == {"trainer", "log-shipper"}
+    names = {m.name for rm in batch for m in rm.metrics}
+    assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.volume.capacity"} <= names
+    assert telemetry.sources["kubelet"].up
+
+
+async def test_wrong_token_is_401_source_down_then_a_rotated_token_recovers(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = token_file(tmp_path, "stale-token-0000")
+    async with kubelet(tmp_path) as server:
+        receiver = receiver_for(
+            telemetry, sink, endpoint=server.url, ca_file=str(server.ca_file), token_file=path
+        )
+        assert await receiver.scrape() == ()
+        assert await receiver.scrape() == ()
+        assert server.refused == 2
+        assert not telemetry.sources["kubelet"].up
+        assert "401" in telemetry.sources["kubelet"].last_error
+        Path(path).write_text(TOKEN)  # the kubelet rotated the projected token
+        assert await receiver.scrape() != ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {"unauthorized": 2}
+    assert telemetry.sources["kubelet"].up
+    assert "stale-token-0000" not in caplog.text and TOKEN not in caplog.text
+
+
+async def test_kubelet_down_then_back(tmp_path: Path, telemetry: SelfTelemetry, sink: Sink) -> None:
+    async with kubelet(tmp_path) as server:
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        assert await receiver.scrape() != ()
+        await server.stop()
+        assert await receiver.scrape() == ()
+        assert not telemetry.sources["kubelet"].up
+        await server.start()
+        assert await receiver.scrape() != ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {"connect": 1}
+    assert telemetry.sources["kubelet"].up
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [({"body": b'{"node": {"nodeName": '}, "bad_json"), ({"status": 500}, "http_status")],
+)
+async def test_bad_answers_are_counted(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink, script: dict[str, Any], reason: str
+) -> None:
+    async with kubelet(tmp_path) as server:
+        for key, value in script.items():
+            setattr(server, key, value)
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        assert await receiver.scrape() == ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {reason: 1}
+    assert not telemetry.sources["kubelet"].up
+
+
+async def test_slow_kubelet_times_out(tmp_path: Path, telemetry: SelfTelemetry, sink: Sink) -> None:
+    async with kubelet(tmp_path) as server:
+        server.delay = 5.0
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+            timeout="200ms",
+        )
+        assert await receiver.scrape() == ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {"timeout": 1}
+    assert "did not answer in time" in telemetry.sources["kubelet"].last_error
+
+
+async def test_unknown_certificate_is_refused_unless_verification_is_off(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    other_ca = tmp_path / "other"
+    other_ca.mkdir()
+    async with kubelet(tmp_path) as server, kubelet(other_ca) as other:
+        strict = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(other.ca_file),  # a CA that did not sign this kubelet's certificate
+            token_file=token_file(tmp_path),
+        )
+        assert await strict.scrape() == ()
+        await strict.shutdown()
+        assert server.requests == 0  # the token never reached an unverified server
+        lax = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            insecure_skip_verify=True,
+            token_file=token_file(tmp_path),
+        )
+        assert await lax.scrape() != ()
+        await lax.shutdown()
+    assert errors(telemetry) == {"tls": 1}
+
+
+async def test_read_only_port_is_plain_http_without_a_token(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    async with kubelet(tmp_path, tls=False, token=None) as server:
+        host_port = server.url.removeprefix("http://")
+        receiver = receiver_for(telemetry, sink, endpoint=host_port, read_only_port=True)
+        batch = await receiver.scrape()
+        await receiver.shutdown()
+    assert any(rm.resource.get("k8s.pod.name") == "trainer-0" for rm in batch)
+
+
+async def test_the_k8s_node_pipeline_serves_kubelet_series_beside_gpu_series(
+    tmp_path: Path,
+) -> None:
+    """pipelines/k8s-node.yaml through the real service, with local ports and peers."""
+    async with kubelet(tmp_path) as server:
+        port, missing = free_port(), tmp_path / "missing"
+        overlay = tmp_path / "local.yaml"
+        overlay.write_text(
+            json.dumps(
+                {
+                    "receivers": {
+                        "nvml": {"collection_interval": "1s", "simulated": {"gpus": 1}},
+                        "kubelet_stats": {
+                            "collection_interval": "1s",
+                            "endpoint": server.url,
+                            "insecure_skip_verify": False,
+                            "ca_file": str(server.ca_file),
+                            "token_file": token_file(tmp_path),
+                        },
+                    },
+                    "processors": {
+                        "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+                        "container_env": {
+                            "containerd": {"socket": str(missing / "containerd.sock")},
+                            "docker": {"socket": str(missing / "docker.sock")},
+                        },
+                    },
+                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+                    "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
+                }
+            )
+        )
+        registry = builtin_registry()
+        config = load_config(
+            [str(ROOT / "pipelines" / "k8s-node.yaml"), str(overlay)],
+            registry,
+            environ={"K8S_NODE_NAME": NODE},
+        )
+        service = Service(config, registry, SelfTelemetry())
+        await service.start()
+        try:
+            body = await _metrics_until(f"http://127.0.0.1:{port}/metrics", WANTED)
+        finally:
+            await service.shutdown()
+    missing_series = [w for w in WANTED if w not in body]
+    assert missing_series == [], body[:3000]
+
+
+WANTED = (
+    "\nk8s_pod_cpu_usage",
+    'k8s_pod_name="trainer-0"',
+    'k8s_container_name="log-shipper"',
+    "\ncontainer_memory_working_set",
+    "\nhw_gpu_utilization",
+    'otelgpu_source_up{source="kubelet"} 1',
+)
+
+
+async def _metrics_until(url: str, wanted: tuple[str, ...], limit: float = 20.0) -> str:
+    """The /metrics body once it holds every wanted text (or the last body at the limit)."""
+    body = ""
+    deadline = asyncio.get_running_loop().time() + limit
+    async with aiohttp.ClientSession() as session:
+        while asyncio.get_running_loop().time() < deadline:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with session.get(url) as response:
+                    body = "\n" + await response.text()
+            if all(w in body for w in wanted):
+                break
+            await asyncio.sleep(0.2)
+    return body
