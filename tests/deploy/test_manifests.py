@@ -162,8 +162,8 @@ def test_node_name_probes_and_resources() -> None:
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert container["resources"] == {
-        "requests": {"cpu": "50m", "memory": "64Mi"},
-        "limits": {"cpu": "200m", "memory": "128Mi"},
+        "requests": {"cpu": "50m", "memory": "96Mi"},
+        "limits": {"cpu": "200m", "memory": "192Mi"},
     }
     assert container["args"] == ["run", "-c", "/etc/otelgpu/pipeline.yaml"]
 

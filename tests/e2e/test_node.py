@@ -1,0 +1,318 @@
+"""End to end on one node: real containerd, dockerd, Prometheus and rotel; the real CLI.
+
+One node is started for the module (tests/e2e/node.py); the tests read what leaves the agent
+through Prometheus's query API, the agent's /metrics bodies and rotel's output, then break
+its sources one at a time (R1 containerd killed, R3 kubelet slow, R5 pod deleted) and check
+what users see. The fault tests restore what they broke, so they run in file order; the
+secret check runs last, over everything the run produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from tests.e2e.node import (
+    CANARY,
+    EXPIRATION,
+    GPU0,
+    GPU1,
+    GPU2,
+    GPU3,
+    HOLDERS,
+    INFER_B,
+    MIG,
+    NODE_NAME,
+    NOTEBOOK_C,
+    NOTEBOOK_D,
+    TRAIN_A,
+    Holder,
+    Node,
+    eventually,
+    kubelet_pods,
+    running_node,
+)
+from tests.peers.prometheus import Result
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+HELD_BY: dict[str, tuple[Holder, ...]] = {
+    GPU0: (TRAIN_A,),
+    GPU1: (INFER_B,),
+    MIG: (INFER_B,),
+    GPU2: (NOTEBOOK_C, NOTEBOOK_D),
+    GPU3: (),
+}
+
+
+@dataclass(frozen=True)
+class Naming:
+    """Where each fact lands in one naming mode of the prometheus exporter."""
+
+    job: str
+    gpu: str  # the series' own GPU or MIG UUID
+    pod: str
+    namespace: str
+    container: str
+    team: str
+    project: str
+    pod_team: str
+    cost_center: str
+    owner: str
+
+
+OTEL = Naming(
+    job="otel",
+    gpu="hw_id",
+    pod="k8s_pod_name",
+    namespace="k8s_namespace_name",
+    container="k8s_container_name",
+    team="container_env_TEAM",
+    project="container_env_PROJECT",
+    pod_team="k8s_pod_label_team",
+    cost_center="k8s_pod_annotation_example_com_cost_center",
+    owner="container_label_com_example_owner",
+)
+DCGM = Naming(
+    job="dcgm",
+    gpu="UUID",
+    pod="pod",
+    namespace="namespace",
+    container="container",
+    team="env_TEAM",
+    project="env_PROJECT",
+    pod_team="team",  # dcgm-exporter renders pod labels under their own (sanitized) names
+    cost_center="annotation_example_com_cost_center",
+    owner="label_com_example_owner",
+)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def node(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Node]:
+    async with running_node(tmp_path_factory.mktemp("e2e")) as started:
+        yield started
+
+
+def value(series: dict[str, Any]) -> float:
+    return float(series["value"][1])
+
+
+def gpu_of(metric: dict[str, str], naming: Naming) -> str:
+    # dcgm naming puts the parent's UUID in `UUID` for a MIG instance and keeps its own as hw_id.
+    return metric.get("hw_id") or metric[naming.gpu]
+
+
+def _holder_problems(m: dict[str, str], n: Naming, holders: tuple[Holder, ...]) -> list[str]:
+    if not holders:
+        return [f"idle GPU labelled: {m}"] if n.pod in m or n.team in m else []
+    holder = next((h for h in holders if h.pod.name == m.get(n.pod)), None)
+    if holder is None:
+        return [f"not its holder: {m}"]
+    expected = {
+        n.namespace: holder.pod.namespace,
+        n.container: holder.container,
+        n.team: holder.team,
+        n.project: holder.project,
+        n.pod_team: holder.team,
+        n.cost_center: f"cc-{holder.pod.name}",
+        "k8s_node_name": NODE_NAME,
+    }
+    return [f"{k}={m.get(k)!r}, wanted {v!r}: {m}" for k, v in expected.items() if m.get(k) != v]
+
+
+def problems(result: Result, n: Naming, node: Node) -> list[str]:
+    """Every GPU series that does not carry exactly its holder's labels; [] when all do."""
+    found: list[str] = []
+    seen = set()
+    for series in result:
+        m = series["metric"]
+        if "process_pid" in m:  # the docker container's process on GPU3
+            want = {"container_id": node.job.id, n.team: "batch", n.owner: "alice"}
+            found += [f"process {k}={m.get(k)!r}" for k, v in want.items() if m.get(k) != v]
+            continue
+        found += _holder_problems(m, n, HELD_BY[gpu_of(m, n)])
+        seen.add(m.get(n.pod))
+    missing = {h.pod.name for h in HOLDERS} - seen
+    return found + [f"no series for {sorted(missing)}"] * bool(missing)
+
+
+@pytest.mark.parametrize("naming", [OTEL, DCGM], ids=["otel", "dcgm"])
+async def test_every_gpu_series_names_its_holder_and_business_labels(
+    node: Node, naming: Naming
+) -> None:
+    expr = f'{{job="{naming.job}",{naming.gpu}!=""}}'
+    last: list[str] = []
+
+    async def all_right() -> int:
+        nonlocal last
+        result = await node.prom.query(expr)
+        last = problems(result, naming, node)
+        if len(result) < 100:  # 4 GPUs, 1 MIG instance, 1 process: several hundred series
+            last.append(f"only {len(result)} series")
+        return 0 if last else len(result)
+
+    await eventually(all_right, lambda: f"{expr}: {len(last)} wrong, e.g. {last[:3]}")
+    # Spot checks of the exact labels users query by, in this naming mode.
+    util = "hw_gpu_utilization_ratio" if naming is OTEL else "DCGM_FI_DEV_GPU_UTIL"
+    shared = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
+    assert sorted(s["metric"][naming.pod] for s in shared) == ["notebook-c", "notebook-d"]
+    assert {s["metric"]["nvidia_gpu_holders"] for s in shared} == {"2"}
+    assert value(shared[0]) == value(shared[1])  # one GPU, one value, a copy per holder
+    memory = "hw_gpu_memory_usage_bytes" if naming is OTEL else "DCGM_FI_DEV_FB_USED"
+    mig = await node.prom.query(f'{memory}{{job="{naming.job}",hw_id="{MIG}"}}')
+    assert [s["metric"][naming.pod] for s in mig] == ["infer-b"]
+    if naming is DCGM:
+        assert mig[0]["metric"]["UUID"] == GPU1 and mig[0]["metric"]["GPU_I_PROFILE"] == "1g.10gb"
+
+
+async def test_a_gpu_process_maps_to_its_real_docker_container(node: Node) -> None:
+    expr = f'nvidia_gpu_process_memory_usage_bytes{{process_pid="{node.job.pid}"}}'
+    teams = ("container_env_TEAM", "env_TEAM")  # the first batches may be unlabelled
+    result = await node.prom.wait_for(
+        expr, lambda r: len(r) == 2 and all(set(teams) & s["metric"].keys() for s in r)
+    )
+    by_job = {s["metric"]["job"]: s for s in result}
+    otel, dcgm = by_job["otel"]["metric"], by_job["dcgm"]["metric"]
+    assert otel["container_id"] == dcgm["container_id"] == node.job.id
+    assert otel["hw_id"] == dcgm["UUID"] == GPU3
+    assert (otel["container_env_TEAM"], otel["container_env_PROJECT"]) == ("batch", "nightly")
+    assert (dcgm["env_TEAM"], dcgm["env_PROJECT"]) == ("batch", "nightly")
+    assert otel["container_label_com_example_owner"] == dcgm["label_com_example_owner"] == "alice"
+    assert "k8s_pod_name" not in otel  # a plain docker container names no pod
+    assert value(by_job["otel"]) == 6 * 2**30
+
+
+async def test_otlp_resources_reach_rotel_with_the_same_labels(node: Node) -> None:
+    def labelled(resources: list[Any]) -> bool:
+        attrs = [r.attributes for r in resources]
+        gpu0 = any(
+            a.get("hw.id") == GPU0 and a.get("container.env.TEAM") == "vision" for a in attrs
+        )
+        job = any(
+            a.get("container.id") == node.job.id and a.get("container.env.TEAM") == "batch"
+            for a in attrs
+        )
+        return gpu0 and job
+
+    resources = await node.rotel.wait_for(labelled, timeout=20)
+    gpu0 = next(
+        r
+        for r in resources
+        if r.attributes.get("hw.id") == GPU0 and "container.env.TEAM" in r.attributes
+    )
+    assert gpu0.attributes["k8s.pod.name"] == "train-a"
+    assert gpu0.attributes["k8s.namespace.name"] == "research"
+    assert gpu0.attributes["k8s.container.name"] == "trainer"
+    assert gpu0.attributes["k8s.pod.label.app.kubernetes.io/name"] == "train"
+    assert "k8s.pod.label.tier" not in gpu0.attributes  # not in the include list
+    assert {m.name for m in gpu0.metrics} >= {"hw.gpu.utilization", "hw.power", "hw.energy"}
+
+
+async def _gpu0(node: Node, metric: str = "hw_energy_joules_total") -> list[Any]:
+    return await node.samples(node.otel_port, metric, hw_id=GPU0)
+
+
+async def test_r1_containerd_killed_then_back(node: Node) -> None:
+    source = 'otelgpu_source_up{job="otel",source="containerd"}'
+    await asyncio.to_thread(node.containerd.kill)
+    try:
+        await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
+
+        async def unlabelled() -> list[Any]:  # env labels dropped, never served stale
+            s = await _gpu0(node)
+            return s if s and all("container_env_TEAM" not in x.labels for x in s) else []
+
+        before = await eventually(unlabelled, "GPU0 served without env labels")
+        assert [x.labels["k8s_pod_name"] for x in before] == ["train-a"]  # kubelet still says
+
+        async def still_updating() -> bool:
+            return any(x.value > before[0].value for x in await unlabelled())
+
+        await eventually(still_updating, "GPU0 energy rising while containerd is down")
+    finally:
+        await asyncio.to_thread(node.containerd.start)
+    await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 1)
+
+    async def labelled_only() -> bool:
+        return [x.labels.get("container_env_TEAM") for x in await _gpu0(node)] == ["vision"]
+
+    await eventually(labelled_only, "GPU0 labelled again, and only labelled, after restart")
+
+
+async def test_r3_slow_kubelet_keeps_the_last_good_mapping(node: Node) -> None:
+    source = 'otelgpu_source_up{job="otel",source="pod_resources"}'
+    age = 'otelgpu_pod_resources_snapshot_age_seconds{job="otel"}'
+    node.kubelet.delay = 3.0  # beyond the processor's 1s timeout
+    try:
+        await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
+        # Older than metric_expiration: series still on /metrics are fresh, not leftovers.
+        await node.prom.wait_for(age, lambda r: len(r) == 1 and value(r[0]) > EXPIRATION + 1)
+        served = await _gpu0(node, "hw_gpu_utilization_ratio")
+        assert [x.labels.get("k8s_pod_name") for x in served] == ["train-a"], served
+        assert served[0].labels["container_env_TEAM"] == "vision"  # env joins on the old pod
+        errors = await node.samples(node.otel_port, "otelgpu_pod_resources_errors_total")
+        assert any(e.labels["code"] == "DEADLINE_EXCEEDED" and e.value > 0 for e in errors), errors
+        assert await node.samples(node.dcgm_port, "DCGM_FI_DEV_GPU_UTIL", pod="train-a")
+    finally:
+        node.kubelet.delay = 0.0
+    await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 1, timeout=30)
+    await node.prom.wait_for(age, lambda r: len(r) == 1 and value(r[0]) < EXPIRATION)
+
+
+async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None:
+    node.kubelet.set_pods(*kubelet_pods(TRAIN_A, INFER_B, NOTEBOOK_C))
+
+    async def only_c(port: int, pod: str, metric: str) -> bool:
+        samples = await node.samples(port, metric)
+        on_gpu2 = [s for s in samples if GPU2 in (s.labels.get("hw_id"), s.labels.get("UUID"))]
+        return bool(on_gpu2) and {s.labels.get(pod) for s in on_gpu2} == {"notebook-c"}
+
+    await eventually(
+        lambda: only_c(node.otel_port, "k8s_pod_name", "hw_power_watts"), "otel: D gone"
+    )
+    await eventually(
+        lambda: only_c(node.dcgm_port, "pod", "DCGM_FI_DEV_POWER_USAGE"), "dcgm: D gone"
+    )
+    for expr in ('{job="otel",k8s_pod_name="notebook-d"}', '{job="dcgm",pod="notebook-d"}'):
+        await node.prom.wait_for(expr, lambda r: r == [])  # stale in Prometheus too
+    # Over the whole run, no GPU2 series ever paired a pod with the other pod's labels.
+    ever = await node.prom.query(
+        f"count by (job, k8s_pod_name, container_env_TEAM, pod, env_TEAM) "
+        f'(last_over_time({{hw_id="{GPU2}"}}[10m]) or last_over_time({{UUID="{GPU2}"}}[10m]))'
+    )
+    pairs = {
+        (m.get("k8s_pod_name") or m.get("pod"), m.get("container_env_TEAM") or m.get("env_TEAM"))
+        for m in (s["metric"] for s in ever)
+    }
+    labelled = {(pod, team) for pod, team in pairs if pod and team}
+    assert labelled == {("notebook-c", "nlp"), ("notebook-d", "speech")}, pairs
+
+
+async def test_the_secret_canary_appears_nowhere(node: Node) -> None:
+    refused = await node.prom.query('otelgpu_container_env_refused_keys_total{job="otel"}')
+    assert sum(value(s) for s in refused) > 0  # the canary's keys were included, then refused
+    for key in ("'API_TOKEN'", "'example.com/api-key'", "'com.example.secret-key'"):
+        assert f"key {key}: it looks like a secret" in node.log  # the key name is logged...
+    places = {
+        "otel /metrics": await node.body(node.otel_port),
+        "dcgm /metrics": await node.body(node.dcgm_port),
+        "prometheus series": await node.all_series_ever(),
+        "prometheus query": json.dumps(await node.prom.query('{__name__=~".+"}')),
+        "rotel output": node.rotel.text(),
+        "agent log": node.log,
+    }
+    assert len(places["prometheus series"]) > 10_000 and len(places["rotel output"]) > 10_000
+    leaked = [where for where, text in places.items() if CANARY in text]
+    assert not leaked, f"{CANARY} leaked into {leaked}"  # ...its value never
+
+
+async def test_sigterm_stops_the_agent_cleanly(node: Node) -> None:
+    assert node.agent is not None
+    assert await asyncio.to_thread(node.agent.stop) == 0
+    assert "Traceback" not in node.log, node.log[-4000:]
