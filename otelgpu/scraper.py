@@ -8,13 +8,13 @@ batch, and never lets a failed scrape stop the loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from otelgpu.component import MetricsConsumer, Settings
 from otelgpu.model import Batch, point_count
+from otelgpu.tasks import cancel_and_wait
 
 
 class Clock(Protocol):
@@ -70,10 +70,7 @@ class ScrapeController:
     async def shutdown(self) -> None:
         """Cancels and awaits the loop; idempotent."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         due = self._clock.monotonic() + self._initial_delay

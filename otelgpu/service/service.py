@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from otelgpu.component import Component
@@ -11,6 +10,7 @@ from otelgpu.config.schema import AgentConfig
 from otelgpu.errors import StartError
 from otelgpu.registry import Registry
 from otelgpu.service.graph import Graph, build
+from otelgpu.tasks import cancel_and_wait
 from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.service")
@@ -60,10 +60,7 @@ class Service:
         """Stops upstream first so downstream can drain; idempotent; never raises."""
         self._running = False
         task, self._push_task = self._push_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         while self._started:
             label, kind, component = self._started.pop()
             try:

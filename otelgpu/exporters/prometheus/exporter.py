@@ -9,7 +9,6 @@ ever read the last rendered body.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Batch
+from otelgpu.tasks import cancel_and_wait
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between renders when no batch arrives
 
@@ -103,11 +103,7 @@ class PrometheusExporter:
 
     async def shutdown(self) -> None:
         tasks, self._tasks = self._tasks, []
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(*tasks)
         server, self._server = self._server, None
         if server is not None:
             await server.stop()

@@ -24,6 +24,7 @@ from otelgpu.processors.container_env.runtime import ContainerRuntime
 from otelgpu.processors.container_env.snapshot import Match, Snapshot
 from otelgpu.processors.container_env.source import RuntimeSource
 from otelgpu.scraper import Clock, RealClock
+from otelgpu.tasks import cancel_and_wait
 
 # Runtimes to use, by the config: (runtime, expected). Injected so unit tests need no socket.
 RuntimeFactory = Callable[[ContainerEnvProcessorConfig], Sequence[tuple[ContainerRuntime, bool]]]
@@ -76,10 +77,7 @@ class ContainerEnvProcessor:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         for source in self._sources:
             source.down()
             with contextlib.suppress(Exception):

@@ -7,7 +7,6 @@ I/O, never raises); the snapshot is refreshed by a task this processor owns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 from collections.abc import Mapping
@@ -33,6 +32,7 @@ from otelgpu.processors.k8s_attributes.snapshot import (
     holder_labels,
 )
 from otelgpu.scraper import Clock, RealClock
+from otelgpu.tasks import cancel_and_wait
 
 # Why a GPU point left without pod labels (the `reason` of the unmatched counter).
 NO_SNAPSHOT = "no_snapshot"  # the kubelet never answered
@@ -108,10 +108,7 @@ class K8sAttributesProcessor:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
         if self._client is not None:
             await self._client.close()
 
