@@ -103,3 +103,17 @@ def split_endpoint(endpoint: str) -> tuple[str, int]:
 
 
 Endpoint = Annotated[str, BeforeValidator(parse_endpoint)]
+
+
+class MetricToggle(StrictModel):
+    """`metrics::<name>`: switches one catalog metric on or off."""
+
+    enabled: bool
+
+
+def check_metric_names(toggles: dict[str, MetricToggle], catalog: list[str]) -> None:
+    """Refuses switches for metrics a receiver's catalog does not have, naming the valid ones."""
+    known = set(catalog)
+    unknown = sorted(name for name in toggles if name not in known)
+    if unknown:
+        raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {', '.join(catalog)})")

@@ -8,8 +8,8 @@ from enum import Enum
 
 from pydantic import Field, field_validator, model_validator
 
-from otelgpu.config.types import PositiveDuration, StrictModel
-from otelgpu.receivers.kubelet_stats.metrics import BY_NAME, CATALOG, Group
+from otelgpu.config.types import MetricToggle, PositiveDuration, StrictModel, check_metric_names
+from otelgpu.receivers.kubelet_stats.metrics import CATALOG, Group
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SECURE_PORT = 10250
@@ -24,12 +24,6 @@ class AuthType(Enum):
 
     SERVICE_ACCOUNT = "serviceAccount"
     NONE = "none"
-
-
-class MetricToggle(StrictModel):
-    """`metrics::<name>`: switches one catalog metric on or off."""
-
-    enabled: bool
 
 
 class KubeletStatsReceiverConfig(StrictModel):
@@ -75,10 +69,7 @@ class KubeletStatsReceiverConfig(StrictModel):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: dict[str, MetricToggle]) -> dict[str, MetricToggle]:
-        unknown = sorted(name for name in value if name not in BY_NAME)
-        if unknown:
-            valid = ", ".join(spec.name for spec in CATALOG)
-            raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {valid})")
+        check_metric_names(value, [spec.name for spec in CATALOG])
         return value
 
     @model_validator(mode="after")

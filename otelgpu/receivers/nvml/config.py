@@ -7,8 +7,15 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from otelgpu.config.types import Duration, PositiveDuration, Size, StrictModel
-from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
+from otelgpu.config.types import (
+    Duration,
+    MetricToggle,
+    PositiveDuration,
+    Size,
+    StrictModel,
+    check_metric_names,
+)
+from otelgpu.receivers.nvml.metrics import CATALOG
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
 SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
@@ -23,12 +30,6 @@ class Backend(Enum):
     AUTO = "auto"
     NVML = "nvml"
     SIMULATED = "simulated"
-
-
-class MetricToggle(StrictModel):
-    """`metrics::<name>`: switches one catalog metric on or off."""
-
-    enabled: bool
 
 
 class SimulatedMig(StrictModel):
@@ -129,10 +130,7 @@ class NvmlReceiverConfig(StrictModel):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: dict[str, MetricToggle]) -> dict[str, MetricToggle]:
-        unknown = sorted(name for name in value if name not in BY_NAME)
-        if unknown:
-            valid = ", ".join(spec.name for spec in CATALOG)
-            raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {valid})")
+        check_metric_names(value, [spec.name for spec in CATALOG])
         return value
 
     def enabled_metrics(self) -> frozenset[str]:
