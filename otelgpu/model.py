@@ -1,18 +1,27 @@
 """The internal metrics model: small, immutable and shaped like OTLP.
 
 A batch is a tuple of `ResourceMetrics`; GPU metrics are naturally one resource per GPU (or
-MIG instance, or GPU holder). Processors return new batches built with `dataclasses.replace`,
+MIG instance, or GPU process). Processors return new batches built with `dataclasses.replace`,
 so a batch handed to several exporters never needs copying.
+
+Series identity: a receiver names what each resource *is* (`ResourceMetrics.identity`: a GPU's
+UUID, a process on a GPU); attributes that processors add later are properties of that
+resource, not part of its identity. Exporters key their series by identity, so when a
+processor's labels change the old label set is replaced at once instead of lingering beside
+the new one until it expires.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from types import MappingProxyType
 
 AttrValue = str | int | float | bool
 Attributes = Mapping[str, AttrValue]
+Identity = Hashable
+NO_NOTES: Mapping[str, object] = MappingProxyType({})
 
 
 class MetricKind(Enum):
@@ -46,12 +55,22 @@ class Metric:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResourceMetrics:
-    """The metrics of one resource (a GPU, a MIG instance, the agent itself)."""
+    """The metrics of one resource (a GPU, a MIG instance, a GPU process, the agent itself).
+
+    `identity` is what the resource is, as its receiver knows it (None: its attributes as the
+    receiver built them). Several resources may share one identity when together they make
+    one set of series (the allocation series of a shared GPU, one per holder): an exporter
+    replaces the whole set each time that identity reports.
+    `notes` carries facts one processor leaves for a later one in the same pipeline (see
+    `otelgpu.notes`); exporters never read or send them.
+    """
 
     resource: Attributes
     metrics: tuple[Metric, ...]
     scope: str = "otelgpu"
     scope_version: str = ""
+    identity: Identity | None = None
+    notes: Mapping[str, object] = field(default_factory=lambda: NO_NOTES)
 
 
 Batch = tuple[ResourceMetrics, ...]
@@ -60,6 +79,13 @@ Batch = tuple[ResourceMetrics, ...]
 def point_count(batch: Batch) -> int:
     """How many data points a batch holds: the unit every counter in the agent uses."""
     return sum(len(metric.points) for rm in batch for metric in rm.metrics)
+
+
+def identity_of(rm: ResourceMetrics) -> Identity:
+    """The resource's series identity: the receiver's, or else its attributes as they are."""
+    if rm.identity is not None:
+        return rm.identity
+    return tuple(rm.resource.items())
 
 
 def with_resource(

@@ -27,7 +27,8 @@ K8S_POD_NAME = "k8s.pod.name"
 K8S_POD_UID = "k8s.pod.uid"
 K8S_CONTAINER_NAME = "k8s.container.name"
 GPU_SHARED = "nvidia.gpu.shared"  # true when several containers hold the same GPU
-GPU_HOLDERS = "nvidia.gpu.holders"  # how many containers hold it (divide by this to sum)
+GPU_HOLDERS = "nvidia.gpu.holders"  # how many containers hold it
+GPU_REPLICA = "nvidia.gpu.replica"  # the device plugin's replica ID(s) of a holder ("0,3")
 CONTAINER_ID = "container.id"
 PROCESS_PID = "process.pid"
 
@@ -36,3 +37,8 @@ CONTAINER_ENV_PREFIX = "container.env."
 CONTAINER_LABEL_PREFIX = "container.label."
 POD_LABEL_PREFIX = "k8s.pod.label."
 POD_ANNOTATION_PREFIX = "k8s.pod.annotation."
+
+# Metrics produced by processors rather than receivers.
+GPU_ALLOCATION = (
+    "nvidia.gpu.allocation"  # a holder's share of a GPU / MIG instance (k8s_attributes)
+)

@@ -50,6 +50,9 @@ class PrometheusExporterConfig(StrictModel):
     naming: `otel` (OpenTelemetry → Prometheus translation) or `dcgm` (dcgm-exporter's names,
     labels and units, so its dashboards and alerts keep working).
     const_labels: labels added to every series (valid Prometheus label names).
+    shared_gpu_series: `device` (one series per GPU and metric; holders of a shared GPU are in
+    `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`:
+    a shared GPU's series copied once per holder with its labels and `vgpu`; sums double count).
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     """
@@ -58,6 +61,7 @@ class PrometheusExporterConfig(StrictModel):
     metric_expiration: PositiveDuration = 300.0
     naming: Literal["otel", "dcgm"] = "otel"
     const_labels: dict[str, str] = Field(default_factory=dict)
+    shared_gpu_series: Literal["device", "per_holder"] = "device"
     tls: TLSServerConfig | None = None
     basic_auth: BasicAuthConfig | None = None
 

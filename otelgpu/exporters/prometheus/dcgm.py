@@ -76,6 +76,7 @@ LABELS: Mapping[str, str] = {
     semconv.HOST_NAME: "Hostname",
     semconv.GPU_PCI_BUS_ID: "pci_bus_id",
     semconv.GPU_DRIVER_VERSION: "DCGM_FI_DRIVER_VERSION",
+    semconv.GPU_REPLICA: "vgpu",
     semconv.K8S_POD_NAME: "pod",
     semconv.K8S_NAMESPACE_NAME: "namespace",
     semconv.K8S_CONTAINER_NAME: "container",

@@ -29,6 +29,7 @@ _MAX_REFRESH_INTERVAL = 5.0  # seconds between renders when no batch arrives
 SCRAPES = "otelgpu_prometheus_scrapes_total"
 SERIES = "otelgpu_prometheus_series"
 EXPIRED = "otelgpu_prometheus_expired_series_total"
+RELABELLED = "otelgpu_prometheus_relabelled_series_total"
 
 
 class PrometheusExporter:
@@ -47,7 +48,7 @@ class PrometheusExporter:
         self._id = str(settings.id)
         self._clock = clock
         self._sleep = sleep
-        self._translator = Translator(config.naming, config.const_labels)
+        self._translator = Translator(config.naming, config.const_labels, config.shared_gpu_series)
         self._store = SeriesStore()
         self._body = EMPTY
         self._stale = asyncio.Event()
@@ -115,8 +116,18 @@ class PrometheusExporter:
             executor.shutdown(wait=False, cancel_futures=True)
 
     async def consume(self, batch: Batch) -> None:
-        stored, dropped = self._translator.ingest(self._store, batch, self._clock())
-        self._settings.telemetry.exporter_result(self._id, stored, dropped)
+        store = self._store
+        before = store.replaced
+        stored, dropped = self._translator.ingest(store, batch, self._clock())
+        telemetry = self._settings.telemetry
+        telemetry.exporter_result(self._id, stored, dropped)
+        if store.replaced != before:
+            telemetry.count(
+                RELABELLED,
+                store.replaced - before,
+                "Series removed at once because their device or process reported other labels",
+                exporter=self._id,
+            )
         self._stale.set()
 
     async def refresh(self) -> None:

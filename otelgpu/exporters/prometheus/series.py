@@ -4,11 +4,17 @@ A series is keyed by its whole line prefix (`name{labels} `), so two data points
 the same name and labels are one series (the later value wins): the body never holds a
 duplicate series, whatever attribute collisions the translation had to resolve. Values are
 stored already formatted, so rendering a body is only string joins.
+
+Each series also belongs to the identity of the resource that wrote it (`ResourceMetrics.identity`:
+a GPU, a process). An identity's series in a family are replaced as a set on every batch that
+reports it: a line it wrote last time and not this time (the GPU's pod changed, a holder left a
+shared GPU) leaves the body at once. Expiry only removes identities that stopped reporting.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 
@@ -21,6 +27,38 @@ class Family:
     help: str
     # line prefix `name{labels} ` → (`value\n`, monotonic time of the last update)
     series: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # line prefix → the identity that last wrote it; identity → its prefixes at its last update
+    owners: dict[str, Hashable] = field(default_factory=dict)
+    groups: dict[Hashable, list[str]] = field(default_factory=dict)
+    # written during the batch being ingested, settled by `SeriesStore.commit`
+    staged: dict[Hashable, list[str]] = field(default_factory=dict)
+
+    def write(self, identity: Hashable, prefix: str, value: str, now: float) -> None:
+        """Stores one series' latest value on behalf of `identity`."""
+        self.series[prefix] = (value, now)
+        self.owners[prefix] = identity
+        staged = self.staged.get(identity)
+        if staged is None:
+            self.staged[identity] = [prefix]
+        else:
+            staged.append(prefix)
+
+    def settle(self) -> int:
+        """Replaces each staged identity's previous lines; how many lines left."""
+        removed = 0
+        series, owners, groups = self.series, self.owners, self.groups
+        for identity, prefixes in self.staged.items():
+            previous = groups.get(identity)
+            groups[identity] = prefixes
+            if previous is None or previous == prefixes:
+                continue
+            keep = set(prefixes)
+            for prefix in previous:
+                if prefix not in keep and owners.get(prefix) == identity:
+                    del series[prefix], owners[prefix]
+                    removed += 1
+        self.staged.clear()
+        return removed
 
 
 class SeriesStore:
@@ -28,6 +66,8 @@ class SeriesStore:
 
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
+        self._touched: dict[str, Family] = {}
+        self.replaced = 0  # lines removed because their identity reported other lines
 
     def family(self, name: str, type_: str, help_: str) -> Family | None:
         """The family `name`, created on first use; None when it exists with another type
@@ -37,18 +77,37 @@ class SeriesStore:
             found = self.families[name] = Family(name, type_, help_)
         elif found.type != type_:
             return None
+        self._touched[name] = found
         return found
+
+    def commit(self) -> None:
+        """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
+        for family in self._touched.values():
+            if family.staged:
+                self.replaced += family.settle()
+        for name, family in self._touched.items():
+            if not family.series and self.families.get(name) is family:
+                del self.families[name]
+        self._touched.clear()
 
     def expire(self, now: float, max_age: float) -> int:
         """Drops series not updated for `max_age` seconds (and emptied families); how many."""
         cutoff = now - max_age
         dropped = 0
         for name in list(self.families):
-            series = self.families[name].series
+            family = self.families[name]
+            series, owners = family.series, family.owners
             stale = [key for key, (_, updated) in series.items() if updated < cutoff]
             for key in stale:
                 del series[key]
-            dropped += len(stale)
+                owners.pop(key, None)
+            if stale:
+                dropped += len(stale)
+                family.groups = {
+                    identity: prefixes
+                    for identity, prefixes in family.groups.items()
+                    if any(owners.get(p) == identity for p in prefixes)
+                }
             if not series:
                 del self.families[name]
         return dropped

@@ -3,19 +3,29 @@
 Resource attributes become labels on every series of that resource (a GPU's `hw.id`,
 `k8s.pod.name`, ... are what users filter and join on, and the agent's resources are few and
 small), instead of the spec's separate `target_info` series that every query would have to join.
+
+Every series is written on behalf of its resource's identity (see `series.py`), so one GPU is one
+series per metric whatever its labels did. `shared_gpu_series: per_holder` opts into
+dcgm-exporter's `--kubernetes-virtual-gpus` shape instead: a shared GPU's series are copied once
+per holder (from the `nvidia.gpu.allocation` series k8s_attributes sends), with the holder's labels
+and its replica ID; sums over such copies count the GPU once per holder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
+from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics, identity_of
 from otelgpu.receivers.nvml import metrics as catalog
+
+SharedGpuSeries = Literal["device", "per_holder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,23 +42,39 @@ class Target:
 class Translator:
     """Turns batches into store updates; remembers names and label sets it already built."""
 
-    def __init__(self, naming: Naming, const_labels: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        naming: Naming,
+        const_labels: Mapping[str, str],
+        shared_gpu_series: SharedGpuSeries = "device",
+    ) -> None:
         self._naming = naming
+        self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
-        """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts."""
+        """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts.
+
+        Each resource's identity then holds exactly the lines this batch wrote for it."""
         stored = dropped = 0
+        holders = _holders_by_device(batch) if self._per_holder else {}
         for rm in batch:
-            resource = tuple(rm.resource.items())
-            for metric in rm.metrics:
-                try:
-                    ok = self._ingest_metric(store, resource, metric, now)
-                except (TypeError, ValueError, AttributeError):
-                    ok = 0  # bad data: counted below, never raised into the pipeline
-                stored += ok
-                dropped += len(metric.points) - ok
+            identity = identity_of(rm)
+            copies = holders.get(rm.resource.get(semconv.HW_ID)) if holders else None
+            if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in rm.resource:
+                resources = [_holder_copy(rm.resource, holder) for holder in copies]
+            else:
+                resources = [tuple(rm.resource.items())]
+            for resource in resources:
+                for metric in rm.metrics:
+                    try:
+                        ok = self._ingest_metric(store, identity, resource, metric, now)
+                    except (TypeError, ValueError, AttributeError):
+                        ok = 0  # bad data: counted below, never raised into the pipeline
+                    stored += ok
+                    dropped += len(metric.points) - ok
+        store.commit()
         return stored, dropped
 
     def families(self, rm: ResourceMetrics, now: float) -> list[Family]:
@@ -57,22 +83,27 @@ class Translator:
         store = SeriesStore()
         for metric in rm.metrics:
             try:
-                self._ingest_metric(store, (), metric, now)
+                self._ingest_metric(store, (), (), metric, now)
             except (TypeError, ValueError, AttributeError):
                 continue
         return list(store.families.values())
 
     def _ingest_metric(
-        self, store: SeriesStore, resource: AttrItems, metric: Metric, now: float
+        self,
+        store: SeriesStore,
+        identity: Hashable,
+        resource: AttrItems,
+        metric: Metric,
+        now: float,
     ) -> int:
         if self._naming == "dcgm" and metric.name in catalog.DCGM_SPLIT:
-            return self._ingest_split(store, resource, metric, now)
+            return self._ingest_split(store, identity, resource, metric, now)
         target = self.target(metric, {})
         family = store.family(target.name, target.type, target.help)
         if family is None:
             return 0
         lines = self.labels.lines(resource)
-        series, name, scale = family.series, target.name, target.scale
+        write, name, scale = family.write, target.name, target.scale
         stored = 0
         for point in metric.points:
             try:
@@ -83,12 +114,17 @@ class Translator:
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
-            series[prefix] = (text + "\n", now)
+            write(identity, prefix, text + "\n", now)
             stored += 1
         return stored
 
     def _ingest_split(
-        self, store: SeriesStore, resource: AttrItems, metric: Metric, now: float
+        self,
+        store: SeriesStore,
+        identity: Hashable,
+        resource: AttrItems,
+        metric: Metric,
+        now: float,
     ) -> int:
         """The slow path for metrics whose family depends on a point attribute (dcgm)."""
         stored = 0
@@ -102,7 +138,7 @@ class Translator:
             if family is not None:
                 attributes = tuple(point.attributes.items())
                 prefix = self.labels.line_prefix(t.name, resource, attributes, t.drop)
-                family.series[prefix] = (text + "\n", now)
+                family.write(identity, prefix, text + "\n", now)
                 stored += 1
         return stored
 
@@ -126,3 +162,22 @@ class Translator:
                 return Target(found.name, type_, metric.description, found.scale, found.split_key)
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(name, type_, metric.description)
+
+
+def _is_allocation(rm: ResourceMetrics) -> bool:
+    return any(m.name == semconv.GPU_ALLOCATION for m in rm.metrics)
+
+
+def _holders_by_device(batch: Batch) -> dict[object, list[ResourceMetrics]]:
+    """The holders of each shared GPU in `batch`, from its allocation series."""
+    found: dict[object, list[ResourceMetrics]] = {}
+    for rm in batch:
+        if _is_allocation(rm) and rm.resource.get(semconv.GPU_SHARED) is True:
+            found.setdefault(rm.resource.get(semconv.HW_ID), []).append(rm)
+    return found
+
+
+def _holder_copy(device: Attributes, holder: ResourceMetrics) -> AttrItems:
+    """A shared GPU's resource as one holder's copy: the holder's labels and replica added."""
+    extra = {k: v for k, v in holder.resource.items() if k not in device}
+    return tuple({**device, **extra}.items())

@@ -3,6 +3,13 @@
 `process()` is a dictionary lookup over the latest snapshot; a background task owned by the
 processor refreshes the snapshot from the runtime(s) every `refresh_interval`, and early
 (at most once a second) when a batch names a container the snapshot does not know.
+`start` waits (bounded by `timeout`) until every runtime has answered or failed once, so the
+pipeline's first export is not a set of unlabelled series that the labelled ones then replace.
+
+A GPU process (`process.pid` with `container.id`) is labelled by the container it runs in,
+names included. When k8s_attributes left a note of who the kubelet allocated the process's GPU
+to, a process outside that allocation (another pod's, or the host's) is counted in
+`otelgpu_gpu_processes_outside_allocation` and logged once, so GPU squatters can be found.
 """
 
 from __future__ import annotations
@@ -10,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from otelgpu import semconv
+from otelgpu import notes, semconv
 from otelgpu.component import Host, Settings
 from otelgpu.config.types import KeyFilter
 from otelgpu.model import Batch, ResourceMetrics, point_count, with_resource
@@ -31,6 +38,7 @@ RuntimeFactory = Callable[[ContainerEnvProcessorConfig], Sequence[tuple[Containe
 
 _MIN_REFRESH_GAP = 1.0  # early refreshes never come closer than this
 _MAX_REMEMBERED_MISSES = 4096
+OUTSIDE_ALLOCATION = "otelgpu_gpu_processes_outside_allocation"
 
 
 class ContainerEnvProcessor:
@@ -65,6 +73,8 @@ class ContainerEnvProcessor:
         self._wake: asyncio.Event | None = None
         self._missed: set[object] = set()
         self._refreshing = asyncio.Lock()
+        self._first_refresh: asyncio.Event | None = None
+        self._squatters_logged: set[tuple[object, object]] = set()
 
     async def start(self, host: Host) -> None:
         runtimes = self._runtimes(self._config)
@@ -73,7 +83,12 @@ class ContainerEnvProcessor:
         mode = self._config.runtime
         self._log.info("container_env: runtime %s (%s)", mode, names)
         self._wake = asyncio.Event()
+        self._first_refresh = asyncio.Event()
         self._task = asyncio.create_task(self._run(), name=f"{self._id} refresh")
+        # Every runtime answers or fails within `timeout`; the margin covers composing.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._config.timeout + 1.0):
+                await self._first_refresh.wait()
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
@@ -89,9 +104,15 @@ class ContainerEnvProcessor:
     def process(self, batch: Batch) -> Batch:
         snapshot, degraded = self._snapshot, self._degraded
         unmatched: Counter[str] = Counter()
+        outside: set[tuple[object, object]] | None = None
         out: list[ResourceMetrics] = []
         for rm in batch:
             match, reason = self._lookup(rm, snapshot, degraded)
+            holders = rm.notes.get(notes.GPU_HOLDERS)
+            if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
+                outside = set() if outside is None else outside
+                if self._outside_allocation(rm, match, reason, holders):
+                    outside.add((rm.resource.get(semconv.HW_ID), rm.resource[semconv.PROCESS_PID]))
             if match is not None:
                 out.append(_enrich(rm, match, by_id=reason == "by_id"))
                 continue
@@ -100,7 +121,43 @@ class ContainerEnvProcessor:
             out.append(rm)
         for reason, n in unmatched.items():
             self._telemetry.unmatched_points(self._id, n, reason)
+        if outside is not None:
+            self._telemetry.set_gauge(OUTSIDE_ALLOCATION, float(len(outside)), processor=self._id)
         return tuple(out)
+
+    def _outside_allocation(
+        self, rm: ResourceMetrics, match: Match | None, reason: str, holders: Collection[object]
+    ) -> bool:
+        """Whether a GPU process runs outside the allocation k8s_attributes noted (False
+        when that cannot be told: its container is not known to the runtime yet)."""
+        if match is not None and reason == "by_id":
+            identity = match.identity
+            where = (
+                identity.get(semconv.K8S_NAMESPACE_NAME, ""),
+                identity.get(semconv.K8S_POD_NAME, ""),
+                identity.get(semconv.K8S_CONTAINER_NAME, ""),
+            )
+            if where in holders:
+                return False
+            container = "/".join(where) if all(where) else _text(rm, semconv.CONTAINER_ID)
+        elif not _text(rm, semconv.CONTAINER_ID):
+            container = "the host"
+        else:
+            return False
+        key = (rm.resource.get(semconv.HW_ID), rm.resource.get(semconv.PROCESS_PID))
+        if key not in self._squatters_logged:
+            if len(self._squatters_logged) >= _MAX_REMEMBERED_MISSES:
+                self._squatters_logged.clear()
+            self._squatters_logged.add(key)
+            allocated = ", ".join(sorted(_holder_text(h) for h in holders)) or "nobody"
+            self._log.warning(
+                "process %s of %s uses GPU %s, which the kubelet allocated to %s",
+                key[1],
+                container,
+                key[0],
+                allocated,
+            )
+        return True
 
     def _lookup(
         self, rm: ResourceMetrics, snapshot: Snapshot, degraded: bool
@@ -156,6 +213,8 @@ class ContainerEnvProcessor:
                 await self.refresh()
             except Exception:  # a bug must not end enrichment for good; log it and go on
                 self._log.exception("container_env refresh failed")
+            if self._first_refresh is not None:
+                self._first_refresh.set()
             if not warned and not any(s.found for s in self._sources):
                 warned = True
                 self._log.warning(
@@ -189,8 +248,17 @@ class ContainerEnvProcessor:
 
 
 def _enrich(rm: ResourceMetrics, match: Match, *, by_id: bool) -> ResourceMetrics:
-    extra = {**match.identity, **match.attributes} if by_id else match.attributes
-    return with_resource(rm, extra)
+    if not by_id:
+        return with_resource(rm, match.attributes)
+    if semconv.PROCESS_PID in rm.resource:
+        # A process's names are its own container's, whatever an earlier processor guessed.
+        rm = with_resource(rm, match.identity, override=True)
+        return with_resource(rm, match.attributes)
+    return with_resource(rm, {**match.identity, **match.attributes})
+
+
+def _holder_text(holder: object) -> str:
+    return "/".join(map(str, holder)) if isinstance(holder, tuple) else str(holder)
 
 
 def _text(rm: ResourceMetrics, key: str) -> str:

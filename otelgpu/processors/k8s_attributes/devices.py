@@ -27,7 +27,7 @@ from otelgpu.model import Attributes
 
 Key = tuple[str, ...]
 
-_REPLICA = re.compile(r"^(?P<base>.+?)(?:::\d+|/vgpu\d+)$")
+_REPLICA = re.compile(r"^(?P<base>.+?)(?:::(?P<n>\d+)|/vgpu(?P<v>\d+))$")
 _MIG_LEGACY = re.compile(r"^MIG-(?P<parent>GPU-[^/]+)/(?P<gi>\d+)/(?P<ci>\d+)$")
 _GKE_MIG = re.compile(r"^(?P<name>nvidia\d+)/gi(?P<gi>\d+)$")
 _DEVICE_NAME = re.compile(r"^nvidia\d+$")
@@ -35,11 +35,13 @@ _DEVICE_NAME = re.compile(r"^nvidia\d+$")
 
 @dataclass(frozen=True, slots=True)
 class DeviceRef:
-    """One parsed device ID: what it matches, the form it came in, whether it is a replica."""
+    """One parsed device ID: what it matches, the form it came in, whether it is a replica
+    (and which: the number after `::` or `/vgpu`, dcgm-exporter's `vgpu` label)."""
 
     key: Key
     form: str
     replica: bool
+    replica_id: str = ""
 
 
 def parse_device_id(device_id: str, id_type: str = "auto") -> DeviceRef | None:
@@ -50,7 +52,8 @@ def parse_device_id(device_id: str, id_type: str = "auto") -> DeviceRef | None:
     if not base:
         return None
     key, form = _classify(base, id_type)
-    return DeviceRef(key, form, match is not None)
+    replica_id = (match.group("n") or match.group("v")) if match else ""
+    return DeviceRef(key, form, match is not None, replica_id or "")
 
 
 def _classify(base: str, id_type: str) -> tuple[Key, str]:

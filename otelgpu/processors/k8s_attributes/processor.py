@@ -1,19 +1,39 @@
 """The `k8s_attributes` processor: which container holds each GPU, from the kubelet.
 
 `process` is a pure function of the batch and the latest snapshot (dict lookups only, no
-I/O, never raises); the snapshot is refreshed by a task this processor owns.
+I/O, never raises); the snapshot is refreshed by a task this processor owns. `start` returns
+once the kubelet answered or failed once, so the first export is already labelled.
+
+Series identity (issue 13, SPEC "Shared GPUs and series identity"): each device stays one
+resource. One holder: its labels go on the device. Several holders (time-slicing, MPS): none of
+their labels go on the device (it gets `nvidia.gpu.shared` and `nvidia.gpu.holders`); each
+holder gets an `nvidia.gpu.allocation` series instead. A MIG-enabled GPU never gets its
+instances' holders. GPU processes are left to container_env (their own container).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
+import time
 from collections.abc import Mapping
+from dataclasses import replace
 
-from otelgpu import semconv
+from otelgpu import notes, semconv
 from otelgpu.component import Host, Settings
-from otelgpu.model import Attributes, Batch, ResourceMetrics, with_resource
+from otelgpu.model import (
+    Attributes,
+    Batch,
+    Identity,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+    identity_of,
+    with_resource,
+)
 from otelgpu.processors.k8s_attributes.config import NODE_NAME_ENV, K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.devices import Key, resource_keys
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -24,12 +44,11 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 )
 from otelgpu.processors.k8s_attributes.refresher import SOURCE, SnapshotRefresher
 from otelgpu.processors.k8s_attributes.snapshot import (
-    Holder,
+    Allocation,
     ResourceFilter,
     Snapshot,
     build_snapshot,
     describe_forms,
-    holder_labels,
 )
 from otelgpu.scraper import Clock, RealClock
 from otelgpu.tasks import cancel_and_wait
@@ -38,13 +57,19 @@ from otelgpu.tasks import cancel_and_wait
 NO_SNAPSHOT = "no_snapshot"  # the kubelet never answered
 NOT_ALLOCATED = "not_allocated"  # the kubelet knows the GPU; no container holds it
 UNKNOWN_DEVICE = "unknown_device"  # the kubelet does not know this GPU under any ID form
-AMBIGUOUS_PROCESS = "ambiguous_process"  # a per-process series on a GPU with several holders
 _ASKED_MAX = 4096  # unknown devices remembered (bounds memory if IDs churn)
+_ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
+ALLOCATION_DESCRIPTION = (
+    "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
+    "share it); join it with a device metric on hw.id to split that metric by pod"
+)
 
 
 class K8sAttributesProcessor:
     """Adds `k8s.namespace.name`, `k8s.pod.name`, `k8s.container.name` (and `k8s.node.name`)
-    to GPU and MIG resources, one copy of the resource per holder of a shared GPU."""
+    to the series of a GPU or MIG instance with one holder, and sends one
+    `nvidia.gpu.allocation` series per holder of every allocated device. A device with several
+    holders keeps one set of series carrying none of their labels (so sums stay true)."""
 
     def __init__(
         self,
@@ -68,6 +93,9 @@ class K8sAttributesProcessor:
         self._snapshot: Snapshot | None = None
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
+        self._allocations: dict[
+            Identity, tuple[Allocation, Attributes, tuple[Attributes, ...], tuple[float, ...]]
+        ] = {}
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -105,6 +133,11 @@ class K8sAttributesProcessor:
             rng=self._rng,
         )
         self._task = asyncio.create_task(self._refresher.run(), name=f"refresh:{self._id}")
+        # The first export waits for the kubelet's first answer (or failure): a pipeline that
+        # started exporting first would send every GPU unlabelled, then relabel it.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self._refresher.attempt_timeout + 1.0):
+                await self._refresher.first_attempt.wait()
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
@@ -137,58 +170,95 @@ class K8sAttributesProcessor:
     def process(self, batch: Batch) -> Batch:
         snapshot = self._snapshot
         parents, names = _mig_parents(batch)
-        resolved = [self._resolve(rm, snapshot, names) for rm in batch]
-        via_mig = _holders_via_mig(batch, resolved)
+        node = self._node_only()
         out: list[ResourceMetrics] = []
         unmatched: dict[str, int] = {}
-        for rm, labels in zip(batch, resolved, strict=True):
-            if labels is None:
+        for rm in batch:
+            resource = rm.resource
+            keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
+            if not keys:  # not a GPU resource, or already labelled: untouched
                 out.append(rm)
                 continue
-            if not labels:
-                labels, reason = self._unmatched(rm, snapshot, parents, via_mig)
+            found = snapshot.lookup(keys) if snapshot is not None else None
+            if semconv.PROCESS_PID in resource:
+                out.append(self._process_series(rm, snapshot, keys, found, node))
+            elif found is not None:
+                out.append(with_resource(rm, found.device))
+                out.extend(self._allocation_series(rm, found))
+            else:
+                reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
                     unmatched[reason] = unmatched.get(reason, 0) + _points(rm)
-            if semconv.PROCESS_PID in rm.resource and len(labels) > 1:
-                # One process lives in one container; which one the kubelet cannot say.
-                unmatched[AMBIGUOUS_PROCESS] = unmatched.get(AMBIGUOUS_PROCESS, 0) + _points(rm)
-                labels = (self._node_only(),)
-            out.extend(with_resource(rm, attrs) for attrs in labels)
+                out.append(with_resource(rm, node))
         for reason, n in unmatched.items():
             self._settings.telemetry.unmatched_points(self._id, n, reason)
         return tuple(out)
 
-    def _resolve(
-        self, rm: ResourceMetrics, snapshot: Snapshot | None, names: dict[str, str]
-    ) -> tuple[Attributes, ...] | None:
-        """None: not a GPU resource, or already labelled (passed through untouched).
-        Empty: a GPU nobody holds (as far as the snapshot knows)."""
-        resource = rm.resource
-        if semconv.K8S_POD_NAME in resource:
-            return None
-        keys = resource_keys(resource, names)
-        if not keys:
-            return None
-        found = snapshot.lookup(keys) if snapshot is not None else None
-        return found[1] if found else ()
+    def _process_series(
+        self,
+        rm: ResourceMetrics,
+        snapshot: Snapshot | None,
+        keys: list[Key],
+        found: Allocation | None,
+        node: Attributes,
+    ) -> ResourceMetrics:
+        """A GPU process is labelled by the container it runs in (container_env, by its
+        `container.id`), never by its GPU's allocation: a process of another pod on this GPU
+        must not be billed to the GPU's holder. What the allocation is goes along as a note,
+        so a later processor can tell a process outside it."""
+        rm = with_resource(rm, node)
+        if found is not None:
+            members = found.members
+        elif snapshot is not None and snapshot.knows(keys):
+            members = frozenset()  # a GPU the kubelet knows and nobody holds
+        else:
+            return rm  # the kubelet cannot say
+        return replace(rm, notes={**rm.notes, notes.GPU_HOLDERS: members})
+
+    def _allocation_series(self, rm: ResourceMetrics, found: Allocation) -> list[ResourceMetrics]:
+        """One `nvidia.gpu.allocation` resource per holder of the device (rebuilt only when the
+        allocation or the device's resource changed)."""
+        identity = (semconv.GPU_ALLOCATION, identity_of(rm))
+        cached = self._allocations.get(identity)
+        if cached is None or cached[0] is not found or cached[1] is not rm.resource:
+            resources: tuple[Attributes, ...] = tuple(
+                {**rm.resource, **labels} for labels, _ in found.holders
+            )
+            shares = tuple(share for _, share in found.holders)
+            cached = (found, rm.resource, resources, shares)
+            if len(self._allocations) >= _ALLOCATIONS_MAX:
+                self._allocations.clear()
+            self._allocations[identity] = cached
+        _, _, resources, shares = cached
+        when = _first_time(rm)
+        return [
+            ResourceMetrics(
+                resource=resource,
+                metrics=(allocation_metric(share, when),),
+                scope=rm.scope,
+                scope_version=rm.scope_version,
+                identity=identity,
+            )
+            for resource, share in zip(resources, shares, strict=True)
+        ]
 
     def _unmatched(
         self,
         rm: ResourceMetrics,
         snapshot: Snapshot | None,
+        keys: list[Key],
         parents: set[str],
-        via_mig: dict[str, tuple[Attributes, ...]],
-    ) -> tuple[tuple[Attributes, ...], str]:
-        """Labels for a GPU with no direct holder, and why it has none ("" if it has)."""
-        hw_id = str(rm.resource.get(semconv.HW_ID, ""))
-        if hw_id in via_mig:  # a MIG-enabled GPU: held through its instances
-            return via_mig[hw_id], ""
+    ) -> str:
+        """Why a GPU has no holder ("" when that is no fault: a MIG-enabled GPU is held
+        through its instances, which carry their holders' labels)."""
+        if str(rm.resource.get(semconv.HW_ID, "")) in parents:
+            return ""
         if snapshot is None:
-            return (self._node_only(),), NO_SNAPSHOT
-        keys = resource_keys(rm.resource, {})
-        if hw_id in parents or snapshot.is_known(keys):
-            return (self._node_only(),), NOT_ALLOCATED
-        asked = tuple(keys)
+            return NO_SNAPSHOT
+        plain = resource_keys(rm.resource, {})
+        if snapshot.is_known(plain):
+            return NOT_ALLOCATED
+        asked = tuple(plain)
         if asked not in self._asked and self._refresher is not None:
             # One early refresh per unknown device: if the kubelet still does not know it
             # (a device-ID form mismatch), the regular refresh is soon enough.
@@ -196,10 +266,29 @@ class K8sAttributesProcessor:
                 self._asked.clear()
             self._asked.add(asked)
             self._refresher.request()
-        return (self._node_only(),), UNKNOWN_DEVICE
+        return UNKNOWN_DEVICE
 
     def _node_only(self) -> Attributes:
         return {semconv.K8S_NODE_NAME: self._node_name} if self._node_name else {}
+
+
+def allocation_metric(share: float, time_unix_nano: int) -> Metric:
+    """The `nvidia.gpu.allocation` metric of one holder."""
+    point = NumberDataPoint(attributes={}, time_unix_nano=time_unix_nano, value=share)
+    return Metric(
+        name=semconv.GPU_ALLOCATION,
+        unit="1",
+        description=ALLOCATION_DESCRIPTION,
+        kind=MetricKind.GAUGE,
+        points=(point,),
+    )
+
+
+def _first_time(rm: ResourceMetrics) -> int:
+    for metric in rm.metrics:
+        for point in metric.points:
+            return point.time_unix_nano
+    return time.time_ns()
 
 
 def _points(rm: ResourceMetrics) -> int:
@@ -218,27 +307,3 @@ def _mig_parents(batch: Batch) -> tuple[set[str], dict[str, str]]:
         elif semconv.HW_ID in resource and semconv.HW_NAME in resource:
             names[str(resource[semconv.HW_ID])] = str(resource[semconv.HW_NAME])
     return parents, names
-
-
-def _holders_via_mig(
-    batch: Batch, resolved: list[tuple[Attributes, ...] | None]
-) -> dict[str, tuple[Attributes, ...]]:
-    """A MIG-enabled GPU is held by the holders of its instances, as a shared GPU."""
-    holders: dict[str, dict[Holder, None]] = {}
-    node = ""
-    for rm, labels in zip(batch, resolved, strict=True):
-        parent = rm.resource.get(semconv.HW_PARENT)
-        if parent is None or not labels or semconv.PROCESS_PID in rm.resource:
-            continue
-        for attrs in labels:
-            holder = Holder(
-                str(attrs[semconv.K8S_NAMESPACE_NAME]),
-                str(attrs[semconv.K8S_POD_NAME]),
-                str(attrs[semconv.K8S_CONTAINER_NAME]),
-            )
-            holders.setdefault(str(parent), {})[holder] = None
-            node = str(attrs.get(semconv.K8S_NODE_NAME, ""))
-    return {
-        parent: holder_labels(tuple(sorted(hs)), shared=True, node_name=node)
-        for parent, hs in holders.items()
-    }

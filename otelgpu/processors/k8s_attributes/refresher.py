@@ -61,6 +61,7 @@ class SnapshotRefresher:
         self._last_ok: float | None = None
         self._last_try = float("-inf")
         self.attempts = 0
+        self.first_attempt = asyncio.Event()  # set once the kubelet answered or failed once
 
     def request(self) -> None:
         """Asks for an early refresh (an unknown device was seen). No I/O; never blocks."""
@@ -83,6 +84,11 @@ class SnapshotRefresher:
             self._publish_age()
             await self._clock.sleep(max(0.0, min(TICK, due - self._clock.monotonic())))
 
+    @property
+    def attempt_timeout(self) -> float:
+        """How long one refresh may take at most."""
+        return 2 * self._timeout + 1
+
     async def _refresh(self, trigger: str) -> float:
         """One refresh; returns when the next one is due."""
         self.attempts += 1
@@ -93,12 +99,14 @@ class SnapshotRefresher:
         )
         try:
             # The client bounds each request; this bounds a client that would not.
-            async with asyncio.timeout(2 * self._timeout + 1):
+            async with asyncio.timeout(self.attempt_timeout):
                 pods = await self._client.list()
                 allocatable = await self._client.allocatable()
             self._on_answer(pods, allocatable)
         except Exception as exc:  # kubelet errors, timeouts, a bad answer: never end the loop
             return self._failed(exc)
+        finally:
+            self.first_attempt.set()
         self._failures = 0
         self._last_ok = self._clock.monotonic()
         telemetry.source_ok(SOURCE)

@@ -4,7 +4,11 @@ A holder is one container. Each container's devices belong to that container onl
 a pod, a device listed by several containers is the kubelet reusing an init container's
 device for the app container that follows it (the kubelet lists init containers first):
 the last container listing it holds it. Across pods, every pod listing a device (or a
-replica of it) holds it, and the device is marked as shared.
+replica of it) holds it.
+
+Each device's `Allocation` is worked out here, off the hot path: the labels of the device's own
+series (its holder's when it has exactly one; none of any holder's when several share it) and
+one allocation label set per holder, with that holder's share (1/N) and replica IDs.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from otelgpu import semconv
-from otelgpu.model import Attributes
+from otelgpu.model import Attributes, AttrValue
 from otelgpu.processors.k8s_attributes.devices import Key, parse_device_id
 from otelgpu.processors.k8s_attributes.pod_resources import DeviceAllocation, PodAllocation
 
@@ -29,27 +33,40 @@ class Holder:
 
 
 @dataclass(frozen=True, slots=True)
+class Allocation:
+    """Who holds one device, as `process` needs it.
+
+    `device`: the attributes of the device's own series. `holders`: one (attributes, share)
+    per holder for its `nvidia.gpu.allocation` series. `members`: the holders as
+    (namespace, pod, container), for checking a process against the allocation.
+    """
+
+    device: Attributes
+    holders: tuple[tuple[Attributes, float], ...]
+    members: frozenset[tuple[str, str, str]]
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What the kubelet said at one refresh, indexed for `process`.
 
-    `labels[key]` holds one attribute set per holder of the device (in holder order),
-    with the sharing attributes already in place. `known` is every key the kubelet can
-    allocate (None when it does not serve `GetAllocatableResources`). `forms` counts the
-    device-ID forms seen, for the log.
+    `allocations[key]` is the allocation of the device with that key. `known` is every key
+    the kubelet can allocate (None when it does not serve `GetAllocatableResources`).
+    `forms` counts the device-ID forms seen, for the log.
     """
 
     holders: Mapping[Key, tuple[Holder, ...]]
-    labels: Mapping[Key, tuple[Attributes, ...]]
+    allocations: Mapping[Key, Allocation]
     known: frozenset[Key] | None
     forms: Mapping[str, int] = field(default_factory=dict)
     pods: int = 0
 
-    def lookup(self, keys: Iterable[Key]) -> tuple[Key, tuple[Attributes, ...]] | None:
-        """The first key with holders, and their attribute sets."""
+    def lookup(self, keys: Iterable[Key]) -> Allocation | None:
+        """The allocation of the first key that has holders."""
         for key in keys:
-            labels = self.labels.get(key)
-            if labels:
-                return key, labels
+            found = self.allocations.get(key)
+            if found is not None:
+                return found
         return None
 
     def is_known(self, keys: Iterable[Key]) -> bool:
@@ -57,6 +74,10 @@ class Snapshot:
         if self.known is None:
             return True
         return any(key in self.known for key in keys)
+
+    def knows(self, keys: Iterable[Key]) -> bool:
+        """Whether the kubelet said it can allocate the device (False when it cannot say)."""
+        return self.known is not None and any(key in self.known for key in keys)
 
 
 class ResourceFilter:
@@ -84,29 +105,50 @@ def build_snapshot(
     node_name: str = "",
 ) -> Snapshot:
     """Indexes one `List` (and `GetAllocatableResources`) answer."""
-    holders: dict[Key, dict[Holder, None]] = {}
-    replicated: set[Key] = set()
+    holders: dict[Key, dict[Holder, set[str]]] = {}
     forms: dict[str, int] = {}
     n_pods = 0
     for pod in pods:
         n_pods += 1
         for key, holder, replica in _pod_devices(pod, wanted, id_type, forms):
-            holders.setdefault(key, {})[holder] = None
+            replicas = holders.setdefault(key, {}).setdefault(holder, set())
             if replica:
-                replicated.add(key)
+                replicas.add(replica)
     known = None if allocatable is None else frozenset(_keys(allocatable, wanted, id_type))
     by_key = {key: tuple(sorted(hs)) for key, hs in holders.items()}
-    labels = {
-        key: holder_labels(hs, shared=key in replicated or len(hs) > 1, node_name=node_name)
-        for key, hs in by_key.items()
-    }
-    return Snapshot(by_key, labels, known, forms, n_pods)
+    allocations = {key: allocation(holders[key], node_name) for key in by_key}
+    return Snapshot(by_key, allocations, known, forms, n_pods)
+
+
+def allocation(holders: Mapping[Holder, set[str]], node_name: str) -> Allocation:
+    """A device's `Allocation` from its holders and each one's replica IDs."""
+    ordered = sorted(holders)
+    shared = len(ordered) > 1
+    node = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
+    sharing: dict[str, AttrValue] = (
+        {semconv.GPU_SHARED: True, semconv.GPU_HOLDERS: len(ordered)} if shared else {}
+    )
+    share = 1.0 / len(ordered)
+    per_holder = []
+    for holder, attrs in zip(
+        ordered, holder_labels(tuple(ordered), node_name=node_name), strict=True
+    ):
+        replicas = ",".join(sorted(holders[holder], key=_replica_order))
+        extra = {semconv.GPU_REPLICA: replicas} if replicas else {}
+        per_holder.append(({**attrs, **sharing, **extra}, share))
+    device = {**node, **sharing} if shared else per_holder[0][0]
+    members = frozenset((h.namespace, h.pod, h.container) for h in ordered)
+    return Allocation(device, tuple(per_holder), members)
+
+
+def _replica_order(replica: str) -> tuple[int, str]:
+    return (int(replica), "") if replica.isdigit() else (0, replica)
 
 
 def _pod_devices(
     pod: PodAllocation, wanted: ResourceFilter, id_type: str, forms: dict[str, int]
-) -> list[tuple[Key, Holder, bool]]:
-    owner: dict[str, tuple[Key, Holder, bool]] = {}
+) -> list[tuple[Key, Holder, str]]:
+    owner: dict[str, tuple[Key, Holder, str]] = {}
     for container in pod.containers:
         holder = Holder(pod.namespace, pod.name, container.name)
         for devices in container.devices:
@@ -120,7 +162,7 @@ def _pod_devices(
                 if ref.replica:
                     forms["replica"] = forms.get("replica", 0) + 1
                 # Later containers win: an app container reusing its init container's device.
-                owner[device_id] = (ref.key, holder, ref.replica)
+                owner[device_id] = (ref.key, holder, ref.replica_id if ref.replica else "")
     return list(owner.values())
 
 
@@ -135,22 +177,17 @@ def _keys(devices: Iterable[DeviceAllocation], wanted: ResourceFilter, id_type: 
     return keys
 
 
-def holder_labels(
-    holders: tuple[Holder, ...], *, shared: bool, node_name: str
-) -> tuple[Attributes, ...]:
-    """One attribute set per holder; the sharing attributes when the device is shared."""
+def holder_labels(holders: tuple[Holder, ...], *, node_name: str) -> tuple[Attributes, ...]:
+    """One attribute set per holder: its namespace, pod, container (and the node)."""
     out: list[Attributes] = []
     for h in holders:
-        attrs: dict[str, str | int | float | bool] = {
+        attrs: dict[str, AttrValue] = {
             semconv.K8S_NAMESPACE_NAME: h.namespace,
             semconv.K8S_POD_NAME: h.pod,
             semconv.K8S_CONTAINER_NAME: h.container,
         }
         if node_name:
             attrs[semconv.K8S_NODE_NAME] = node_name
-        if shared:
-            attrs[semconv.GPU_SHARED] = True
-            attrs[semconv.GPU_HOLDERS] = len(holders)
         out.append(attrs)
     return tuple(out)
 

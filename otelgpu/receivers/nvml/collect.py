@@ -18,8 +18,8 @@ from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMe
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
-from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, XID_CODE
-from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, XID_CODE
+from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
 from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
 from otelgpu.telemetry import SelfTelemetry
 
@@ -28,6 +28,14 @@ _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
 _UP = "nvidia.gpu.up"
 _XID = "nvidia.gpu.xid.errors"
 _PROCESS_MEMORY = "nvidia.gpu.process.memory.usage"
+_PROCESS_UTILIZATION = "nvidia.gpu.process.utilization"
+_PROCESS_MEMORY_UTILIZATION = "nvidia.gpu.process.memory.utilization"
+PROCESS_METRICS = frozenset({_PROCESS_MEMORY, _PROCESS_UTILIZATION, _PROCESS_MEMORY_UTILIZATION})
+_COMPUTE_PROCESSES = "nvmlDeviceGetComputeRunningProcesses"
+_PROCESS_SAMPLES = "nvmlDeviceGetProcessUtilization"
+_TASKS: tuple[tuple[str, Attributes], ...] = tuple(
+    (task, {GPU_TASK: task}) for task in ("general", "encoder", "decoder")
+)
 
 
 P = ParamSpec("P")
@@ -89,7 +97,7 @@ class Collector:
             if device.up:
                 try:
                     self._read(device, cycle, points)
-                    if self._resolver is not None and _PROCESS_MEMORY in self._plan.enabled:
+                    if self._resolver is not None and PROCESS_METRICS & self._plan.enabled:
                         processes = self._processes(device, cycle, live_pids)
                 except GpuLost:
                     self._lost(device)
@@ -99,7 +107,11 @@ class Collector:
             if _UP in self._plan.enabled:
                 self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0)
             if points:
-                out.append(ResourceMetrics(resource=device.resource, metrics=_metrics(points)))
+                out.append(
+                    ResourceMetrics(
+                        resource=device.resource, metrics=_metrics(points), identity=device.uuid
+                    )
+                )
             out.extend(processes)
         if self._resolver is not None:
             self._resolver.retain(live_pids)
@@ -231,35 +243,88 @@ class Collector:
     def _processes(
         self, device: Device, cycle: Cycle, live_pids: list[int]
     ) -> list[ResourceMetrics]:
-        key = "nvmlDeviceGetComputeRunningProcesses"
+        """One resource per process on the GPU: its memory and its utilization samples."""
         # A MIG-enabled GPU answers for all its instances: read the instances instead.
-        if key in device.unsupported or device.has_mig or self._resolver is None:
+        if device.has_mig or self._resolver is None:
             return []
-        procs = self._guard(device, key, self._client.compute_processes, device.handle)
-        if isinstance(procs, Failed):
+        memory = self._process_memory(device)
+        samples = self._process_samples(device)
+        if memory is None and samples is None:
             return []
+        used = memory or {}
+        sampled = samples or {}
+        pids = sorted(used.keys() | sampled.keys())
         out = []
-        resources = device.process_resources
-        for pid, used in procs:
+        for pid in pids:
             live_pids.append(pid)
-            resource = resources.get(pid)
-            if resource is None:
-                resource = resources[pid] = {
-                    **device.resource,
-                    semconv.PROCESS_PID: pid,
-                    semconv.CONTAINER_ID: self._resolver.container_id(pid),
-                }
-            point = NumberDataPoint(
-                attributes=NO_ATTRIBUTES, time_unix_nano=cycle.now_ns, value=used
-            )
+            points: dict[str, list[NumberDataPoint]] = {}
+            if pid in used:
+                self._add(points, _PROCESS_MEMORY, NO_ATTRIBUTES, cycle, used[pid])
+            if samples is not None:
+                # A listed process with no new sample did no work since the last one.
+                self._utilization(points, sampled.get(pid), cycle)
             out.append(
-                ResourceMetrics(resource=resource, metrics=(_metric(_PROCESS_MEMORY, [point]),))
+                ResourceMetrics(
+                    resource=self._process_resource(device, pid),
+                    metrics=_metrics(points),
+                    identity=(device.uuid, pid),
+                )
             )
-        if len(resources) > len(procs):  # some processes ended: forget their resources
-            running = {pid for pid, _ in procs}
+        resources = device.process_resources
+        if len(resources) > len(pids):  # some processes ended: forget their resources
+            running = set(pids)
             for gone in [p for p in resources if p not in running]:
                 del resources[gone]
         return out
+
+    def _process_memory(self, device: Device) -> dict[int, int] | None:
+        if _PROCESS_MEMORY not in self._plan.enabled or _COMPUTE_PROCESSES in device.unsupported:
+            return None
+        procs = self._guard(
+            device, _COMPUTE_PROCESSES, self._client.compute_processes, device.handle
+        )
+        return None if isinstance(procs, Failed) else dict(procs)
+
+    def _process_samples(self, device: Device) -> dict[int, ProcessUtilization] | None:
+        enabled = self._plan.enabled
+        if _PROCESS_SAMPLES in device.unsupported or not (
+            _PROCESS_UTILIZATION in enabled or _PROCESS_MEMORY_UTILIZATION in enabled
+        ):
+            return None
+        since = device.utilization_since_us
+        read = self._client.process_utilization
+        samples = self._guard(device, _PROCESS_SAMPLES, read, device.handle, since)
+        if isinstance(samples, Failed):
+            return None
+        if samples:
+            device.utilization_since_us = max(s.timestamp_us for s in samples)
+        return {s.pid: s for s in samples}
+
+    def _utilization(
+        self,
+        points: dict[str, list[NumberDataPoint]],
+        sample: ProcessUtilization | None,
+        cycle: Cycle,
+    ) -> None:
+        enabled = self._plan.enabled
+        if _PROCESS_UTILIZATION in enabled:
+            values = (sample.sm, sample.encoder, sample.decoder) if sample else (0, 0, 0)
+            for (_, attributes), value in zip(_TASKS, values, strict=True):
+                self._add(points, _PROCESS_UTILIZATION, attributes, cycle, value / 100)
+        if _PROCESS_MEMORY_UTILIZATION in enabled:
+            busy = sample.memory / 100 if sample else 0.0
+            self._add(points, _PROCESS_MEMORY_UTILIZATION, NO_ATTRIBUTES, cycle, busy)
+
+    def _process_resource(self, device: Device, pid: int) -> Attributes:
+        resource = device.process_resources.get(pid)
+        if resource is None:
+            assert self._resolver is not None
+            resource = device.process_resources[pid] = {
+                **device.resource,
+                semconv.PROCESS_PID: pid,
+                semconv.CONTAINER_ID: self._resolver.container_id(pid),
+            }
+        return resource
 
     # --- helpers ------------------------------------------------------------------------------
 

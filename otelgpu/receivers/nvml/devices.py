@@ -34,6 +34,7 @@ class Device:
     gpm_samples: list[Any] = field(default_factory=list)  # [previous, current] buffers
     gpm_primed: bool = False
     process_resources: dict[int, dict[str, AttrValue]] = field(default_factory=dict)
+    utilization_since_us: int = 0  # the newest per-process utilization sample already read
 
     @property
     def is_mig(self) -> bool:

@@ -11,6 +11,7 @@ from it (`render_markdown`), so the three cannot drift apart.
 - `gpm:NVML_GPM_METRIC_*` — GPU performance monitoring, from two samples one cycle apart;
 - `event:nvmlEventTypeXidCriticalError` — counted from NVML events by a worker thread;
 - `process:nvmlDeviceGetComputeRunningProcesses` — per-process memory (`processes: true`);
+- `process:nvmlDeviceGetProcessUtilization` — per-process utilization (`processes: true`);
 - `agent:health` — the receiver's own view of whether the GPU answers.
 
 Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_scale` gives
@@ -26,6 +27,7 @@ from otelgpu.model import AttrValue, MetricKind
 
 # Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only).
 ERROR_TYPE = "error.type"  # hardware semantic conventions' key for hw.errors
+GPU_TASK = "hw.gpu.task"  # hardware semantic conventions: general | encoder | decoder
 XID_CODE = "nvidia.xid.code"  # the XID number, as an int
 
 GAUGE = MetricKind.GAUGE
@@ -58,9 +60,15 @@ class MetricSpec:
 
 
 def _gauge(
-    name: str, unit: str, source: str, dcgm: str, description: str, enabled: bool = True
+    name: str,
+    unit: str,
+    source: str,
+    dcgm: str,
+    description: str,
+    enabled: bool = True,
+    attributes: tuple[str, ...] = (),
 ) -> MetricSpec:
-    return MetricSpec(name, unit, GAUGE, False, description, enabled, source, dcgm)
+    return MetricSpec(name, unit, GAUGE, False, description, enabled, source, dcgm, attributes)
 
 
 def _counter(
@@ -186,6 +194,18 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.process.memory.usage", "By", "process:nvmlDeviceGetComputeRunningProcesses",
         "", "GPU memory used by one process (resource has process.pid and container.id); "
         "emitted only with `processes: true`.",
+    ),
+    _gauge(
+        "nvidia.gpu.process.utilization", "1", "process:nvmlDeviceGetProcessUtilization", "",
+        "Fraction of the GPU one process used over the last sample period: hw.gpu.task is "
+        "general (SMs), encoder or decoder. On a shared GPU this is each pod's real use; "
+        "emitted only with `processes: true`.",
+        attributes=(GPU_TASK,),
+    ),
+    _gauge(
+        "nvidia.gpu.process.memory.utilization", "1", "process:nvmlDeviceGetProcessUtilization",
+        "", "Fraction of time one process kept device memory busy (reads or writes) over the "
+        "last sample period; emitted only with `processes: true`.",
     ),
     _gauge(
         "nvidia.gpu.sm.active", "1", "gpm:NVML_GPM_METRIC_SM_UTIL", "DCGM_FI_PROF_SM_ACTIVE",

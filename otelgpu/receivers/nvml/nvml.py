@@ -9,7 +9,7 @@ worker thread the receiver owns; failures raise `NvmlError` carrying NVML's retu
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,6 +53,18 @@ class MigInstance:
     gpu_instance_id: int
     compute_instance_id: int
     profile: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessUtilization:
+    """One process's latest `nvmlDeviceGetProcessUtilization` sample (percentages, 0..100)."""
+
+    pid: int
+    timestamp_us: int  # CPU time of the sample, microseconds
+    sm: int
+    memory: int
+    encoder: int
+    decoder: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +140,10 @@ class NvmlClient(Protocol):
 
     def compute_processes(self, handle: Handle) -> list[tuple[int, int]]:
         """`nvmlDeviceGetComputeRunningProcesses`: (pid, used GPU memory bytes) pairs."""
+
+    def process_utilization(self, handle: Handle, since_us: int) -> list[ProcessUtilization]:
+        """`nvmlDeviceGetProcessUtilization`: each process's newest sample taken after
+        `since_us` (an empty list when there is none)."""
 
     def gpm_supported(self, handle: Handle) -> bool:
         """`nvmlGpmQueryDeviceSupport`."""
@@ -279,6 +295,22 @@ class RealNvml:
         # usedGpuMemory is None when the driver can't tell (no permission, MIG without CI).
         return [(int(p.pid), int(p.usedGpuMemory or 0)) for p in procs]
 
+    def process_utilization(self, handle: Handle, since_us: int) -> list[ProcessUtilization]:
+        try:
+            samples = self._call("nvmlDeviceGetProcessUtilization", handle, since_us)
+        except NvmlError as exc:
+            # NOT_FOUND: no sample since `since_us`; the binding raises SUCCESS for "none at all".
+            if exc.code in (ERROR_NOT_FOUND, 0):
+                return []
+            raise
+        return newest_samples(
+            ProcessUtilization(
+                int(s.pid), int(s.timeStamp), int(s.smUtil), int(s.memUtil),
+                int(s.encUtil), int(s.decUtil),
+            )
+            for s in samples
+        )  # fmt: skip
+
     def gpm_supported(self, handle: Handle) -> bool:
         return bool(self._call("nvmlGpmQueryDeviceSupport", handle).isSupportedDevice)
 
@@ -323,6 +355,16 @@ class RealNvml:
 
     def event_set_free(self, event_set: Any) -> None:
         self._call("nvmlEventSetFree", event_set)
+
+
+def newest_samples(samples: Iterable[ProcessUtilization]) -> list[ProcessUtilization]:
+    """One sample per pid, the newest (NVML may return several per process)."""
+    newest: dict[int, ProcessUtilization] = {}
+    for sample in samples:
+        held = newest.get(sample.pid)
+        if held is None or sample.timestamp_us >= held.timestamp_us:
+            newest[sample.pid] = sample
+    return list(newest.values())
 
 
 def mig_profile(name: str) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import SimulatedConfig, SimulatedGpu
-from otelgpu.receivers.nvml.nvml import FieldValue, MigInstance, NvmlError
+from otelgpu.receivers.nvml.nvml import FieldValue, MigInstance, NvmlError, ProcessUtilization
 from otelgpu.receivers.nvml.sources import FIELD_IDS, GPM_METRIC_IDS
 
 _FIELD_NAMES = {v: k for k, v in FIELD_IDS.items()}
@@ -259,6 +259,32 @@ class SimulatedNvml:
         if handle.mig < 0 or handle.mig == 0:
             return list(gpu.processes)
         return []
+
+    def process_utilization(self, handle: SimHandle, since_us: int) -> list[ProcessUtilization]:
+        gpu = self._gpu(handle, "nvmlDeviceGetProcessUtilization")
+        if handle.mig >= 0:  # as on real MIG instances
+            raise NvmlError(nvml.ERROR_NOT_SUPPORTED, "Not Supported")
+        now_us = int(self._clock() * 1e6)
+        if now_us <= since_us or not gpu.processes:
+            return []
+        # The GPU's load, split between its processes by the memory each one holds, so the
+        # processes' shares add up to (at most) the GPU's own utilization.
+        load = self._load(gpu.index)
+        total = sum(used for _, used in gpu.processes) or len(gpu.processes)
+        out = []
+        for pid, used in gpu.processes:
+            weight = (used or 1) / total if total else 0.0
+            out.append(
+                ProcessUtilization(
+                    pid=pid,
+                    timestamp_us=now_us,
+                    sm=int(100 * load * weight),
+                    memory=int(60 * load * weight),
+                    encoder=int(10 * load * weight),
+                    decoder=int(20 * load * weight),
+                )
+            )
+        return out
 
     # --- GPM ----------------------------------------------------------------------------------
 

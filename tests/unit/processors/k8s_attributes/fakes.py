@@ -102,7 +102,12 @@ def _rm(resource: dict[str, str | int | float | bool], points: int) -> ResourceM
     metric = Metric(
         name="hw.gpu.utilization", unit="1", description="", kind=MetricKind.GAUGE, points=pts
     )
-    return ResourceMetrics(resource=resource, metrics=(metric,))
+    # The identity the nvml receiver gives: the device's UUID, or (UUID, pid) for a process.
+    pid = resource.get(semconv.PROCESS_PID)
+    uuid = resource[semconv.HW_ID]
+    return ResourceMetrics(
+        resource=resource, metrics=(metric,), identity=uuid if pid is None else (uuid, pid)
+    )
 
 
 def make_processor(
@@ -136,8 +141,13 @@ def series(telemetry: SelfTelemetry, name: str, **attrs: str) -> float | None:
     return float(sum(values)) if values else None
 
 
+def is_allocation(rm: ResourceMetrics) -> bool:
+    return any(m.name == semconv.GPU_ALLOCATION for m in rm.metrics)
+
+
 def holders_of(batch: tuple[ResourceMetrics, ...], uuid: str) -> list[tuple[object, ...]]:
-    """(namespace, pod, container) of every copy of resource `uuid` in `batch`."""
+    """(namespace, pod, container) of every device resource `uuid` in `batch` (one, unless
+    something copies devices: the allocation series are not counted here)."""
     return [
         (
             rm.resource.get(semconv.K8S_NAMESPACE_NAME),
@@ -145,5 +155,20 @@ def holders_of(batch: tuple[ResourceMetrics, ...], uuid: str) -> list[tuple[obje
             rm.resource.get(semconv.K8S_CONTAINER_NAME),
         )
         for rm in batch
-        if rm.resource.get(semconv.HW_ID) == uuid
+        if rm.resource.get(semconv.HW_ID) == uuid and not is_allocation(rm)
+    ]
+
+
+def allocations_of(batch: tuple[ResourceMetrics, ...], uuid: str) -> list[tuple[object, ...]]:
+    """(namespace, pod, container, share, replica) of each allocation series of `uuid`."""
+    return [
+        (
+            rm.resource.get(semconv.K8S_NAMESPACE_NAME),
+            rm.resource.get(semconv.K8S_POD_NAME),
+            rm.resource.get(semconv.K8S_CONTAINER_NAME),
+            rm.metrics[0].points[0].value,
+            rm.resource.get(semconv.GPU_REPLICA),
+        )
+        for rm in batch
+        if rm.resource.get(semconv.HW_ID) == uuid and is_allocation(rm)
     ]

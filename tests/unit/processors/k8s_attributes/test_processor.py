@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu import notes, semconv
 from otelgpu.processors.k8s_attributes.pod_resources import PodResourcesError
 from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
@@ -18,6 +18,7 @@ from tests.unit.processors.k8s_attributes.fakes import (
     UUID_B,
     FakePodResources,
     allocatable,
+    allocations_of,
     container,
     gpu,
     holders_of,
@@ -86,17 +87,34 @@ async def test_process_before_start_passes_the_batch_through(telemetry, client, 
     await processor.shutdown()
 
 
-async def test_time_sliced_gpu_gets_one_copy_per_holder(started, client, clock):
+async def test_time_sliced_gpu_is_one_series_with_an_allocation_per_holder(started, client, clock):
+    """Issue 13 case 2 and 5: a shared GPU was copied once per holder (sums double counted)."""
     client.set(
-        *(pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 1))
+        *(pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 3))
     )
     await clock.advance(10)
+    device = gpu(UUID_A, 0)
+    out = started.process((device,))
+    assert holders_of(out, UUID_A) == [(None, None, None)]  # one series, no holder's labels
+    (shared,) = [rm for rm in out if rm.metrics == device.metrics]
+    assert shared.resource[semconv.GPU_SHARED] is True
+    assert shared.resource[semconv.GPU_HOLDERS] == 2
+    assert shared.identity == device.identity
+    assert allocations_of(out, UUID_A) == [
+        ("ml", "infer-0", "srv", 0.5, "0"),
+        ("ml", "infer-3", "srv", 0.5, "3"),
+    ]
+    shares = [rm for rm in out if rm.metrics != device.metrics]
+    assert len({rm.identity for rm in shares}) == 1  # one set of series, replaced as a whole
+    assert all(rm.resource[semconv.HW_ID] == UUID_A for rm in shares)
+
+
+async def test_exclusive_gpu_has_the_holder_labels_and_a_whole_allocation(started, client, clock):
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    await clock.advance(10)
     out = started.process((gpu(UUID_A, 0),))
-    assert holders_of(out, UUID_A) == [("ml", "infer-0", "srv"), ("ml", "infer-1", "srv")]
-    for rm in out:
-        assert rm.resource[semconv.GPU_SHARED] is True
-        assert rm.resource[semconv.GPU_HOLDERS] == 2
-        assert rm.metrics == gpu(UUID_A, 0).metrics  # the same values, copied per holder
+    assert holders_of(out, UUID_A) == [("ml", "train-0", "trainer")]
+    assert allocations_of(out, UUID_A) == [("ml", "train-0", "trainer", 1.0, None)]
 
 
 async def test_a_gpu_passed_to_another_pod_is_labelled_with_the_new_pod_only(
@@ -166,7 +184,8 @@ async def test_early_refreshes_are_at_most_one_per_second(started, client, clock
     assert client.list_calls - before <= 2
 
 
-async def test_mig_instances_are_matched_by_their_own_uuid(started, client, clock):
+async def test_mig_instances_are_matched_by_their_own_uuid(started, telemetry, client, clock):
+    """Issue 13 case 2: the MIG parent was copied once per MIG holder."""
     client.set(
         pod("ml", "a", container("c", {"nvidia.com/mig-1g.10gb": [MIG_1]})),
         pod("ml", "b", container("c", {"nvidia.com/mig-1g.10gb": [MIG_2]})),
@@ -176,16 +195,16 @@ async def test_mig_instances_are_matched_by_their_own_uuid(started, client, cloc
     out = started.process(batch)
     assert holders_of(out, MIG_1) == [("ml", "a", "c")]
     assert holders_of(out, MIG_2) == [("ml", "b", "c")]
-    # The MIG-enabled GPU itself is shared by the holders of its instances.
-    assert holders_of(out, UUID_A) == [("ml", "a", "c"), ("ml", "b", "c")]
-    parents = [rm for rm in out if rm.resource[semconv.HW_ID] == UUID_A]
-    assert all(rm.resource[semconv.GPU_HOLDERS] == 2 for rm in parents)
+    # The MIG-enabled GPU itself: once, with none of its instances' holders.
+    assert holders_of(out, UUID_A) == [(None, None, None)]
+    assert allocations_of(out, UUID_A) == []
+    assert series(telemetry, UNMATCHED) is None  # held through its instances: no fault
 
 
-async def test_mig_parent_without_held_instances_is_not_allocated(started, telemetry, client):
+async def test_mig_parent_is_never_counted_unmatched(started, telemetry, client):
     out = started.process((gpu("GPU-mig-parent", 3, points=2), mig(MIG_1, "GPU-mig-parent", 1)))
     assert len(out) == 2
-    assert series(telemetry, UNMATCHED, reason="not_allocated") == 2
+    assert series(telemetry, UNMATCHED, reason="not_allocated") is None
     assert series(telemetry, UNMATCHED, reason="unknown_device") == 1  # the MIG instance
 
 
@@ -198,19 +217,31 @@ async def test_existing_attributes_are_never_overwritten(started, client, clock)
     assert out[0].resource[semconv.K8S_NAMESPACE_NAME] == "given"
     assert out[0].resource[semconv.K8S_NODE_NAME] == "n"
     assert out[0].resource[semconv.K8S_POD_NAME] == "train-0"
-    assert out[1] is pod_set  # already attributed by someone: left alone
+    assert out[-1] is pod_set  # already attributed by someone: left alone
 
 
-async def test_per_process_series_on_a_shared_gpu_is_not_guessed(started, telemetry, client, clock):
-    client.set(*(pod("ml", f"p{i}", container("c", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 1)))
+async def test_process_series_are_never_labelled_by_the_allocation(started, client, clock):
+    """Issue 13 case 4: a process on a GPU was billed to whoever holds the GPU."""
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
     await clock.advance(10)
     proc = gpu(UUID_A, 0, points=1, **{semconv.PROCESS_PID: 4242})
-    out = started.process((proc,))
-    assert holders_of(out, UUID_A) == [(None, None, None)]
-    assert series(telemetry, UNMATCHED, reason="ambiguous_process") == 1
-    client.set(pod("ml", "solo", container("c", {GPU: [UUID_A]})))
-    await clock.advance(10)
-    assert holders_of(started.process((proc,)), UUID_A) == [("ml", "solo", "c")]
+    (out,) = started.process((proc,))
+    assert holders_of((out,), UUID_A) == [(None, None, None)]
+    assert out.resource[semconv.K8S_NODE_NAME] == "node-a"
+    # What the allocation is goes along for container_env to check the process against.
+    assert out.notes[notes.GPU_HOLDERS] == {("ml", "train-0", "trainer")}
+
+
+async def test_process_on_a_known_idle_gpu_notes_no_holders(started, client, clock):
+    proc = gpu(UUID_B, 1, points=1, **{semconv.PROCESS_PID: 7})
+    (out,) = started.process((proc,))
+    assert out.notes[notes.GPU_HOLDERS] == frozenset()
+
+
+async def test_process_on_an_unknown_gpu_notes_nothing(started):
+    proc = gpu("GPU-unknown", 5, points=1, **{semconv.PROCESS_PID: 7})
+    (out,) = started.process((proc,))
+    assert notes.GPU_HOLDERS not in out.notes
 
 
 async def test_non_gpu_resources_pass_untouched(started, telemetry):

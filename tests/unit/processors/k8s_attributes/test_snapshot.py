@@ -24,12 +24,15 @@ def test_devices_belong_to_their_container_only():
         id_type="auto",
     )
     assert snap.holders == {("id", UUID_A): (Holder("ml", "train-0", "trainer"),)}
-    (labels,) = snap.labels[("id", UUID_A)]
-    assert labels == {
+    found = snap.allocations[("id", UUID_A)]
+    labels = {
         semconv.K8S_NAMESPACE_NAME: "ml",
         semconv.K8S_POD_NAME: "train-0",
         semconv.K8S_CONTAINER_NAME: "trainer",
     }
+    assert found.device == labels  # one holder: its labels on the device's own series
+    assert found.holders == ((labels, 1.0),)
+    assert found.members == {("ml", "train-0", "trainer")}
 
 
 def test_init_container_does_not_steal_the_gpu():
@@ -53,10 +56,19 @@ def test_init_container_does_not_steal_the_gpu():
 def test_time_sliced_replicas_make_every_pod_a_holder():
     pods = [pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in range(3)]
     snap = build_snapshot(pods, None, wanted=DEFAULT, id_type="auto", node_name="node-a")
-    labels = snap.labels[("id", UUID_A)]
+    found = snap.allocations[("id", UUID_A)]
+    # The device's own series: shared, with no holder's labels.
+    assert found.device == {
+        semconv.K8S_NODE_NAME: "node-a",
+        semconv.GPU_SHARED: True,
+        semconv.GPU_HOLDERS: 3,
+    }
+    labels = [a for a, _ in found.holders]
     assert [a[semconv.K8S_POD_NAME] for a in labels] == ["infer-0", "infer-1", "infer-2"]
+    assert [a[semconv.GPU_REPLICA] for a in labels] == ["0", "1", "2"]
     assert all(a[semconv.GPU_SHARED] is True and a[semconv.GPU_HOLDERS] == 3 for a in labels)
     assert all(a[semconv.K8S_NODE_NAME] == "node-a" for a in labels)
+    assert sum(share for _, share in found.holders) == 1.0
     assert snap.forms == {"gpu-uuid": 3, "replica": 3}
 
 
@@ -67,8 +79,12 @@ def test_two_replicas_in_one_container_are_one_holder():
         wanted=DEFAULT,
         id_type="auto",
     )
-    (labels,) = snap.labels[("id", UUID_A)]
-    assert labels[semconv.GPU_SHARED] is True and labels[semconv.GPU_HOLDERS] == 1
+    found = snap.allocations[("id", UUID_A)]
+    # The only holder of a time-sliced GPU: the GPU is its own, with both replica IDs.
+    ((labels, share),) = found.holders
+    assert share == 1.0 and labels[semconv.GPU_REPLICA] == "0,1"
+    assert semconv.GPU_SHARED not in labels
+    assert found.device == labels
 
 
 def test_resource_names_are_globs():

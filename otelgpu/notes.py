@@ -1,0 +1,10 @@
+"""Names of the notes processors leave for each other on a resource (`ResourceMetrics.notes`).
+
+Notes travel with a resource through one pipeline and are never exported. They let a later
+processor check what an earlier one knew without either reaching into the other.
+"""
+
+# On a GPU process's resource, from k8s_attributes: the containers the kubelet allocated the
+# process's GPU (or MIG instance) to, as a frozenset of (namespace, pod, container); an empty
+# set when the kubelet knows the device and nobody holds it. Absent when the kubelet cannot say.
+GPU_HOLDERS = "gpu.holders"
