@@ -22,6 +22,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.e2e.identity import SeriesWatch
 from tests.integration.agent_process import AgentProcess
 from tests.peers import kubelet as kubelet_api
 from tests.peers.cri_records import Pod, create_container, create_sandbox
@@ -79,6 +80,17 @@ INFER_B = _holder("serving", "infer-b", "server", MIG, "platform", "chat")
 NOTEBOOK_C = _holder("research", "notebook-c", "lab", f"{GPU2}::0", "nlp", "tagger")
 NOTEBOOK_D = _holder("research", "notebook-d", "lab", f"{GPU2}::1", "speech", "asr")
 HOLDERS = (TRAIN_A, INFER_B, NOTEBOOK_C, NOTEBOOK_D)
+
+# Who the kubelet allocated each device to at start. The device series of GPU0 and of the MIG
+# instance carry their one holder's labels; GPU2's two holders are only on allocation series.
+ALLOCATED: dict[str, tuple[Holder, ...]] = {
+    GPU0: (TRAIN_A,),
+    MIG: (INFER_B,),
+    GPU2: (NOTEBOOK_C, NOTEBOOK_D),
+}
+# Devices whose own series carry no holder: the MIG-enabled GPU (held through its instance),
+# the time-sliced GPU (two holders) and the idle GPU.
+UNLABELLED = (GPU1, GPU2, GPU3)
 
 JOB_ENV = {"TEAM": "batch", "PROJECT": "nightly", "API_TOKEN": CANARY}
 JOB_LABELS = {"com.example.owner": "alice", "com.example.secret-key": CANARY}
@@ -184,6 +196,7 @@ class Node:
     dcgm_port: int
     agent: AgentProcess | None = None
     prometheus: PrometheusServer | None = None
+    watch: SeriesWatch | None = None
     session: aiohttp.ClientSession = field(default_factory=aiohttp.ClientSession)
 
     @property
@@ -280,6 +293,15 @@ async def running_node(root: Path) -> AsyncIterator[Node]:
         )
         node.agent = AgentProcess("run", "-c", str(config))
         stack.push_async_callback(_stop_agent, node.agent)
+        # From the agent's first body on, every body is checked (R10).
+        node.watch = SeriesWatch({"otel": node.otel_port, "dcgm": node.dcgm_port})
+        for device, holders in ALLOCATED.items():
+            for h in holders:
+                node.watch.allow(device, h.pod.name, h.team)
+        for device in UNLABELLED:
+            node.watch.allow(device, None, None)
+        node.watch.start()
+        stack.push_async_callback(node.watch.stop)
         for port in ports:
             await _serving(node, port)
         node.prometheus = PrometheusServer(

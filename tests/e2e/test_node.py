@@ -2,15 +2,19 @@
 
 One node is started for the module (tests/e2e/node.py); the tests read what leaves the agent
 through Prometheus's query API, the agent's /metrics bodies and rotel's output, then break
-its sources one at a time (R1 containerd killed, R3 kubelet slow, R5 pod deleted) and check
-what users see. The fault tests restore what they broke, so they run in file order; the
-secret check runs last, over everything the run produced.
+its sources one at a time (R1 containerd killed, R3 kubelet slow, a reload, R5 pod deleted, a
+pod recreated under the same name on another GPU) and check what users see. Meanwhile a
+watcher (tests/e2e/identity.py) checks every body the agent serves for R10: one series per
+device, allocation shares adding up, no borrowed labels. The fault tests restore what they
+broke, so they run in file order; the R10 verdict and the secret check run last, over
+everything the run produced.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +23,7 @@ import pytest
 import pytest_asyncio
 
 from tests.e2e.node import (
+    ALLOCATED,
     CANARY,
     EXPIRATION,
     GPU0,
@@ -30,7 +35,6 @@ from tests.e2e.node import (
     MIG,
     NODE_NAME,
     NOTEBOOK_C,
-    NOTEBOOK_D,
     TRAIN_A,
     Holder,
     Node,
@@ -42,11 +46,13 @@ from tests.peers.prometheus import Result
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
 
+# Whose labels each device's own series carry: one holder, or none (the MIG-enabled GPU is
+# held through its instance; the time-sliced GPU2 by two pods, named on allocation series).
 HELD_BY: dict[str, tuple[Holder, ...]] = {
     GPU0: (TRAIN_A,),
-    GPU1: (INFER_B,),
+    GPU1: (),
     MIG: (INFER_B,),
-    GPU2: (NOTEBOOK_C, NOTEBOOK_D),
+    GPU2: (),
     GPU3: (),
 }
 
@@ -126,6 +132,9 @@ def _holder_problems(m: dict[str, str], n: Naming, holders: tuple[Holder, ...]) 
     return [f"{k}={m.get(k)!r}, wanted {v!r}: {m}" for k, v in expected.items() if m.get(k) != v]
 
 
+ALLOCATION = "nvidia_gpu_allocation_ratio"
+
+
 def problems(result: Result, n: Naming, node: Node) -> list[str]:
     """Every GPU series that does not carry exactly its holder's labels; [] when all do."""
     found: list[str] = []
@@ -136,7 +145,10 @@ def problems(result: Result, n: Naming, node: Node) -> list[str]:
             want = {"container_id": node.job.id, n.team: "batch", n.owner: "alice"}
             found += [f"process {k}={m.get(k)!r}" for k, v in want.items() if m.get(k) != v]
             continue
-        found += _holder_problems(m, n, HELD_BY[gpu_of(m, n)])
+        if m["__name__"] == ALLOCATION:
+            found += _holder_problems(m, n, ALLOCATED[gpu_of(m, n)])
+        else:
+            found += _holder_problems(m, n, HELD_BY[gpu_of(m, n)])
         seen.add(m.get(n.pod))
     missing = {h.pod.name for h in HOLDERS} - seen
     return found + [f"no series for {sorted(missing)}"] * bool(missing)
@@ -160,10 +172,18 @@ async def test_every_gpu_series_names_its_holder_and_business_labels(
     await eventually(all_right, lambda: f"{expr}: {len(last)} wrong, e.g. {last[:3]}")
     # Spot checks of the exact labels users query by, in this naming mode.
     util = "hw_gpu_utilization_ratio" if naming is OTEL else "DCGM_FI_DEV_GPU_UTIL"
-    shared = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
-    assert sorted(s["metric"][naming.pod] for s in shared) == ["notebook-c", "notebook-d"]
-    assert {s["metric"]["nvidia_gpu_holders"] for s in shared} == {"2"}
-    assert value(shared[0]) == value(shared[1])  # one GPU, one value, a copy per holder
+    (shared,) = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
+    assert naming.pod not in shared["metric"]  # one series, no single holder's labels
+    assert shared["metric"]["nvidia_gpu_holders"] == "2"
+    holders = await node.prom.query(f'{ALLOCATION}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
+    replica = "nvidia_gpu_replica" if naming is OTEL else "vgpu"
+    assert sorted((s["metric"][naming.pod], s["metric"][replica]) for s in holders) == [
+        ("notebook-c", "0"),
+        ("notebook-d", "1"),
+    ]
+    assert [value(s) for s in holders] == [0.5, 0.5]
+    parent = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU1}"}}')
+    assert parent == [] or all(naming.pod not in s["metric"] for s in parent)
     memory = "hw_gpu_memory_usage_bytes" if naming is OTEL else "DCGM_FI_DEV_FB_USED"
     mig = await node.prom.query(f'{memory}{{job="{naming.job}",hw_id="{MIG}"}}')
     assert [s["metric"][naming.pod] for s in mig] == ["infer-b"]
@@ -186,6 +206,15 @@ async def test_a_gpu_process_maps_to_its_real_docker_container(node: Node) -> No
     assert otel["container_label_com_example_owner"] == dcgm["label_com_example_owner"] == "alice"
     assert "k8s_pod_name" not in otel  # a plain docker container names no pod
     assert value(by_job["otel"]) == 6 * 2**30
+    # Its own utilization, per task; and it runs on a GPU nobody was allocated: a squatter.
+    tasks = await node.prom.wait_for(
+        f'nvidia_gpu_process_utilization_ratio{{job="otel",process_pid="{node.job.pid}"}}',
+        lambda r: len(r) == 3,
+    )
+    assert {s["metric"]["hw_gpu_task"] for s in tasks} == {"general", "encoder", "decoder"}
+    outside = 'otelgpu_gpu_processes_outside_allocation{job="otel"}'
+    await node.prom.wait_for(outside, lambda r: len(r) == 1 and value(r[0]) == 1)
+    assert f"process {node.job.pid} of {node.job.id} uses GPU {GPU3}" in node.log
 
 
 async def test_otlp_resources_reach_rotel_with_the_same_labels(node: Node) -> None:
@@ -219,35 +248,39 @@ async def _gpu0(node: Node, metric: str = "hw_energy_joules_total") -> list[Any]
 
 
 async def test_r1_containerd_killed_then_back(node: Node) -> None:
+    """A runtime outage never changes labels: the last good snapshot keeps labelling (issue 13
+    case 1: the labelled series froze while a new pod-only series carried the values)."""
     source = 'otelgpu_source_up{job="otel",source="containerd"}'
+    assert node.watch is not None
+    node.watch.phase = "containerd down"
     await asyncio.to_thread(node.containerd.kill)
     try:
         await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
-
-        async def unlabelled() -> list[Any]:  # env labels dropped, never served stale
-            s = await _gpu0(node)
-            return s if s and all("container_env_TEAM" not in x.labels for x in s) else []
-
-        before = await eventually(unlabelled, "GPU0 served without env labels")
-        assert [x.labels["k8s_pod_name"] for x in before] == ["train-a"]  # kubelet still says
+        first = await _gpu0(node)
+        assert [x.labels.get("container_env_TEAM") for x in first] == ["vision"], first
 
         async def still_updating() -> bool:
-            return any(x.value > before[0].value for x in await unlabelled())
+            now = await _gpu0(node)
+            labelled = [x.labels.get("container_env_TEAM") for x in now] == ["vision"]
+            return labelled and now[0].value > first[0].value
 
-        await eventually(still_updating, "GPU0 energy rising while containerd is down")
+        await eventually(still_updating, "GPU0 energy rising, labelled, while containerd is down")
     finally:
         await asyncio.to_thread(node.containerd.start)
+        node.watch.phase = "containerd back"
     await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 1)
 
     async def labelled_only() -> bool:
         return [x.labels.get("container_env_TEAM") for x in await _gpu0(node)] == ["vision"]
 
-    await eventually(labelled_only, "GPU0 labelled again, and only labelled, after restart")
+    await eventually(labelled_only, "GPU0 labelled, once, after restart")
 
 
 async def test_r3_slow_kubelet_keeps_the_last_good_mapping(node: Node) -> None:
     source = 'otelgpu_source_up{job="otel",source="pod_resources"}'
     age = 'otelgpu_pod_resources_snapshot_age_seconds{job="otel"}'
+    assert node.watch is not None
+    node.watch.phase = "kubelet slow"
     node.kubelet.delay = 3.0  # beyond the processor's 1s timeout
     try:
         await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
@@ -265,7 +298,27 @@ async def test_r3_slow_kubelet_keeps_the_last_good_mapping(node: Node) -> None:
     await node.prom.wait_for(age, lambda r: len(r) == 1 and value(r[0]) < EXPIRATION)
 
 
+async def test_reload_serves_no_unlabelled_series(node: Node) -> None:
+    """Issue 13 case 1: after every reload the first collection went out unlabelled."""
+    assert node.watch is not None and node.agent is not None
+    node.watch.phase = "reload"
+    mark = len(node.agent.lines)
+    node.agent.send(signal.SIGHUP)
+    await asyncio.to_thread(node.agent.wait_for, "configuration reloaded", after=mark)
+
+    async def labelled() -> bool:
+        return [x.labels.get("container_env_TEAM") for x in await _gpu0(node)] == ["vision"]
+
+    await eventually(labelled, "GPU0 labelled after the reload")
+    await asyncio.sleep(2.0)  # several collections of the new pipelines, all watched
+    node.watch.phase = "after reload"
+
+
 async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None:
+    assert node.watch is not None
+    node.watch.phase = "pod deleted"
+    # GPU2 keeps one holder: its own series now carry notebook-c's labels.
+    node.watch.allow(GPU2, NOTEBOOK_C.pod.name, NOTEBOOK_C.team)
     node.kubelet.set_pods(*kubelet_pods(TRAIN_A, INFER_B, NOTEBOOK_C))
 
     async def only_c(port: int, pod: str, metric: str) -> bool:
@@ -292,6 +345,16 @@ async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None
     }
     labelled = {(pod, team) for pod, team in pairs if pod and team}
     assert labelled == {("notebook-c", "nlp"), ("notebook-d", "speech")}, pairs
+
+
+async def test_r10_every_body_had_one_series_per_device_and_true_labels(node: Node) -> None:
+    """The verdict of the watcher that checked every body since the agent was launched."""
+    assert node.watch is not None
+    await asyncio.sleep(1.0)  # a last few bodies after the final change
+    scrapes = dict(node.watch.scrapes)
+    assert node.watch.violations == [], (scrapes, node.watch.violations[:20])
+    for phase in ("start", "containerd down", "kubelet slow", "reload", "pod deleted"):
+        assert scrapes.get(phase, 0) >= 4, scrapes  # each phase was really watched
 
 
 async def test_the_secret_canary_appears_nowhere(node: Node) -> None:

@@ -8,6 +8,7 @@ frozen dataclasses here, so nothing else in the processor sees protobuf.
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
 import stat
@@ -89,8 +90,11 @@ class GrpcPodResourcesClient:
         self._allocatable_served = True
 
     async def list(self) -> tuple[PodAllocation, ...]:
-        answer = await self._call("List", _messages().ListPodResourcesRequest())
-        return tuple(_pod(p) for p in answer.pod_resources)
+        # The answer arrives as bytes and is parsed and converted in a worker thread: at
+        # tens of thousands of pods that is hundreds of milliseconds the event loop (and so
+        # every scrape) must not wait for.
+        raw = await self._call("List", _messages().ListPodResourcesRequest(), raw=True)
+        return await asyncio.to_thread(parse_list, raw)
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if not self._allocatable_served:
@@ -113,9 +117,15 @@ class GrpcPodResourcesClient:
         if channel is not None:
             await channel.close()
 
-    async def _call(self, method: str, request: object) -> Any:
+    async def _call(self, method: str, request: Any, *, raw: bool = False) -> Any:
         stub = await self._connect()
         try:
+            if raw:  # the same RPC, its answer left as bytes
+                assert self._channel is not None
+                call = self._channel.unary_unary(
+                    f"/{_SERVICE}/{method}", request_serializer=type(request).SerializeToString
+                )
+                return await call(request, timeout=self._timeout)
             return await getattr(stub, method)(request, timeout=self._timeout)
         except grpc.aio.AioRpcError as exc:
             code = exc.code()
@@ -153,6 +163,14 @@ class GrpcPodResourcesClient:
 
 
 _PROTO = "otelgpu.processors.k8s_attributes._proto"
+_SERVICE = "v1.PodResourcesLister"
+MAX_NAME_LENGTH = 253  # Kubernetes names are at most 253 characters; a longer one is cut
+
+
+def parse_list(raw: bytes) -> tuple[PodAllocation, ...]:
+    """A `List` answer's bytes as pods (run off the event loop: it is the costly part)."""
+    answer = _messages().ListPodResourcesResponse.FromString(raw)
+    return tuple(_pod(p) for p in answer.pod_resources)
 
 
 # The generated stubs are untyped: loaded by name so the type checker treats them as Any
@@ -171,7 +189,13 @@ def _devices(message: Any) -> DeviceAllocation:
 
 def _pod(message: Any) -> PodAllocation:
     containers = tuple(
-        ContainerAllocation(str(c.name), tuple(_devices(d) for d in c.devices))
+        ContainerAllocation(_name(c.name), tuple(_devices(d) for d in c.devices))
         for c in message.containers
     )
-    return PodAllocation(str(message.namespace), str(message.name), containers)
+    return PodAllocation(_name(message.namespace), _name(message.name), containers)
+
+
+def _name(value: object) -> str:
+    """A Kubernetes name as a label value: a kubelet never sends more than 253 characters, so
+    anything longer is cut rather than carried onto every series."""
+    return str(value)[:MAX_NAME_LENGTH]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import random
 import time
@@ -58,6 +59,7 @@ NO_SNAPSHOT = "no_snapshot"  # the kubelet never answered
 NOT_ALLOCATED = "not_allocated"  # the kubelet knows the GPU; no container holds it
 UNKNOWN_DEVICE = "unknown_device"  # the kubelet does not know this GPU under any ID form
 _ASKED_MAX = 4096  # unknown devices remembered (bounds memory if IDs churn)
+OFF_LOOP_PODS = 200  # pod-resources answers larger than this are indexed in a worker thread
 _ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
 ALLOCATION_DESCRIPTION = (
     "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
@@ -145,16 +147,20 @@ class K8sAttributesProcessor:
         if self._client is not None:
             await self._client.close()
 
-    def _install(
+    async def _install(
         self, pods: tuple[PodAllocation, ...], allocatable: tuple[DeviceAllocation, ...] | None
     ) -> None:
-        snapshot = build_snapshot(
+        build = functools.partial(
+            build_snapshot,
             pods,
             allocatable,
             wanted=self._wanted,
             id_type=self._config.device_id_type,
             node_name=self._node_name,
         )
+        # Indexing thousands of pods takes long enough to delay scrapes: off the event loop
+        # (a small answer costs less than the hand-over to a thread).
+        snapshot = await asyncio.to_thread(build) if len(pods) > OFF_LOOP_PODS else build()
         forms = frozenset(snapshot.forms)
         if forms != self._forms:  # say which ID forms the device plugin uses, once per change
             self._forms = forms

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from otelgpu.component import Settings
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -31,7 +31,9 @@ TICK = 1.0  # seconds between age updates; also the floor between two refreshes
 BACKOFF_INITIAL = 1.0
 BACKOFF_MAX = 60.0
 
-OnAnswer = Callable[[tuple[PodAllocation, ...], tuple[DeviceAllocation, ...] | None], None]
+OnAnswer = Callable[
+    [tuple[PodAllocation, ...], tuple[DeviceAllocation, ...] | None], Awaitable[None]
+]
 
 
 class SnapshotRefresher:
@@ -102,7 +104,7 @@ class SnapshotRefresher:
             async with asyncio.timeout(self.attempt_timeout):
                 pods = await self._client.list()
                 allocatable = await self._client.allocatable()
-            self._on_answer(pods, allocatable)
+            await self._on_answer(pods, allocatable)
         except Exception as exc:  # kubelet errors, timeouts, a bad answer: never end the loop
             return self._failed(exc)
         finally:

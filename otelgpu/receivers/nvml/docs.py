@@ -38,6 +38,15 @@ reports the same readings in %, MiB, MHz and mJ.
 
 """
 
+_ALLOCATION = (
+    "One series per holder of each allocated GPU or MIG instance: value 1 for a whole device, "
+    "1/N when N containers share it (time-slicing, MPS). Carries "
+    f"`{semconv.HW_ID}`, the holder's `k8s.*` names, its business labels and "
+    f"`{semconv.GPU_REPLICA}` (the device plugin's replica IDs; dcgm's `vgpu`). Multiply a "
+    f"device metric by it on `{semconv.HW_ID}` to split that metric between pods: see "
+    "docs/prometheus.md."
+)
+
 _RESOURCE = f"""
 ## Resource attributes
 
@@ -47,8 +56,30 @@ Every GPU series carries `{semconv.HW_ID}` (GPU UUID), `{semconv.HW_TYPE}` (`gpu
 `{semconv.HOST_NAME}`. A MIG instance is its own resource: `{semconv.HW_ID}` is the MIG UUID,
 `{semconv.HW_NAME}` is `nvidia0/gi<N>`, and it adds `{semconv.HW_PARENT}` (the GPU's UUID),
 `{semconv.MIG_PROFILE}`, `{semconv.MIG_GPU_INSTANCE_ID}` and `{semconv.MIG_COMPUTE_INSTANCE_ID}`.
-Per-process memory is one resource per (GPU, process): the GPU's attributes plus
-`{semconv.PROCESS_PID}` and `{semconv.CONTAINER_ID}` (empty for a host process).
+Per-process metrics are one resource per (GPU, process): the GPU's attributes plus
+`{semconv.PROCESS_PID}` and `{semconv.CONTAINER_ID}` (empty for a host process). A process is
+labelled with the pod and container it runs in (from its container ID, by `container_env`),
+never with the pod its GPU is allocated to.
+
+## Series identity
+
+A series is its metric, its device (`{semconv.HW_ID}`; a MIG instance has its own) and the
+attributes the receiver produced (`error.type`, `nvidia.xid.code`, `hw.gpu.task`,
+`{semconv.PROCESS_PID}`). Labels that processors add (pod, container, business labels) are
+properties of that series: when they change, the old label set is gone from `/metrics` at once
+and never sent again by OTLP; `metric_expiration` only removes devices and processes that stop
+reporting. Device metrics are emitted once per GPU and once per MIG instance, whoever holds
+them, so `sum()` over a node is the node's real total.
+
+## Metrics added by processors
+
+| Name | Unit | Type | Added by | Description |
+|---|---|---|---|---|
+| `{semconv.GPU_ALLOCATION}` | `1` | gauge | `k8s_attributes` | {_ALLOCATION} |
+
+A device held by one container carries that container's labels itself. A device shared by
+several carries none of theirs, only `{semconv.GPU_SHARED}=true` and `{semconv.GPU_HOLDERS}`; a
+MIG-enabled GPU carries none of its instances' holders.
 """
 
 

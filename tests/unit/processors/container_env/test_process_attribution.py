@@ -121,3 +121,13 @@ async def test_no_note_no_gauge(telemetry, clock):
     proc.process((_process(4242, SQUATTER, None),))
     assert _gauge(telemetry) is None
     await proc.shutdown()
+
+
+async def test_start_waits_for_the_first_refresh(telemetry, clock):
+    """Issue 13 case 1: the first export went out before any runtime had answered, so every
+    series started unlabelled (then a labelled twin appeared beside it)."""
+    proc = make_processor(telemetry, [(_runtime(), True)], clock, env={"include": ["TEAM"]})
+    await proc.start(FakeHost(telemetry))  # no clock advance: the answer is already in
+    resource = one(proc.process((_process(7, TRAINER, None),)))
+    assert resource["container.env.TEAM"] == "ml"
+    await proc.shutdown()
