@@ -67,10 +67,15 @@ def grafana_query(expr: str) -> str:
 
 @cache
 def catalog_names() -> frozenset[str]:
-    """Prometheus names of every catalog metric in `naming: otel`."""
+    """Prometheus names of every catalog metric in `naming: otel`, and of the metrics the
+    processors add (the allocation series of k8s_attributes)."""
+    from otelgpu.processors.k8s_attributes.processor import allocation_metric
+
+    allocation = allocation_metric(1.0, 0)
+    added = metric_name(allocation.name, allocation.unit, allocation.kind, allocation.monotonic)
     return frozenset(
         metric_name(spec.name, spec.unit, spec.kind, spec.monotonic) for spec in CATALOG
-    )
+    ) | {added}
 
 
 @cache

@@ -4,6 +4,7 @@ agent's /metrics, not only against the catalog."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from tests.deploy.names import catalog_names, metrics_in
 from tests.deploy.sync import PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
+from tests.peers.kubelet import FakeKubelet, container, pod
 
 pytestmark = pytest.mark.integration
 
@@ -53,8 +55,23 @@ def _used_gpu_metrics() -> set[str]:
     return used & catalog_names()
 
 
+SIMULATED_GPU0 = "GPU-5157a7e0-0000-4000-8000-000000000000"  # the simulated backend's first UUID
+
+
 @pytest.fixture
-def metrics_url(tmp_path: Path) -> Iterator[str]:
+async def kubelet() -> AsyncIterator[FakeKubelet]:
+    """The pod-resources stand-in: one pod holds the simulated GPU (allocation series)."""
+    server = FakeKubelet()
+    server.set_pods(
+        pod("ml", "train-0", container("trainer", {"nvidia.com/gpu": [SIMULATED_GPU0]}))
+    )
+    await server.start()
+    yield server
+    await server.close()
+
+
+@pytest.fixture
+def metrics_url(tmp_path: Path, kubelet: FakeKubelet) -> Iterator[str]:
     """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports."""
     port, health = _free_port(), _free_port()
     missing = tmp_path / "missing"
@@ -68,7 +85,7 @@ def metrics_url(tmp_path: Path) -> Iterator[str]:
             }]},
         }},
         "processors": {
-            "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+            "k8s_attributes": {"pod_resources_socket": str(kubelet.socket)},
             "container_env": {
                 "containerd": {"socket": str(missing / "containerd.sock")},
                 "docker": {"socket": str(missing / "docker.sock")},
@@ -110,10 +127,11 @@ def _scrape_until(url: str, wanted: list[str], limit: float = 30.0) -> str:
     return body
 
 
-def test_rules_and_dashboard_metrics_are_served(metrics_url: str) -> None:
+async def test_rules_and_dashboard_metrics_are_served(metrics_url: str) -> None:
     names = sorted(_used_gpu_metrics())
     assert len(names) >= 10
     wanted = [f"\n{n}{{" for n in names] + list(WIRE_SERIES) + [f"\n{n}{{" for n in SELF_TELEMETRY]
-    body = "\n" + _scrape_until(metrics_url, wanted)
+    # Scraped from a thread: the kubelet stand-in answers on this test's event loop.
+    body = "\n" + await asyncio.to_thread(_scrape_until, metrics_url, wanted)
     missing = [w.strip() for w in wanted if w not in body]
     assert missing == []

@@ -330,3 +330,24 @@ async def test_node_name(telemetry, client, clock, config_name, environ, expecte
     (rm,) = processor.process((gpu(UUID_B),))
     assert rm.resource.get(semconv.K8S_NODE_NAME) == expected
     await processor.shutdown()
+
+
+async def test_otlp_request_carries_each_device_once(started, client, clock):
+    """Issue 13: a device is never sent twice in one OTLP batch under two label sets."""
+    from otelgpu.exporters.otlp.encode import encode
+
+    client.set(
+        *(pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 1)),
+        pod("ml", "a", container("c", {"nvidia.com/mig-1g.10gb": [MIG_1]})),
+        pod("ml", "b", container("c", {"nvidia.com/mig-1g.10gb": [MIG_2]})),
+    )
+    await clock.advance(10)
+    batch = (gpu(UUID_A, 0), gpu(UUID_B, 1), mig(MIG_1, UUID_B, 1), mig(MIG_2, UUID_B, 2))
+    request = encode(started.process(batch))
+    devices = []
+    for rm in request.resource_metrics:
+        attrs = {a.key: a.value.string_value for a in rm.resource.attributes}
+        names = {m.name for sm in rm.scope_metrics for m in sm.metrics}
+        if semconv.GPU_ALLOCATION not in names:
+            devices.append(attrs[semconv.HW_ID])
+    assert sorted(devices) == sorted([UUID_A, UUID_B, MIG_1, MIG_2])
