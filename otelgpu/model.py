@@ -14,14 +14,12 @@ the new one until it expires.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
-from types import MappingProxyType
 
 AttrValue = str | int | float | bool
 Attributes = Mapping[str, AttrValue]
 Identity = Hashable
-NO_NOTES: Mapping[str, object] = MappingProxyType({})
 
 
 class MetricKind(Enum):
@@ -62,7 +60,7 @@ class ResourceMetrics:
     one set of series (the allocation series of a shared GPU, one per holder): an exporter
     replaces the whole set each time that identity reports.
     `notes` carries facts one processor leaves for a later one in the same pipeline (see
-    `otelgpu.notes`); exporters never read or send them.
+    `otelgpu.notes`; None when there are none); exporters never read or send them.
     """
 
     resource: Attributes
@@ -70,7 +68,7 @@ class ResourceMetrics:
     scope: str = "otelgpu"
     scope_version: str = ""
     identity: Identity | None = None
-    notes: Mapping[str, object] = field(default_factory=lambda: NO_NOTES)
+    notes: Mapping[str, object] | None = None
 
 
 Batch = tuple[ResourceMetrics, ...]

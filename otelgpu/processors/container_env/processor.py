@@ -108,7 +108,7 @@ class ContainerEnvProcessor:
         out: list[ResourceMetrics] = []
         for rm in batch:
             match, reason = self._lookup(rm, snapshot, degraded)
-            holders = rm.notes.get(notes.GPU_HOLDERS)
+            holders = rm.notes.get(notes.GPU_HOLDERS) if rm.notes else None
             if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
                 outside = set() if outside is None else outside
                 if self._outside_allocation(rm, match, reason, holders):

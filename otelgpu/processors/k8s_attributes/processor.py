@@ -32,7 +32,6 @@ from otelgpu.model import (
     MetricKind,
     NumberDataPoint,
     ResourceMetrics,
-    identity_of,
     with_resource,
 )
 from otelgpu.processors.k8s_attributes.config import NODE_NAME_ENV, K8sAttributesProcessorConfig
@@ -179,6 +178,7 @@ class K8sAttributesProcessor:
         node = self._node_only()
         out: list[ResourceMetrics] = []
         unmatched: dict[str, int] = {}
+        made: dict[tuple[float, int], Metric] = {}
         for rm in batch:
             resource = rm.resource
             keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
@@ -190,7 +190,7 @@ class K8sAttributesProcessor:
                 out.append(self._process_series(rm, snapshot, keys, found, node))
             elif found is not None:
                 out.append(with_resource(rm, found.device))
-                out.extend(self._allocation_series(rm, found))
+                out.extend(self._allocation_series(rm, found, made))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -219,12 +219,16 @@ class K8sAttributesProcessor:
             members = frozenset()  # a GPU the kubelet knows and nobody holds
         else:
             return rm  # the kubelet cannot say
-        return replace(rm, notes={**rm.notes, notes.GPU_HOLDERS: members})
+        return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
-    def _allocation_series(self, rm: ResourceMetrics, found: Allocation) -> list[ResourceMetrics]:
-        """One `nvidia.gpu.allocation` resource per holder of the device (rebuilt only when the
-        allocation or the device's resource changed)."""
-        identity = (semconv.GPU_ALLOCATION, identity_of(rm))
+    def _allocation_series(
+        self, rm: ResourceMetrics, found: Allocation, made: dict[tuple[float, int], Metric]
+    ) -> list[ResourceMetrics]:
+        """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
+        rebuilt only when the allocation or the device's resource changed; their metrics
+        shared by every holder with the same share in this batch, through `made`)."""
+        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
+        identity = (semconv.GPU_ALLOCATION, device)
         cached = self._allocations.get(identity)
         if cached is None or cached[0] is not found or cached[1] is not rm.resource:
             resources: tuple[Attributes, ...] = tuple(
@@ -237,16 +241,21 @@ class K8sAttributesProcessor:
             self._allocations[identity] = cached
         _, _, resources, shares = cached
         when = _first_time(rm)
-        return [
-            ResourceMetrics(
-                resource=resource,
-                metrics=(allocation_metric(share, when),),
-                scope=rm.scope,
-                scope_version=rm.scope_version,
-                identity=identity,
+        out = []
+        for resource, share in zip(resources, shares, strict=True):
+            metric = made.get((share, when))
+            if metric is None:
+                metric = made[(share, when)] = allocation_metric(share, when)
+            out.append(
+                ResourceMetrics(
+                    resource=resource,
+                    metrics=(metric,),
+                    scope=rm.scope,
+                    scope_version=rm.scope_version,
+                    identity=identity,
+                )
             )
-            for resource, share in zip(resources, shares, strict=True)
-        ]
+        return out
 
     def _unmatched(
         self,

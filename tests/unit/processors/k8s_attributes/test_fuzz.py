@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,7 +76,10 @@ def test_any_answer_and_batch_are_handled(pod_list, allocatable, batch_resources
     processor = make_processor(
         SelfTelemetry(), FakePodResources(), FakeClock(), device_id_type=id_type
     )
-    processor._install(tuple(pod_list), None if allocatable is None else tuple(allocatable))
+    asyncio.run(
+        processor._install(tuple(pod_list), None if allocatable is None else tuple(allocatable))
+    )
+    assert processor.snapshot is not None
     batch = tuple(ResourceMetrics(resource=r, metrics=()) for r in batch_resources)
     out = processor.process(batch)
     assert len(out) >= len(batch)
