@@ -29,6 +29,7 @@ _MAX_REFRESH_INTERVAL = 5.0  # seconds between renders when no batch arrives
 SCRAPES = "otelgpu_prometheus_scrapes_total"
 SERIES = "otelgpu_prometheus_series"
 EXPIRED = "otelgpu_prometheus_expired_series_total"
+TRUNCATED = "otelgpu_prometheus_truncated_label_values_total"
 
 
 class PrometheusExporter:
@@ -128,6 +129,8 @@ class PrometheusExporter:
             self._rotated = now
         telemetry = self._settings.telemetry
         telemetry.count(EXPIRED, expired, "Series dropped by metric_expiration", exporter=self._id)
+        cut = self._translator.labels.take_truncated()
+        telemetry.count(TRUNCATED, cut, "Label values cut to 1024 characters", exporter=self._id)
         telemetry.set_gauge(SERIES, float(self._store.series_count()), exporter=self._id)
         families = list(self._store.families.values())
         if self._host is not None:
