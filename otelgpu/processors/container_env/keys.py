@@ -21,6 +21,12 @@ from otelgpu.processors.container_env.values import credential_kind
 
 __all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
 
+# Values are checked on their first `max_value_length + CHECK_MARGIN` characters: all of
+# what is exported, and enough beyond the cut to see the shape of a credential that starts
+# inside it (a URL's `user:password@` is at most 513 characters here). A bounded span keeps
+# the checks linear in the number of keys whatever size the runtime's values have.
+CHECK_MARGIN = 1024
+
 SECRET_KEY = "secret_key"
 UNSAFE_KEY = "unsafe_key"
 SPEC_ANNOTATION = "spec_annotation"
@@ -108,7 +114,8 @@ class KeySelector:
         for key, value in pairs:
             if not self._filter.allows(key):
                 continue
-            reason = refusal(key, value, allow_secret_like_keys=self._allow_secrets)
+            checked = value[: self._max_len + CHECK_MARGIN]
+            reason = refusal(key, checked, allow_secret_like_keys=self._allow_secrets)
             if reason is not None:
                 selection.refused.append(RefusedKey(key, reason))
                 continue

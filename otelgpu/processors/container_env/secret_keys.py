@@ -85,9 +85,11 @@ _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 def normalise(key: str) -> str:
     """`key` as the rules see it: NFKC, invisible characters removed, look-alikes mapped to
     Latin, camelCase humps marked with `_`, casefolded."""
-    text = unicodedata.normalize("NFKC", key)
-    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-    text = text.translate(_CONFUSABLES)
+    text = key
+    if not text.isascii():  # ASCII is already its own NFKC form, with nothing to remove
+        text = unicodedata.normalize("NFKC", text)
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+        text = text.translate(_CONFUSABLES)
     return _HUMP.sub("_", text).casefold()
 
 

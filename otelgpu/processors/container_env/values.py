@@ -14,8 +14,9 @@ Reasons, in the order they are checked:
 - `jwt`: a JSON Web Token (`eyJ...`.`...`.`...`), alone or after `Bearer `.
 - `known_token`: the published shapes of common API tokens (GitHub, GitLab, Slack, AWS access
   key IDs, Hugging Face, Google API keys, `sk-` keys).
-- `embedded_document`: a JSON object or array, or a Kubernetes manifest (`apiVersion` and
-  `kind`): such values are whole specs (and carry env values), never a business label.
+- `embedded_document`: a JSON object or array (or the start of one: `{"name": ...`), or a
+  Kubernetes manifest (`apiVersion:` and `kind:`): such values are whole specs (and carry
+  env values), never a business label.
 - `high_entropy`: a run of at least 20 characters without spaces or punctuation (`/`, `+`,
   `-`, `_` belong to base64 and stay in the run) that mixes upper case, lower case and digits,
   whose Shannon entropy is at least 0.85 x log2(min(length, 64)) bits per character, and less
@@ -45,9 +46,9 @@ EMBEDDED_DOCUMENT = "embedded_document"
 HIGH_ENTROPY = "high_entropy"
 
 # scheme://[user]:password@ — the user info ends at the first `@` before any `/`.
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]*@")
+_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/?#@\s]{0,256}:[^/?#@\s]{0,256}@")
 _URL_QUERY = re.compile(r"[?&;]([^=&;#\s]{1,64})=")
-_PAIR = re.compile(r"(?:^|[\s;,&{])[\"']?([A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?\s*[=:]\s*\S")
+_PAIR = re.compile(r"(?:^|[\s;,&{])[\"']?([A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?\s{0,8}[=:]\s{0,8}\S")
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]{0,64}-----|LS0tLS1CRUdJT")
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 _KNOWN_TOKEN = re.compile(
@@ -55,13 +56,17 @@ _KNOWN_TOKEN = re.compile(
     r"|xox[abposr]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|hf_[A-Za-z]{30,}"
     r"|AIza[0-9A-Za-z_-]{35}|sk-[A-Za-z0-9_-]{20,}"
 )
-_MANIFEST = re.compile(r"[\"']?apiVersion[\"']?\s*:.*[\"']?kind[\"']?\s*:", re.DOTALL)
+# Two searches, not one `apiVersion.*kind` pattern: that one backtracks quadratically.
+_API_VERSION = re.compile(r"\bapiVersion[\"']?\s{0,8}:")
+_KIND = re.compile(r"\bkind[\"']?\s{0,8}:")
+_JSON_OBJECT_START = re.compile(r"[\[{]\s{0,8}\[?\s{0,8}\{?\s{0,8}\"[^\"]{0,256}\"\s{0,8}:")
 _RUN_SPLIT = re.compile(r"[\s\"',;:=&?#@()\[\]{}<>|\\.]+")
 
 MIN_ENTROPY_RUN = 20
 ENTROPY_FRACTION = 0.85  # of the most a run of that length can have (alphabet of 64)
 MAX_WORD_COVER = 0.6
 _WORDLIKE = re.compile(r"[A-Z]?[a-z]{3,}")
+_UPPER, _LOWER, _DIGIT = re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]")
 
 
 def credential_kind(value: str) -> str | None:
@@ -94,20 +99,18 @@ def _credential_url(value: str) -> bool:
 def _is_document(value: str) -> bool:
     text = value.strip()
     if text[:1] in ("{", "["):
+        if _JSON_OBJECT_START.match(text):  # also when the caller cut the value short
+            return True
         try:
             return isinstance(json.loads(text), (dict, list))
         except ValueError:
             return False
-    return _MANIFEST.search(text) is not None
+    return bool(_API_VERSION.search(text) and _KIND.search(text))
 
 
 def _is_random(run: str) -> bool:
     """Mixed-case-and-digits runs, of high entropy, mostly not words (module doc)."""
-    if not (
-        any(c.isupper() for c in run)
-        and any(c.islower() for c in run)
-        and any(c.isdigit() for c in run)
-    ):
+    if not (_UPPER.search(run) and _LOWER.search(run) and _DIGIT.search(run)):
         return False
     n = len(run)
     entropy = -sum(c / n * math.log2(c / n) for c in Counter(run).values())

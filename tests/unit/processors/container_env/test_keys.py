@@ -270,3 +270,20 @@ def test_empty_include_reads_nothing() -> None:
     sel = _selector([])
     assert not sel.enabled
     assert sel.select(never()).values == {}  # type: ignore[arg-type]
+
+
+def test_a_credential_across_the_cap_is_seen_but_a_huge_value_is_checked_only_near_it() -> None:
+    url = "https://user:" + "p" * 200 + "@db.example.com"  # the password runs past the cap
+    got = _selector(["*"]).select([("DATABASE_URL", url)])
+    assert got.values == {} and [getattr(k, "reason", "") for k in got.refused] == [
+        "credential_url"
+    ]
+    far = "x" * 8 + " " * 2000 + "-----BEGIN CERTIFICATE-----"  # nothing of it is exported
+    kept = _selector(["*"]).select([("NOTE", far)])
+    assert kept.values == {"NOTE": "x" * 8}
+
+
+def test_a_cut_json_document_is_still_a_document() -> None:
+    spec = '{"spec": {"containers": [' + '{"env": [{"name": "A", "value": "b"}]},' * 500
+    got = _selector(["*"]).select([("example.com/manifest", spec)])
+    assert [getattr(k, "reason", "") for k in got.refused] == ["embedded_document"]
