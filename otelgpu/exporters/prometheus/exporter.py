@@ -30,6 +30,7 @@ SCRAPES = "otelgpu_prometheus_scrapes_total"
 SERIES = "otelgpu_prometheus_series"
 EXPIRED = "otelgpu_prometheus_expired_series_total"
 RELABELLED = "otelgpu_prometheus_relabelled_series_total"
+TRUNCATED = "otelgpu_prometheus_truncated_label_values_total"
 
 
 class PrometheusExporter:
@@ -139,6 +140,8 @@ class PrometheusExporter:
             self._rotated = now
         telemetry = self._settings.telemetry
         telemetry.count(EXPIRED, expired, "Series dropped by metric_expiration", exporter=self._id)
+        cut = self._translator.labels.take_truncated()
+        telemetry.count(TRUNCATED, cut, "Label values cut to 1024 characters", exporter=self._id)
         telemetry.set_gauge(SERIES, float(self._store.series_count()), exporter=self._id)
         families = list(self._store.families.values())
         if self._host is not None:

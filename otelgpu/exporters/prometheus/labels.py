@@ -12,12 +12,30 @@ duplicate label names:
    authoritative and the others are dropped; otherwise the values are joined with `;` in the
    lexicographic order of the original keys, as the OpenTelemetry compatibility spec says.
 4. Empty values are left out (Prometheus reads an empty label as no label).
+5. A label name that Prometheus gives a meaning to (`le` on histograms, `quantile` on
+   summaries) is never rendered bare: it gets the `key_` prefix (`le` → `key_le`), as
+   reserved `__` names already do (`naming.sanitize_label`: `__name__` → `key__name__`).
+
+Values are made safe for every parser of the text format (`escape`, `cap`):
+- `\\`, `"` and newline are escaped as the format says (`\\\\`, `\\"`, `\\n`);
+- every other control character (C0 such as CR, VT, FF, NUL, ESC; DEL; C1 such as NEL), the
+  Unicode line and paragraph separators and lone surrogates are replaced with U+FFFD: the
+  format has no escape for them, and line-splitting parsers break on them (a lone surrogate
+  cannot even be encoded as UTF-8);
+- a value longer than `MAX_VALUE_LENGTH` (1024) characters is cut: its first 1007 characters,
+  `…` and the first 16 hex digits of the SHA-256 of the whole value, so two long values that
+  share a beginning stay two series. Kubernetes names are at most 253 characters and label
+  values 63, so only hostile or broken data is cut. Cuts are counted once per series, when
+  its line is first rendered (`LabelRenderer.take_truncated`; the exporter publishes them as
+  `otelgpu_prometheus_truncated_label_values_total`).
 
 Rendering happens once per distinct series and is cached (`LabelRenderer.line_prefix`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
 from typing import Literal
 
@@ -29,6 +47,13 @@ from otelgpu.model import AttrValue
 Naming = Literal["otel", "dcgm"]
 AttrItems = tuple[tuple[str, AttrValue], ...]
 
+MAX_VALUE_LENGTH = 1024
+_HASH_HEX = 16
+# Label names with a meaning of their own to Prometheus (module doc, rule 5).
+RESERVED_NAMES = frozenset({"le", "quantile"})
+# Characters the text format cannot carry in a label value or a HELP line (module doc).
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
 
 def label_value(value: AttrValue) -> str:
     """An attribute value as label text (booleans as `true`/`false`, like OTLP's JSON)."""
@@ -37,11 +62,26 @@ def label_value(value: AttrValue) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def replace_unsafe(text: str) -> str:
+    """`text` with every character the text format cannot carry replaced by U+FFFD."""
+    return _UNSAFE.sub("\ufffd", text) if _UNSAFE.search(text) else text
+
+
 def escape(value: str) -> str:
-    """Escapes a label value for the text exposition format."""
+    """Escapes a label value for the text exposition format (and replaces what it cannot
+    carry, see `replace_unsafe`)."""
+    value = replace_unsafe(value)
     if "\\" in value or '"' in value or "\n" in value:
         return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return value
+
+
+def cap(value: str) -> str:
+    """`value` cut to `MAX_VALUE_LENGTH` characters, its hash keeping cut values apart."""
+    if len(value) <= MAX_VALUE_LENGTH:
+        return value
+    digest = hashlib.sha256(value.encode("utf-8", "replace")).hexdigest()[:_HASH_HEX]
+    return value[: MAX_VALUE_LENGTH - _HASH_HEX - 1] + "\u2026" + digest
 
 
 class LabelRenderer:
@@ -57,6 +97,13 @@ class LabelRenderer:
         self._const = tuple(const_labels.items())
         self._current: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
         self._previous: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
+        self._truncated = 0
+
+    def take_truncated(self) -> int:
+        """Label values cut to `MAX_VALUE_LENGTH` since the last call: once per series, when its
+        line is first rendered (cached lines are not cut again)."""
+        n, self._truncated = self._truncated, 0
+        return n
 
     def lines(self, resource: AttrItems) -> dict[tuple[str, AttrItems, str], str]:
         """The line-prefix cache of one resource: (metric name, attributes, drop) → prefix."""
@@ -97,15 +144,23 @@ class LabelRenderer:
             if text:
                 name, authoritative = self._name(key, mig)
                 groups.setdefault(name, []).append((not authoritative, key, text))
-        pairs = [(name, _resolve(group)) for name, group in groups.items()]
+        pairs = [(name, self._cap(_resolve(group))) for name, group in groups.items()]
         pairs.sort()
         return "{" + ",".join(f'{n}="{escape(v)}"' for n, v in pairs) + "}" if pairs else ""
+
+    def _cap(self, value: str) -> str:
+        capped = cap(value)
+        if capped is not value:
+            self._truncated += 1
+        return capped
 
     def _name(self, key: str, mig: bool) -> tuple[str, bool]:
         """The label name of an attribute key, and whether that name is authoritative."""
         if self._naming == "otel":
-            return sanitize_label(key), False
-        return dcgm_label(key, mig)
+            name, authoritative = sanitize_label(key), False
+        else:
+            name, authoritative = dcgm_label(key, mig)
+        return ("key_" + name, False) if name in RESERVED_NAMES else (name, authoritative)
 
 
 def dcgm_label(key: str, mig: bool) -> tuple[str, bool]:

@@ -1,4 +1,10 @@
-"""The `/metrics` body: text exposition format 0.0.4, plain and gzip, built once per update."""
+"""The `/metrics` body: text exposition format 0.0.4, plain and gzip, built once per update.
+
+Per family: `# HELP name text` (only when the family has a help text; `\\` and newline
+escaped as the format says, other control characters replaced like label values are, see
+`labels.replace_unsafe`), `# TYPE name gauge|counter`, then one line per series. Families
+without series are left out entirely.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import gzip
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from otelgpu.exporters.prometheus.labels import replace_unsafe
 from otelgpu.exporters.prometheus.series import Family
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -34,7 +41,7 @@ def render_text(families: Iterable[Family]) -> tuple[str, int]:
         if not family.series:
             continue
         if family.help:
-            parts.append(f"# HELP {family.name} {_escape_help(family.help)}\n")
+            parts.append(f"# HELP {family.name} {escape_help(family.help)}\n")
         parts.append(f"# TYPE {family.name} {family.type}\n")
         parts.extend([prefix + value for prefix, (value, _) in family.series.items()])
         count += len(family.series)
@@ -48,5 +55,7 @@ def encode(text: str, series: int) -> Body:
     return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
 
 
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+def escape_help(text: str) -> str:
+    """HELP text as the format wants it: `\\` → `\\\\`, newline → `\\n`, and what the format
+    cannot carry replaced (a description is data: an OTLP sender or a peer may have set it)."""
+    return replace_unsafe(text).replace("\\", "\\\\").replace("\n", "\\n")

@@ -1,9 +1,11 @@
-"""The processor's own counters and its once-per-key log of refused secret-like keys."""
+"""The processor's own counters and its once-per-key log of refused keys (names, never values)."""
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
+from otelgpu.processors.container_env.keys import SECRET_KEY, SPEC_ANNOTATION, UNSAFE_KEY
 from otelgpu.telemetry import SelfTelemetry
 
 REFUSED = "otelgpu_container_env_refused_keys_total"
@@ -15,6 +17,15 @@ CONTAINERS = "otelgpu_container_env_containers"
 # Refused key names are logged once each; past this many distinct names a flood of odd
 # keys must not grow memory or the log, so only the counter keeps going.
 _MAX_LOGGED_NAMES = 1024
+# A key name is logged at most this long: a 70,000-character key must not flood the log.
+_MAX_LOGGED_KEY = 200
+
+# Why a key was refused, as the log line says it; value reasons (`values.py`) share one text.
+_WHY = {
+    SECRET_KEY: "it looks like a secret (set allow_secret_like_keys to export it)",
+    UNSAFE_KEY: "it is not plain printable ASCII (invisible or look-alike characters)",
+    SPEC_ANNOTATION: "it carries a whole object spec, env values included",
+}
 
 
 class Audit:
@@ -31,16 +42,20 @@ class Audit:
         self._overflow_logged = False
 
     def refused(self, section: str, keys: list[str]) -> None:
-        """Secret-like keys that the include list asked for and that were not exported."""
+        """Keys the include list asked for that were not exported, counted by reason (a key
+        that is a `keys.RefusedKey` carries its reason; a plain `str` counts as secret_key)."""
         if not keys:
             return
-        self._telemetry.count(
-            REFUSED,
-            len(keys),
-            "Included keys not exported because they look like secrets",
-            processor=self._processor,
-            section=section,
-        )
+        reasons = Counter(_reason(key) for key in keys)
+        for reason, n in sorted(reasons.items()):
+            self._telemetry.count(
+                REFUSED,
+                n,
+                "Included keys not exported: secret-like or unsafe keys, credential-like values",
+                processor=self._processor,
+                section=section,
+                reason=reason,
+            )
         for key in keys:
             self._log_once(section, key)
 
@@ -79,14 +94,17 @@ class Audit:
             if not self._overflow_logged:
                 self._overflow_logged = True
                 self._log.warning(
-                    "more than %d distinct secret-like keys refused; no longer logging names",
+                    "more than %d distinct keys refused; no longer logging their names",
                     _MAX_LOGGED_NAMES,
                 )
             return
         self._logged.add(name)
-        self._log.warning(
-            "not exporting %s key %r: it looks like a secret (set allow_secret_like_keys "
-            "to export it)",
-            section,
-            key,
-        )
+        reason = _reason(key)
+        why = _WHY.get(reason, f"its value looks like a credential or a spec ({reason})")
+        shown = key if len(key) <= _MAX_LOGGED_KEY else key[:_MAX_LOGGED_KEY] + "..."
+        self._log.warning("not exporting %s key %r: %s", section, str(shown), why)
+
+
+def _reason(key: str) -> str:
+    reason = getattr(key, "reason", SECRET_KEY)
+    return reason if isinstance(reason, str) else SECRET_KEY

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from otelgpu.config.types import KeyFilter, PositiveDuration, StrictModel
 
 DEFAULT_CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
+
+# The config loader's logger: `otelgpu validate` prints its warnings, `run` logs them.
+_log = logging.getLogger("otelgpu.config")
 
 
 def _absolute(value: str) -> str:
@@ -67,3 +71,19 @@ class ContainerEnvProcessorConfig(StrictModel):
     allow_secret_like_keys: bool = False
     max_value_length: int = Field(default=256, gt=0)
     max_attributes: int = Field(default=32, gt=0)
+
+    @model_validator(mode="after")
+    def _warn_on_include_everything(self) -> ContainerEnvProcessorConfig:
+        """`include: ["*"]` is valid, but it hands the choice of what leaves the node to
+        heuristics: say so every time such a config is loaded (validate, run, reload)."""
+        for section in ("env", "labels", "pod_labels", "annotations"):
+            patterns = getattr(self, section).include
+            if any(p and set(p) == {"*"} for p in patterns):
+                _log.warning(
+                    'container_env: %s.include ["*"] exports every %s key except those the '
+                    "secret rules refuse; those rules are heuristics (README, Security), so "
+                    "list the keys you need instead",
+                    section,
+                    section,
+                )
+        return self

@@ -1,4 +1,14 @@
-"""Which runtime keys may leave the node: include/exclude filters, secret refusal, value caps."""
+"""Which runtime keys may leave the node: include/exclude filters, refusals, value caps.
+
+An included key is refused, for the reason named, when:
+- `unsafe_key`: it is not plain printable ASCII (`secret_keys.is_safe_key`): a disguise;
+- `spec_annotation`: it is an annotation that carries a whole object (`SPEC_KEYS`);
+- `secret_key`: it looks like it names a secret (`secret_keys.looks_secret`), unless
+  `allow_secret_like_keys` is set;
+- a value reason (`values.credential_kind`): its value looks like a credential or a spec.
+Only `secret_key` can be switched off. A refused key's name travels on as a `RefusedKey`
+(a `str` that carries its reason), so the caller can count and log it; its value never does.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +16,64 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from otelgpu.config.types import KeyFilter
+from otelgpu.processors.container_env.secret_keys import is_safe_key, looks_secret
+from otelgpu.processors.container_env.values import credential_kind
 
-# Substrings that make a key look like it holds a secret, compared case-insensitively
-# (`*TOKEN*`, `*SECRET*`, ...). Deliberately broad: a refused key costs a label, an
-# exported secret costs a credential rotation.
-SECRET_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL")
+__all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
+
+# Values are checked on their first `max_value_length + CHECK_MARGIN` characters: all of
+# what is exported, and enough beyond the cut to see the shape of a credential that starts
+# inside it (a URL's `user:password@` is at most 513 characters here). A bounded span keeps
+# the checks linear in the number of keys whatever size the runtime's values have.
+CHECK_MARGIN = 1024
+
+SECRET_KEY = "secret_key"
+UNSAFE_KEY = "unsafe_key"
+SPEC_ANNOTATION = "spec_annotation"
+
+# Annotations whose value is a whole object: kubectl's copy of the applied manifest (env
+# values included), kapp's copy of the original, and the command line that made the change
+# (`kubectl create secret ... --from-literal=password=...` lands there).
+SPEC_KEYS = frozenset(
+    {
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "kapp.k14s.io/original",
+        "kubernetes.io/change-cause",
+    }
+)
 
 
-def looks_secret(key: str) -> bool:
-    """Whether `key` matches one of the secret-like globs."""
-    upper = key.upper()
-    return any(marker in upper for marker in SECRET_MARKERS)
+def is_spec_key(key: str) -> bool:
+    """Whether `key` is a spec-carrying annotation (any prefix before the last-applied name)."""
+    return key in SPEC_KEYS or key.endswith("last-applied-configuration")
+
+
+class RefusedKey(str):
+    """The name of a refused key, carrying the reason it was refused; never its value."""
+
+    reason: str
+
+    def __new__(cls, key: str, reason: str) -> RefusedKey:
+        refused = super().__new__(cls, key)
+        refused.reason = reason
+        return refused
+
+
+def refusal(key: str, value: str, *, allow_secret_like_keys: bool = False) -> str | None:
+    """Why an included `key` with `value` must not be exported, or None (module doc)."""
+    if not is_safe_key(key):
+        return UNSAFE_KEY
+    if is_spec_key(key):
+        return SPEC_ANNOTATION
+    if not allow_secret_like_keys and looks_secret(key):
+        return SECRET_KEY
+    return credential_kind(value)
 
 
 @dataclass(slots=True)
 class Selection:
     """What one section of one container yields: the kept values, the refused key names
-    (never their values) and how many values were cut to the length cap."""
+    (`RefusedKey`s, never their values) and how many values were cut to the length cap."""
 
     values: dict[str, str] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)
@@ -32,9 +83,9 @@ class Selection:
 class KeySelector:
     """Chooses the keys of one section (`env`, `labels`, `pod_labels`, `annotations`).
 
-    A key is kept when the filter includes it, no exclude pattern matches it, and it does
-    not look like a secret (unless secret-like keys are allowed). Values of other keys are
-    never copied, so nothing outside the include list outlives the call.
+    A key is kept when the filter includes it, no exclude pattern matches it, and `refusal`
+    finds nothing wrong with it or its value. Values of other keys are never copied (nor
+    looked at), so nothing outside the include list outlives the call.
     """
 
     def __init__(
@@ -63,8 +114,10 @@ class KeySelector:
         for key, value in pairs:
             if not self._filter.allows(key):
                 continue
-            if not self._allow_secrets and looks_secret(key):
-                selection.refused.append(key)
+            checked = value[: self._max_len + CHECK_MARGIN]
+            reason = refusal(key, checked, allow_secret_like_keys=self._allow_secrets)
+            if reason is not None:
+                selection.refused.append(RefusedKey(key, reason))
                 continue
             if len(value) > self._max_len:
                 value = value[: self._max_len]

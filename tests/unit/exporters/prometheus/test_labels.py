@@ -10,12 +10,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from otelgpu import semconv
 from otelgpu.exporters.prometheus.labels import LabelRenderer
-from otelgpu.exporters.prometheus.render import render_text
+from otelgpu.exporters.prometheus.render import encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
 
+# C0 but newline, DEL, C1 and U+2028/9 as UTF-8: what no label value may carry.
+_UNSAFE_BYTES = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]")
 _LABEL = re.compile(r'([^{=,]+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -115,10 +117,26 @@ def test_values_are_escaped_and_empty_values_left_out() -> None:
 _keys = st.one_of(
     st.text(alphabet="ab._-/:0_ Ü", min_size=0, max_size=6),
     st.sampled_from(
-        ["hw.id", "gpu", "k8s.pod.label.gpu", "__name__", "container.env.A.B", "container.env.A_B"]
+        [
+            "hw.id",
+            "gpu",
+            "k8s.pod.label.gpu",
+            "__name__",
+            "container.env.A.B",
+            "container.env.A_B",
+            "le",
+            "quantile",
+            "k8s.pod.label.le",
+            "key_le",
+        ]
     ),
 )
-_values = st.one_of(st.text(max_size=5), st.integers(-3, 3), st.booleans())
+_values = st.one_of(
+    st.text(max_size=5),
+    st.text(alphabet='a\r\x0b\x0c\x00\x85\u2028\ud800\\"\n', max_size=5),
+    st.integers(-3, 3),
+    st.booleans(),
+)
 _attrs = st.dictionaries(_keys, _values, max_size=6)
 
 
@@ -148,6 +166,8 @@ def test_no_duplicate_series_and_only_valid_label_names(naming: str, resources: 
     store = SeriesStore()
     Translator(naming, {"cluster": "c"}).ingest(store, batch, now=1.0)  # type: ignore[arg-type]
     text, count = render_text(store.families.values())
+    body = encode(text, count).plain  # always encodable: no lone surrogate survives
+    assert _UNSAFE_BYTES.search(body) is None
     seen = set()
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -156,4 +176,5 @@ def test_no_duplicate_series_and_only_valid_label_names(naming: str, resources: 
             seen.add(key)
             for name in sample.labels:
                 assert re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) and not name.startswith("__")
+                assert name not in ("le", "quantile")
     assert len(seen) == count

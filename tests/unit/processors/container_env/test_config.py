@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from pydantic import ValidationError
 
 from tests.unit.processors.container_env.helpers import config
+
+EVERY_TEAM = {"include": ["team*", "*team"]}
 
 
 def test_defaults() -> None:
@@ -49,3 +53,20 @@ def test_full_config() -> None:
 def test_bad_values(options: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         config(**options)
+
+
+def test_include_everything_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    config(env={"include": ["TEAM", "*"]}, annotations={"include": ["**"]}, labels=EVERY_TEAM)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
+    assert len(warnings) == 2
+    assert warnings[0].startswith('container_env: env.include ["*"] exports every env key')
+    assert warnings[1].startswith('container_env: annotations.include ["*"]')
+
+
+def test_named_keys_and_narrow_globs_are_not_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    config(env={"include": ["TEAM", "MLFLOW_*"]}, labels=EVERY_TEAM)
+    assert [r for r in caplog.records if r.name == "otelgpu.config"] == []

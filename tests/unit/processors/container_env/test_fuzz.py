@@ -2,8 +2,8 @@
 
 Arbitrary labels, env entries, annotations, OCI spec JSON (valid, malformed, wrongly typed),
 docker listings and containerd protobuf bytes go through the same code as real answers.
-Beyond "no crash": no secret-like key and no over-long value ever leaves, and no resource
-gains more than `max_attributes`.
+Beyond "no crash": no secret-like or unsafe key, no credential-like value and no over-long
+value ever leaves, and no resource gains more than `max_attributes`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelgpu import semconv
+from otelgpu.config.types import KeyFilter
 from otelgpu.model import ResourceMetrics
 from otelgpu.processors.container_env import containerd as containerd_mod
 from otelgpu.processors.container_env import docker as docker_mod
-from otelgpu.processors.container_env.keys import looks_secret
+from otelgpu.processors.container_env.keys import KeySelector, looks_secret, refusal
 from otelgpu.processors.container_env.runtime import decode_oci_spec
+from otelgpu.processors.container_env.secret_keys import is_safe_key
 from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
@@ -37,7 +39,23 @@ json_values = st.recursive(
     max_leaves=12,
 )
 KINDS = st.sampled_from(["container", "sandbox", "", "weird"])
-KEYS = st.sampled_from(["TEAM", "HF_TOKEN", "app", "owner", "x.key", "POD", "MLFLOW_RUN"]) | text
+KEYS = (
+    st.sampled_from(
+        ["TEAM", "HF_TOKEN", "app", "owner", "x.key", "POD", "MLFLOW_RUN", "DB_PASS", "TE\u0410M"]
+    )
+    | text
+)
+# Values that mix credential shapes with noise, so the value checks see near misses too.
+VALUES = text | st.builds(
+    "".join,
+    st.lists(
+        st.sampled_from(
+            ["https://", "u:p@", "eyJhbGc.", "eyJzdWI.", "-----BEGIN X-----", "{", "}", "[1]"]
+        )
+        | st.text(alphabet="aB3/+_-=:@.", max_size=8),
+        max_size=6,
+    ),
+)
 PREFIXES = (
     semconv.CONTAINER_ENV_PREFIX,
     semconv.CONTAINER_LABEL_PREFIX,
@@ -166,3 +184,20 @@ def test_arbitrary_runtime_answers_through_the_processor(
         assert len(exported) <= cap
         assert all(isinstance(v, str) and len(v) <= 8 for v in exported.values())
         assert allow or not any(looks_secret(key) for key in exported)
+        assert all(is_safe_key(key) for key in exported)
+
+
+@FUZZ
+@given(pairs=st.lists(st.tuples(KEYS, VALUES), max_size=12), allow=st.booleans())
+def test_selector_keeps_only_pairs_with_nothing_to_refuse(
+    pairs: list[tuple[str, str]], allow: bool
+) -> None:
+    selector = KeySelector(
+        "env", KeyFilter(include=["*"]), allow_secret_like_keys=allow, max_value_length=1 << 16
+    )
+    got = selector.select(pairs)
+    for key, value in got.values.items():
+        assert refusal(key, value, allow_secret_like_keys=allow) is None
+        assert (key, value) in pairs
+    for key in got.refused:
+        assert getattr(key, "reason", None)

@@ -1,4 +1,4 @@
-"""Key rules: include/exclude globs, secret-like refusal, value caps."""
+"""Key rules: include/exclude globs, secret-like and unsafe keys, value checks, value caps."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.keys import KeySelector, looks_secret
+from otelgpu.processors.container_env.secret_keys import FRAGMENTS, WORDS, SecretKeyRules
 
 
 def _selector(
@@ -19,6 +20,12 @@ def _selector(
     )
 
 
+def _reasons(selector: KeySelector, pairs: list[tuple[str, str]]) -> dict[str, str]:
+    got = selector.select(pairs)
+    assert got.values == {}, got.values
+    return {str(key): getattr(key, "reason", "?") for key in got.refused}
+
+
 @pytest.mark.parametrize(
     "key",
     [
@@ -28,7 +35,6 @@ def _selector(
         "MYSQL_PASSWD",
         "api-key",
         "Credentials_File",
-        "monkey",
         "ssh.Key.path",
     ],
 )
@@ -36,9 +42,128 @@ def test_secret_like_keys(key: str) -> None:
     assert looks_secret(key)
 
 
-@pytest.mark.parametrize("key", ["TEAM", "MLFLOW_RUN_ID", "PROJECT", "app.kubernetes.io/name"])
+# The vocabularies of issue 14's canaries: today's rules let each of these through.
+@pytest.mark.parametrize(
+    "key",
+    [
+        "MYSQL_PWD",
+        "DB_PASS",
+        "BASIC_AUTH",
+        "SENTRY_DSN",
+        "PRIVATE",
+        "TLS_CERT",
+        "PASSPHRASE",
+        "SESSION_COOKIE",
+        "JWT",
+        "BEARER",
+        "CONN_STR",
+        "CONNECTION_STRING",
+        "SIGNING_SALT",
+        "AUTH_HEADER",
+        "dbPass",  # camelCase humps split words
+        "example.com/jwt",  # label keys split on `.` and `/`
+        "SSH_KEYS",  # plurals of short words
+    ],
+)
+def test_common_secret_vocabularies(key: str) -> None:
+    assert looks_secret(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "TO\u200bKEN",  # zero-width space
+        "PASSW\u041eRD",  # Cyrillic capital O
+        "\u0410PI_KEY",  # Cyrillic capital A
+        "DB_P\u0391SS",  # Greek capital alpha
+        "\uff24\uff22\uff3f\uff30\uff21\uff33\uff33",  # full-width DB_PASS
+        "SE\u00adCRET",  # soft hyphen
+    ],
+)
+def test_secret_words_are_matched_after_unicode_normalisation(key: str) -> None:
+    assert looks_secret(key)
+
+
+# Short markers match whole words only: these business keys keep their labels.
+@pytest.mark.parametrize(
+    "key",
+    [
+        "TEAM",
+        "PROJECT",
+        "COST_CENTER",
+        "MLFLOW_RUN_ID",
+        "app.kubernetes.io/name",
+        "example.com/cost-center",
+        "MONKEY",  # KEY inside a word
+        "org.opencontainers.image.authors",  # AUTH inside a word
+        "PASSENGER_COUNT",  # PASS inside a word
+        "BYPASS_CACHE",
+        "SALTSTACK_MASTER",  # SALT inside a word
+        "CONCERT_HALL",  # CERT inside a word
+        "CONNECTOR_NAME",  # CONN inside a word
+        "KEYCLOAK_URL",
+        "HOME",
+        "PATH",
+    ],
+)
 def test_ordinary_keys(key: str) -> None:
     assert not looks_secret(key)
+
+
+# One key per marker that only that marker catches: deleting any marker fails this test.
+ONLY_BY = {
+    "token": "HF_TOKEN",
+    "secret": "CLIENT_SECRET",
+    "passw": "DB_PASSWORD",
+    "passphrase": "GPG_PASSPHRASE",
+    "credential": "GIT_CREDENTIALS",
+    "private": "PRIVATE",
+    "cookie": "COOKIE_JAR",
+    "bearer": "BEARER",
+    "session": "SESSION_ID",
+    "certificate": "SSL_CERTIFICATE",
+    "connectionstring": "CONNECTION_STRING",
+    "connstr": "DB_CONNSTR",
+    "apikey": "APIKEY",
+    "accesskey": "ACCESSKEY_ID",
+    "signingkey": "SIGNINGKEY",
+    "encryptionkey": "ENCRYPTIONKEY",
+    "key": "SSH_KEY",
+    "pwd": "MYSQL_PWD",
+    "pw": "DB_PW",
+    "pass": "DB_PASS",
+    "auth": "AUTH_HEADER",
+    "authn": "AUTHN",
+    "authz": "AUTHZ",
+    "oauth": "OAUTH",
+    "basicauth": "BASICAUTH",
+    "authorization": "AUTHORIZATION",
+    "authentication": "AUTHENTICATION",
+    "dsn": "SENTRY_DSN",
+    "jwt": "JWT",
+    "salt": "SIGNING_SALT",
+    "cert": "TLS_CERT",
+    "conn": "DB_CONN",
+    "pem": "CA_PEM",
+    "hmac": "HMAC",
+    "sig": "URL_SIG",
+    "signature": "REQUEST_SIGNATURE",
+    "otp": "OTP",
+}
+
+
+def test_every_marker_has_a_key_only_it_catches() -> None:
+    assert set(ONLY_BY) == FRAGMENTS | WORDS
+    full = SecretKeyRules()
+    for marker, key in ONLY_BY.items():
+        without = SecretKeyRules(FRAGMENTS - {marker}, WORDS - {marker})
+        assert full.matches(key), key
+        assert not without.matches(key), f"{key} is also caught without {marker!r}"
+
+
+def test_plural_words_need_the_plural_rule() -> None:
+    assert SecretKeyRules().matches("SSH_KEYS")
+    assert not SecretKeyRules().matches("KEYSTONE_URL")
 
 
 def test_include_exclude_globs_and_exact_keys() -> None:
@@ -52,11 +177,78 @@ def test_secret_like_keys_refused_whatever_include_says() -> None:
     got = _selector(["*"]).select([("TEAM", "ml"), ("HF_TOKEN", "hf_canary"), ("db_Password", "p")])
     assert got.values == {"TEAM": "ml"}
     assert got.refused == ["HF_TOKEN", "db_Password"]
+    assert [getattr(k, "reason", None) for k in got.refused] == ["secret_key", "secret_key"]
 
 
 def test_secret_like_keys_pass_when_allowed() -> None:
     got = _selector(["HF_TOKEN"], allow_secret_like_keys=True).select([("HF_TOKEN", "t")])
     assert got.values == {"HF_TOKEN": "t"}
+
+
+def test_unsafe_keys_are_refused_even_when_secrets_are_allowed() -> None:
+    pairs = [
+        ("TE\u0410M", "ml"),  # Cyrillic A: a look-alike of an ordinary key
+        ("TO\u200bKEN", "t"),
+        ("TEAM NAME", "x"),
+        ("TEAM\r", "x"),
+        ("\u00e9quipe", "x"),
+    ]
+    reasons = _reasons(_selector(["*"], allow_secret_like_keys=True), pairs)
+    assert reasons == {key: "unsafe_key" for key, _ in pairs}
+
+
+def test_spec_carrying_annotations_are_never_exported() -> None:
+    annotations = KeySelector(
+        "annotations",
+        KeyFilter(include=["*"]),
+        allow_secret_like_keys=True,
+        max_value_length=1 << 20,
+    )
+    spec = '{"apiVersion":"v1","kind":"Pod","spec":{"containers":[{"env":[]}]}}'
+    got = annotations.select(
+        [
+            ("kubectl.kubernetes.io/last-applied-configuration", spec),
+            ("kubectl.kubernetes.io/last-applied-configuration", "short"),
+            ("example.com/last-applied-configuration", "x"),
+            ("kapp.k14s.io/original", "x"),
+            ("kubernetes.io/change-cause", "kubectl create secret --from-literal=a=b"),
+            ("example.com/manifest", spec),  # any key: the value is a whole document
+            ("example.com/owner", "alice"),
+        ]
+    )
+    assert got.values == {"example.com/owner": "alice"}
+    assert [getattr(k, "reason", None) for k in got.refused] == [
+        "spec_annotation",
+        "spec_annotation",
+        "spec_annotation",
+        "spec_annotation",
+        "spec_annotation",
+        "embedded_document",
+    ]
+
+
+def test_credential_values_are_refused_whatever_the_key_and_options() -> None:
+    pairs = [
+        ("DATABASE_URL", "postgres://app:hunter2@db:5432/app"),
+        ("MLFLOW_TRACKING_URI", "https://ml:s3cr3t@mlflow.example.com"),
+        ("NOTE", "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjMifQ.c2ln"),
+        ("CA", "-----BEGIN CERTIFICATE-----\nMIIB"),
+        ("RANDOM", "q8Zr2LmX7vT1kP4nW9sB3yH6"),
+    ]
+    reasons = _reasons(_selector(["*"], allow_secret_like_keys=True), pairs)
+    assert reasons == {
+        "DATABASE_URL": "credential_url",
+        "MLFLOW_TRACKING_URI": "credential_url",
+        "NOTE": "jwt",
+        "CA": "pem",
+        "RANDOM": "high_entropy",
+    }
+
+
+def test_values_are_checked_whole_before_the_cap() -> None:
+    # Cut to 8 characters the URL would look harmless; the check sees all of it.
+    got = _selector(["*"]).select([("DATABASE_URL", "mysql://root:pw@db/x")])
+    assert got.values == {} and got.truncated == 0
 
 
 def test_excluded_secret_is_not_a_refusal() -> None:
@@ -78,3 +270,20 @@ def test_empty_include_reads_nothing() -> None:
     sel = _selector([])
     assert not sel.enabled
     assert sel.select(never()).values == {}  # type: ignore[arg-type]
+
+
+def test_a_credential_across_the_cap_is_seen_but_a_huge_value_is_checked_only_near_it() -> None:
+    url = "https://user:" + "p" * 200 + "@db.example.com"  # the password runs past the cap
+    got = _selector(["*"]).select([("DATABASE_URL", url)])
+    assert got.values == {} and [getattr(k, "reason", "") for k in got.refused] == [
+        "credential_url"
+    ]
+    far = "x" * 8 + " " * 2000 + "-----BEGIN CERTIFICATE-----"  # nothing of it is exported
+    kept = _selector(["*"]).select([("NOTE", far)])
+    assert kept.values == {"NOTE": "x" * 8}
+
+
+def test_a_cut_json_document_is_still_a_document() -> None:
+    spec = '{"spec": {"containers": [' + '{"env": [{"name": "A", "value": "b"}]},' * 500
+    got = _selector(["*"]).select([("example.com/manifest", spec)])
+    assert [getattr(k, "reason", "") for k in got.refused] == ["embedded_document"]

@@ -1,0 +1,300 @@
+"""S1 end to end: with `include: ["*"]` on every section, no canary leaves the agent.
+
+Real peers (PEERS.md): a private containerd holding the CRI records of one GPU pod, the real
+CLI as a child process (nvml simulated, k8s_attributes on the test's pod-resources server,
+container_env on that containerd), two Prometheus exporters (otel and dcgm naming) and an
+OTLP exporter sending to a real rotel. The pod's env, labels and annotations carry issue 14's
+canaries under secret-like keys, disguised keys, innocent keys with credential-shaped values,
+and a `last-applied-configuration` annotation carrying the pod's spec. Each canary value must
+appear 0 times in both /metrics bodies, in rotel's output and in the agent's log, while the
+business keys next to them do arrive (so the test would see a leak if there were one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from tests.e2e.node import eventually
+from tests.integration.agent_process import AgentProcess
+from tests.peers import kubelet as kubelet_api
+from tests.peers.cri_records import Pod, create_container, create_sandbox
+from tests.peers.kubelet import FakeKubelet
+from tests.peers.prometheus import free_port
+from tests.peers.rotel import Rotel, rotel
+from tests.peers.runtime import Containerd
+
+pytestmark = pytest.mark.integration
+
+GPU = "GPU-5150000-0000-4000-8000-000000000001"
+_TAG = uuid.uuid4().hex[:8]
+
+
+def canary(name: str) -> str:
+    """A canary value: plain lowercase text, so only the key rules can catch it."""
+    return f"canary-{name}-{_TAG}"
+
+
+JWT = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYW5hcnkifQ.Zm9vYmFyY2FuYXJ5{_TAG}"
+PEM_BODY = f"MIIBszCCAVmgAwIBAgIU{_TAG}Q0FOQVJZ"
+TOKEN = f"q8Zr2LmX7vT1kP4nW9sB3yH6{_TAG}"
+
+# Secret-like keys (issue 14's list): the value is a canary the key rules must refuse.
+SECRET_KEYS = [
+    "MYSQL_PWD",
+    "DB_PASS",
+    "BASIC_AUTH",
+    "SENTRY_DSN",
+    "PRIVATE",
+    "TLS_CERT",
+    "PASSPHRASE",
+    "SESSION_COOKIE",
+    "JWT",
+    "BEARER",
+    "CONN_STR",
+    "SIGNING_SALT",
+    "AUTH_HEADER",
+    "DB_PASSW\u041eRD",  # Cyrillic O
+    "API_TO\u200bKEN",  # zero-width space
+    "TE\u0410M_NAME",  # a Cyrillic A in an ordinary-looking key
+]
+ENV: dict[str, str] = {key: canary(f"env{i}") for i, key in enumerate(SECRET_KEYS)}
+ENV.update(
+    {
+        # Credentials inside URLs under keys that say nothing secret.
+        "DATABASE_URL": f"postgres://app:{canary('dburl')}@db.example.com:5432/app",
+        "MLFLOW_TRACKING_URI": f"https://ml:{canary('mlflow')}@mlflow.example.com",
+        # Credential-shaped values under innocent keys.
+        "NOTES": f"Bearer {JWT}",
+        "CA_BUNDLE": f"-----BEGIN CERTIFICATE-----\n{PEM_BODY}\n-----END CERTIFICATE-----",
+        "CONFIG_VALUE": TOKEN,
+        # Business keys: these must arrive.
+        "TEAM": "vision",
+        "PROJECT": "detector",
+        "COST_CENTER": "cc-42",
+        "MLFLOW_RUN_ID": "d41d8cd98f00b204e9800998ecf8427e",
+    }
+)
+LABELS = {"com.example.owner": "alice", "com.example.jwt": canary("label-jwt")}
+POD_LABELS = {"team": "vision", "example.com/session": canary("pod-label")}
+SPEC = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "s1-pod", "namespace": "ml"},
+    "spec": {
+        "containers": [
+            {
+                "name": "main",
+                "env": [{"name": "APP_SETTING", "value": canary("last-applied")}],
+            }
+        ]
+    },
+}
+ANNOTATIONS = {
+    "kubectl.kubernetes.io/last-applied-configuration": json.dumps(SPEC),
+    "example.com/cost-center": "cc-42",
+    "example.com/api-key": canary("annotation"),
+}
+CANARIES = [
+    *(ENV[key] for key in SECRET_KEYS),
+    canary("dburl"),
+    canary("mlflow"),
+    JWT,
+    PEM_BODY,
+    TOKEN,
+    canary("label-jwt"),
+    canary("pod-label"),
+    canary("last-applied"),
+    canary("annotation"),
+]
+# Canary values as the dcgm renderer or a log line could spell them too.
+VISIBLE = ["vision", "detector", "cc-42", "d41d8cd98f00b204e9800998ecf8427e", "alice"]
+
+
+def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: list[int]) -> Any:
+    everything = {"include": ["*"]}
+    return {
+        "receivers": {
+            "nvml": {
+                "collection_interval": "500ms",
+                "backend": "simulated",
+                "simulated": {"gpus": [{"uuid": GPU}]},
+            }
+        },
+        "processors": {
+            "k8s_attributes": {
+                "pod_resources_socket": str(kubelet.socket),
+                "refresh_interval": "500ms",
+                "node_name": "s1-node",
+            },
+            "container_env": {
+                "runtime": "containerd",
+                "containerd": {"socket": str(containerd.socket)},
+                "refresh_interval": "500ms",
+                "env": everything,
+                "labels": everything,
+                "pod_labels": everything,
+                "annotations": everything,
+                # No cap hides a leak: everything not refused is exported.
+                "max_attributes": 512,
+                "max_value_length": 4096,
+            },
+        },
+        "exporters": {
+            "prometheus": {"endpoint": f"127.0.0.1:{ports[0]}"},
+            "prometheus/dcgm": {"endpoint": f"127.0.0.1:{ports[1]}", "naming": "dcgm"},
+            "otlp": {"endpoint": otlp.grpc_endpoint, "tls": {"insecure": True}},
+        },
+        "service": {
+            "telemetry": {"logs": {"level": "debug"}},
+            "pipelines": {
+                "metrics/gpu": {
+                    "receivers": ["nvml"],
+                    "processors": ["k8s_attributes", "container_env"],
+                    "exporters": ["prometheus", "prometheus/dcgm", "otlp"],
+                }
+            },
+        },
+    }
+
+
+class Run:
+    """The agent and its peers, and what left the agent."""
+
+    def __init__(self, agent: AgentProcess, otlp: Rotel, ports: list[int], config: Path) -> None:
+        self.agent, self.otlp, self.ports, self.config = agent, otlp, ports, config
+        self.session = aiohttp.ClientSession()
+
+    async def body(self, port: int) -> str:
+        try:
+            async with self.session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                return await response.text() if response.status == 200 else ""
+        except aiohttp.ClientError:
+            return ""
+
+
+@pytest.fixture
+async def run(tmp_path: Path) -> AsyncIterator[Run]:
+    root = tmp_path
+    containerd = Containerd(root / "containerd")
+    containerd.start()
+    kubelet = FakeKubelet()
+    try:
+        pod = Pod("ml", "s1-pod", uid="uid-s1", labels=POD_LABELS, annotations=ANNOTATIONS)
+        create_sandbox(containerd.socket, pod)
+        create_container(containerd.socket, pod, "main", env=ENV, labels=LABELS)
+        kubelet.set_pods(
+            kubelet_api.pod(
+                "ml", "s1-pod", kubelet_api.container("main", {"nvidia.com/gpu": [GPU]})
+            )
+        )
+        kubelet.set_allocatable({"nvidia.com/gpu": [GPU]})
+        await kubelet.start()
+        with rotel(root / "rotel") as otlp:
+            ports = [free_port(), free_port()]
+            config = root / "pipeline.yaml"
+            config.write_text(yaml.safe_dump(_config(containerd, kubelet, otlp, ports)))
+            agent = AgentProcess("run", "-c", str(config))
+            result = Run(agent, otlp, ports, config)
+            try:
+                yield result
+            finally:
+                await result.session.close()
+                try:
+                    await asyncio.to_thread(agent.stop)
+                finally:
+                    agent.kill()
+    finally:
+        await kubelet.close()
+        containerd.stop()
+
+
+async def _enriched(run: Run) -> dict[str, str]:
+    """Every output, once each carries the business labels (the pipeline works end to end)."""
+    bodies: dict[str, str] = {}
+
+    async def ready() -> bool:
+        for name, port in zip(("otel /metrics", "dcgm /metrics"), run.ports, strict=True):
+            bodies[name] = await run.body(port)
+        otel, dcgm = bodies["otel /metrics"], bodies["dcgm /metrics"]
+        rotel_text = run.otlp.text()
+        return (
+            'container_env_TEAM="vision"' in otel
+            and 'env_TEAM="vision"' in dcgm
+            and "container.env.TEAM: Str(vision)" in rotel_text
+            and "otelgpu_container_env_refused_keys_total" in otel
+        )
+
+    await eventually(ready, lambda: f"enriched output; agent log:\n{run.agent.output[-3000:]}")
+    return {**bodies, "rotel output": run.otlp.text()}
+
+
+async def test_no_canary_leaves_the_agent_with_include_everything(run: Run) -> None:
+    places = await _enriched(run)
+    for value in VISIBLE:  # what is not refused does arrive: a leak would be seen
+        assert all(value in text for text in places.values()), value
+    await asyncio.to_thread(run.agent.stop)  # flush: the log is complete after exit
+    places["agent log"] = run.agent.output
+    leaked = {
+        where: [c for c in CANARIES if c in text]
+        for where, text in places.items()
+        if any(c in text for c in CANARIES)
+    }
+    assert leaked == {}
+    # The refusals are visible: by reason in /metrics, by key name in the log.
+    otel = places["otel /metrics"]
+    for reason in (
+        "secret_key",
+        "unsafe_key",
+        "spec_annotation",
+        "credential_url",
+        "jwt",
+        "pem",
+        "high_entropy",
+    ):
+        assert f'reason="{reason}"' in otel, reason
+    assert "not exporting env key 'DATABASE_URL'" in places["agent log"]
+    assert (
+        "not exporting annotations key 'kubectl.kubernetes.io/last-applied-configuration'"
+        in (places["agent log"])
+    )
+    assert "Traceback" not in places["agent log"]
+
+
+def test_validate_warns_about_include_everything(tmp_path: Path) -> None:
+    config = {
+        "receivers": {"nvml": {"backend": "simulated"}},
+        "processors": {"container_env": {"env": {"include": ["*"]}}},
+        "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"}},
+        "service": {
+            "pipelines": {
+                "metrics": {
+                    "receivers": ["nvml"],
+                    "processors": ["container_env"],
+                    "exporters": ["prometheus"],
+                }
+            }
+        },
+    }
+    path = tmp_path / "star.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = subprocess.run(
+        [sys.executable, "-m", "otelgpu", "validate", "-c", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'container_env: env.include ["*"] exports every env key' in result.stderr
+    assert "list the keys you need instead" in result.stderr

@@ -1,0 +1,72 @@
+"""The body: HELP and TYPE lines, their escaping, family order, series count, encodings."""
+
+from __future__ import annotations
+
+import gzip
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from otelgpu.exporters.prometheus.render import EMPTY, encode, escape_help, render_text
+from otelgpu.exporters.prometheus.series import Family
+
+
+def _family(name: str, help_: str, *lines: str, type_: str = "gauge") -> Family:
+    family = Family(name, type_, help_)
+    for i, line in enumerate(lines):
+        family.series[line] = (f"{i}\n", 0.0)
+    return family
+
+
+def test_help_then_type_then_series_per_family() -> None:
+    text, count = render_text(
+        [
+            _family("a", "First.", 'a{x="1"} ', 'a{x="2"} '),
+            _family("b_total", "Second.", "b_total ", type_="counter"),
+        ]
+    )
+    assert text == (
+        "# HELP a First.\n"
+        "# TYPE a gauge\n"
+        'a{x="1"} 0\n'
+        'a{x="2"} 1\n'
+        "# HELP b_total Second.\n"
+        "# TYPE b_total counter\n"
+        "b_total 0\n"
+    )
+    assert count == 3
+
+
+def test_no_help_line_without_help_text() -> None:
+    text, _ = render_text([_family("a", "", "a ")])
+    assert text == "# TYPE a gauge\na 0\n"
+
+
+def test_families_without_series_are_left_out() -> None:
+    text, count = render_text([_family("empty", "Nothing."), _family("a", "A.", "a ")])
+    assert "empty" not in text
+    assert count == 1
+
+
+def test_help_escapes_backslash_and_newline_only_as_the_format_says() -> None:
+    assert escape_help("a\\b") == "a\\\\b"
+    assert escape_help("a\nb") == "a\\nb"
+    assert escape_help("\\n") == "\\\\n"  # a literal backslash-n stays two characters
+    assert escape_help('say "hi"') == 'say "hi"'  # quotes are not escaped in HELP
+    assert escape_help("a\rb\x00c\u2028d") == "a\ufffdb\ufffdc\ufffdd"
+
+
+def test_help_round_trips_through_a_parser() -> None:
+    help_ = 'GPU "busy" time\\ratio\nper cycle'
+    text, _ = render_text([_family("a", help_, "a ")])
+    (family,) = text_string_to_metric_families(text)
+    assert family.documentation == help_
+    assert text.count("\n") == 3  # HELP, TYPE, one series: the newline stayed escaped
+
+
+def test_encodings_hold_the_same_text() -> None:
+    body = encode("a 1\n", 1)
+    assert body.plain == b"a 1\n"
+    assert gzip.decompress(body.gzipped) == body.plain
+    assert body.series == 1
+    assert encode("a 1\n", 1).gzipped == body.gzipped  # mtime 0: the same bytes every time
+    assert (EMPTY.plain, gzip.decompress(EMPTY.gzipped), EMPTY.series) == (b"", b"", 0)
