@@ -27,37 +27,41 @@ class Family:
     help: str
     # line prefix `name{labels} ` → (`value\n`, monotonic time of the last update)
     series: dict[str, tuple[str, float]] = field(default_factory=dict)
-    # line prefix → the identity that last wrote it; identity → its prefixes at its last update
+    # line prefix → the identity that last wrote it, and the batch that last wrote it
     owners: dict[str, Hashable] = field(default_factory=dict)
+    stamps: dict[str, int] = field(default_factory=dict)
+    # identity → the prefixes it wrote; the identities the batch being ingested reported
     groups: dict[Hashable, list[str]] = field(default_factory=dict)
-    # written during the batch being ingested, settled by `SeriesStore.commit`
-    staged: dict[Hashable, list[str]] = field(default_factory=dict)
+    touched: dict[Hashable, None] = field(default_factory=dict)
 
-    def write(self, identity: Hashable, prefix: str, value: str, now: float) -> None:
-        """Stores one series' latest value on behalf of `identity`."""
+    def write(self, identity: Hashable, prefix: str, value: str, now: float, batch: int) -> None:
+        """Stores one series' latest value on behalf of `identity`, in batch number `batch`."""
         self.series[prefix] = (value, now)
-        self.owners[prefix] = identity
-        staged = self.staged.get(identity)
-        if staged is None:
-            self.staged[identity] = [prefix]
-        else:
-            staged.append(prefix)
+        self.stamps[prefix] = batch
+        if self.owners.get(prefix) != identity:
+            self.owners[prefix] = identity
+            self.groups.setdefault(identity, []).append(prefix)
 
-    def settle(self) -> int:
-        """Replaces each staged identity's previous lines; how many lines left."""
+    def settle(self, batch: int) -> int:
+        """Removes the lines each identity reported in `batch` wrote before and not now; how
+        many lines left."""
         removed = 0
-        series, owners, groups = self.series, self.owners, self.groups
-        for identity, prefixes in self.staged.items():
-            previous = groups.get(identity)
-            groups[identity] = prefixes
-            if previous is None or previous == prefixes:
+        series, owners, stamps, groups = self.series, self.owners, self.stamps, self.groups
+        for identity in self.touched:
+            prefixes = groups.get(identity)
+            if prefixes is None or all(stamps.get(p) == batch for p in prefixes):
                 continue
-            keep = set(prefixes)
-            for prefix in previous:
-                if prefix not in keep and owners.get(prefix) == identity:
-                    del series[prefix], owners[prefix]
+            keep = []
+            for prefix in prefixes:
+                if owners.get(prefix) != identity:
+                    continue  # another identity wrote this line since: it is theirs now
+                if stamps.get(prefix) == batch:
+                    keep.append(prefix)
+                else:
+                    del series[prefix], owners[prefix], stamps[prefix]
                     removed += 1
-        self.staged.clear()
+            groups[identity] = keep
+        self.touched.clear()
         return removed
 
 
@@ -67,6 +71,7 @@ class SeriesStore:
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
         self._touched: dict[str, Family] = {}
+        self.batch = 0  # the number of the batch being ingested
         self.replaced = 0  # lines removed because their identity reported other lines
 
     def family(self, name: str, type_: str, help_: str) -> Family | None:
@@ -82,13 +87,13 @@ class SeriesStore:
 
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
-        for family in self._touched.values():
-            if family.staged:
-                self.replaced += family.settle()
         for name, family in self._touched.items():
+            if family.touched:
+                self.replaced += family.settle(self.batch)
             if not family.series and self.families.get(name) is family:
                 del self.families[name]
         self._touched.clear()
+        self.batch += 1
 
     def expire(self, now: float, max_age: float) -> int:
         """Drops series not updated for `max_age` seconds (and emptied families); how many."""
@@ -101,12 +106,13 @@ class SeriesStore:
             for key in stale:
                 del series[key]
                 owners.pop(key, None)
+                family.stamps.pop(key, None)
             if stale:
                 dropped += len(stale)
                 family.groups = {
-                    identity: prefixes
+                    identity: kept
                     for identity, prefixes in family.groups.items()
-                    if any(owners.get(p) == identity for p in prefixes)
+                    if (kept := [p for p in prefixes if owners.get(p) == identity])
                 }
             if not series:
                 del self.families[name]

@@ -103,7 +103,8 @@ class Translator:
         if family is None:
             return 0
         lines = self.labels.lines(resource)
-        write, name, scale = family.write, target.name, target.scale
+        write, name, scale, batch = family.write, target.name, target.scale, store.batch
+        family.touched[identity] = None
         stored = 0
         for point in metric.points:
             try:
@@ -114,7 +115,7 @@ class Translator:
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
-            write(identity, prefix, text + "\n", now)
+            write(identity, prefix, text + "\n", now, batch)
             stored += 1
         return stored
 
@@ -138,7 +139,8 @@ class Translator:
             if family is not None:
                 attributes = tuple(point.attributes.items())
                 prefix = self.labels.line_prefix(t.name, resource, attributes, t.drop)
-                family.write(identity, prefix, text + "\n", now)
+                family.touched[identity] = None
+                family.write(identity, prefix, text + "\n", now, store.batch)
                 stored += 1
         return stored
 
