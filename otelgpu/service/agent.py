@@ -2,8 +2,9 @@
 
 SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or counted).
 SIGHUP reloads the files on a worker thread; an invalid new config (or any failure while
-loading it) is logged issue by issue and the running service is kept. A valid one replaces it: the old service stops, the new one starts (if the new
-one cannot start, the old config is started again so the node is not left unmonitored).
+loading it) is logged issue by issue and the running service is kept. A valid one replaces
+it: the old service stops, the new one starts (if the new one cannot start, the old config
+is started again so the node is not left unmonitored).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+
 import pytest
 
 from otelgpu.config.loader import load
