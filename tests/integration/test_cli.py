@@ -150,12 +150,12 @@ def code_of(agent: AgentProcess) -> int:
         (
             "verbosity: detailed",
             "verbosity: !!bool maybe",
-            r"pipeline\.yaml:15:16: exporters::debug::verbosity: invalid !!bool value \"maybe\"",
+            r"pipeline\.yaml:14:16: exporters::debug::verbosity: invalid !!bool value \"maybe\"",
         ),
         (
             "simulated: {gpus: 2}",
             "simulated: &a {gpus: *a}",
-            r"pipeline\.yaml:5:27: receivers::nvml::simulated::gpus: alias \*a refers to "
+            r"pipeline\.yaml:5:26: receivers::nvml::simulated::gpus: alias \*a refers to "
             r"a node that contains it",
         ),
     ],
