@@ -103,7 +103,7 @@ def _parse_override(
     path = tuple(p for p in key.strip().split(sep_token))
     if not sep or not key.strip() or any(not p for p in path):
         text = override if len(override) <= 60 else override[:57] + "..."
-        issues.append(Issue(name, 1, 1, (), f"expected --set key.path=value (got {text!r})"))
+        issues.append(Issue(name, 1, 1, (), f'expected --set key.path=value (got "{text}")'))
         return None
     if len(path) > MAX_DEPTH:
         issues.append(Issue(name, 1, 1, (), f"nesting deeper than {MAX_DEPTH} levels"))

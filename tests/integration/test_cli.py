@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -228,3 +229,51 @@ def alias_bomb(levels: int) -> str:
     for n in range(1, levels + 1):
         lines.append(f"  l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]")
     return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "sets", "expected"),
+    [
+        (
+            alias_bomb(9),
+            [],
+            r"bad\.yaml:\d+:\d+: x-bomb::l4::7: alias \*l3 expands beyond the limit of "
+            r"10000 alias uses \(an alias bomb\?\)",
+        ),
+        (
+            "",
+            ["receivers.nvml.simulated.gpus=!!int abc"],
+            r'--set #1:1:31: receivers::nvml::simulated::gpus: invalid !!int value "abc"',
+        ),
+        (
+            "",
+            ["receivers.nvml.collection_interval={x: [}"],
+            r"--set #1:1:41: receivers::nvml::collection_interval: syntax error: "
+            r"expected the node content, but found '}'",
+        ),
+        (
+            "",
+            ["receivers.nvml.collection_interval=99999999999999999999h"],
+            r"--set #1:1:36: receivers::nvml::collection_interval: duration "
+            r'"99999999999999999999h" is too long: at most 168h \(7 days\)',
+        ),
+    ],
+    ids=["alias_bomb", "set_bad_int", "set_syntax_error", "set_absurd_duration"],
+)
+def test_validate_refuses_hostile_yaml_with_exit_2_and_one_located_line(
+    tmp_path: Path, extra: str, sets: list[str], expected: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(PIPELINE.format(tag="v1") + extra)
+    overrides = [arg for value in sets for arg in ("--set", value)]
+    result = subprocess.run(
+        [sys.executable, "-m", "otelgpu", "validate", "-c", str(config), *overrides],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "otelgpu: invalid configuration (1 issues):"
+    assert len(lines) == 2 and re.fullmatch(expected, lines[1].removeprefix(f"{tmp_path}/")), lines
