@@ -2,7 +2,9 @@
 
 Stage 1 of validation: YAML syntax, duplicate keys, `${env:…}` expansion on parsed scalars
 (never on raw text, so a value can never inject YAML), merging several `-c` files in order and
-applying `--set` overrides. Component-level checks happen in `schema.py`.
+applying `--set` overrides. `composer.py` bounds nesting and keeps alias uses apart; `walker.py`
+checks tags and charges alias expansion to a budget. Every YAML problem becomes one located
+issue. Component-level checks happen in `schema.py`.
 """
 
 from __future__ import annotations
