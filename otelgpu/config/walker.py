@@ -117,10 +117,14 @@ class Walker:
 
     def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
         self.positions.values.setdefault(path, self.mark(node))
-        merges = [value for key, value in node.value if key.tag == _MERGE]
+        own, self.positions = self.positions, Positions()  # merged keys are walked aside
         merged: dict[str, Any] = {}
-        for source in merges:  # the first `<<` wins, as does the first item of its list
-            self._merge(merged, source, path, in_list=False)
+        try:
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    self._merge(merged, value_node, path, in_list=False)
+        finally:
+            aside, self.positions = self.positions, own
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if key_node.tag == _MERGE:
@@ -132,12 +136,11 @@ class Walker:
             if key in out:
                 self._issue(key_node, child, "duplicate key")
                 continue
-            if key in merged:  # an explicit key overrides the merged one, positions included
-                merged.pop(key)
-                self.positions.replace_subtree(child, Positions())
             self.positions.keys[child] = self.mark(key_node)
             out[key] = self.node(value_node, child)
-        return {**merged, **out}
+        kept = {k: v for k, v in merged.items() if k not in out}  # written keys win
+        _copy_under(aside, self.positions, path, kept)
+        return {**kept, **out}
 
     def key(self, node: yaml.Node, path: Path) -> str | None:
         """A mapping key as text; keys must be scalars (a name)."""
@@ -174,11 +177,10 @@ class Walker:
         try:
             values = self.mapping(node, path)
         finally:
-            aside, self.positions = self.positions, own
-        for key, value in values.items():
-            if key not in into:
-                into[key] = value
-                self.positions.replace_subtree((*path, key), aside)
+            scratch, self.positions = self.positions, own
+        added = {k: v for k, v in values.items() if k not in into}
+        into.update(added)
+        _copy_under(scratch, self.positions, path, added)
 
     @contextmanager
     def _entered(self, node: yaml.Node, path: Path) -> Iterator[yaml.Node | None]:
@@ -268,6 +270,15 @@ class Walker:
     def _issue(self, node: yaml.Node, path: Path, message: str) -> None:
         m = self.mark(node)
         self.issues.append(Issue(m.file, m.line, m.column, path, message))
+
+
+def _copy_under(source: Positions, target: Positions, path: Path, keys: Mapping[str, Any]) -> None:
+    """Copies `source`'s marks at and under `path + (key,)` for each of `keys` (one pass)."""
+    n = len(path)
+    for theirs, ours in ((source.values, target.values), (source.keys, target.keys)):
+        for p, mark in theirs.items():
+            if len(p) > n and p[n] in keys:
+                ours[p] = mark
 
 
 def _short(tag: str) -> str:

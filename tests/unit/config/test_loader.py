@@ -193,7 +193,7 @@ def test_absurd_set_values_are_refused_with_a_position() -> None:
     )
 
 
-def test_a_reference_to_a_merge_key_in_set_works() -> None:
+def test_merge_keys_work_in_a_set_value() -> None:
     raw = load(
         [("base.yaml", BASE)],
         ["receivers.sample={<<: [{series: 3}, {series: 9, mode: ramp}], interval: 4s}"],
