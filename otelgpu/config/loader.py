@@ -2,13 +2,14 @@
 
 Stage 1 of validation: YAML syntax, duplicate keys, `${env:…}` expansion on parsed scalars
 (never on raw text, so a value can never inject YAML), merging several `-c` files in order and
-applying `--set` overrides. Component-level checks happen in `schema.py`.
+applying `--set` overrides. `composer.py` bounds nesting and keeps alias uses apart; `walker.py`
+checks tags and charges alias expansion to a budget. Every YAML problem becomes one located
+issue. Component-level checks happen in `schema.py`.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -16,12 +17,10 @@ from typing import Any
 
 import yaml
 
+from otelgpu.config.composer import MAX_DEPTH, Composed, NestingTooDeep, compose
 from otelgpu.config.positions import Mark, Path, Positions
+from otelgpu.config.walker import Walker
 from otelgpu.errors import ConfigError, Issue
-
-_SUBST_RE = re.compile(r"\$\$|\$\{([^}]*)\}")
-_ENV_RE = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
-_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 @dataclass
@@ -74,18 +73,11 @@ def read_files(paths: list[str]) -> list[tuple[str, str]]:
 def _parse_document(
     name: str, text: str, env: Mapping[str, str], issues: list[Issue]
 ) -> RawConfig | None:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        issues.append(Issue(name, line, col, (), f"syntax error: {problem}"))
-        return None
-    except yaml.YAMLError as exc:
-        issues.append(Issue(name, 1, 1, (), f"syntax error: {exc}"))
+    composed = _compose(name, text, issues)
+    if composed is None:
         return None
     out = RawConfig()
+    node = composed.root
     if node is None:
         return out
     if not isinstance(node, yaml.MappingNode):
@@ -100,8 +92,8 @@ def _parse_document(
             )
         )
         return None
-    walker = _Walker(name, env, out.positions, issues)
-    out.data = walker.mapping(node, ())
+    data = Walker(name, composed, env, out.positions, issues).walk(node, ())
+    out.data = data if isinstance(data, dict) else {}
     return out
 
 
@@ -112,16 +104,19 @@ def _parse_override(
     sep_token = "::" if "::" in key else "."
     path = tuple(p for p in key.strip().split(sep_token))
     if not sep or not key.strip() or any(not p for p in path):
-        issues.append(Issue(name, 1, 1, (), f'expected --set key.path=value (got "{override}")'))
+        text = override if len(override) <= 60 else override[:57] + "..."
+        issues.append(Issue(name, 1, 1, (), f'expected --set key.path=value (got "{text}")'))
+        return None
+    if len(path) > MAX_DEPTH:
+        issues.append(Issue(name, 1, 1, (), f"nesting deeper than {MAX_DEPTH} levels"))
+        return None
+    offset = len(key) + 1  # the value's column within the override
+    composed = _compose(name, value or '""', issues, path, offset)
+    if composed is None:
         return None
     out = RawConfig()
-    try:
-        node = yaml.compose(value or '""', Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        issues.append(Issue(name, 1, len(key) + 2, path, f"invalid value: {exc}"))
-        return None
-    walker = _Walker(name, env, out.positions, issues, column_offset=len(key) + 1)
-    leaf: Any = walker.node(node, path) if node is not None else None
+    walker = Walker(name, composed, env, out.positions, issues, column_offset=offset)
+    leaf: Any = walker.walk(composed.root, path) if composed.root is not None else None
     for part in reversed(path):
         leaf = {part: leaf}
     out.data = leaf
@@ -132,88 +127,37 @@ def _parse_override(
     return out
 
 
-class _Walker:
-    """Turns composed YAML nodes into plain values, recording marks and expanding env."""
+def _compose(
+    name: str, text: str, issues: list[Issue], path: Path = (), offset: int = 0
+) -> Composed | None:
+    """The composed document, or None after recording one located issue for the YAML error."""
+    try:
+        return compose(text)
+    except NestingTooDeep as exc:
+        issues.append(_located(name, text, exc.problem_mark, offset, path, str(exc.problem)))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        issues.append(_located(name, text, mark, offset, path, f"syntax error: {problem}"))
+    except yaml.reader.ReaderError as exc:
+        problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+        line = text.count("\n", 0, exc.position)
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1)
+        mark = yaml.Mark(name, exc.position, line, column, None, 0)
+        issues.append(_located(name, text, mark, offset, path, f"syntax error: {problem}"))
+    except yaml.YAMLError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        issues.append(Issue(name, 1, 1 + offset, path, f"syntax error: {first}"))
+    return None
 
-    def __init__(
-        self,
-        file: str,
-        env: Mapping[str, str],
-        positions: Positions,
-        issues: list[Issue],
-        column_offset: int = 0,
-    ) -> None:
-        self.file, self.env, self.positions, self.issues = file, env, positions, issues
-        self.column_offset = column_offset
-        self.constructor = yaml.constructor.SafeConstructor()
 
-    def mark(self, node: yaml.Node) -> Mark:
-        m = node.start_mark
-        return Mark(self.file, m.line + 1, m.column + 1 + self.column_offset)
-
-    def node(self, node: yaml.Node, path: Path) -> Any:
-        self.positions.values[path] = self.mark(node)
-        if isinstance(node, yaml.MappingNode):
-            return self.mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            return [self.node(item, (*path, i)) for i, item in enumerate(node.value)]
-        value = self.constructor.construct_object(node, deep=True)
-        if isinstance(value, str):
-            return self.expand(value, node, path)
-        return value
-
-    def mapping(self, node: yaml.MappingNode, path: Path) -> dict[str, Any]:
-        self.positions.values.setdefault(path, self.mark(node))
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG and isinstance(value_node, yaml.MappingNode):
-                for k, v in self.mapping(value_node, path).items():
-                    out.setdefault(k, v)
-                continue
-            key = self.constructor.construct_object(key_node, deep=True)
-            key = "null" if key is None else str(key)
-            child = (*path, key)
-            if key in out:
-                m = self.mark(key_node)
-                self.issues.append(Issue(m.file, m.line, m.column, child, "duplicate key"))
-                continue
-            self.positions.keys[child] = self.mark(key_node)
-            out[key] = self.node(value_node, child)
-        return out
-
-    def expand(self, text: str, node: yaml.Node, path: Path) -> str:
-        """Expands `${env:NAME}`, `${env:NAME:-default}` and `$$` in one scalar."""
-
-        def substitute(match: re.Match[str]) -> str:
-            if match.group(0) == "$$":
-                return "$"
-            ref = _ENV_RE.match(match.group(1))
-            if ref is None:
-                self._issue(
-                    node,
-                    path,
-                    f'unsupported substitution "{match.group(0)}": use ${{env:NAME}} '
-                    "or ${env:NAME:-default} (write $$ for a literal $)",
-                )
-                return ""
-            name, default = ref.group(1), ref.group(2)
-            if name in self.env:
-                return self.env[name]
-            if default is not None:
-                return default
-            self._issue(
-                node,
-                path,
-                f'environment variable "{name}" is not set and has no default '
-                f"(use ${{env:{name}:-default}})",
-            )
-            return ""
-
-        return _SUBST_RE.sub(substitute, text) if "$" in text else text
-
-    def _issue(self, node: yaml.Node, path: Path, message: str) -> None:
-        m = self.mark(node)
-        self.issues.append(Issue(m.file, m.line, m.column, path, message))
+def _located(
+    name: str, text: str, mark: yaml.Mark | None, offset: int, path: Path, message: str
+) -> Issue:
+    if mark is None:
+        return Issue(name, 1, 1 + offset, path, message)
+    column = mark.column + 1 + (offset if mark.line == 0 else 0)
+    return Issue(name, mark.line + 1, column, path, message)
 
 
 def _merge(into: RawConfig, part: RawConfig, path: Path) -> None:

@@ -24,13 +24,24 @@ _SIZE_UNITS = {
 }
 
 
+# Beyond these a value is a typo (or an attack), and can overflow timers and thread waits.
+MAX_DURATION = 7 * 24 * 3600.0
+MAX_SIZE = 2**40
+
+
 def parse_duration(value: Any) -> float:
-    """`500ms`, `10s`, `1m30s` → seconds. Bare numbers are refused: the unit must be said."""
-    if isinstance(value, str) and _DURATION_RE.match(value.strip()):
-        return sum(float(n) * _DURATION_UNITS[u] for n, u in _DURATION_PART.findall(value.strip()))
-    raise ValueError(
-        f'invalid duration "{value}": expected a number with a unit, such as 500ms, 10s or 5m'
-    )
+    """`500ms`, `10s`, `1m30s` → seconds, at most 7 days. Bare numbers are refused: the unit
+    must be said."""
+    if not (isinstance(value, str) and _DURATION_RE.match(value.strip())):
+        raise ValueError(
+            f"invalid duration {_shown(value)}: expected a number with a unit, "
+            "such as 500ms, 10s or 5m"
+        )
+    parts = _DURATION_PART.findall(value.strip())
+    seconds = sum(float(n) * _DURATION_UNITS[u] for n, u in parts)  # float: never overflows
+    if not seconds <= MAX_DURATION:  # also catches inf from hundreds of digits
+        raise ValueError(f"duration {_shown(value)} is too long: at most 168h (7 days)")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:
@@ -43,15 +54,32 @@ def format_duration(seconds: float) -> str:
 
 
 def parse_size(value: Any) -> int:
-    """`64MiB`, `512KiB`, `1000` → bytes."""
+    """`64MiB`, `512KiB`, `1000` → bytes, at most 1024GiB."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
-    if match is None:
-        raise ValueError(
-            f'invalid size "{value}": expected bytes or a number with a unit, such as 64MiB'
-        )
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+        size = value
+    else:
+        match = _SIZE_RE.match(value.strip()) if isinstance(value, str) else None
+        if match is None:
+            raise ValueError(
+                f"invalid size {_shown(value)}: expected bytes or a number with a unit, "
+                "such as 64MiB"
+            )
+        digits = match.group(1).lstrip("0") or "0"
+        if len(digits) > 15:  # int() refuses thousands of digits; anything this long is absurd
+            raise ValueError(f"size {_shown(value)} is too large: at most 1024GiB")
+        size = int(digits) * _SIZE_UNITS[match.group(2)]
+    if size > MAX_SIZE:
+        raise ValueError(f"size {_shown(value)} is too large: at most 1024GiB")
+    return size
+
+
+def _shown(value: Any) -> str:
+    """A value quoted for an error message, cut so a huge value cannot flood the log."""
+    try:
+        text = str(value)
+    except ValueError:  # an int of more digits than Python will print
+        text = "<a number of thousands of digits>"
+    return f'"{text}"' if len(text) <= 60 else f'"{text[:57]}..."'
 
 
 # Seconds as float; positive unless a field says otherwise.

@@ -1,9 +1,10 @@
 """The agent's run loop: one service at a time, signals, reload and graceful stop.
 
 SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or counted).
-SIGHUP reloads the files; an invalid new config is logged issue by issue and the running
-service is kept. A valid one replaces it: the old service stops, the new one starts (if the new
-one cannot start, the old config is started again so the node is not left unmonitored).
+SIGHUP reloads the files on a worker thread; an invalid new config (or any failure while
+loading it) is logged issue by issue and the running service is kept. A valid one replaces
+it: the old service stops, the new one starts (if the new one cannot start, the old config
+is started again so the node is not left unmonitored).
 """
 
 from __future__ import annotations
@@ -83,12 +84,22 @@ class Agent:
     async def _reload_config(self) -> None:
         _log.info("SIGHUP: reloading the configuration")
         try:
-            config = self._load()
+            # On a worker thread: a large or hostile file must not stop the loop serving scrapes.
+            config = await asyncio.to_thread(self._load)
         except ConfigError as exc:
             for issue in exc.issues:
                 _log.error("reload rejected: %s", issue)
             _log.error(
                 "keeping the running configuration (%d issues in the new one)", len(exc.issues)
+            )
+            return
+        except Exception as exc:  # a loader bug must not take the running pipelines down
+            _log.error(
+                "reload rejected: loading the new configuration failed (%s: %s); "
+                "keeping the running configuration",
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
             )
             return
         old = self.service

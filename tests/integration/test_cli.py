@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +143,137 @@ def test_a_component_that_cannot_start_exits_1_naming_it(tmp_path: Path) -> None
 
 def code_of(agent: AgentProcess) -> int:
     return agent.stop(signal.SIGTERM)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "error"),
+    [
+        (
+            "verbosity: detailed",
+            "verbosity: !!bool maybe",
+            r"pipeline\.yaml:14:16: exporters::debug::verbosity: invalid !!bool value \"maybe\"",
+        ),
+        (
+            "simulated: {gpus: 2}",
+            "simulated: &a {gpus: *a}",
+            r"pipeline\.yaml:5:26: receivers::nvml::simulated::gpus: alias \*a refers to "
+            r"a node that contains it",
+        ),
+    ],
+    ids=["bool_maybe_keyerror", "recursive_alias"],
+)
+def test_sighup_with_a_file_the_yaml_library_chokes_on_keeps_the_agent(
+    tmp_path: Path, agents: list[AgentProcess], old: str, new: str, error: str
+) -> None:
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(PIPELINE.format(tag="v1"))
+    agent = AgentProcess("run", "-c", str(config))
+    agents.append(agent)
+    agent.wait_for(r"pipeline_tag='v1'")
+
+    config.write_text(PIPELINE.format(tag="v2").replace(old, new))
+    agent.send(signal.SIGHUP)
+    first = agent.wait_for(r"reload rejected: .*" + error)
+    agent.wait_for(r"keeping the running configuration", after=first)
+    agent.wait_for(r"pipeline_tag='v1'", after=first)  # the old pipelines still run
+    assert agent.proc.poll() is None
+    assert not any("Traceback" in line for line in agent.lines)
+
+    config.write_text(PIPELINE.format(tag="v3"))
+    agent.send(signal.SIGHUP)
+    agent.wait_for(r"configuration reloaded")
+    agent.wait_for(r"pipeline_tag='v3'")
+    assert agent.stop() == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as response:
+        return str(response.read().decode())
+
+
+def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
+    tmp_path: Path, agents: list[AgentProcess]
+) -> None:
+    port = _free_port()
+    serving = PIPELINE.format(tag="v1").replace(
+        "  debug:\n", f"  prometheus:\n    endpoint: 127.0.0.1:{port}\n  debug:\n", 1
+    )
+    serving = serving.replace("exporters: [debug]", "exporters: [debug, prometheus]")
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(serving)
+    agent = AgentProcess("run", "-c", str(config))
+    agents.append(agent)
+    agent.wait_for(r"pipeline_tag='v1'")
+    assert "hw_gpu_utilization" in _scrape(port)
+
+    config.write_text(serving + alias_bomb(9))  # ~10**9 nodes once expanded
+    agent.send(signal.SIGHUP)
+    first = agent.wait_for(
+        r"reload rejected: .*pipeline\.yaml:\d+:\d+: x-bomb::l\d::\d: alias \*l\d expands beyond "
+        r"the limit of 10000 alias uses"
+    )
+    agent.wait_for(r"keeping the running configuration", after=first)
+    assert "hw_gpu_utilization" in _scrape(port)  # still serving, same pipelines
+    assert agent.stop() == 0
+
+
+def alias_bomb(levels: int) -> str:
+    """The "billion laughs": each level is a list of ten aliases of the level below."""
+    lines = ["x-bomb:", '  l0: &l0 "lol"']
+    for n in range(1, levels + 1):
+        lines.append(f"  l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "sets", "expected"),
+    [
+        (
+            alias_bomb(9),
+            [],
+            r"bad\.yaml:\d+:\d+: x-bomb::l4::7: alias \*l3 expands beyond the limit of "
+            r"10000 alias uses \(an alias bomb\?\)",
+        ),
+        (
+            "",
+            ["receivers.nvml.simulated.gpus=!!int abc"],
+            r'--set #1:1:31: receivers::nvml::simulated::gpus: invalid !!int value "abc"',
+        ),
+        (
+            "",
+            ["receivers.nvml.collection_interval={x: [}"],
+            r"--set #1:1:41: receivers::nvml::collection_interval: syntax error: "
+            r"expected the node content, but found '}'",
+        ),
+        (
+            "",
+            ["receivers.nvml.collection_interval=99999999999999999999h"],
+            r"--set #1:1:36: receivers::nvml::collection_interval: duration "
+            r'"99999999999999999999h" is too long: at most 168h \(7 days\)',
+        ),
+    ],
+    ids=["alias_bomb", "set_bad_int", "set_syntax_error", "set_absurd_duration"],
+)
+def test_validate_refuses_hostile_yaml_with_exit_2_and_one_located_line(
+    tmp_path: Path, extra: str, sets: list[str], expected: str
+) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(PIPELINE.format(tag="v1") + extra)
+    overrides = [arg for value in sets for arg in ("--set", value)]
+    result = subprocess.run(
+        [sys.executable, "-m", "otelgpu", "validate", "-c", str(config), *overrides],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "otelgpu: invalid configuration (1 issues):"
+    assert len(lines) == 2 and re.fullmatch(expected, lines[1].removeprefix(f"{tmp_path}/")), lines

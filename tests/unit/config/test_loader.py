@@ -112,3 +112,96 @@ def test_empty_file_means_no_pipelines() -> None:
     assert (
         str(info.value) == "empty.yaml:1:1: service::pipelines: at least one pipeline is required"
     )
+
+
+UNSUPPORTED = "only plain strings, numbers, booleans, null, lists and mappings are read"
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "receivers.sample.series=!!int abc",
+            '--set #1:1:25: receivers::sample::series: invalid !!int value "abc"',
+        ),
+        (
+            "receivers.sample.series=!!int 0o999",
+            '--set #1:1:25: receivers::sample::series: invalid !!int value "0o999"',
+        ),
+        (
+            "receivers.sample.mode=!!bool maybe",
+            '--set #1:1:23: receivers::sample::mode: invalid !!bool value "maybe"',
+        ),
+        (
+            "receivers.sample.mode=!foo x",
+            f"--set #1:1:23: receivers::sample::mode: unsupported tag !foo: {UNSUPPORTED}",
+        ),
+        (
+            "receivers.sample.mode=!!python/name:os.system",
+            "--set #1:1:23: receivers::sample::mode: unsupported tag "
+            f"!!python/name:os.system: {UNSUPPORTED}",
+        ),
+        (
+            "receivers.sample.tags=!!pairs [a: 1]",
+            f"--set #1:1:23: receivers::sample::tags: unsupported tag !!pairs: {UNSUPPORTED}",
+        ),
+        (
+            "receivers.sample.mode==",
+            '--set #1:1:23: receivers::sample::mode: "=" is YAML 1.1\'s value key, which is '
+            'not supported: quote it ("=") to use it as text',
+        ),
+        (
+            "receivers.sample.tags=&a [*a]",
+            "--set #1:1:27: receivers::sample::tags::0: alias *a refers to a node that contains it",
+        ),
+        (
+            "receivers.sample.tags=[",
+            "--set #1:1:24: receivers::sample::tags: syntax error: "
+            "expected the node content, but found '<stream end>'",
+        ),
+        (
+            "receivers.sample.tags={x: [}",
+            "--set #1:1:28: receivers::sample::tags: syntax error: "
+            "expected the node content, but found '}'",
+        ),
+        (
+            "receivers.sample.tags=" + "[" * 1200,
+            "--set #1:1:123: receivers::sample::tags: nesting deeper than 100 levels",
+        ),
+        (
+            ".".join(["a"] * 200) + "=1",
+            "--set #1:1:1: nesting deeper than 100 levels",
+        ),
+    ],
+    ids=lambda v: v if len(v) < 50 else v[:50],
+)
+def test_set_values_get_one_located_error_line(override: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load([("base.yaml", BASE)], [override], environ={})
+    assert str(info.value).splitlines() == [expected]
+
+
+def test_absurd_set_values_are_refused_with_a_position() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate(
+            load([("base.yaml", BASE)], ["receivers.sample.interval=99999999999999999999h"], {}),
+            core_registry(),
+        )
+    assert str(info.value) == (
+        "--set #1:1:27: receivers::sample::interval: "
+        'duration "99999999999999999999h" is too long: at most 168h (7 days)'
+    )
+
+
+def test_merge_keys_work_in_a_set_value() -> None:
+    raw = load(
+        [("base.yaml", BASE)],
+        ["receivers.sample={<<: [{series: 3}, {series: 9, mode: ramp}], interval: 4s}"],
+        environ={},
+    )
+    assert raw.data["receivers"]["sample"] == {
+        "interval": "4s",
+        "series": 3,
+        "mode": "ramp",
+        "tags": ["a"],
+    }

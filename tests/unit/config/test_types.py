@@ -73,3 +73,27 @@ def test_key_filter_is_fail_closed_and_globs() -> None:
     f = KeyFilter(include=["TEAM", "MLFLOW_*"], exclude=["MLFLOW_TRACKING_*"])
     assert f.allows("TEAM") and f.allows("MLFLOW_RUN_ID")
     assert not f.allows("MLFLOW_TRACKING_URI") and not f.allows("team")
+
+
+@pytest.mark.parametrize(
+    "absurd", ["99999999999999999999h", "169h", "604801s", "1" * 400 + "s", "1" * 5000 + "ms"]
+)
+def test_durations_beyond_seven_days_are_refused(absurd: str) -> None:
+    with pytest.raises(ValueError, match=r"is too long: at most 168h \(7 days\)"):
+        parse_duration(absurd)
+
+
+def test_seven_days_is_the_longest_duration() -> None:
+    assert parse_duration("168h") == 7 * 24 * 3600
+
+
+@pytest.mark.parametrize(
+    "absurd", ["99999999999999999999GiB", "1025GiB", 2**40 + 1, "9" * 5000, 10**30]
+)
+def test_sizes_beyond_1024gib_are_refused(absurd: object) -> None:
+    with pytest.raises(ValueError, match=r"is too large: at most 1024GiB"):
+        parse_size(absurd)
+
+
+def test_1024gib_is_the_largest_size() -> None:
+    assert parse_size("1024GiB") == 2**40

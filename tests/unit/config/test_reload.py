@@ -1,0 +1,90 @@
+"""SIGHUP's reload path in the Agent: whatever loading raises, the running service is kept,
+and the new files are parsed on a worker thread so the event loop keeps serving meanwhile."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+
+from otelgpu.config.loader import load
+from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.service.agent import Agent
+from tests.components import core_registry
+
+PIPELINE = """\
+receivers:
+  sample: {interval: 1h, tags: [%s]}
+exporters:
+  debug:
+service:
+  pipelines:
+    metrics: {receivers: [sample], exporters: [debug]}
+"""
+
+
+def config(tag: str) -> AgentConfig:
+    return validate(load([("p.yaml", PIPELINE % tag)], environ={}), core_registry())
+
+
+@pytest.mark.parametrize(
+    "error",
+    [RuntimeError("a bug in a validator"), RecursionError("deep"), KeyError("maybe")],
+    ids=["runtime", "recursion", "key"],
+)
+async def test_a_reload_whose_loading_raises_anything_keeps_the_running_service(
+    error: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> AgentConfig:
+        raise error
+
+    agent = Agent(broken, core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    while agent.service is None:
+        await asyncio.sleep(0.01)
+    kept = agent.service
+    with caplog.at_level(logging.ERROR, logger="otelgpu"):
+        logging.getLogger("otelgpu").addHandler(caplog.handler)
+        agent.request_reload()
+        while not any("keeping the running" in r.getMessage() for r in caplog.records):
+            assert not running.done(), "the agent stopped on a failed reload"
+            await asyncio.sleep(0.01)
+        logging.getLogger("otelgpu").removeHandler(caplog.handler)
+    assert agent.service is kept
+    assert any(type(error).__name__ in r.getMessage() for r in caplog.records)
+    agent.request_stop()
+    await running  # a clean stop: nothing was raised out of run()
+
+
+async def test_the_reload_parse_runs_off_the_event_loop() -> None:
+    loop = asyncio.get_running_loop()
+    answered: list[str] = []
+    parsed_on: list[threading.Thread] = []
+
+    async def scrape() -> str:
+        answered.append("scrape")
+        return "body"
+
+    def slow_load() -> AgentConfig:
+        # A parse that needs the loop to answer meanwhile: if it ran on the loop, the loop
+        # could not run `scrape` and this would wait out its guard and raise.
+        parsed_on.append(threading.current_thread())
+        asyncio.run_coroutine_threadsafe(scrape(), loop).result(timeout=10)
+        return config("v2")
+
+    agent = Agent(slow_load, core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    while agent.service is None:
+        await asyncio.sleep(0.01)
+    first = agent.service
+    agent.request_reload()
+    while agent.service is first or agent.service is None:
+        assert not running.done(), "the agent stopped during the reload"
+        await asyncio.sleep(0.01)
+    assert answered == ["scrape"]
+    assert parsed_on and parsed_on[0] is not threading.main_thread()
+    assert agent.service.config.components == config("v2").components
+    agent.request_stop()
+    await running
