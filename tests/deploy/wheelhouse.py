@@ -101,5 +101,5 @@ def served(folder: Path) -> Iterator[str]:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (stdlib's name)
+    def log_message(self, format: str, *args: object) -> None:
         """Keeps pytest's output free of one line per wheel."""
