@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
@@ -48,7 +47,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dockerd, A
 
 def test_image_carries_the_release_version(built: tuple[Dockerd, Any]) -> None:
     dockerd, built_image = built
-    assert agent_image.TAG == f"otelgpu:{otelgpu.__version__}"
+    assert f"otelgpu:{otelgpu.__version__}" == agent_image.TAG
     labels = built_image.attrs["Config"]["Labels"]
     assert labels["org.opencontainers.image.version"] == otelgpu.__version__
     out = dockerd.client().containers.run(
@@ -152,7 +151,7 @@ async def test_runs_as_the_daemonset_does_and_serves_metrics(
             env={"K8S_NODE_NAME": "image-node", "OTLP_ENDPOINT": "http://127.0.0.1:4317"},
             memory_limit=MEMORY_LIMIT.replace("Mi", "m"),
         )
-        status, body = await _until_ready(container)
+        _status, body = await _until_ready(container)
         assert '"ready"' in body
         assert (
             await asyncio.to_thread(
