@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,3 +125,11 @@ def rss_kib(container: Any) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS in /proc/1/status: {result.output!r}")
+
+
+def unmount_under(root: Path) -> None:
+    """Detaches what the stopped dockerd left mounted under `root` (its exec-root keeps a
+    bind mount of the host network namespace, `netns/default`), so the folder can go."""
+    mounted = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounted if m.startswith(f"{root}/")), reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, timeout=30)

@@ -38,11 +38,15 @@ MEMORY_LIMIT = "192Mi"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Dockerd, Any]]:
     """The test dockerd with the image built on it (once for this module)."""
-    with docker_daemon(tmp_path_factory.mktemp("image")) as dockerd:
-        client = dockerd.client()
-        base = agent_image.import_base(client)
-        built_image, _log = agent_image.build(client, base)
-        yield dockerd, built_image
+    root = tmp_path_factory.mktemp("image")
+    try:
+        with docker_daemon(root) as dockerd:
+            client = dockerd.client()
+            base = agent_image.import_base(client)
+            built_image, _log = agent_image.build(client, base)
+            yield dockerd, built_image
+    finally:
+        agent_image.unmount_under(root)
 
 
 def test_image_carries_the_release_version(built: tuple[Dockerd, Any]) -> None:
