@@ -3,6 +3,8 @@
 - `deploy/base/pipeline.yaml` is `pipelines/k8s-daemonset.yaml`, byte for byte: kustomize's
   configMapGenerator reads no file outside the kustomization's folder, so the ConfigMap's
   source has to be a copy.
+- `deploy/overlays/kubelet-stats/pipeline.yaml` is `pipelines/k8s-node.yaml`, for the same
+  reason.
 - `deploy/base/prometheusrule.yaml` is `deploy/rules/otelgpu-rules.yaml` (the plain rules file
   promtool checks and tests) wrapped in a PrometheusRule, with its `groups:` text indented
   under `spec:` so the expressions keep their layout.
@@ -21,6 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "pipelines" / "k8s-daemonset.yaml"
 PIPELINE_COPY = ROOT / "deploy" / "base" / "pipeline.yaml"
+NODE_PIPELINE = ROOT / "pipelines" / "k8s-node.yaml"
+NODE_PIPELINE_COPY = ROOT / "deploy" / "overlays" / "kubelet-stats" / "pipeline.yaml"
 RULES = ROOT / "deploy" / "rules" / "otelgpu-rules.yaml"
 PROMETHEUS_RULE = ROOT / "deploy" / "base" / "prometheusrule.yaml"
 
@@ -50,6 +54,7 @@ def expected() -> dict[Path, str]:
     """Every derived file and the text it must have."""
     return {
         PIPELINE_COPY: PIPELINE.read_text(),
+        NODE_PIPELINE_COPY: NODE_PIPELINE.read_text(),
         PROMETHEUS_RULE: prometheus_rule(RULES.read_text()),
     }
 
