@@ -137,6 +137,7 @@ class PrometheusExporter:
         expired = self._store.expire(now, self._config.metric_expiration)
         if now - self._rotated >= self._config.metric_expiration:
             self._translator.labels.rotate()  # forget label sets of long-gone series
+            self._store.rotate()  # and the identities that stopped reporting
             self._rotated = now
         telemetry = self._settings.telemetry
         telemetry.count(EXPIRED, expired, "Series dropped by metric_expiration", exporter=self._id)

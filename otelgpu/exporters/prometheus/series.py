@@ -27,40 +27,53 @@ class Family:
     help: str
     # line prefix `name{labels} ` → (`value\n`, monotonic time of the last update)
     series: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Identities are numbered by the store (`SeriesStore.key`), so the bookkeeping below hashes
+    # and compares small ints, whatever shape a receiver's identity has.
     # line prefix → the identity that last wrote it, and the batch that last wrote it
-    owners: dict[str, Hashable] = field(default_factory=dict)
+    owners: dict[str, int] = field(default_factory=dict)
     stamps: dict[str, int] = field(default_factory=dict)
     # identity → the prefixes it wrote; the identities the batch being ingested reported
-    groups: dict[Hashable, list[str]] = field(default_factory=dict)
-    touched: dict[Hashable, None] = field(default_factory=dict)
+    groups: dict[int, list[str]] = field(default_factory=dict)
+    touched: dict[int, None] = field(default_factory=dict)
 
-    def write(self, identity: Hashable, prefix: str, value: str, now: float, batch: int) -> None:
-        """Stores one series' latest value on behalf of `identity`, in batch number `batch`."""
+    def write(self, key: int, prefix: str, value: str, now: float, batch: int) -> None:
+        """Stores one series' latest value on behalf of identity `key`, in batch `batch`."""
         self.series[prefix] = (value, now)
         self.stamps[prefix] = batch
-        if self.owners.get(prefix) != identity:
-            self.owners[prefix] = identity
-            self.groups.setdefault(identity, []).append(prefix)
+        if self.owners.get(prefix) != key:
+            self.claim(key, prefix)
+
+    def claim(self, key: int, prefix: str) -> None:
+        """Makes `prefix` one of identity `key`'s lines (it wrote it for the first time)."""
+        self.owners[prefix] = key
+        group = self.groups.get(key)
+        if group is None:
+            self.groups[key] = [prefix]
+        else:
+            group.append(prefix)
 
     def settle(self, batch: int) -> int:
         """Removes the lines each identity reported in `batch` wrote before and not now; how
         many lines left."""
         removed = 0
         series, owners, stamps, groups = self.series, self.owners, self.stamps, self.groups
-        for identity in self.touched:
-            prefixes = groups.get(identity)
-            if prefixes is None or all(stamps.get(p) == batch for p in prefixes):
-                continue
+        for key in self.touched:
+            prefixes = groups.get(key, ())
+            for prefix in prefixes:
+                if stamps.get(prefix) != batch:
+                    break
+            else:
+                continue  # the usual case: it wrote exactly what it wrote before
             keep = []
             for prefix in prefixes:
-                if owners.get(prefix) != identity:
+                if owners.get(prefix) != key:
                     continue  # another identity wrote this line since: it is theirs now
                 if stamps.get(prefix) == batch:
                     keep.append(prefix)
                 else:
                     del series[prefix], owners[prefix], stamps[prefix]
                     removed += 1
-            groups[identity] = keep
+            groups[key] = keep
         self.touched.clear()
         return removed
 
@@ -71,8 +84,27 @@ class SeriesStore:
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
         self._touched: dict[str, Family] = {}
+        self._keys: dict[Hashable, int] = {}
+        self._retired: dict[Hashable, int] = {}
+        self._next_key = 0
         self.batch = 0  # the number of the batch being ingested
         self.replaced = 0  # lines removed because their identity reported other lines
+
+    def key(self, identity: Hashable) -> int:
+        """The number of a resource identity (stable while it keeps reporting)."""
+        key = self._keys.get(identity)
+        if key is None:
+            key = self._retired.pop(identity, None)
+            if key is None:
+                key, self._next_key = self._next_key, self._next_key + 1
+            self._keys[identity] = key
+        return key
+
+    def rotate(self) -> None:
+        """Starts a new generation of identity numbers; an identity unseen for a whole
+        generation is forgotten (its series have expired by then), so churn does not grow
+        the table. Numbers are never reused."""
+        self._retired, self._keys = self._keys, {}
 
     def family(self, name: str, type_: str, help_: str) -> Family | None:
         """The family `name`, created on first use; None when it exists with another type

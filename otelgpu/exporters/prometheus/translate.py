@@ -13,7 +13,7 @@ and its replica ID; sums over such copies count the GPU once per holder.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,7 +60,7 @@ class Translator:
         stored = dropped = 0
         holders = _holders_by_device(batch) if self._per_holder else {}
         for rm in batch:
-            identity = identity_of(rm)
+            identity = store.key(identity_of(rm))
             copies = holders.get(rm.resource.get(semconv.HW_ID)) if holders else None
             if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in rm.resource:
                 resources = [_holder_copy(rm.resource, holder) for holder in copies]
@@ -83,7 +83,7 @@ class Translator:
         store = SeriesStore()
         for metric in rm.metrics:
             try:
-                self._ingest_metric(store, (), (), metric, now)
+                self._ingest_metric(store, 0, (), metric, now)
             except (TypeError, ValueError, AttributeError):
                 continue
         return list(store.families.values())
@@ -91,7 +91,7 @@ class Translator:
     def _ingest_metric(
         self,
         store: SeriesStore,
-        identity: Hashable,
+        identity: int,
         resource: AttrItems,
         metric: Metric,
         now: float,
@@ -103,7 +103,9 @@ class Translator:
         if family is None:
             return 0
         lines = self.labels.lines(resource)
-        write, name, scale, batch = family.write, target.name, target.scale, store.batch
+        name, scale, batch = target.name, target.scale, store.batch
+        # Family.write, inlined: this loop runs once per point of every batch.
+        series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
         stored = 0
         for point in metric.points:
@@ -115,14 +117,17 @@ class Translator:
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
-            write(identity, prefix, text + "\n", now, batch)
+            series[prefix] = (text + "\n", now)
+            stamps[prefix] = batch
+            if owners.get(prefix) != identity:
+                family.claim(identity, prefix)
             stored += 1
         return stored
 
     def _ingest_split(
         self,
         store: SeriesStore,
-        identity: Hashable,
+        identity: int,
         resource: AttrItems,
         metric: Metric,
         now: float,
