@@ -111,6 +111,15 @@ class SelfTelemetry:
             "otelgpu_exporter_failed_points_total", failed, "Points dropped", exporter=exporter
         )
 
+    def consumer_failed(self, consumer: str, points: int) -> None:
+        """A consumer raised instead of taking a batch (a bug); its points are lost."""
+        self.count(
+            "otelgpu_consumer_failed_points_total",
+            points,
+            "Points lost because a consumer raised",
+            consumer=consumer,
+        )
+
     # --- gauges ---------------------------------------------------------------------------
 
     def set_gauge(self, name: str, value: float, **attributes: str) -> None:
