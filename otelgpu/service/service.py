@@ -56,17 +56,23 @@ class Service:
             "started %d pipelines: %s", len(self.graph.heads), ", ".join(map(str, self.graph.heads))
         )
 
-    async def shutdown(self) -> None:
-        """Stops upstream first so downstream can drain; idempotent; never raises."""
+    async def shutdown(self, deadline: float | None = None) -> None:
+        """Stops upstream first so downstream can drain; idempotent; never raises.
+
+        Components of one kind stop together (four exporters drain in parallel, not one after
+        the other). Past `deadline` (event-loop time) a component still stopping is cancelled,
+        and one not yet stopped is stopped already cancelled: an exporter's cancelled shutdown
+        still counts and logs every point it could not send, so nothing goes uncounted.
+        """
         self._running = False
         task, self._push_task = self._push_task, None
         await cancel_and_wait(task)
         while self._started:
-            label, kind, component = self._started.pop()
-            try:
-                await component.shutdown()
-            except Exception:
-                _log.exception('failed to shut down "%s" %s', label, kind)
+            kind = self._started[-1][1]
+            stage = []
+            while self._started and self._started[-1][1] == kind:
+                stage.append(self._started.pop())
+            await asyncio.gather(*(_stop(*entry, deadline) for entry in stage))
 
     async def _push_telemetry(self) -> None:
         assert self.graph is not None
@@ -79,3 +85,14 @@ class Service:
                     await exporter.consume(batch)
                 except Exception:
                     _log.exception("pushing self-telemetry failed")
+
+
+async def _stop(label: str, kind: str, component: Component, deadline: float | None) -> None:
+    """Shuts one component down before `deadline`; logs, never raises."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            await component.shutdown()
+    except TimeoutError:
+        _log.error('"%s" %s did not stop before the stop deadline; cancelled', label, kind)
+    except Exception:
+        _log.exception('failed to shut down "%s" %s', label, kind)

@@ -86,6 +86,7 @@ class OtlpExporter:
         self._last_partial = ""
         self._attributes = AttributeCache()
         self._unsent_at_shutdown = 0
+        self._in_flight: dict[int, Item] = {}  # by id(): batches a consumer is sending
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -102,26 +103,47 @@ class OtlpExporter:
         await asyncio.sleep(0)
 
     async def shutdown(self) -> None:
-        """Stops taking batches, sends what is queued until `drain_timeout`, counts the rest."""
+        """Stops taking batches, sends what is queued until `drain_timeout`, counts the rest.
+
+        Cancellation-safe: when the agent's stop deadline cancels it half way, everything
+        queued or in flight is still counted as failed and logged before it returns.
+        """
         if self._stopped:
             return
         self._stopped = True
         self._closing.set()
         self._queue.close()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        left = sum(item.points for item in self._queue.clear())
-        self._telemetry.exporter_result(self._id, 0, left)
-        if self._unsent_at_shutdown + left:
+        try:
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
+        finally:
+            self._count_unsent()
+            await self._stop_consumers()
+            await self._transport.close()
+
+    def _count_unsent(self) -> None:
+        """Counts (synchronously, so a cancelled shutdown cannot skip it) every batch in flight
+        or queued as failed, and logs the shutdown's total once."""
+        for task in self._tasks:
+            task.cancel()
+        left = [*self._in_flight.values(), *self._queue.clear()]
+        self._in_flight.clear()
+        points = sum(item.points for item in left)
+        self._telemetry.exporter_result(self._id, 0, points)
+        self._unsent_at_shutdown += points
+        if self._unsent_at_shutdown:
             self._log.warning(
                 "shutdown: %d points could not be sent (counted as failed)",
-                self._unsent_at_shutdown + left,
+                self._unsent_at_shutdown,
             )
         self._publish_size()
-        await self._transport.close()
+
+    async def _stop_consumers(self) -> None:
+        # Already cancelled and counted; waiting only lets them unwind (skipped if this
+        # shutdown is itself being cancelled: they finish on their own).
+        tasks, self._tasks = self._tasks, []
+        if tasks and not _cancelling():
+            await asyncio.wait(tasks)
 
     async def consume(self, batch: Batch) -> None:
         """Queues `batch` and returns at once; a full queue refuses it and counts its points."""
@@ -146,6 +168,7 @@ class OtlpExporter:
 
     async def _run(self) -> None:
         while (item := await self._queue.take()) is not None:
+            self._in_flight[id(item)] = item
             self._publish_size()
             sent, failed = 0, item.points
             try:
@@ -153,10 +176,11 @@ class OtlpExporter:
                     sent, failed = await self._deliver(item)
             except Exception:  # a bug must not stop the consumer; the batch is counted
                 self._log.exception("export failed unexpectedly")
-            finally:  # also on cancellation at the drain deadline
-                self._telemetry.exporter_result(self._id, sent, failed)
-                if self._closing.is_set():
-                    self._unsent_at_shutdown += failed
+            finally:  # also on cancellation, unless shutdown already counted it
+                if self._in_flight.pop(id(item), None) is not None:
+                    self._telemetry.exporter_result(self._id, sent, failed)
+                    if self._closing.is_set():
+                        self._unsent_at_shutdown += failed
 
     async def _deliver(self, item: Item) -> tuple[int, int]:
         """Sends one batch with retries; returns (sent, failed) points."""
@@ -219,3 +243,9 @@ class OtlpExporter:
 
     def _publish_size(self) -> None:
         self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, len(self._queue), exporter=self._id)
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop (its cancellation is in progress)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

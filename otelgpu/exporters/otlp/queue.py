@@ -29,6 +29,9 @@ class BatchQueue:
         self._capacity = capacity
         self._items: deque[Item] = deque()
         self._waiters: deque[asyncio.Future[Item | None]] = deque()
+        # Handed to a waiting consumer that has not resumed yet: in neither list, so `clear`
+        # must see them too (a shutdown cut short would otherwise never count them).
+        self._handed: dict[asyncio.Future[Item | None], Item] = {}
         self._closed = False
 
     def __len__(self) -> int:
@@ -42,6 +45,7 @@ class BatchQueue:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(item)
+                self._handed[waiter] = item
                 return True
         if len(self._items) < self._capacity:
             self._items.append(item)
@@ -60,10 +64,12 @@ class BatchQueue:
             return await waiter
         except asyncio.CancelledError:
             # Handed over but the consumer was cancelled before it ran: put the item back so
-            # shutdown still counts it.
-            if waiter.done() and not waiter.cancelled() and (item := waiter.result()):
+            # shutdown still counts it (unless `clear` already returned it).
+            if (item := self._handed.pop(waiter, None)) is not None:
                 self._items.appendleft(item)
             raise
+        finally:
+            self._handed.pop(waiter, None)
 
     def close(self) -> None:
         """Refuses new items and wakes idle consumers; queued items can still be taken."""
@@ -74,7 +80,9 @@ class BatchQueue:
                 waiter.set_result(None)
 
     def clear(self) -> list[Item]:
-        """Removes and returns everything still queued."""
-        items = list(self._items)
+        """Removes and returns everything no consumer has started on: queued, or handed to a
+        consumer that has not resumed yet."""
+        items = [*self._handed.values(), *self._items]
+        self._handed.clear()
         self._items.clear()
         return items
