@@ -32,7 +32,7 @@ _GAUGES = {
     "otelgpu_source_up": "1 if the source answered its last request, 0 if not",
     "otelgpu_source_last_success_timestamp_seconds": "Unix time of the source's last success",
     "otelgpu_collection_duration_seconds": "How long the receiver's last collection took",
-    "otelgpu_exporter_queue_size": "Batches waiting in the exporter's sending queue",
+    "otelgpu_exporter_queue_size": "Points (or batches, with sizer: requests) waiting to be sent",
     "otelgpu_build_info": "Always 1; the agent's version as a label",
 }
 _GAUGE_UNITS = {

@@ -75,7 +75,10 @@ class OtlpExporter:
         self._sleep = sleep
         self._monotonic = monotonic
         queue = config.sending_queue
-        self._queue = BatchQueue(queue.queue_size if queue.enabled else 0)
+        self._queue = BatchQueue(
+            queue.queue_size if queue.enabled else 0,
+            weigh=_by_points if queue.sizer == "items" else _by_request,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = asyncio.Event()
         self._stopped = False
@@ -242,7 +245,15 @@ class OtlpExporter:
             self._log.warning("the server rejected %d points: %s", rejected, message or "-")
 
     def _publish_size(self) -> None:
-        self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, len(self._queue), exporter=self._id)
+        self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, self._queue.size, exporter=self._id)
+
+
+def _by_points(item: Item) -> int:
+    return item.points
+
+
+def _by_request(_item: Item) -> int:
+    return 1
 
 
 def _cancelling() -> bool:
