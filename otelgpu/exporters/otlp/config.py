@@ -78,9 +78,10 @@ class RetryConfig(StrictModel):
         return self
 
 
-# Default queue capacity in points. Queued batches cost about 300 bytes a point (enriched
-# 10k-series batches, bench/p3_rss.py); 100k points is ~30 MiB, which fits in what the
-# DaemonSet's 192Mi limit leaves above the agent's own 124 MiB peak at 10.5k series.
+# Default queue capacity in points. Queued batches cost about 250-300 bytes a point (1,000
+# queued batches of ~1,800 enriched points held 456 MB); 100k points is ~30 MiB, which fits in
+# what the DaemonSet's 192Mi limit leaves above the agent's own 124 MiB peak (bench/p3_rss.py,
+# 10.5k series).
 DEFAULT_QUEUE_POINTS = 100_000
 
 
