@@ -71,6 +71,7 @@ class SelfTelemetry:
         self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
         self._descriptions: dict[str, str] = {}
         self.sources: dict[str, SourceState] = {}
+        self._claims: set[str] | None = None  # sources the starting service registered
         for name, description in _GAUGES.items():
             self._declare_gauge(name, description, _GAUGE_UNITS.get(name, ""))
         self.set_gauge("otelgpu_build_info", 1, version=__version__)
@@ -130,6 +131,10 @@ class SelfTelemetry:
             series = self._gauges[name]
         series[tuple(sorted(attributes.items()))] = value
 
+    def remove_gauge(self, name: str, **attributes: str) -> None:
+        """Forgets the series of gauge `name` with these attributes (its subject is gone)."""
+        self._gauges.get(name, {}).pop(tuple(sorted(attributes.items())), None)
+
     def collection_duration(self, receiver: str, seconds: float) -> None:
         """How long one collection of `receiver` took."""
         self.set_gauge("otelgpu_collection_duration_seconds", seconds, receiver=receiver)
@@ -151,11 +156,34 @@ class SelfTelemetry:
     # --- sources --------------------------------------------------------------------------
 
     def register_source(self, source: str) -> None:
-        """Declares a source the agent depends on: down until it first answers."""
+        """Declares a source the agent depends on: down until it first answers. A source
+        registered again (by the same component after a reload) keeps its state."""
         with self._lock:
             if source not in self.sources:
                 self.sources[source] = SourceState()
+            if self._claims is not None:
+                self._claims.add(source)
         self._publish(source)
+
+    def open_source_claims(self) -> None:
+        """A service is starting: its components will register the sources they use."""
+        with self._lock:
+            self._claims = set()
+
+    def retire_unclaimed_sources(self) -> list[str]:
+        """The service has started: sources no component registered (those of components a
+        reload removed) leave readiness and the source gauges. Returns their names."""
+        with self._lock:
+            claims, self._claims = self._claims, None
+            if claims is None:
+                return []
+            gone = sorted(set(self.sources) - claims)
+            for source in gone:
+                del self.sources[source]
+        for source in gone:
+            for gauge in ("otelgpu_source_up", "otelgpu_source_last_success_timestamp_seconds"):
+                self.remove_gauge(gauge, source=source)
+        return gone
 
     def source_ok(self, source: str) -> None:
         """The source answered. Logs once when it comes back."""

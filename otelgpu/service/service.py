@@ -41,6 +41,9 @@ class Service:
     async def start(self) -> None:
         """Builds and starts everything; on a failure, stops what started and raises StartError."""
         self.graph = build(self.config, self._registry, self._telemetry)
+        # Health is per component: the sources this graph's components register replace those
+        # of the previous service (after a reload), which would otherwise stay down forever.
+        self._telemetry.open_source_claims()
         for label, kind, component in self.graph.start_order():
             try:
                 await component.start(self)
@@ -52,6 +55,8 @@ class Service:
         if self.config.telemetry_exporters:
             self._push_task = asyncio.create_task(self._push_telemetry(), name="telemetry-push")
         self._running = True
+        if gone := self._telemetry.retire_unclaimed_sources():
+            _log.info("no longer watching sources: %s", ", ".join(gone))
         _log.info(
             "started %d pipelines: %s", len(self.graph.heads), ", ".join(map(str, self.graph.heads))
         )
