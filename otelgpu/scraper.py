@@ -14,6 +14,7 @@ from typing import Protocol
 
 from otelgpu.component import MetricsConsumer, Settings
 from otelgpu.consumer import GuardedConsumer
+from otelgpu.log_limits import capped
 from otelgpu.model import Batch, point_count
 from otelgpu.tasks import cancel_and_wait
 
@@ -117,6 +118,7 @@ class ScrapeController:
 
     def _report_failure(self, exc: Exception) -> None:
         reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        reason = capped(reason)
         self._settings.telemetry.count(
             "otelgpu_receiver_scrape_errors_total",
             1,

@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import Sum as SdkSum
 from opentelemetry.sdk.resources import Resource
 
 from otelgpu import __version__
+from otelgpu.log_limits import capped
 from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 _log = logging.getLogger("otelgpu.telemetry")
@@ -194,7 +195,9 @@ class SelfTelemetry:
         self._publish(source)
 
     def source_failed(self, source: str, reason: str) -> None:
-        """The source did not answer. Logs once per state change, never per cycle."""
+        """The source did not answer. Logs once per state change, never per cycle; the
+        reason (often the peer's own text) is capped in length in the log and in /readyz."""
+        reason = capped(reason)
         state = self._state(source)
         if state.up or not state.last_error:
             _log.warning("source %s is down: %s", source, reason)

@@ -23,6 +23,7 @@ from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.retry import Backoff
+from otelgpu.log_limits import capped
 from otelgpu.model import Batch, point_count
 
 QUEUE_SIZE_GAUGE = "otelgpu_exporter_queue_size"
@@ -225,7 +226,7 @@ class OtlpExporter:
     def _failed(self, err: ExportError, points: int, delay: float | None) -> None:
         # One line when failures start or change, one for the first batch given up; the
         # counters carry the rest.
-        message = str(err)
+        message = capped(err)  # the endpoint's text: bounded in the log
         if delay is not None:
             if message != self._last_error:
                 self._log.warning("export failed, retrying in %.3gs: %s", delay, message)
@@ -242,7 +243,9 @@ class OtlpExporter:
     def _partial(self, rejected: int, message: str) -> None:
         if message != self._last_partial:
             self._last_partial = message
-            self._log.warning("the server rejected %d points: %s", rejected, message or "-")
+            self._log.warning(
+                "the server rejected %d points: %s", rejected, capped(message) if message else "-"
+            )
 
     def _publish_size(self) -> None:
         self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, self._queue.size, exporter=self._id)
