@@ -82,12 +82,14 @@ async def test_down_and_up_again_is_logged_once_each(
     receiver, client = make_receiver(telemetry, sink, clock, collection_interval="10s")
     await receiver.start(FakeHost(telemetry))
     await clock.advance(0)
+    await _converted(sink, 1)
     client.answer = KubeletError("connect", "cannot reach the kubelet")
     for _ in range(5):
         await clock.advance(10)
     assert not telemetry.sources["kubelet"].up
     client.answer = b'{"node": {"nodeName": "n1", "cpu": {"usageNanoCores": 5}}}'
     await clock.advance(10)
+    await _converted(sink, 2)
     await receiver.shutdown()
     assert telemetry.sources["kubelet"].up
     downs = [r for r in caplog.records if "source kubelet is down" in r.getMessage()]
