@@ -1,32 +1,68 @@
-"""Glue between components: a pipeline's processor chain and the fan-out to its exporters."""
+"""Glue between components: a pipeline's processor chain and the fan-out to its exporters.
+
+Every hand-over between components goes through a `GuardedConsumer`: a consumer that raises
+(a bug: consumers must count and drop bad data themselves) costs only that batch, which is
+counted in `otelgpu_consumer_failed_points_total{consumer}` and logged at most once a minute.
+The caller (a receiver's scrape loop, a fan-out) never sees the exception.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from otelgpu.component import MetricsConsumer, Processor
+from otelgpu.log_limits import RateLimitedLog, capped
 from otelgpu.model import Batch, point_count
 from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.service")
 
 
-class FanOut:
-    """Hands each batch to several consumers; one failing consumer never starves the others.
+class GuardedConsumer:
+    """Hands batches to `consumer`; if it raises, counts the batch's points, logs, returns."""
 
-    Batches are immutable, so every consumer gets the same object.
+    def __init__(
+        self,
+        name: str,
+        consumer: MetricsConsumer,
+        telemetry: SelfTelemetry,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.consumer = consumer
+        self._telemetry = telemetry
+        self._errors = RateLimitedLog(_log, monotonic=monotonic)
+
+    async def consume(self, batch: Batch) -> None:
+        try:
+            await self.consumer.consume(batch)
+        except Exception as exc:
+            points = point_count(batch)
+            self._telemetry.consumer_failed(self.name, points)
+            self._errors.log(
+                logging.ERROR,
+                'consumer "%s" failed, %d points dropped: %s',
+                self.name,
+                points,
+                capped(f"{type(exc).__name__}: {exc}"),
+                exc_info=True,
+            )
+
+
+class FanOut:
+    """Hands each batch to several consumers, each behind its own guard, so one failing
+    consumer never starves the others. Batches are immutable: every consumer gets the same one.
     """
 
-    def __init__(self, consumers: Sequence[MetricsConsumer]) -> None:
+    def __init__(self, consumers: Sequence[GuardedConsumer]) -> None:
         self.consumers = tuple(consumers)
 
     async def consume(self, batch: Batch) -> None:
         for consumer in self.consumers:
-            try:
-                await consumer.consume(batch)
-            except Exception:
-                _log.exception("consumer %r failed; batch dropped for it", consumer)
+            await consumer.consume(batch)
 
 
 class PipelineHead:
@@ -47,13 +83,21 @@ class PipelineHead:
         self.processors = tuple(processors)
         self.next = next
         self._telemetry = telemetry
+        self._errors = {label: RateLimitedLog(_log) for label, _ in self.processors}
 
     async def consume(self, batch: Batch) -> None:
         for label, processor in self.processors:
             try:
                 batch = processor.process(batch)
-            except Exception:
-                _log.exception("pipeline %s: processor %s failed; batch dropped", self.name, label)
+            except Exception as exc:
+                self._errors[label].log(
+                    logging.ERROR,
+                    "pipeline %s: processor %s failed; batch dropped: %s",
+                    self.name,
+                    label,
+                    capped(f"{type(exc).__name__}: {exc}"),
+                    exc_info=True,
+                )
                 self._telemetry.count(
                     "otelgpu_processor_failed_points_total",
                     point_count(batch),

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from otelgpu.component import MetricsConsumer, Settings
+from otelgpu.consumer import GuardedConsumer
+from otelgpu.log_limits import capped
 from otelgpu.model import Batch, point_count
 from otelgpu.tasks import cancel_and_wait
 
@@ -53,7 +55,8 @@ class ScrapeController:
     ) -> None:
         self._settings = settings
         self._scrape = scrape
-        self._next = next
+        # The scrape loop must outlive any consumer bug, whoever built the chain after it.
+        self._next = GuardedConsumer(f"downstream of {settings.id}", next, settings.telemetry)
         self._interval = interval
         self._timeout = timeout if timeout is not None else interval
         self._initial_delay = initial_delay
@@ -66,11 +69,20 @@ class ScrapeController:
         """Starts the loop in a task this controller owns."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"scrape:{self._settings.id}")
+            self._task.add_done_callback(self._ended)
 
     async def shutdown(self) -> None:
         """Cancels and awaits the loop; idempotent."""
         task, self._task = self._task, None
         await cancel_and_wait(task)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        # The loop ends only by cancellation; anything else is a bug that stops collection.
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            self._settings.logger.error(
+                "the scrape loop stopped; no more collections until a restart or reload",
+                exc_info=exc,
+            )
 
     async def _run(self) -> None:
         due = self._clock.monotonic() + self._initial_delay
@@ -106,6 +118,7 @@ class ScrapeController:
 
     def _report_failure(self, exc: Exception) -> None:
         reason = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        reason = capped(reason)
         self._settings.telemetry.count(
             "otelgpu_receiver_scrape_errors_total",
             1,

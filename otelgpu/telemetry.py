@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import Sum as SdkSum
 from opentelemetry.sdk.resources import Resource
 
 from otelgpu import __version__
+from otelgpu.log_limits import capped
 from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 _log = logging.getLogger("otelgpu.telemetry")
@@ -32,7 +33,7 @@ _GAUGES = {
     "otelgpu_source_up": "1 if the source answered its last request, 0 if not",
     "otelgpu_source_last_success_timestamp_seconds": "Unix time of the source's last success",
     "otelgpu_collection_duration_seconds": "How long the receiver's last collection took",
-    "otelgpu_exporter_queue_size": "Batches waiting in the exporter's sending queue",
+    "otelgpu_exporter_queue_size": "Points (or batches, with sizer: requests) waiting to be sent",
     "otelgpu_build_info": "Always 1; the agent's version as a label",
 }
 _GAUGE_UNITS = {
@@ -71,6 +72,7 @@ class SelfTelemetry:
         self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
         self._descriptions: dict[str, str] = {}
         self.sources: dict[str, SourceState] = {}
+        self._claims: set[str] | None = None  # sources the starting service registered
         for name, description in _GAUGES.items():
             self._declare_gauge(name, description, _GAUGE_UNITS.get(name, ""))
         self.set_gauge("otelgpu_build_info", 1, version=__version__)
@@ -111,6 +113,15 @@ class SelfTelemetry:
             "otelgpu_exporter_failed_points_total", failed, "Points dropped", exporter=exporter
         )
 
+    def consumer_failed(self, consumer: str, points: int) -> None:
+        """A consumer raised instead of taking a batch (a bug); its points are lost."""
+        self.count(
+            "otelgpu_consumer_failed_points_total",
+            points,
+            "Points lost because a consumer raised",
+            consumer=consumer,
+        )
+
     # --- gauges ---------------------------------------------------------------------------
 
     def set_gauge(self, name: str, value: float, **attributes: str) -> None:
@@ -120,6 +131,10 @@ class SelfTelemetry:
             self._declare_gauge(name, "", "")
             series = self._gauges[name]
         series[tuple(sorted(attributes.items()))] = value
+
+    def remove_gauge(self, name: str, **attributes: str) -> None:
+        """Forgets the series of gauge `name` with these attributes (its subject is gone)."""
+        self._gauges.get(name, {}).pop(tuple(sorted(attributes.items())), None)
 
     def collection_duration(self, receiver: str, seconds: float) -> None:
         """How long one collection of `receiver` took."""
@@ -142,11 +157,34 @@ class SelfTelemetry:
     # --- sources --------------------------------------------------------------------------
 
     def register_source(self, source: str) -> None:
-        """Declares a source the agent depends on: down until it first answers."""
+        """Declares a source the agent depends on: down until it first answers. A source
+        registered again (by the same component after a reload) keeps its state."""
         with self._lock:
             if source not in self.sources:
                 self.sources[source] = SourceState()
+            if self._claims is not None:
+                self._claims.add(source)
         self._publish(source)
+
+    def open_source_claims(self) -> None:
+        """A service is starting: its components will register the sources they use."""
+        with self._lock:
+            self._claims = set()
+
+    def retire_unclaimed_sources(self) -> list[str]:
+        """The service has started: sources no component registered (those of components a
+        reload removed) leave readiness and the source gauges. Returns their names."""
+        with self._lock:
+            claims, self._claims = self._claims, None
+            if claims is None:
+                return []
+            gone = sorted(set(self.sources) - claims)
+            for source in gone:
+                del self.sources[source]
+        for source in gone:
+            for gauge in ("otelgpu_source_up", "otelgpu_source_last_success_timestamp_seconds"):
+                self.remove_gauge(gauge, source=source)
+        return gone
 
     def source_ok(self, source: str) -> None:
         """The source answered. Logs once when it comes back."""
@@ -157,7 +195,9 @@ class SelfTelemetry:
         self._publish(source)
 
     def source_failed(self, source: str, reason: str) -> None:
-        """The source did not answer. Logs once per state change, never per cycle."""
+        """The source did not answer. Logs once per state change, never per cycle; the
+        reason (often the peer's own text) is capped in length in the log and in /readyz."""
+        reason = capped(reason)
         state = self._state(source)
         if state.up or not state.last_error:
             _log.warning("source %s is down: %s", source, reason)

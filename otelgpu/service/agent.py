@@ -23,6 +23,8 @@ from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.agent")
 
+STOP_MARGIN = 2.0  # seconds of the stop deadline kept for counting and logging what is left
+
 
 class Agent:
     """Runs the service for a config that `load` produces (and reproduces on SIGHUP)."""
@@ -119,8 +121,13 @@ class Agent:
         if service is None:
             return
         _log.info("stopping (deadline %.0fs)", self._stop_timeout)
+        # The service's own deadline comes first, with a margin in which the components it
+        # cancels count and log what they could not send; the outer one only guards against a
+        # component whose cancellation itself hangs.
+        loop = asyncio.get_running_loop()
+        margin = min(STOP_MARGIN, self._stop_timeout / 5)
         try:
             async with asyncio.timeout(self._stop_timeout):
-                await service.shutdown()
+                await service.shutdown(deadline=loop.time() + self._stop_timeout - margin)
         except TimeoutError:
             _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)

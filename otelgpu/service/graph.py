@@ -22,7 +22,7 @@ from otelgpu.component import (
     Settings,
 )
 from otelgpu.config.schema import AgentConfig
-from otelgpu.consumer import FanOut, PipelineHead
+from otelgpu.consumer import FanOut, GuardedConsumer, PipelineHead
 from otelgpu.errors import StartError
 from otelgpu.registry import Registry
 from otelgpu.telemetry import SelfTelemetry
@@ -73,15 +73,23 @@ def build(config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> 
         for cid in pipeline.processors:
             graph.processors[(pid, cid)] = create(Kind.PROCESSOR, cid)
             processors.append((str(cid), graph.processors[(pid, cid)]))
-        exporters = [cast(MetricsConsumer, graph.exporters[e]) for e in pipeline.exporters]
+        exporters = [
+            GuardedConsumer(str(e), cast(MetricsConsumer, graph.exporters[e]), telemetry)
+            for e in pipeline.exporters
+        ]
         head = PipelineHead(str(pid), processors, _one_or_fanout(exporters), telemetry)
         graph.heads[pid] = head
     for cid in sorted({r for p in config.pipelines.values() for r in p.receivers}):
-        heads = [graph.heads[pid] for pid, p in config.pipelines.items() if cid in p.receivers]
+        heads = [
+            GuardedConsumer(f"pipeline {pid}", graph.heads[pid], telemetry)
+            for pid, p in config.pipelines.items()
+            if cid in p.receivers
+        ]
         graph.receivers[cid] = create(Kind.RECEIVER, cid, _one_or_fanout(heads))
     return graph
 
 
-def _one_or_fanout(consumers: list[MetricsConsumer] | list[PipelineHead]) -> MetricsConsumer:
-    items = cast(list[MetricsConsumer], consumers)
-    return items[0] if len(items) == 1 else FanOut(items)
+def _one_or_fanout(consumers: list[GuardedConsumer]) -> MetricsConsumer:
+    """Every hand-over is guarded, a lone consumer too (it used to bypass the fan-out's guard,
+    and one exception ended the receiver's scrape loop)."""
+    return consumers[0] if len(consumers) == 1 else FanOut(consumers)

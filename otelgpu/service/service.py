@@ -41,6 +41,9 @@ class Service:
     async def start(self) -> None:
         """Builds and starts everything; on a failure, stops what started and raises StartError."""
         self.graph = build(self.config, self._registry, self._telemetry)
+        # Health is per component: the sources this graph's components register replace those
+        # of the previous service (after a reload), which would otherwise stay down forever.
+        self._telemetry.open_source_claims()
         for label, kind, component in self.graph.start_order():
             try:
                 await component.start(self)
@@ -52,21 +55,29 @@ class Service:
         if self.config.telemetry_exporters:
             self._push_task = asyncio.create_task(self._push_telemetry(), name="telemetry-push")
         self._running = True
+        if gone := self._telemetry.retire_unclaimed_sources():
+            _log.info("no longer watching sources: %s", ", ".join(gone))
         _log.info(
             "started %d pipelines: %s", len(self.graph.heads), ", ".join(map(str, self.graph.heads))
         )
 
-    async def shutdown(self) -> None:
-        """Stops upstream first so downstream can drain; idempotent; never raises."""
+    async def shutdown(self, deadline: float | None = None) -> None:
+        """Stops upstream first so downstream can drain; idempotent; never raises.
+
+        Components of one kind stop together (four exporters drain in parallel, not one after
+        the other). Past `deadline` (event-loop time) a component still stopping is cancelled,
+        and one not yet stopped is stopped already cancelled: an exporter's cancelled shutdown
+        still counts and logs every point it could not send, so nothing goes uncounted.
+        """
         self._running = False
         task, self._push_task = self._push_task, None
         await cancel_and_wait(task)
         while self._started:
-            label, kind, component = self._started.pop()
-            try:
-                await component.shutdown()
-            except Exception:
-                _log.exception('failed to shut down "%s" %s', label, kind)
+            kind = self._started[-1][1]
+            stage = []
+            while self._started and self._started[-1][1] == kind:
+                stage.append(self._started.pop())
+            await asyncio.gather(*(_stop(*entry, deadline) for entry in stage))
 
     async def _push_telemetry(self) -> None:
         assert self.graph is not None
@@ -79,3 +90,14 @@ class Service:
                     await exporter.consume(batch)
                 except Exception:
                     _log.exception("pushing self-telemetry failed")
+
+
+async def _stop(label: str, kind: str, component: Component, deadline: float | None) -> None:
+    """Shuts one component down before `deadline`; logs, never raises."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            await component.shutdown()
+    except TimeoutError:
+        _log.error('"%s" %s did not stop before the stop deadline; cancelled', label, kind)
+    except Exception:
+        _log.exception('failed to shut down "%s" %s', label, kind)

@@ -112,7 +112,7 @@ async def test_an_outage_loses_nothing_the_queue_holds_and_counts_the_rest(
         receiver,
         telemetry,
         retry_on_failure=FAST_RETRY,
-        sending_queue={"queue_size": queue_size},
+        sending_queue={"sizer": "requests", "queue_size": queue_size},
         timeout="1s",
     )
     points = {seq: seq + 1 for seq in range(10)}  # batch `seq` holds seq + 1 points

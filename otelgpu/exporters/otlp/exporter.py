@@ -23,6 +23,7 @@ from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.retry import Backoff
+from otelgpu.log_limits import capped
 from otelgpu.model import Batch, point_count
 
 QUEUE_SIZE_GAUGE = "otelgpu_exporter_queue_size"
@@ -75,7 +76,10 @@ class OtlpExporter:
         self._sleep = sleep
         self._monotonic = monotonic
         queue = config.sending_queue
-        self._queue = BatchQueue(queue.queue_size if queue.enabled else 0)
+        self._queue = BatchQueue(
+            queue.queue_size if queue.enabled else 0,
+            weigh=_by_points if queue.sizer == "items" else _by_request,
+        )
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = asyncio.Event()
         self._stopped = False
@@ -86,6 +90,7 @@ class OtlpExporter:
         self._last_partial = ""
         self._attributes = AttributeCache()
         self._unsent_at_shutdown = 0
+        self._in_flight: dict[int, Item] = {}  # by id(): batches a consumer is sending
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -102,26 +107,47 @@ class OtlpExporter:
         await asyncio.sleep(0)
 
     async def shutdown(self) -> None:
-        """Stops taking batches, sends what is queued until `drain_timeout`, counts the rest."""
+        """Stops taking batches, sends what is queued until `drain_timeout`, counts the rest.
+
+        Cancellation-safe: when the agent's stop deadline cancels it half way, everything
+        queued or in flight is still counted as failed and logged before it returns.
+        """
         if self._stopped:
             return
         self._stopped = True
         self._closing.set()
         self._queue.close()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        left = sum(item.points for item in self._queue.clear())
-        self._telemetry.exporter_result(self._id, 0, left)
-        if self._unsent_at_shutdown + left:
+        try:
+            if self._tasks:
+                await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
+        finally:
+            self._count_unsent()
+            await self._stop_consumers()
+            await self._transport.close()
+
+    def _count_unsent(self) -> None:
+        """Counts (synchronously, so a cancelled shutdown cannot skip it) every batch in flight
+        or queued as failed, and logs the shutdown's total once."""
+        for task in self._tasks:
+            task.cancel()
+        left = [*self._in_flight.values(), *self._queue.clear()]
+        self._in_flight.clear()
+        points = sum(item.points for item in left)
+        self._telemetry.exporter_result(self._id, 0, points)
+        self._unsent_at_shutdown += points
+        if self._unsent_at_shutdown:
             self._log.warning(
                 "shutdown: %d points could not be sent (counted as failed)",
-                self._unsent_at_shutdown + left,
+                self._unsent_at_shutdown,
             )
         self._publish_size()
-        await self._transport.close()
+
+    async def _stop_consumers(self) -> None:
+        # Already cancelled and counted; waiting only lets them unwind (skipped if this
+        # shutdown is itself being cancelled: they finish on their own).
+        tasks, self._tasks = self._tasks, []
+        if tasks and not _cancelling():
+            await asyncio.wait(tasks)
 
     async def consume(self, batch: Batch) -> None:
         """Queues `batch` and returns at once; a full queue refuses it and counts its points."""
@@ -146,6 +172,7 @@ class OtlpExporter:
 
     async def _run(self) -> None:
         while (item := await self._queue.take()) is not None:
+            self._in_flight[id(item)] = item
             self._publish_size()
             sent, failed = 0, item.points
             try:
@@ -153,10 +180,11 @@ class OtlpExporter:
                     sent, failed = await self._deliver(item)
             except Exception:  # a bug must not stop the consumer; the batch is counted
                 self._log.exception("export failed unexpectedly")
-            finally:  # also on cancellation at the drain deadline
-                self._telemetry.exporter_result(self._id, sent, failed)
-                if self._closing.is_set():
-                    self._unsent_at_shutdown += failed
+            finally:  # also on cancellation, unless shutdown already counted it
+                if self._in_flight.pop(id(item), None) is not None:
+                    self._telemetry.exporter_result(self._id, sent, failed)
+                    if self._closing.is_set():
+                        self._unsent_at_shutdown += failed
 
     async def _deliver(self, item: Item) -> tuple[int, int]:
         """Sends one batch with retries; returns (sent, failed) points."""
@@ -198,7 +226,7 @@ class OtlpExporter:
     def _failed(self, err: ExportError, points: int, delay: float | None) -> None:
         # One line when failures start or change, one for the first batch given up; the
         # counters carry the rest.
-        message = str(err)
+        message = capped(err)  # the endpoint's text: bounded in the log
         if delay is not None:
             if message != self._last_error:
                 self._log.warning("export failed, retrying in %.3gs: %s", delay, message)
@@ -215,7 +243,23 @@ class OtlpExporter:
     def _partial(self, rejected: int, message: str) -> None:
         if message != self._last_partial:
             self._last_partial = message
-            self._log.warning("the server rejected %d points: %s", rejected, message or "-")
+            self._log.warning(
+                "the server rejected %d points: %s", rejected, capped(message) if message else "-"
+            )
 
     def _publish_size(self) -> None:
-        self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, len(self._queue), exporter=self._id)
+        self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, self._queue.size, exporter=self._id)
+
+
+def _by_points(item: Item) -> int:
+    return item.points
+
+
+def _by_request(_item: Item) -> int:
+    return 1
+
+
+def _cancelling() -> bool:
+    """Whether the running task has been asked to stop (its cancellation is in progress)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from otelgpu.model import Batch
@@ -18,17 +19,23 @@ class Item:
 
 
 class BatchQueue:
-    """Holds at most `capacity` batches; `offer` never waits, it refuses instead.
+    """Holds items weighing at most `capacity` in all; `offer` never waits, it refuses instead.
 
-    Memory is bounded in batches, not bytes: batches are immutable and shared with the other
-    exporters, so a queued batch costs only what the pipeline already built. Capacity 0
-    queues nothing: a batch is accepted only when a consumer is idle and takes it at once.
+    `weigh` gives an item's weight: 1 (the default: capacity counts batches) or its points
+    (capacity counts points, so memory is bounded whatever the batch size). Capacity 0 queues
+    nothing: a batch is accepted only when a consumer is idle and takes it at once (a hand-over
+    never takes queue room, however heavy the batch).
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, *, weigh: Callable[[Item], int] = lambda _: 1) -> None:
         self._capacity = capacity
+        self._weigh = weigh
+        self.size = 0  # total weight queued
         self._items: deque[Item] = deque()
         self._waiters: deque[asyncio.Future[Item | None]] = deque()
+        # Handed to a waiting consumer that has not resumed yet: in neither list, so `clear`
+        # must see them too (a shutdown cut short would otherwise never count them).
+        self._handed: dict[asyncio.Future[Item | None], Item] = {}
         self._closed = False
 
     def __len__(self) -> int:
@@ -42,16 +49,17 @@ class BatchQueue:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(item)
+                self._handed[waiter] = item
                 return True
-        if len(self._items) < self._capacity:
-            self._items.append(item)
+        if self.size + self._weigh(item) <= self._capacity:
+            self._push(item, left=False)
             return True
         return False
 
     async def take(self) -> Item | None:
         """The oldest item, waiting for one; None once closed and empty."""
         if self._items:
-            return self._items.popleft()
+            return self._pop()
         if self._closed:
             return None
         waiter: asyncio.Future[Item | None] = asyncio.get_running_loop().create_future()
@@ -60,10 +68,12 @@ class BatchQueue:
             return await waiter
         except asyncio.CancelledError:
             # Handed over but the consumer was cancelled before it ran: put the item back so
-            # shutdown still counts it.
-            if waiter.done() and not waiter.cancelled() and (item := waiter.result()):
-                self._items.appendleft(item)
+            # shutdown still counts it (unless `clear` already returned it).
+            if (item := self._handed.pop(waiter, None)) is not None:
+                self._push(item, left=True)
             raise
+        finally:
+            self._handed.pop(waiter, None)
 
     def close(self) -> None:
         """Refuses new items and wakes idle consumers; queued items can still be taken."""
@@ -74,7 +84,19 @@ class BatchQueue:
                 waiter.set_result(None)
 
     def clear(self) -> list[Item]:
-        """Removes and returns everything still queued."""
-        items = list(self._items)
+        """Removes and returns everything no consumer has started on: queued, or handed to a
+        consumer that has not resumed yet."""
+        items = [*self._handed.values(), *self._items]
+        self._handed.clear()
         self._items.clear()
+        self.size = 0
         return items
+
+    def _push(self, item: Item, *, left: bool) -> None:
+        (self._items.appendleft if left else self._items.append)(item)
+        self.size += self._weigh(item)
+
+    def _pop(self) -> Item:
+        item = self._items.popleft()
+        self.size -= self._weigh(item)
+        return item

@@ -6,6 +6,13 @@ hash of the same cost, so the answer takes as long whether or not the user exist
 checks are remembered under an HMAC of the length-prefixed pair with a per-process random key:
 the cache holds neither a password nor anything an attacker could precompute, and no crafted
 username can collide with another pair's key (CVE-2022-46146 was such a collision).
+
+Checks run one at a time on one private thread, and the line in front of it is bounded: one
+two checks at a time per client address (a third concurrent one is answered 429) and
+`MAX_PENDING` for all clients together (503). Both answers come at once, before any look at the
+credentials, so a flood of wrong passwords from one client costs one core and cannot push a
+valid scraper from another address more than a few checks back, and the time of an answer
+still says nothing about the password.
 """
 
 from __future__ import annotations
@@ -23,6 +30,18 @@ import bcrypt
 from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
 
 _CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
+MAX_PENDING = 8  # checks running or waiting, all clients together
+PER_PEER = 2  # checks running or waiting for one client address (two jobs may share one)
+
+
+class AuthBusy(Exception):
+    """The check was not run: too many are already waiting. `status` is the HTTP answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 _TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -46,6 +65,8 @@ class BasicAuthenticator:
         self._fake_hash = b""
         self._key = b""
         self._ok: set[bytes] = set()
+        self._pending = 0
+        self._pending_by_peer: dict[str, int] = {}
         # One private thread: checks run one at a time (a flood of wrong passwords costs one
         # core) and never queue behind other components' work in the default executor.
         self._executor: ThreadPoolExecutor | None = None
@@ -66,23 +87,42 @@ class BasicAuthenticator:
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
 
-    async def check(self, header: str | None) -> bool:
-        """Whether the header carries the right user and password."""
+    async def check(self, header: str | None, peer: str = "") -> bool:
+        """Whether the header carries the right user and password. Raises AuthBusy, without
+        looking at the credentials, when `peer` or everyone already has checks waiting."""
         user, password = _parse(header)
         cache_key = self._cache_key(user, password)
         if cache_key in self._ok:
             return True
         assert self._executor is not None, "prepare() was not awaited"
-        user_ok = hmac.compare_digest(user, self._user)
-        against = self._hash if user_ok else self._fake_hash
-        loop = asyncio.get_running_loop()
-        password_ok = await loop.run_in_executor(self._executor, _checkpw, password, against)
+        self._admit(peer)
+        try:
+            user_ok = hmac.compare_digest(user, self._user)
+            against = self._hash if user_ok else self._fake_hash
+            loop = asyncio.get_running_loop()
+            password_ok = await loop.run_in_executor(self._executor, _checkpw, password, against)
+        finally:
+            self._release(peer)
         if user_ok and password_ok:
             if len(self._ok) >= _CACHE_LIMIT:
                 self._ok.clear()
             self._ok.add(cache_key)
             return True
         return False
+
+    def _admit(self, peer: str) -> None:
+        if self._pending_by_peer.get(peer, 0) >= PER_PEER:
+            raise AuthBusy(429, "too many concurrent authentication attempts from this client")
+        if self._pending >= MAX_PENDING:
+            raise AuthBusy(503, "too many authentication attempts in progress")
+        self._pending += 1
+        self._pending_by_peer[peer] = self._pending_by_peer.get(peer, 0) + 1
+
+    def _release(self, peer: str) -> None:
+        self._pending -= 1
+        left = self._pending_by_peer.pop(peer) - 1
+        if left:
+            self._pending_by_peer[peer] = left
 
     def _cache_key(self, user: bytes, password: bytes) -> bytes:
         message = len(user).to_bytes(8, "big") + user + len(password).to_bytes(8, "big") + password

@@ -1,7 +1,9 @@
 """The HTTP side: aiohttp serving the current pre-rendered body at `/metrics`.
 
 A request reads one immutable `Body` reference and writes bytes; it never renders, never
-collects, and never waits on NVML, the kubelet or a container runtime.
+collects, and never waits on NVML, the kubelet or a container runtime. Connections are capped
+and idle ones closed (`otelgpu.http_listener`); a client whose password check would have to
+wait behind others is answered 429 / 503 at once (`auth.AuthBusy`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from otelgpu.exporters.prometheus.auth import BasicAuthenticator
+from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
 from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
+from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener
 
 _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Basic realm="otelgpu", charset="UTF-8"'}
 
@@ -29,43 +32,54 @@ class MetricsServer:
         on_scrape: Callable[[int], None],
         ssl_context: ssl.SSLContext | None = None,
         authenticator: BasicAuthenticator | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
-        self._host, self._port = host, port
         self._current = current
         self._on_scrape = on_scrape
-        self._ssl = ssl_context
         self._auth = authenticator
-        self._runner: web.AppRunner | None = None
+        app = web.Application()
+        app.router.add_get("/metrics", self._metrics)
+        self._listener = Listener(
+            app,
+            host,
+            port,
+            ssl_context=ssl_context,
+            max_connections=max_connections,
+            idle_timeout=idle_timeout,
+        )
         self.port = port
+
+    @property
+    def connections(self) -> int:
+        """Client connections open now."""
+        return self._listener.connections
 
     async def start(self) -> None:
         """Binds and listens; raises OSError when the address is taken."""
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, ssl_context=self._ssl)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        addresses = runner.addresses
-        self.port = int(addresses[0][1]) if addresses else self._port
+        await self._listener.start()
+        self.port = self._listener.port
 
     async def stop(self) -> None:
         """Closes the listener and open connections; idempotent."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        await self._listener.stop()
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        if self._auth is not None and not await self._auth.check(
-            request.headers.get("Authorization")
-        ):
-            self._on_scrape(401)
-            return web.Response(status=401, text="unauthorized\n", headers=_UNAUTHORIZED_HEADERS)
+        if self._auth is not None:
+            try:
+                allowed = await self._auth.check(
+                    request.headers.get("Authorization"), peer=request.remote or ""
+                )
+            except AuthBusy as busy:
+                self._on_scrape(busy.status)
+                return web.Response(
+                    status=busy.status, text=f"{busy}\n", headers={"Retry-After": "1"}
+                )
+            if not allowed:
+                self._on_scrape(401)
+                return web.Response(
+                    status=401, text="unauthorized\n", headers=_UNAUTHORIZED_HEADERS
+                )
         body = self._current()
         headers = {"Content-Type": CONTENT_TYPE, "Vary": "Accept-Encoding"}
         if _accepts_gzip(request.headers.get("Accept-Encoding", "")):

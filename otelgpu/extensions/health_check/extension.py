@@ -12,6 +12,7 @@ from aiohttp import web
 from otelgpu.component import Host, Settings
 from otelgpu.config.types import split_endpoint
 from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
+from otelgpu.http_listener import Listener
 
 
 class HealthCheckExtension:
@@ -21,7 +22,7 @@ class HealthCheckExtension:
         self._settings = settings
         self._config = config
         self._host: Host | None = None
-        self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
         self.port: int | None = None
 
     async def start(self, host: Host) -> None:
@@ -29,23 +30,24 @@ class HealthCheckExtension:
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
         address, port = split_endpoint(self._config.endpoint)
-        site = web.TCPSite(runner, address, port)
-        try:
-            await site.start()
-        except OSError:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = int(runner.addresses[0][1]) if runner.addresses else port
+        # Capped connections and a short idle timeout, as on /metrics: a flood of idle
+        # connections must not make the kubelet's probes time out and restart the agent.
+        listener = Listener(app, address, port)
+        await listener.start()
+        self._listener = listener
+        self.port = listener.port
         self._settings.logger.info("serving /healthz and /readyz on %s", self._config.endpoint)
 
+    @property
+    def connections(self) -> int:
+        """Client connections open now."""
+        return self._listener.connections if self._listener else 0
+
     async def shutdown(self) -> None:
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
 
     async def _healthz(self, _request: web.Request) -> web.Response:
         return web.json_response({"status": "alive"})

@@ -9,6 +9,7 @@ something that is not a summary is counted, reported as the `kubelet` source bei
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -24,7 +25,7 @@ from otelgpu.receivers.kubelet_stats.client import (
     TokenFile,
 )
 from otelgpu.receivers.kubelet_stats.config import AuthType, KubeletStatsReceiverConfig
-from otelgpu.receivers.kubelet_stats.summary import SummaryReader
+from otelgpu.receivers.kubelet_stats.summary import Reading, SummaryReader
 from otelgpu.scraper import Clock, ScrapeController
 
 SOURCE = "kubelet"
@@ -86,11 +87,13 @@ class KubeletStatsReceiver:
         """One summary read; empty (and the source reported down) when it fails."""
         assert self.client is not None, "start() first"
         try:
-            summary = _decode(await self.client.summary())
+            body = await self.client.summary()
+            # Parsing and converting a large node's summary takes long enough to stall the
+            # event loop (and every scrape of /metrics): it runs in a worker thread.
+            reading = await asyncio.to_thread(self._convert, body)
         except KubeletError as exc:
             self._failed(exc)
             return ()
-        reading = self._reader.read(summary, time.time_ns())
         self._settings.telemetry.count(
             "otelgpu_kubelet_skipped_entries_total",
             reading.skipped,
@@ -99,6 +102,9 @@ class KubeletStatsReceiver:
         )
         self._settings.telemetry.source_ok(SOURCE)
         return reading.batch
+
+    def _convert(self, body: bytes) -> Reading:
+        return self._reader.read(_decode(body), time.time_ns())
 
     def _failed(self, exc: KubeletError) -> None:
         self._settings.telemetry.count(

@@ -55,8 +55,10 @@ class ContainerResolver:
         if cid is None:
             try:
                 text = (self._root / str(pid) / "cgroup").read_text()
-            except OSError:  # exited between the NVML answer and now, or no access
-                text = ""
+            except OSError:
+                # Exited between the NVML answer and now, or not readable yet: not cached, so
+                # a pid that is still there is looked up again at the next collection.
+                return ""
             cid = self._cache[pid] = container_id_from_cgroup(text)
         return cid
 

@@ -3,6 +3,10 @@
 NVML reports XIDs as events (`nvmlEventTypeXidCriticalError`), not as a value to poll; a
 "last XID" gauge would lose every XID but the last between two scrapes. The thread blocks in
 `nvmlEventSetWait` with a short timeout so `stop` takes effect within that timeout.
+
+Once the thread runs, it owns the event set and frees it as it exits: `stop` never frees it
+under a wait still in progress (a driver call that outlasts the join would otherwise read
+freed memory).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ class XidWatcher:
         telemetry: SelfTelemetry,
         receiver: str,
         logger: logging.Logger,
+        *,
+        join_timeout: float = WAIT_MS / 1000 * 4,
     ) -> None:
         self._client = client
         self._telemetry = telemetry
@@ -36,7 +42,8 @@ class XidWatcher:
         self._lock = threading.Lock()
         self._counts: dict[str, Counter[int]] = {}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._join_timeout = join_timeout
+        self.thread: threading.Thread | None = None
         self._event_set: object = None
 
     def register(self, gpus: list[Device]) -> int:
@@ -52,23 +59,32 @@ class XidWatcher:
         return accepted
 
     def start(self) -> None:
-        """Starts the waiting thread (after `register`)."""
-        if self._thread is None and self._event_set is not None:
-            self._thread = threading.Thread(target=self._run, name="nvml-xid", daemon=True)
-            self._thread.start()
+        """Starts the waiting thread (after `register`); from then on it owns the event set."""
+        if self.thread is None and self._event_set is not None:
+            self.thread = threading.Thread(target=self._run, name="nvml-xid", daemon=True)
+            self.thread.start()
 
     def stop(self) -> None:
-        """Stops the thread (blocks up to one wait timeout) and frees the event set."""
+        """Stops the thread (blocks up to `join_timeout`); the event set is freed by the
+        thread as it exits, or here if no thread ever ran."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=WAIT_MS / 1000 * 4)
-            self._thread = None
-        if self._event_set is not None:
+        thread, self.thread = self.thread, None
+        if thread is None:
+            self._free()
+            return
+        thread.join(timeout=self._join_timeout)
+        if thread.is_alive():
+            self._log.warning(
+                "the XID thread is still inside an NVML call; it frees the event set on return"
+            )
+
+    def _free(self) -> None:
+        event_set, self._event_set = self._event_set, None
+        if event_set is not None:
             try:
-                self._client.event_set_free(self._event_set)
+                self._client.event_set_free(event_set)
             except NvmlError as exc:
                 self._log.debug("freeing the XID event set failed: %s", exc)
-            self._event_set = None
 
     def snapshot(self) -> dict[str, dict[int, int]]:
         """GPU UUID → XID code → count since the receiver started."""
@@ -90,8 +106,11 @@ class XidWatcher:
         return True
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            self.poll_once()
+        try:
+            while not self._stop.is_set():
+                self.poll_once()
+        finally:
+            self._free()
 
     def _failed(self, exc: NvmlError) -> None:
         self._telemetry.count(

@@ -107,3 +107,29 @@ def test_self_telemetry_reports_source_changes_once(
     assert by_name["otelgpu_source_up"].points[0].value == 1.0
     assert by_name["otelgpu_source_last_success_timestamp_seconds"].points[0].value > 0
     assert by_name["otelgpu_build_info"].points[0].attributes["version"]
+
+
+async def test_health_check_caps_idle_connections_and_probes_still_answer(
+    telemetry: SelfTelemetry,
+) -> None:
+    import asyncio
+
+    from otelgpu.http_listener import MAX_CONNECTIONS
+
+    ext = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint="127.0.0.1:0"),
+    )
+    await ext.start(FakeHost(telemetry))
+    idle = [
+        await asyncio.open_connection("127.0.0.1", ext.port) for _ in range(MAX_CONNECTIONS + 20)
+    ]
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{ext.port}/healthz") as response,
+    ):
+        assert response.status == 200
+    assert ext.connections <= MAX_CONNECTIONS
+    for _, writer in idle:
+        writer.close()
+    await ext.shutdown()

@@ -7,6 +7,8 @@ A new component must be listed in OPTIONS, so nobody adds one without this check
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -65,6 +67,7 @@ def test_every_factory_has_lifecycle_options() -> None:
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=[f"{f.kind.value}:{f.type}" for f in FACTORIES])
 async def test_lifecycle(factory: Factory, telemetry: SelfTelemetry) -> None:
+    tasks_before, threads_before = _tasks(), set(threading.enumerate())
     component = _create(factory, telemetry)
     await component.start(FakeHost(telemetry))
     if factory.kind is Kind.PROCESSOR:
@@ -72,7 +75,27 @@ async def test_lifecycle(factory: Factory, telemetry: SelfTelemetry) -> None:
     if factory.kind is Kind.EXPORTER:
         await component.consume(_batch())
     await component.shutdown()
+    # Everything start() created is gone once shutdown returns: no task left pending, and
+    # no thread left running (the event loop's own default executor is the loop's, not
+    # theirs). A private executor shut down without waiting may take a moment to let its idle
+    # thread go: a bounded join allows that, a thread that never stops still fails.
+    assert [t.get_name() for t in _tasks() - tasks_before if not t.done()] == []
+    for thread in _own_threads(threads_before):
+        thread.join(timeout=5)
+    assert [t.name for t in _own_threads(threads_before)] == []
     await component.shutdown()
+
+
+def _tasks() -> set[asyncio.Task[Any]]:
+    return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+
+def _own_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    return [
+        t
+        for t in threading.enumerate()
+        if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+    ]
 
 
 @pytest.mark.parametrize("factory", FACTORIES, ids=[f"{f.kind.value}:{f.type}" for f in FACTORIES])

@@ -19,7 +19,8 @@ def test_defaults_are_the_collectors() -> None:
         assert (retry.enabled, retry.initial_interval, retry.max_interval) == (True, 5.0, 30.0)
         assert retry.max_elapsed_time == 300.0
         queue = config.sending_queue
-        assert (queue.enabled, queue.queue_size, queue.num_consumers) == (True, 1000, 1)
+        assert (queue.enabled, queue.num_consumers) == (True, 1)
+        assert (queue.sizer, queue.queue_size) == ("items", 100_000)  # points, not batches
         assert queue.drain_timeout == 20.0
 
 

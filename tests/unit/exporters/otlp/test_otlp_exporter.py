@@ -97,7 +97,7 @@ async def test_consume_only_queues_and_the_queue_gauge_follows(
     for seq in range(3):
         await exporter.consume(numbered_batch(seq, 2))
     await clock.advance(0)
-    assert queue_size(telemetry, ID) == 2  # one batch is in flight, blocked
+    assert queue_size(telemetry, ID) == 4  # points: one batch is in flight, blocked, 2 queued
     gate.set()
     await clock.advance(0)
     assert transport.seqs() == [0, 1, 2]
@@ -109,7 +109,7 @@ async def test_a_full_queue_refuses_new_batches_and_counts_their_points(
 ) -> None:
     gate = asyncio.Event()
     transport = ScriptedTransport(gate)
-    exporter = await started(transport, sending_queue={"queue_size": 2})
+    exporter = await started(transport, sending_queue={"sizer": "requests", "queue_size": 2})
     with caplog.at_level(logging.WARNING):
         for seq in range(1, 7):  # batch n holds n points
             await exporter.consume(numbered_batch(seq, seq))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -22,13 +23,23 @@ def _errors(telemetry: SelfTelemetry) -> dict[str, float]:
     return counter(telemetry, ERRORS, lambda a: str(a["reason"]))
 
 
+async def _converted(sink: Sink, batches: int) -> None:
+    """Waits (bounded) for the summary's conversion, which runs in a worker thread."""
+    for _ in range(500):
+        if len(sink.batches) >= batches:
+            return
+        await asyncio.sleep(0.01)
+
+
 async def test_scrapes_every_interval_and_reports_the_source_up(
     telemetry: SelfTelemetry, sink: Sink, clock: FakeClock
 ) -> None:
     receiver, client = make_receiver(telemetry, sink, clock, collection_interval="10s")
     await receiver.start(FakeHost(telemetry))
     await clock.advance(0)
+    await _converted(sink, 1)
     await clock.advance(10)
+    await _converted(sink, 2)
     await receiver.shutdown()
     assert client.calls == 2 and len(sink.batches) == 2
     assert "k8s.pod.cpu.usage" in sink.metric_names()
@@ -71,12 +82,14 @@ async def test_down_and_up_again_is_logged_once_each(
     receiver, client = make_receiver(telemetry, sink, clock, collection_interval="10s")
     await receiver.start(FakeHost(telemetry))
     await clock.advance(0)
+    await _converted(sink, 1)
     client.answer = KubeletError("connect", "cannot reach the kubelet")
     for _ in range(5):
         await clock.advance(10)
     assert not telemetry.sources["kubelet"].up
     client.answer = b'{"node": {"nodeName": "n1", "cpu": {"usageNanoCores": 5}}}'
     await clock.advance(10)
+    await _converted(sink, 2)
     await receiver.shutdown()
     assert telemetry.sources["kubelet"].up
     downs = [r for r in caplog.records if "source kubelet is down" in r.getMessage()]

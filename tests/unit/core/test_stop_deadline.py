@@ -1,0 +1,147 @@
+"""SIGTERM with a stuck OTLP endpoint: every unsent point of every exporter is counted and
+logged before the agent exits, whatever `timeout` and `drain_timeout` say (R9).
+
+The defect: exporters were shut down one after the other, each draining up to its own
+`drain_timeout`, and the agent's 25 s deadline cancelled the service half way: with four
+exporters and `timeout: 60s`, only the first one's unsent points were ever counted.
+Loopback only: the stuck endpoint accepts connections and never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from otelgpu.builtins import builtin_factories
+from otelgpu.config.loader import load
+from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.registry import Registry
+from otelgpu.service.agent import Agent
+from otelgpu.service.service import Service
+from otelgpu.telemetry import SelfTelemetry
+from tests.components import sample_factory
+
+EXPORTERS = ["otlp/a", "otlp/b", "otlp_http/c", "otlp_http/d"]
+PIPELINE = """\
+receivers:
+  sample: {{interval: 1h, series: 2}}
+exporters:
+  otlp/a: {{endpoint: "127.0.0.1:{port}", tls: {{insecure: true}}, timeout: 60s}}
+  otlp/b: {{endpoint: "127.0.0.1:{port}", tls: {{insecure: true}}, timeout: 60s}}
+  otlp_http/c: {{endpoint: "http://127.0.0.1:{port}", timeout: 60s}}
+  otlp_http/d: {{endpoint: "http://127.0.0.1:{port}", timeout: 60s}}
+service:
+  pipelines:
+    metrics:
+      receivers: [sample]
+      exporters: [otlp/a, otlp/b, otlp_http/c, otlp_http/d]
+"""
+
+
+@pytest.fixture
+async def stuck_port() -> AsyncIterator[int]:
+    """A TCP endpoint that accepts and reads but never answers."""
+    writers: list[asyncio.StreamWriter] = []
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        while await reader.read(65536):
+            pass
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1]
+    server.close()
+    for writer in writers:
+        writer.close()
+
+
+def _registry() -> Registry:
+    return Registry([*builtin_factories(), sample_factory])
+
+
+def _config(port: int) -> AgentConfig:
+    return validate(load([("p.yaml", PIPELINE.format(port=port))], environ={}), _registry())
+
+
+async def _feed(service: Service, scrapes: int) -> None:
+    """`scrapes` more batches of 4 points to every exporter (one came at start)."""
+    assert service.graph is not None
+    receiver = next(iter(service.graph.receivers.values()))
+    for _ in range(scrapes):
+        await receiver.controller.scrape_once()  # type: ignore[attr-defined]
+    await asyncio.sleep(0.05)  # let the consumers reach the stuck endpoint
+
+
+def _unsent_lines(records: list[logging.LogRecord]) -> dict[str, int]:
+    found = {}
+    for record in records:
+        match = re.match(r"shutdown: (\d+) points could not be sent", record.getMessage())
+        if match:
+            found[record.name.removeprefix("otelgpu.exporter.")] = int(match[1])
+    return found
+
+
+def _failed(telemetry: SelfTelemetry) -> dict[str, float]:
+    return {
+        str(p.attributes["exporter"]): p.value
+        for m in telemetry.collect().metrics
+        if m.name == "otelgpu_exporter_failed_points_total"
+        for p in m.points
+    }
+
+
+async def test_service_deadline_counts_every_exporters_unsent_points(
+    stuck_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    telemetry = SelfTelemetry()
+    service = Service(_config(stuck_port), _registry(), telemetry)
+    await service.start()
+    await _feed(service, 2)
+    deadline = asyncio.get_running_loop().time() + 0.3
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await service.shutdown(deadline=deadline)
+    assert _failed(telemetry) == {e: 12 for e in EXPORTERS}
+    assert _unsent_lines(caplog.records) == {e: 12 for e in EXPORTERS}
+
+
+@pytest.fixture
+def agent_logs() -> Iterator[list[logging.LogRecord]]:
+    """The agent configures the `otelgpu` logger itself (no propagation): records are taken
+    from a handler added after its start, and the logger is put back afterwards."""
+    root = logging.getLogger("otelgpu")
+    saved = (list(root.handlers), root.level, root.propagate)
+    records: list[logging.LogRecord] = []
+    yield records
+    root.handlers[:], root.propagate = saved[0], saved[2]
+    root.setLevel(saved[1])
+
+
+class _Keep(logging.Handler):
+    def __init__(self, records: list[logging.LogRecord]) -> None:
+        super().__init__(logging.WARNING)
+        self.records = records
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+async def test_agent_stop_counts_and_logs_every_exporters_unsent_points(
+    stuck_port: int, agent_logs: list[logging.LogRecord]
+) -> None:
+    config = _config(stuck_port)
+    agent = Agent(lambda: config, _registry(), stop_timeout=1.5)
+    running = asyncio.create_task(agent.run(config))
+    for _ in range(200):  # bounded: the service starts in well under a second
+        if agent.service is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert agent.service is not None
+    logging.getLogger("otelgpu").addHandler(_Keep(agent_logs))
+    await _feed(agent.service, 2)
+    agent.request_stop()
+    await running
+    assert _unsent_lines(agent_logs) == {e: 12 for e in EXPORTERS}

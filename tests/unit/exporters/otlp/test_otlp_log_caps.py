@@ -1,0 +1,48 @@
+"""The OTLP endpoint's error and partial-success texts are capped in the log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.errors import ExportError
+from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.log_limits import PEER_TEXT_LIMIT
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.otlp.batches import numbered_batch
+from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
+
+HUGE = "y" * 70_000
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        ExportResponse(rejected=1, message=HUGE),
+        ExportError(f"HTTP 400: {HUGE}", retryable=False),
+    ],
+    ids=["partial_success", "error"],
+)
+async def test_peer_text_is_capped(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture, outcome: object
+) -> None:
+    config = OtlpExporterConfig.model_validate({})
+    exporter = OtlpExporter(
+        make_settings("otlp", Kind.EXPORTER, telemetry),
+        config,
+        ScriptedTransport(outcome),
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    await exporter.start(FakeHost(telemetry))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await exporter.consume(numbered_batch(0, 2))
+        await clock.advance(0)
+    await exporter.shutdown()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all(len(line) < PEER_TEXT_LIMIT + 200 for line in lines)

@@ -1,0 +1,78 @@
+"""The sending queue is bounded in points (`sizer: items`, the default), not batches.
+
+The defect: the queue held 1000 batches whatever their size; at 10k-series batches the
+DaemonSet's 192Mi limit was passed after ~40 of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.exporter import OtlpExporter
+from otelgpu.exporters.otlp.queue import BatchQueue, Item
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent
+from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
+
+ID = "otlp"
+
+
+def test_the_default_queue_is_bounded_in_points_and_fits_the_memory_limit() -> None:
+    queue = OtlpExporterConfig().sending_queue
+    assert queue.sizer == "items"
+    # ~300 bytes per queued point (bench figure, enriched 10k-series batches): the default must
+    # stay under the ~60 MiB the DaemonSet's 192Mi limit leaves above the agent's own 124 MiB.
+    assert 10_000 <= queue.queue_size <= 60 * 2**20 // 300
+
+
+@pytest.mark.parametrize(("spelling", "unit"), [("items", "points"), ("requests", "batches")])
+def test_the_collectors_sizer_spellings_are_accepted(spelling: str, unit: str) -> None:
+    config = OtlpExporterConfig.model_validate({"sending_queue": {"sizer": spelling}})
+    assert config.sending_queue.sizer == spelling
+
+
+def test_an_unknown_sizer_is_refused() -> None:
+    with pytest.raises(ValueError, match="sizer"):
+        OtlpExporterConfig.model_validate({"sending_queue": {"sizer": "bytes"}})
+
+
+async def test_a_points_sized_queue_refuses_what_would_pass_its_capacity(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate)
+    config: Any = OtlpExporterConfig.model_validate({"sending_queue": {"queue_size": 10}})
+    exporter = OtlpExporter(
+        make_settings(ID, Kind.EXPORTER, telemetry),
+        config,
+        transport,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(numbered_batch(0, 50))  # an idle consumer takes it: no queue room used
+    await exporter.consume(numbered_batch(1, 6))  # queued: 6 of 10 points
+    await exporter.consume(numbered_batch(2, 5))  # 11 > 10: refused, counted
+    await exporter.consume(numbered_batch(3, 4))  # fits: 10 of 10
+    assert queue_size(telemetry, ID) == 10  # the gauge is in the sizer's unit: points
+    assert failed(telemetry, ID) == 5
+    gate.set()
+    await clock.advance(0)
+    await exporter.shutdown()
+    assert transport.seqs() == [0, 1, 3]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (60, 5)
+
+
+def test_the_queue_weighs_items_by_points_or_by_one() -> None:
+    by_points, by_batches = BatchQueue(10, weigh=lambda i: i.points), BatchQueue(2)
+    big = Item(batch=numbered_batch(0, 8), points=8)
+    assert by_points.offer(big) and not by_points.offer(Item(numbered_batch(1, 3), 3))
+    assert by_batches.offer(big) and by_batches.offer(big) and not by_batches.offer(big)
+    assert (by_points.size, by_batches.size) == (8, 2)
