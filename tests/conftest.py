@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 from otelgpu.component import ComponentID, Kind, Settings
 from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost, Sink
+
+
+@pytest.fixture(autouse=True)
+def _otelgpu_logger_restored() -> Iterator[None]:
+    """A test that runs the Agent in this process has `otelgpu.logs.configure` take over the
+    `otelgpu` logger (its own handler, no propagation): put it back, so later tests' caplog
+    still sees the records."""
+    logger = logging.getLogger("otelgpu")
+    saved = (list(logger.handlers), logger.propagate, logger.level)
+    yield
+    logger.handlers[:] = saved[0]
+    logger.propagate, logger.level = saved[1], saved[2]
 
 
 @pytest.fixture
