@@ -35,9 +35,15 @@ _GAUGES = {
     "otelgpu_collection_duration_seconds": "How long the receiver's last collection took",
     "otelgpu_exporter_queue_size": "Points (or batches, with sizer: requests) waiting to be sent",
     "otelgpu_build_info": "Always 1; the agent's version as a label",
+    "otelgpu_pod_resources_snapshot_age_seconds": "Age of the pod-resources snapshot in use",
+    "otelgpu_gpu_processes_outside_allocation": (
+        "GPU processes running outside every allocation of their GPU (in a container the "
+        "kubelet did not give the GPU to, or on the host)"
+    ),
 }
 _GAUGE_UNITS = {
     "otelgpu_source_last_success_timestamp_seconds": "s",
+    "otelgpu_pod_resources_snapshot_age_seconds": "s",
     "otelgpu_collection_duration_seconds": "s",
 }
 

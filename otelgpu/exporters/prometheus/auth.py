@@ -82,10 +82,11 @@ class BasicAuthenticator:
         self._key = os.urandom(32)
 
     def close(self) -> None:
-        """Stops the bcrypt thread; idempotent."""
+        """Stops the bcrypt thread, waiting for a check in progress; idempotent. Blocks: call
+        it from a worker thread."""
         executor, self._executor = self._executor, None
         if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)
 
     async def check(self, header: str | None, peer: str = "") -> bool:
         """Whether the header carries the right user and password. Raises AuthBusy, without

@@ -109,12 +109,14 @@ class PrometheusExporter:
         server, self._server = self._server, None
         if server is not None:
             await server.stop()
+        # Both threads are gone when shutdown returns (a render or bcrypt check in progress is
+        # waited for, off the event loop: each takes milliseconds).
         authenticator, self._authenticator = self._authenticator, None
         if authenticator is not None:
-            authenticator.close()
+            await asyncio.to_thread(authenticator.close)
         executor, self._executor = self._executor, None
         if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
 
     async def consume(self, batch: Batch) -> None:
         store = self._store

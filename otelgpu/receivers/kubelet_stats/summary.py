@@ -115,8 +115,13 @@ class SummaryReader:
         start = parse_time(stats.get("startTime"))
         metrics = [m for spec in specs if (m := _metric(spec, stats, start, now)) is not None]
         if metrics:
+            # The receiver's attributes are the series' identity: container_env's business
+            # labels added later change the labels, never which series it is.
+            identity = tuple(resource.items())
             out.resources.append(
-                ResourceMetrics(resource=resource, metrics=tuple(metrics), scope=SCOPE)
+                ResourceMetrics(
+                    resource=resource, metrics=tuple(metrics), scope=SCOPE, identity=identity
+                )
             )
 
 
