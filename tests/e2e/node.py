@@ -247,10 +247,29 @@ async def eventually(
         await asyncio.sleep(0.2)
 
 
+def plant(containerd: Containerd, holder: Holder) -> None:
+    """The holder's pod as the CRI plugin runs it: a ready sandbox and a running container."""
+    create_sandbox(containerd.socket, holder.pod)
+    create_container(containerd.socket, holder.pod, holder.container, env=holder.env)
+
+
+def recreated(holder: Holder, *, device: str, team: str, project: str) -> Holder:
+    """The same namespace/pod/container names as `holder`, as a new pod (a new UID) on
+    `device` with other business labels: a StatefulSet pod deleted and scheduled again."""
+    old = holder.pod
+    pod = Pod(
+        old.namespace,
+        old.name,
+        uid=f"{old.uid}-again",
+        labels={**old.labels, "team": team},
+        annotations=old.annotations,
+    )
+    return Holder(pod, holder.container, holder.resource, device, team, project)
+
+
 def _plant_pods(containerd: Containerd) -> None:
     for h in HOLDERS:
-        create_sandbox(containerd.socket, h.pod)
-        create_container(containerd.socket, h.pod, h.container, env=h.env)
+        plant(containerd, h)
 
 
 async def _serving(node: Node, port: int) -> None:

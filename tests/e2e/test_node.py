@@ -40,8 +40,11 @@ from tests.e2e.node import (
     Node,
     eventually,
     kubelet_pods,
+    plant,
+    recreated,
     running_node,
 )
+from tests.peers.cri_records import stop_pod
 from tests.peers.prometheus import Result
 
 pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
@@ -347,13 +350,47 @@ async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None
     assert labelled == {("notebook-c", "nlp"), ("notebook-d", "speech")}, pairs
 
 
+async def test_a_pod_recreated_under_its_name_never_borrows_the_old_ones_labels(
+    node: Node,
+) -> None:
+    """Issue 13 case 3: `research/train-a` is deleted and created again on another GPU. The
+    kubelet names the new pod before its containers exist, while the old pod's stopped records
+    are still in containerd: matched by name, the new GPU carried the old pod's env and pod
+    labels."""
+    assert node.watch is not None
+    node.watch.phase = "pod recreated"
+    again = recreated(TRAIN_A, device=GPU3, team="robotics", project="arm")
+    node.watch.allow(GPU3, again.pod.name, again.team)
+    node.watch.allow(GPU0, None, None)  # idle once the old pod is gone
+    await asyncio.to_thread(stop_pod, node.containerd.socket, TRAIN_A.pod, TRAIN_A.container)
+    node.kubelet.set_pods(*kubelet_pods(again, INFER_B, NOTEBOOK_C))
+
+    async def on_gpu3() -> list[Any]:
+        return await node.samples(node.otel_port, "hw_power_watts", hw_id=GPU3)
+
+    async def named() -> bool:
+        return [s.labels.get("k8s_pod_name") for s in await on_gpu3()] == ["train-a"]
+
+    await eventually(named, "GPU3 named train-a")
+    await asyncio.sleep(2.0)  # several refreshes while only the old, stopped records exist
+    assert [s.labels.get("container_env_TEAM") for s in await on_gpu3()] == [None]
+    await asyncio.to_thread(plant, node.containerd, again)
+
+    async def labelled() -> bool:
+        return [s.labels.get("container_env_TEAM") for s in await on_gpu3()] == ["robotics"]
+
+    await eventually(labelled, "GPU3 labelled with the new pod's env")
+    node.watch.phase = "after recreate"
+
+
 async def test_r10_every_body_had_one_series_per_device_and_true_labels(node: Node) -> None:
     """The verdict of the watcher that checked every body since the agent was launched."""
     assert node.watch is not None
     await asyncio.sleep(1.0)  # a last few bodies after the final change
     scrapes = dict(node.watch.scrapes)
     assert node.watch.violations == [], (scrapes, node.watch.violations[:20])
-    for phase in ("start", "containerd down", "kubelet slow", "reload", "pod deleted"):
+    phases = ("start", "containerd down", "kubelet slow", "reload", "pod deleted", "pod recreated")
+    for phase in phases:
         assert scrapes.get(phase, 0) >= 4, scrapes  # each phase was really watched
 
 
