@@ -94,7 +94,15 @@ class Containerd:
         self.start()
 
     def stop(self) -> None:
+        """Stops the tasks the tests started (their shims would outlive the daemon), then
+        the daemon."""
         if self.proc is not None and self.proc.poll() is None:
+            from tests.peers.containerd_tasks import stop_all  # it imports this module
+
+            try:
+                stop_all(self.socket, "k8s.io")
+            except Exception as exc:  # the daemon must still stop; say what is left behind
+                print(f"containerd {self.root}: tasks not stopped: {exc}")
             self.proc.terminate()
             try:
                 self.proc.wait(10)
