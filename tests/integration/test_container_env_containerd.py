@@ -28,6 +28,8 @@ from tests.peers.cri_records import (
     create_container,
     create_record,
     create_sandbox,
+    replace_spec,
+    stop,
     stop_pod,
 )
 from tests.peers.runtime import Containerd
@@ -128,13 +130,16 @@ async def test_other_containerd_namespaces_are_not_read(
 ) -> None:
     labels = {"io.cri-containerd.kind": "container", "team": "moby"}
     moby_id = "moby-" + uuid.uuid4().hex
-    create_record(containerd.socket, moby_id, labels, namespace="moby")
-    create_record(containerd.socket, "k8s-" + moby_id, labels)
-    proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
-    outside, inside = by_id(moby_id), by_id("k8s-" + moby_id)
-    assert proc.process((outside,)) == (outside,)
-    assert one(proc.process((inside,)))["container.label.team"] == "moby"
-    await proc.shutdown()
+    create_record(containerd.socket, moby_id, labels, namespace="moby", running=True)
+    try:
+        create_record(containerd.socket, "k8s-" + moby_id, labels, running=True)
+        proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
+        outside, inside = by_id(moby_id), by_id("k8s-" + moby_id)
+        assert proc.process((outside,)) == (outside,)
+        assert one(proc.process((inside,)))["container.label.team"] == "moby"
+        await proc.shutdown()
+    finally:
+        stop(containerd.socket, moby_id, namespace="moby")  # the daemon cleans k8s.io only
 
 
 async def test_malformed_spec_is_counted_not_fatal(
@@ -142,10 +147,31 @@ async def test_malformed_spec_is_counted_not_fatal(
 ) -> None:
     labels = {"io.cri-containerd.kind": "container", "team": "odd"}
     cid = "bad-" + uuid.uuid4().hex
-    create_record(containerd.socket, cid, labels, raw_spec=b'{"process": {"env": 42}}')
+    create_record(containerd.socket, cid, labels, running=True)
+    replace_spec(containerd.socket, cid, b'{"process": {"env": 42}}')  # runs on, reads malformed
+    try:
+        proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
+        assert one(proc.process((by_id(cid),)))["container.label.team"] == "odd"
+        assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 1
+        await proc.shutdown()
+    finally:
+        stop(containerd.socket, cid)  # other tests count malformed records too
+
+
+async def test_stopped_containers_are_never_read(
+    containerd: Containerd, telemetry: SelfTelemetry
+) -> None:
+    """A record without a running task (created, never started; or exited) labels nothing,
+    and its malformed spec is not even decoded."""
+    labels = {"io.cri-containerd.kind": "container", "team": "gone"}
+    never, exited = "never-" + uuid.uuid4().hex, "exited-" + uuid.uuid4().hex
+    create_record(containerd.socket, never, labels, raw_spec=b'{"process": {"env": 42}}')
+    create_record(containerd.socket, exited, labels, running=True)
+    stop(containerd.socket, exited)
     proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
-    assert one(proc.process((by_id(cid),)))["container.label.team"] == "odd"
-    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") >= 1
+    for cid in (never, exited):
+        assert proc.process((by_id(cid),)) == (by_id(cid),)
+    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 0
     await proc.shutdown()
 
 

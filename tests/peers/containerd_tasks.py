@@ -149,4 +149,3 @@ def stop_all(socket: Path, namespace: str) -> None:
     for container_id in task_states(socket, namespace):
         stop_task(socket, container_id, namespace)
     remove_cgroup_parents(socket)
-

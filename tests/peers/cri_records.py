@@ -29,6 +29,7 @@ pb: Any = importlib.import_module("otelgpu.processors.container_env._proto.conta
 NAMESPACE = "k8s.io"
 OCI_SPEC_TYPE = "types.containerd.io/opencontainers/runtime-spec/1/Spec"
 CREATE = "/containerd.services.containers.v1.Containers/Create"
+UPDATE = "/containerd.services.containers.v1.Containers/Update"
 
 
 def container_id(name: str) -> str:
@@ -129,6 +130,23 @@ def create_record(
         )
     if running:
         containerd_tasks.start_task(socket, id, namespace)
+
+
+def replace_spec(socket: Path, id: str, raw_spec: bytes, namespace: str = NAMESPACE) -> None:
+    """Replaces a container record's OCI spec (Containers/Update); a running task keeps the
+    spec it was started with, so a record can read malformed while its container runs."""
+    container = pb.Container(id=id)
+    container.spec.type_url = OCI_SPEC_TYPE
+    container.spec.value = raw_spec
+    request = pb.UpdateContainerRequest(container=container)
+    request.update_mask.paths.append("spec")
+    with grpc.insecure_channel(f"unix://{socket}") as channel:
+        update = channel.unary_unary(
+            UPDATE,
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=pb.UpdateContainerResponse.FromString,
+        )
+        update(request, metadata=(("containerd-namespace", namespace),), timeout=10)
 
 
 def stop(socket: Path, id: str, namespace: str = NAMESPACE) -> None:
