@@ -72,10 +72,17 @@ async def test_containerd_missing_socket_is_unavailable(tmp_path: Path) -> None:
 async def test_containerd_client_refuses_every_write_method(tmp_path: Path) -> None:
     """S6: only read methods can be sent, whatever a caller asks for."""
     rt = ContainerdRuntime(str(tmp_path / "none.sock"), "k8s.io", 1.0)
-    assert {"List", "Get"} == containerd_mod.READ_METHODS
-    for method in ("Create", "Update", "Delete", "ListStream"):
+    containers, tasks = containerd_mod.CONTAINERS, containerd_mod.TASKS
+    assert {
+        f"{containers}/List",
+        f"{containers}/Get",
+        f"{tasks}/List",
+    } == containerd_mod.READ_METHODS
+    writes = [(containers, m) for m in ("Create", "Update", "Delete", "ListStream")]
+    writes += [(tasks, m) for m in ("Create", "Start", "Kill", "Delete", "Exec")]
+    for service, method in writes:
         with pytest.raises(ValueError, match="not a read method"):
-            await rt._call(method, b"")
+            await rt._call(service, method, b"")
 
 
 async def test_containerd_dead_socket_is_unavailable(tmp_path: Path) -> None:
