@@ -229,6 +229,11 @@ class Dockerd:
             id=container.id, pid=int(container.attrs["State"]["Pid"]), name=name
         )
 
+    def stop_container(self, container_id: str) -> None:
+        """Stops (kills) a container; docker keeps it, exited, until it is removed."""
+        self.client().api.kill(container_id)
+        self.client().api.wait(container_id, timeout=30)
+
     def remove_container(self, container_id: str) -> None:
         self.client().api.remove_container(container_id, force=True)
         if container_id in self.containers:
