@@ -118,13 +118,15 @@ class _Sandboxes:
 
     def __init__(self) -> None:
         self.by_id: dict[str, Record] = {}
-        self._newest: dict[tuple[str, str, str], Record] = {}
+        # (namespace, pod name) → pod UID → that pod's newest ready sandbox
+        self._newest: dict[tuple[str, str], dict[str, Record]] = {}
 
     def add(self, sandbox: Record) -> None:
         self.by_id[sandbox.id] = sandbox
-        pod = (sandbox.namespace, sandbox.pod, sandbox.pod_uid)
-        if pod not in self._newest or self._newest[pod].created <= sandbox.created:
-            self._newest[pod] = sandbox
+        by_uid = self._newest.setdefault((sandbox.namespace, sandbox.pod), {})
+        known = by_uid.get(sandbox.pod_uid)
+        if known is None or known.created <= sandbox.created:
+            by_uid[sandbox.pod_uid] = sandbox
 
     def of(self, record: Record) -> tuple[bool, Record | None]:
         """Whether `record` may match, and its sandbox.
@@ -141,17 +143,16 @@ class _Sandboxes:
             return (sandbox is not None and self._is_newest(sandbox)), sandbox
         if not (record.namespace and record.pod):
             return True, None
+        by_uid = self._newest.get((record.namespace, record.pod), {})
         candidates = [
-            s
-            for (ns, pod, uid), s in self._newest.items()
-            if (ns, pod) == (record.namespace, record.pod)
-            and (not record.pod_uid or uid in ("", record.pod_uid))
+            s for uid, s in by_uid.items() if not record.pod_uid or uid in ("", record.pod_uid)
         ]
         sandbox = max(candidates, key=lambda s: s.created, default=None)
         return sandbox is not None, sandbox
 
     def _is_newest(self, sandbox: Record) -> bool:
-        return self._newest.get((sandbox.namespace, sandbox.pod, sandbox.pod_uid)) is sandbox
+        by_uid = self._newest.get((sandbox.namespace, sandbox.pod), {})
+        return by_uid.get(sandbox.pod_uid) is sandbox
 
 
 def _identity(record: Record) -> dict[str, str]:
