@@ -23,7 +23,15 @@ from otelgpu.processors.container_env.processor import ContainerEnvProcessor
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
-from tests.peers.cri_records import Pod, create_container, create_record, create_sandbox
+from tests.peers.cri_records import (
+    Pod,
+    create_container,
+    create_record,
+    create_sandbox,
+    replace_spec,
+    stop,
+    stop_pod,
+)
 from tests.peers.runtime import Containerd
 from tests.unit.processors.container_env.helpers import by_id, by_workload, counter, one
 
@@ -122,13 +130,16 @@ async def test_other_containerd_namespaces_are_not_read(
 ) -> None:
     labels = {"io.cri-containerd.kind": "container", "team": "moby"}
     moby_id = "moby-" + uuid.uuid4().hex
-    create_record(containerd.socket, moby_id, labels, namespace="moby")
-    create_record(containerd.socket, "k8s-" + moby_id, labels)
-    proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
-    outside, inside = by_id(moby_id), by_id("k8s-" + moby_id)
-    assert proc.process((outside,)) == (outside,)
-    assert one(proc.process((inside,)))["container.label.team"] == "moby"
-    await proc.shutdown()
+    create_record(containerd.socket, moby_id, labels, namespace="moby", running=True)
+    try:
+        create_record(containerd.socket, "k8s-" + moby_id, labels, running=True)
+        proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
+        outside, inside = by_id(moby_id), by_id("k8s-" + moby_id)
+        assert proc.process((outside,)) == (outside,)
+        assert one(proc.process((inside,)))["container.label.team"] == "moby"
+        await proc.shutdown()
+    finally:
+        stop(containerd.socket, moby_id, namespace="moby")  # the daemon cleans k8s.io only
 
 
 async def test_malformed_spec_is_counted_not_fatal(
@@ -136,10 +147,31 @@ async def test_malformed_spec_is_counted_not_fatal(
 ) -> None:
     labels = {"io.cri-containerd.kind": "container", "team": "odd"}
     cid = "bad-" + uuid.uuid4().hex
-    create_record(containerd.socket, cid, labels, raw_spec=b'{"process": {"env": 42}}')
+    create_record(containerd.socket, cid, labels, running=True)
+    replace_spec(containerd.socket, cid, b'{"process": {"env": 42}}')  # runs on, reads malformed
+    try:
+        proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
+        assert one(proc.process((by_id(cid),)))["container.label.team"] == "odd"
+        assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 1
+        await proc.shutdown()
+    finally:
+        stop(containerd.socket, cid)  # other tests count malformed records too
+
+
+async def test_stopped_containers_are_never_read(
+    containerd: Containerd, telemetry: SelfTelemetry
+) -> None:
+    """A record without a running task (created, never started; or exited) labels nothing,
+    and its malformed spec is not even decoded."""
+    labels = {"io.cri-containerd.kind": "container", "team": "gone"}
+    never, exited = "never-" + uuid.uuid4().hex, "exited-" + uuid.uuid4().hex
+    create_record(containerd.socket, never, labels, raw_spec=b'{"process": {"env": 42}}')
+    create_record(containerd.socket, exited, labels, running=True)
+    stop(containerd.socket, exited)
     proc = await _processor(telemetry, containerd.socket, labels={"include": ["team"]})
-    assert one(proc.process((by_id(cid),)))["container.label.team"] == "odd"
-    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") >= 1
+    for cid in (never, exited):
+        assert proc.process((by_id(cid),)) == (by_id(cid),)
+    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 0
     await proc.shutdown()
 
 
@@ -189,4 +221,45 @@ async def test_s1_ten_thousand_env_entries_with_canaries(
     assert [c for c in canaries if c in rendered] == []
     # Five here, and any other test's container in this containerd with a secret-like key.
     assert counter(telemetry, "otelgpu_container_env_refused_keys_total", section="env") >= 5
+    await proc.shutdown()
+
+
+def _business(rm_resource: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in rm_resource.items() if k.startswith(("container.env.", "k8s.pod.l"))}
+
+
+async def test_recreated_pod_never_borrows_the_dead_pods_labels(
+    containerd: Containerd, telemetry: SelfTelemetry
+) -> None:
+    """Issue 13, borrowed labels: ml/train-0 is deleted and created again under the same
+    namespace, pod and container names. The dead pod's records are still in containerd
+    (the kubelet removes them later), and the new pod's sandbox is ready before its
+    container exists (image pull): the new pod must carry no labels until its own
+    container runs, and then only its own."""
+    old = Pod("ml", "train-0", uid="uid-old", labels={"team": "old"})
+    create_sandbox(containerd.socket, old)
+    old_cid = create_container(containerd.socket, old, "trainer", env={"TEAM": "old"})
+    proc = await _processor(
+        telemetry,
+        containerd.socket,
+        env={"include": ["TEAM"]},
+        pod_labels={"include": ["team"]},
+    )
+    named = by_workload("ml", "train-0", "trainer")
+    old_labels = {"container.env.TEAM": "old", "k8s.pod.label.team": "old"}
+    assert _business(one(proc.process((named,)))) == old_labels
+
+    stop_pod(containerd.socket, old, "trainer")  # deleted: tasks gone, records kept
+    new = Pod("ml", "train-0", uid="uid-new", labels={"team": "new"})
+    create_sandbox(containerd.socket, new)
+    await proc.refresh()
+    assert _business(one(proc.process((named,)))) == {}
+    assert _business(one(proc.process((by_id(old_cid),)))) == {}
+
+    new_cid = create_container(containerd.socket, new, "trainer", env={"TEAM": "new"})
+    await proc.refresh()
+    new_labels = {"container.env.TEAM": "new", "k8s.pod.label.team": "new"}
+    assert _business(one(proc.process((named,)))) == new_labels
+    assert _business(one(proc.process((by_id(new_cid),)))) == new_labels
+    assert _business(one(proc.process((by_id(old_cid),)))) == {}
     await proc.shutdown()

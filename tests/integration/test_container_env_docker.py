@@ -171,20 +171,34 @@ async def test_auto_on_a_docker_host(dockerd: Dockerd, telemetry: SelfTelemetry)
 
 
 async def test_dockerd_goes_away_and_comes_back(dockerd: Dockerd, telemetry: SelfTelemetry) -> None:
+    """An outage keeps the last good snapshot; the answer after it is the new truth."""
     box = dockerd.run_container(_name(), labels={"team": "before"})
     proc = await _processor(telemetry, dockerd, labels={"include": ["team"]})
     assert one(proc.process((by_id(box.id),)))["container.label.team"] == "before"
     dockerd.stop()  # removes its containers, then stops
     await proc.refresh()
     assert counter(telemetry, "otelgpu_source_up", source="docker") == 0
-    rm = by_id(box.id)
-    assert proc.process((rm,)) == (rm,)
-    assert (
-        counter(telemetry, "otelgpu_enrichment_unmatched_points_total", reason="runtime_down") == 2
-    )
+    # Nobody can tell the container went: the last good snapshot goes on labelling.
+    assert one(proc.process((by_id(box.id),)))["container.label.team"] == "before"
+    assert counter(telemetry, "otelgpu_enrichment_unmatched_points_total") == 0
     dockerd.start()
     again = dockerd.run_container(_name(), labels={"team": "after"})
     await proc.refresh()
     assert counter(telemetry, "otelgpu_source_up", source="docker") == 1
     assert one(proc.process((by_id(again.id),)))["container.label.team"] == "after"
+    rm = by_id(box.id)
+    assert proc.process((rm,)) == (rm,)  # docker answered: that container is gone
+    await proc.shutdown()
+
+
+async def test_an_exited_container_labels_nothing(
+    dockerd: Dockerd, telemetry: SelfTelemetry
+) -> None:
+    box = dockerd.run_container(_name(), labels={"team": "alive"})
+    proc = await _processor(telemetry, dockerd, labels={"include": ["team"]})
+    assert one(proc.process((by_id(box.id),)))["container.label.team"] == "alive"
+    dockerd.stop_container(box.id)  # exited; docker keeps the container
+    await proc.refresh()
+    rm = by_id(box.id)
+    assert proc.process((rm,)) == (rm,)
     await proc.shutdown()

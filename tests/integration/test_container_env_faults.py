@@ -25,13 +25,14 @@ from otelgpu.processors.container_env.processor import ContainerEnvProcessor
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
-from tests.peers.cri_records import Pod, create_container, create_sandbox
+from tests.peers.cri_records import Pod, create_container, create_sandbox, stop_pod
 from tests.peers.runtime import Containerd
 from tests.unit.processors.container_env.helpers import by_id, by_workload, counter, gpu
 
 pytestmark = pytest.mark.integration
 
 UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
+AGE = "otelgpu_container_env_snapshot_age_seconds"
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,9 @@ def _labelled(rm_resource: Any) -> bool:
 
 
 async def test_r1_containerd_killed_mid_run(running: Containerd, telemetry: SelfTelemetry) -> None:
+    """Issue 13, a source outage never changes labels: while containerd is down the last
+    good snapshot keeps labelling (its age exposed), `otelgpu_source_up` reads 0 after one
+    refresh, and labels change only when containerd answers with a different truth."""
     pod = Pod("ml", "r1-pod", labels={"team": "vision"})
     create_sandbox(running.socket, pod)
     cid = create_container(running.socket, pod, "trainer", env={"TEAM": "ml"})
@@ -83,23 +87,42 @@ async def test_r1_containerd_killed_mid_run(running: Containerd, telemetry: Self
         assert point_count(out) == point_count(batch) == 12  # every point flows, every cycle
         return [dict(rm.resource) for rm in out]
 
-    assert [_labelled(r) for r in cycle()] == [True, True, False]
+    labelled = cycle()
+    assert [_labelled(r) for r in labelled] == [True, True, False]
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    assert _age(telemetry) is not None
 
-    running.kill()
+    running.kill()  # the tasks' shims live on, as on a node whose containerd crashed
     await proc.refresh()  # one refresh after the kill
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 0
     for _ in range(3):
-        assert [_labelled(r) for r in cycle()] == [False, False, False]  # dropped, not stale
-    assert counter(telemetry, UNMATCHED, reason="runtime_down") == 3 * 7
+        assert cycle() == labelled  # the same labels, not dropped
+    assert counter(telemetry, UNMATCHED) == 0  # every held GPU found its labels
+    first_age = _age(telemetry)
+    await proc.refresh()  # still down: the snapshot is older now, and still used
+    assert (_age(telemetry) or 0.0) >= (first_age or 0.0) > 0.0
+    assert cycle() == labelled
 
     running.start()
-    await proc.refresh()  # one refresh after it returns
+    await proc.refresh()  # one refresh after it returns: the same truth, the same labels
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
-    resources = cycle()
-    assert [_labelled(r) for r in resources] == [True, True, False]
-    assert resources[0]["k8s.pod.label.team"] == "vision"
+    assert cycle() == labelled
+    assert labelled[0]["k8s.pod.label.team"] == "vision"
+
+    stop_pod(running.socket, pod, "trainer")  # a different truth: the pod is gone
+    await proc.refresh()
+    assert [_labelled(r) for r in cycle()] == [False, False, False]
     await proc.shutdown()
+
+
+def _age(telemetry: SelfTelemetry) -> float | None:
+    """The containerd snapshot's age gauge; None while it has no series."""
+    for metric in telemetry.collect().metrics:
+        if metric.name == AGE:
+            for point in metric.points:
+                if point.attributes.get("runtime") == "containerd":
+                    return float(point.value)
+    return None
 
 
 async def _wait_until(predicate: Any, timeout: float = 20.0) -> None:

@@ -52,6 +52,7 @@ class Containerd:
 
     root: Path
     proc: subprocess.Popen[bytes] | None = None
+    started: bool = False  # ever: then tasks may still run under its shims
 
     @property
     def socket(self) -> Path:
@@ -81,6 +82,7 @@ class Containerd:
                 [binary, "--config", str(config)], stdout=log, stderr=subprocess.STDOUT
             )
         wait_for_socket(self.socket, self.proc, 20, self.log)
+        self.started = True
 
     def kill(self) -> None:
         """Kills the daemon abruptly; its socket file is left behind, as after a crash."""
@@ -94,7 +96,19 @@ class Containerd:
         self.start()
 
     def stop(self) -> None:
+        """Stops the tasks the tests started (their shims would outlive the daemon), then
+        the daemon. A daemon a test left killed is started once more to do so: only it can
+        stop its tasks cleanly (unmount their rootfs, remove their cgroups)."""
+        if self.proc is None and self.started:
+            with contextlib.suppress(Exception):
+                self.start()
         if self.proc is not None and self.proc.poll() is None:
+            from tests.peers.containerd_tasks import stop_all  # it imports this module
+
+            try:
+                stop_all(self.socket, "k8s.io")
+            except Exception as exc:  # the daemon must still stop; say what is left behind
+                print(f"containerd {self.root}: tasks not stopped: {exc}")
             self.proc.terminate()
             try:
                 self.proc.wait(10)
@@ -214,6 +228,11 @@ class Dockerd:
         return RunningContainer(
             id=container.id, pid=int(container.attrs["State"]["Pid"]), name=name
         )
+
+    def stop_container(self, container_id: str) -> None:
+        """Stops (kills) a container; docker keeps it, exited, until it is removed."""
+        self.client().api.kill(container_id)
+        self.client().api.wait(container_id, timeout=30)
 
     def remove_container(self, container_id: str) -> None:
         self.client().api.remove_container(container_id, force=True)

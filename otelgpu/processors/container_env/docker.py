@@ -34,6 +34,9 @@ def _api_client(base_url: str, timeout: float) -> Any:
 class DockerRuntime:
     """`ContainerRuntime` over the Engine API: running containers, `Config.Env`, labels.
 
+    The listing is docker's default one, running containers only (`State.Running`: paused
+    and restarting ones too): an exited container's record never reaches the snapshot.
+
     Works for plain docker hosts (containers matched by `container.id`) and for
     dockershim-era Kubernetes nodes (`io.kubernetes.*` labels, `podsandbox` containers).
     docker-py is blocking, so every request runs in a worker thread; the client is created
@@ -127,9 +130,20 @@ def _ref(item: object) -> ContainerRef | None:
         labels=labels,
         # A container's config and labels never change in docker: its ID is its revision.
         revision=item["Id"],
+        running=_running(item.get("State")),
         created=float(created) if isinstance(created, int | float) else 0.0,
         annotations=annotations,
     )
+
+
+# The list states in which `State.Running` is false. The listing (no `all=true`) holds
+# running containers only, paused and restarting ones included (both are `Running`), so
+# these are a guard against a daemon that answers otherwise; no state at all reads running.
+_NOT_RUNNING = frozenset({"created", "exited", "dead", "removing"})
+
+
+def _running(state: object) -> bool:
+    return not isinstance(state, str) or state not in _NOT_RUNNING
 
 
 def _strings(value: object) -> dict[str, str]:

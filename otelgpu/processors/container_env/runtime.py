@@ -21,11 +21,15 @@ class ContainerRef:
     `raw_spec` is containerd's OCI spec JSON exactly as listed: it carries every env value,
     so it is decoded once, filtered, and dropped with the listing. `annotations` are those
     the listing already shows (dockershim keeps a pod's annotations as `annotation.` labels).
+    `running` says the container is alive now (containerd: its task runs; docker:
+    `State.Running`); a record that is not running is never read nor matched, so a dead
+    pod's container can never label anything.
     """
 
     id: str
     labels: Mapping[str, str]
     revision: str
+    running: bool = False
     created: float = 0.0
     sandbox_id: str = ""
     raw_spec: bytes = b""
@@ -58,7 +62,8 @@ class ContainerRuntime(Protocol):
         """Where the runtime is reached (a socket path), for logs."""
 
     async def list_containers(self) -> Sequence[ContainerRef]:
-        """Every container the runtime holds now (docker: running ones)."""
+        """Every container the runtime holds now, each saying whether it is running
+        (docker lists running ones only)."""
 
     async def container_spec(self, ref: ContainerRef, *, env: bool) -> ContainerSpec | None:
         """The annotations of one listed container, and its env when `env` is true (a

@@ -1,7 +1,10 @@
 """The lookup tables `process()` reads: workload containers by ID and by pod/container name.
 
-Built from `Record`s after every refresh; sandboxes are only ever a source of pod labels and
+Built from `Record`s of live containers after every refresh (the source never turns a
+stopped container into a record). Sandboxes are only ever a source of pod labels and
 annotations, never a match target, so a pause container is never taken for a workload.
+A workload container of a pod matches only while it runs in its pod's newest ready sandbox,
+so neither a dead pod nor an older sandbox of the same pod can lend its labels.
 """
 
 from __future__ import annotations
@@ -60,21 +63,21 @@ class SnapshotComposer:
         self._cache: dict[str, tuple[_CompositionKey, Match]] = {}
 
     def compose(self, records: Iterable[Record]) -> Snapshot:
-        """The snapshot of one runtime's records."""
+        """The snapshot of one runtime's records (live containers only)."""
         workloads: list[Record] = []
-        sandboxes_by_id: dict[str, Record] = {}
-        sandboxes_by_pod: dict[tuple[str, str], list[Record]] = {}
+        sandboxes = _Sandboxes()
         for record in records:
             if record.sandbox:
-                sandboxes_by_id[record.id] = record
-                sandboxes_by_pod.setdefault((record.namespace, record.pod), []).append(record)
+                sandboxes.add(record)
             else:
                 workloads.append(record)
         cache: dict[str, tuple[_CompositionKey, Match]] = {}
         by_id: dict[str, Match] = {}
-        by_workload: dict[WorkloadKey, tuple[float, Match]] = {}
+        by_workload: dict[WorkloadKey, tuple[tuple[float, float], Match]] = {}
         for record in workloads:
-            sandbox = _sandbox_of(record, sandboxes_by_id, sandboxes_by_pod)
+            found, sandbox = sandboxes.of(record)
+            if not found:
+                continue  # a pod's container outside its pod's newest ready sandbox
             key = (record.revision, *((sandbox.id, sandbox.revision) if sandbox else ("", "")))
             cached = self._cache.get(record.id)
             match = cached[1] if cached and cached[0] == key else self._match(record, sandbox)
@@ -82,9 +85,11 @@ class SnapshotComposer:
             by_id[record.id] = match
             if record.namespace and record.pod and record.container:
                 wkey = (record.namespace, record.pod, record.container)
-                # A restarted container leaves its old record behind: the newest one wins.
-                if wkey not in by_workload or by_workload[wkey][0] <= record.created:
-                    by_workload[wkey] = (record.created, match)
+                # Two live pods of one name (the old one still terminating): the newest
+                # sandbox wins, then the newest container.
+                age = (sandbox.created if sandbox else 0.0, record.created)
+                if wkey not in by_workload or by_workload[wkey][0] <= age:
+                    by_workload[wkey] = (age, match)
         self._cache = cache
         return Snapshot(by_id=by_id, by_workload={k: m for k, (_, m) in by_workload.items()})
 
@@ -108,20 +113,46 @@ class SnapshotComposer:
         return Match(attributes=attributes, identity=_identity(record))
 
 
-def _sandbox_of(
-    record: Record,
-    by_id: Mapping[str, Record],
-    by_pod: Mapping[tuple[str, str], list[Record]],
-) -> Record | None:
-    """The container's sandbox: by the ID it names, else by pod (same UID when known, newest)."""
-    if record.sandbox_id in by_id:
-        return by_id[record.sandbox_id]
-    if not (record.namespace and record.pod):
-        return None
-    candidates = by_pod.get((record.namespace, record.pod), [])
-    if record.pod_uid:
-        candidates = [c for c in candidates if c.pod_uid in ("", record.pod_uid)]
-    return max(candidates, key=lambda c: c.created, default=None)
+class _Sandboxes:
+    """The ready sandboxes of one listing, and the newest one of each pod."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, Record] = {}
+        # (namespace, pod name) → pod UID → that pod's newest ready sandbox
+        self._newest: dict[tuple[str, str], dict[str, Record]] = {}
+
+    def add(self, sandbox: Record) -> None:
+        self.by_id[sandbox.id] = sandbox
+        by_uid = self._newest.setdefault((sandbox.namespace, sandbox.pod), {})
+        known = by_uid.get(sandbox.pod_uid)
+        if known is None or known.created <= sandbox.created:
+            by_uid[sandbox.pod_uid] = sandbox
+
+    def of(self, record: Record) -> tuple[bool, Record | None]:
+        """Whether `record` may match, and its sandbox.
+
+        A container that names its sandbox (containerd's `sandbox` field, the CRI
+        annotation, dockershim's label) matches only when that sandbox is ready and the
+        newest of its pod: a stopped sandbox is not listed as a record at all, and a sandbox
+        the kubelet replaced leaves its containers behind. A pod's container that names none
+        takes its pod's newest ready sandbox (same UID when known) and matches only if there
+        is one. A container of no pod (plain docker) needs no sandbox.
+        """
+        if record.sandbox_id:
+            sandbox = self.by_id.get(record.sandbox_id)
+            return (sandbox is not None and self._is_newest(sandbox)), sandbox
+        if not (record.namespace and record.pod):
+            return True, None
+        by_uid = self._newest.get((record.namespace, record.pod), {})
+        candidates = [
+            s for uid, s in by_uid.items() if not record.pod_uid or uid in ("", record.pod_uid)
+        ]
+        sandbox = max(candidates, key=lambda s: s.created, default=None)
+        return sandbox is not None, sandbox
+
+    def _is_newest(self, sandbox: Record) -> bool:
+        by_uid = self._newest.get((sandbox.namespace, sandbox.pod), {})
+        return by_uid.get(sandbox.pod_uid) is sandbox
 
 
 def _identity(record: Record) -> dict[str, str]:

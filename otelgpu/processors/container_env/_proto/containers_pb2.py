@@ -23,10 +23,11 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import any_pb2 as google_dot_protobuf_dot_any__pb2
+from google.protobuf import field_mask_pb2 as google_dot_protobuf_dot_field__mask__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n8otelgpu/processors/container_env/_proto/containers.proto\x12!containerd.services.containers.v1\x1a\x19google/protobuf/any.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x03\n\tContainer\x12\n\n\x02id\x18\x01 \x01(\t\x12H\n\x06labels\x18\x02 \x03(\x0b\x32\x38.containerd.services.containers.v1.Container.LabelsEntry\x12\r\n\x05image\x18\x03 \x01(\t\x12\x45\n\x07runtime\x18\x04 \x01(\x0b\x32\x34.containerd.services.containers.v1.Container.Runtime\x12\"\n\x04spec\x18\x05 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x13\n\x0bsnapshotter\x18\x06 \x01(\t\x12\x14\n\x0csnapshot_key\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07sandbox\x18\x0b \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a>\n\x07Runtime\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07options\x18\x02 \x01(\x0b\x32\x14.google.protobuf.Any\"!\n\x13GetContainerRequest\x12\n\n\x02id\x18\x01 \x01(\t\"W\n\x14GetContainerResponse\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\"(\n\x15ListContainersRequest\x12\x0f\n\x07\x66ilters\x18\x01 \x03(\t\"Z\n\x16ListContainersResponse\x12@\n\ncontainers\x18\x01 \x03(\x0b\x32,.containerd.services.containers.v1.Container\"Y\n\x16\x43reateContainerRequest\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\"Z\n\x17\x43reateContainerResponse\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container2\x82\x03\n\nContainers\x12v\n\x03Get\x12\x36.containerd.services.containers.v1.GetContainerRequest\x1a\x37.containerd.services.containers.v1.GetContainerResponse\x12{\n\x04List\x12\x38.containerd.services.containers.v1.ListContainersRequest\x1a\x39.containerd.services.containers.v1.ListContainersResponse\x12\x7f\n\x06\x43reate\x12\x39.containerd.services.containers.v1.CreateContainerRequest\x1a:.containerd.services.containers.v1.CreateContainerResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n8otelgpu/processors/container_env/_proto/containers.proto\x12!containerd.services.containers.v1\x1a\x19google/protobuf/any.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xe6\x03\n\tContainer\x12\n\n\x02id\x18\x01 \x01(\t\x12H\n\x06labels\x18\x02 \x03(\x0b\x32\x38.containerd.services.containers.v1.Container.LabelsEntry\x12\r\n\x05image\x18\x03 \x01(\t\x12\x45\n\x07runtime\x18\x04 \x01(\x0b\x32\x34.containerd.services.containers.v1.Container.Runtime\x12\"\n\x04spec\x18\x05 \x01(\x0b\x32\x14.google.protobuf.Any\x12\x13\n\x0bsnapshotter\x18\x06 \x01(\t\x12\x14\n\x0csnapshot_key\x18\x07 \x01(\t\x12.\n\ncreated_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07sandbox\x18\x0b \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a>\n\x07Runtime\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x07options\x18\x02 \x01(\x0b\x32\x14.google.protobuf.Any\"!\n\x13GetContainerRequest\x12\n\n\x02id\x18\x01 \x01(\t\"W\n\x14GetContainerResponse\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\"(\n\x15ListContainersRequest\x12\x0f\n\x07\x66ilters\x18\x01 \x03(\t\"Z\n\x16ListContainersResponse\x12@\n\ncontainers\x18\x01 \x03(\x0b\x32,.containerd.services.containers.v1.Container\"Y\n\x16\x43reateContainerRequest\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\"Z\n\x17\x43reateContainerResponse\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\"\x8a\x01\n\x16UpdateContainerRequest\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container\x12/\n\x0bupdate_mask\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.FieldMask\"Z\n\x17UpdateContainerResponse\x12?\n\tcontainer\x18\x01 \x01(\x0b\x32,.containerd.services.containers.v1.Container2\x83\x04\n\nContainers\x12v\n\x03Get\x12\x36.containerd.services.containers.v1.GetContainerRequest\x1a\x37.containerd.services.containers.v1.GetContainerResponse\x12{\n\x04List\x12\x38.containerd.services.containers.v1.ListContainersRequest\x1a\x39.containerd.services.containers.v1.ListContainersResponse\x12\x7f\n\x06\x43reate\x12\x39.containerd.services.containers.v1.CreateContainerRequest\x1a:.containerd.services.containers.v1.CreateContainerResponse\x12\x7f\n\x06Update\x12\x39.containerd.services.containers.v1.UpdateContainerRequest\x1a:.containerd.services.containers.v1.UpdateContainerResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,24 +36,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CONTAINER_LABELSENTRY']._loaded_options = None
   _globals['_CONTAINER_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_CONTAINER']._serialized_start=156
-  _globals['_CONTAINER']._serialized_end=642
-  _globals['_CONTAINER_LABELSENTRY']._serialized_start=533
-  _globals['_CONTAINER_LABELSENTRY']._serialized_end=578
-  _globals['_CONTAINER_RUNTIME']._serialized_start=580
-  _globals['_CONTAINER_RUNTIME']._serialized_end=642
-  _globals['_GETCONTAINERREQUEST']._serialized_start=644
-  _globals['_GETCONTAINERREQUEST']._serialized_end=677
-  _globals['_GETCONTAINERRESPONSE']._serialized_start=679
-  _globals['_GETCONTAINERRESPONSE']._serialized_end=766
-  _globals['_LISTCONTAINERSREQUEST']._serialized_start=768
-  _globals['_LISTCONTAINERSREQUEST']._serialized_end=808
-  _globals['_LISTCONTAINERSRESPONSE']._serialized_start=810
-  _globals['_LISTCONTAINERSRESPONSE']._serialized_end=900
-  _globals['_CREATECONTAINERREQUEST']._serialized_start=902
-  _globals['_CREATECONTAINERREQUEST']._serialized_end=991
-  _globals['_CREATECONTAINERRESPONSE']._serialized_start=993
-  _globals['_CREATECONTAINERRESPONSE']._serialized_end=1083
-  _globals['_CONTAINERS']._serialized_start=1086
-  _globals['_CONTAINERS']._serialized_end=1472
+  _globals['_CONTAINER']._serialized_start=190
+  _globals['_CONTAINER']._serialized_end=676
+  _globals['_CONTAINER_LABELSENTRY']._serialized_start=567
+  _globals['_CONTAINER_LABELSENTRY']._serialized_end=612
+  _globals['_CONTAINER_RUNTIME']._serialized_start=614
+  _globals['_CONTAINER_RUNTIME']._serialized_end=676
+  _globals['_GETCONTAINERREQUEST']._serialized_start=678
+  _globals['_GETCONTAINERREQUEST']._serialized_end=711
+  _globals['_GETCONTAINERRESPONSE']._serialized_start=713
+  _globals['_GETCONTAINERRESPONSE']._serialized_end=800
+  _globals['_LISTCONTAINERSREQUEST']._serialized_start=802
+  _globals['_LISTCONTAINERSREQUEST']._serialized_end=842
+  _globals['_LISTCONTAINERSRESPONSE']._serialized_start=844
+  _globals['_LISTCONTAINERSRESPONSE']._serialized_end=934
+  _globals['_CREATECONTAINERREQUEST']._serialized_start=936
+  _globals['_CREATECONTAINERREQUEST']._serialized_end=1025
+  _globals['_CREATECONTAINERRESPONSE']._serialized_start=1027
+  _globals['_CREATECONTAINERRESPONSE']._serialized_end=1117
+  _globals['_UPDATECONTAINERREQUEST']._serialized_start=1120
+  _globals['_UPDATECONTAINERREQUEST']._serialized_end=1258
+  _globals['_UPDATECONTAINERRESPONSE']._serialized_start=1260
+  _globals['_UPDATECONTAINERRESPONSE']._serialized_end=1350
+  _globals['_CONTAINERS']._serialized_start=1353
+  _globals['_CONTAINERS']._serialized_end=1868
 # @@protoc_insertion_point(module_scope)

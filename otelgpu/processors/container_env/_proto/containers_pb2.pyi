@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import any_pb2 as _any_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -79,6 +80,20 @@ class CreateContainerRequest(_message.Message):
     def __init__(self, container: _Optional[_Union[Container, _Mapping]] = ...) -> None: ...
 
 class CreateContainerResponse(_message.Message):
+    __slots__ = ("container",)
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    container: Container
+    def __init__(self, container: _Optional[_Union[Container, _Mapping]] = ...) -> None: ...
+
+class UpdateContainerRequest(_message.Message):
+    __slots__ = ("container", "update_mask")
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    container: Container
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, container: _Optional[_Union[Container, _Mapping]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class UpdateContainerResponse(_message.Message):
     __slots__ = ("container",)
     CONTAINER_FIELD_NUMBER: _ClassVar[int]
     container: Container

@@ -26,8 +26,8 @@ if _version_not_supported:
 
 
 class ContainersStub:
-    """Containers stores container metadata. The agent calls only Get and List; Create is
-    declared for the tests, which write CRI-shaped records into a private containerd.
+    """Containers stores container metadata. The agent calls only Get and List; Create and
+    Update are declared for the tests, which write CRI-shaped records into a private containerd.
     """
 
     def __init__(self, channel):
@@ -51,11 +51,16 @@ class ContainersStub:
                 request_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerRequest.SerializeToString,
                 response_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerResponse.FromString,
                 _registered_method=True)
+        self.Update = channel.unary_unary(
+                '/containerd.services.containers.v1.Containers/Update',
+                request_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerRequest.SerializeToString,
+                response_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerResponse.FromString,
+                _registered_method=True)
 
 
 class ContainersServicer:
-    """Containers stores container metadata. The agent calls only Get and List; Create is
-    declared for the tests, which write CRI-shaped records into a private containerd.
+    """Containers stores container metadata. The agent calls only Get and List; Create and
+    Update are declared for the tests, which write CRI-shaped records into a private containerd.
     """
 
     def Get(self, request, context):
@@ -71,6 +76,12 @@ class ContainersServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Create(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Update(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -94,6 +105,11 @@ def add_ContainersServicer_to_server(servicer, server):
                     request_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerRequest.FromString,
                     response_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerResponse.SerializeToString,
             ),
+            'Update': grpc.unary_unary_rpc_method_handler(
+                    servicer.Update,
+                    request_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerRequest.FromString,
+                    response_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'containerd.services.containers.v1.Containers', rpc_method_handlers)
@@ -103,8 +119,8 @@ def add_ContainersServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class Containers:
-    """Containers stores container metadata. The agent calls only Get and List; Create is
-    declared for the tests, which write CRI-shaped records into a private containerd.
+    """Containers stores container metadata. The agent calls only Get and List; Create and
+    Update are declared for the tests, which write CRI-shaped records into a private containerd.
     """
 
     @staticmethod
@@ -178,6 +194,33 @@ class Containers:
             '/containerd.services.containers.v1.Containers/Create',
             otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerRequest.SerializeToString,
             otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Update(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/containerd.services.containers.v1.Containers/Update',
+            otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerRequest.SerializeToString,
+            otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.UpdateContainerResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,10 +1,12 @@
 #!/bin/sh
-# Regenerates the Python stubs beside containers.proto (run from anywhere; needs grpcio-tools).
+# Regenerates the Python stubs beside the .proto files (run from anywhere; needs grpcio-tools).
 # The import root is the repository, so the generated modules import each other by package path.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../../.." && pwd)
 cd "$root"
-python -m grpc_tools.protoc -I . \
-  --python_out=. --pyi_out=. --grpc_python_out=. \
-  otelgpu/processors/container_env/_proto/containers.proto
+for proto in containers mount task tasks; do
+  python -m grpc_tools.protoc -I . \
+    --python_out=. --pyi_out=. --grpc_python_out=. \
+    "otelgpu/processors/container_env/_proto/$proto.proto"
+done

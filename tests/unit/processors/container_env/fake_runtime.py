@@ -1,4 +1,5 @@
-"""A `ContainerRuntime` held in memory: containers a test adds, and a switch to take it down."""
+"""A `ContainerRuntime` held in memory: containers a test adds (running unless told
+otherwise, as a kubelet leaves them), and a switch to take it down."""
 
 from __future__ import annotations
 
@@ -53,10 +54,30 @@ class FakeRuntime:
         created: float = 1.0,
         revision: str = "1",
         raw_spec: bytes | None = None,
+        running: bool = True,
     ) -> None:
         spec = oci_spec(env, annotations) if raw_spec is None else raw_spec
         self.refs[id] = ContainerRef(
-            id=id, labels=dict(labels), revision=revision, created=created, raw_spec=spec
+            id=id,
+            labels=dict(labels),
+            revision=revision,
+            running=running,
+            created=created,
+            raw_spec=spec,
+        )
+
+    def stop(self, id: str) -> None:
+        """The container's task ended; its record stays (as the CRI plugin keeps it)."""
+        ref = self.refs[id]
+        self.refs[id] = ContainerRef(
+            id=ref.id,
+            labels=ref.labels,
+            revision=ref.revision,
+            running=False,
+            created=ref.created,
+            sandbox_id=ref.sandbox_id,
+            raw_spec=ref.raw_spec,
+            annotations=ref.annotations,
         )
 
     def workload(
@@ -70,6 +91,8 @@ class FakeRuntime:
         labels: Mapping[str, str] = {},
         created: float = 1.0,
         sandbox_id: str = "",
+        uid: str = "",
+        running: bool = True,
     ) -> None:
         """A CRI workload container, labelled as containerd's CRI plugin labels it."""
         annotations = {"io.kubernetes.cri.sandbox-id": sandbox_id} if sandbox_id else {}
@@ -80,11 +103,13 @@ class FakeRuntime:
                 "io.kubernetes.pod.namespace": ns,
                 "io.kubernetes.pod.name": pod,
                 "io.kubernetes.container.name": container,
+                **({"io.kubernetes.pod.uid": uid} if uid else {}),
                 **labels,
             },
             env=env,
             annotations=annotations,
             created=created,
+            running=running,
         )
 
     def sandbox(
@@ -96,20 +121,24 @@ class FakeRuntime:
         labels: Mapping[str, str] = {},
         annotations: Mapping[str, str] = {},
         created: float = 1.0,
+        uid: str = "",
+        running: bool = True,
     ) -> None:
         """A CRI pod sandbox (pause container): pod labels as labels, pod annotations in
-        its spec."""
+        its spec; ready (its pause task running) unless `running` is false."""
         self.add(
             id,
             {
                 "io.cri-containerd.kind": "sandbox",
                 "io.kubernetes.pod.namespace": ns,
                 "io.kubernetes.pod.name": pod,
+                **({"io.kubernetes.pod.uid": uid} if uid else {}),
                 **labels,
             },
             env={"PAUSE_ENV": "x"},
             annotations={"io.kubernetes.cri.container-type": "sandbox", **annotations},
             created=created,
+            running=running,
         )
 
     async def list_containers(self) -> Sequence[ContainerRef]:

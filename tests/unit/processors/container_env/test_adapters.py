@@ -72,10 +72,17 @@ async def test_containerd_missing_socket_is_unavailable(tmp_path: Path) -> None:
 async def test_containerd_client_refuses_every_write_method(tmp_path: Path) -> None:
     """S6: only read methods can be sent, whatever a caller asks for."""
     rt = ContainerdRuntime(str(tmp_path / "none.sock"), "k8s.io", 1.0)
-    assert {"List", "Get"} == containerd_mod.READ_METHODS
-    for method in ("Create", "Update", "Delete", "ListStream"):
+    containers, tasks = containerd_mod.CONTAINERS, containerd_mod.TASKS
+    assert {
+        f"{containers}/List",
+        f"{containers}/Get",
+        f"{tasks}/List",
+    } == containerd_mod.READ_METHODS
+    writes = [(containers, m) for m in ("Create", "Update", "Delete", "ListStream")]
+    writes += [(tasks, m) for m in ("Create", "Start", "Kill", "Delete", "Exec")]
+    for service, method in writes:
         with pytest.raises(ValueError, match="not a read method"):
-            await rt._call(method, b"")
+            await rt._call(service, method, b"")
 
 
 async def test_containerd_dead_socket_is_unavailable(tmp_path: Path) -> None:
@@ -190,3 +197,83 @@ async def test_docker_missing_socket_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(RuntimeUnavailable, match="does not exist"):
         await rt.list_containers()
     await rt.close()
+
+
+async def test_docker_running_is_the_listed_state(tmp_path: Path) -> None:
+    """The default listing holds running containers only; its `State` (when present) is
+    still read, so an exited one can never be taken for alive."""
+    listing = [
+        {"Id": "up", "State": "running"},
+        {"Id": "paused", "State": "paused"},  # docker's State.Running is true while paused
+        {"Id": "restarting", "State": "restarting"},
+        {"Id": "exited", "State": "exited"},
+        {"Id": "created", "State": "created"},
+        {"Id": "dead", "State": "dead"},
+        {"Id": "no-state"},
+    ]
+    rt = _docker(tmp_path, FakeDockerClient(listing, {}))
+    running = {r.id: r.running for r in await rt.list_containers()}
+    assert running == {
+        "up": True,
+        "paused": True,
+        "restarting": True,
+        "exited": False,
+        "created": False,
+        "dead": False,
+        "no-state": True,
+    }
+
+
+tasks_pb = importlib.import_module("otelgpu.processors.container_env._proto.tasks_pb2")
+task_pb = importlib.import_module("otelgpu.processors.container_env._proto.task_pb2")
+
+
+async def test_containerd_running_is_a_live_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records from Containers/List, liveness from Tasks/List (the task's `id` is its
+    container's ID; some versions also fill `container_id`)."""
+    containers = pb.ListContainersResponse(
+        containers=[pb.Container(id=i) for i in ("run", "paused", "stopped", "created", "none")]
+    )
+    tasks = tasks_pb.ListTasksResponse(
+        tasks=[
+            task_pb.Process(id="run", status=task_pb.RUNNING),
+            task_pb.Process(container_id="paused", id="paused", status=task_pb.PAUSED),
+            task_pb.Process(id="stopped", status=task_pb.STOPPED),
+            task_pb.Process(id="created", status=task_pb.CREATED),
+        ]
+    )
+    answers = {
+        containerd_mod.CONTAINERS: containers.SerializeToString(),
+        containerd_mod.TASKS: tasks.SerializeToString(),
+    }
+    calls: list[str] = []
+
+    async def call(service: str, method: str, request: bytes) -> bytes:
+        calls.append(f"{service}/{method}")
+        return answers[service]
+
+    rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
+    monkeypatch.setattr(rt, "_call", call)
+    running = {r.id: r.running for r in await rt.list_containers()}
+    assert running == {
+        "run": True,
+        "paused": True,
+        "stopped": False,
+        "created": False,
+        "none": False,
+    }
+    assert set(calls) <= containerd_mod.READ_METHODS
+
+
+async def test_containerd_undecodable_task_list_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def call(service: str, method: str, request: bytes) -> bytes:
+        return b"" if service == containerd_mod.CONTAINERS else b"\xff\xff\xff"
+
+    rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
+    monkeypatch.setattr(rt, "_call", call)
+    with pytest.raises(RuntimeUnavailable, match="Tasks/List: undecodable"):
+        await rt.list_containers()

@@ -91,6 +91,7 @@ async def test_attribute_cap_counted_once_per_container(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p")
     rt.workload("w", "ml", "p", "c", env={f"E{i:02}": "v" for i in range(40)})
     proc = await _run(telemetry, rt, clock, env=ALL, max_attributes=32, refresh_interval="1s")
     added = [k for k in one(proc.process((by_id("w"),))) if k.startswith("container.env.")]
@@ -105,6 +106,8 @@ async def test_value_cap_and_refusals_counted_once_and_logged_by_name(
 ) -> None:
     caplog.set_level(logging.INFO)
     rt = FakeRuntime()
+    rt.sandbox("sp", "ml", "p")
+    rt.sandbox("sq", "ml", "q")
     rt.workload("w1", "ml", "p", "c", env={"LONG": "x" * 300, "HF_TOKEN": "canary-hf-1"})
     rt.workload("w2", "ml", "q", "c", env={"HF_TOKEN": "canary-hf-2"})
     proc = await _run(telemetry, rt, clock, env=ALL, refresh_interval="1s")
@@ -135,13 +138,14 @@ async def test_unchanged_containers_are_not_read_again(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p")
     rt.workload("w", "ml", "p", "c", env={"TEAM": "a"})
     proc = await _run(telemetry, rt, clock, env=ALL, refresh_interval="1s")
     await clock.advance(3.0)
-    assert rt.list_calls == 4 and rt.spec_calls == 1
+    assert rt.list_calls == 4 and rt.spec_calls == 2  # the container and its sandbox
     rt.add("w", {"io.cri-containerd.kind": "container"}, env={"TEAM": "b"}, revision="2")
     await clock.advance(1.0)
-    assert rt.spec_calls == 2
+    assert rt.spec_calls == 3
     assert one(proc.process((by_id("w"),)))["container.env.TEAM"] == "b"
     assert counter(telemetry, "otelgpu_container_env_containers", runtime="containerd") == 1
     await proc.shutdown()
