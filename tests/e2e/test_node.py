@@ -259,6 +259,8 @@ async def test_r1_containerd_killed_then_back(node: Node) -> None:
     await asyncio.to_thread(node.containerd.kill)
     try:
         await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
+        age = 'otelgpu_container_env_snapshot_age_seconds{job="otel",runtime="containerd"}'
+        await node.prom.wait_for(age, lambda r: len(r) == 1 and value(r[0]) > 0)
         first = await _gpu0(node)
         assert [x.labels.get("container_env_TEAM") for x in first] == ["vision"], first
 

@@ -203,6 +203,7 @@ class ContainerEnvProcessor:
             telemetry=self._telemetry,
             logger=self._log,
             max_attributes=self._config.max_attributes,
+            processor=self._id,
             timeout=self._config.timeout,
         )
 
@@ -229,7 +230,9 @@ class ContainerEnvProcessor:
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
-        self._degraded = not found or any(s.snapshot is None for s in found)
+        # A runtime that is down keeps labelling from its last snapshot, but what it does not
+        # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
+        self._degraded = not found or any(not s.up for s in found)
 
     async def _wait_next(self) -> None:
         interval = self._config.refresh_interval
