@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import threading
 from collections.abc import Iterator
 
@@ -30,12 +32,18 @@ CORE = {
 }
 
 
+# Set on a machine with a GPU (the device tool's runs): the real-NVML tests must then run.
+EXPECT_GPU = "OTELGPU_EXPECT_GPU"
+
+
 @pytest.fixture(scope="module")
 def real_nvml() -> Iterator[nvml.RealNvml]:
     client = nvml.RealNvml()
     try:
         client.init()
     except nvml.NvmlError as exc:
+        if os.environ.get(EXPECT_GPU) == "1":  # on a GPU machine, no NVML is a failure
+            pytest.fail(f"{EXPECT_GPU}=1 but NVML does not start: {exc}")
         pytest.skip(f"no usable NVML here: {exc}")
     try:
         yield client

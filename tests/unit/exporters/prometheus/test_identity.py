@@ -160,3 +160,22 @@ def test_per_holder_copies_a_shared_gpu_once_per_holder_with_vgpu() -> None:
     # A holder leaves: its copy goes at once.
     ingest(translator, store, batch[:2] + batch[3:], now=2.0)
     assert len([x for x in power_lines(body(store), "DCGM_FI_DEV_POWER_USAGE") if UUID0 in x]) == 1
+
+
+def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
+    """Mutation survivor (issue 14): `rotate()` could do nothing and no test noticed. The
+    label cache and the identity numbers keep what is in use and let go of the rest."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    gone, kept = device(0, held_by("old")), device(1, held_by("x"))
+    ingest(translator, store, (gone, kept))
+    key, kept_key = store.key(gone.identity), store.key(kept.identity)
+    cached = translator.labels.lines(tuple(gone.resource.items()))
+    translator.labels.rotate()
+    store.rotate()
+    ingest(translator, store, (kept,), now=2.0)  # only GPU 1 reports in this generation
+    translator.labels.rotate()
+    store.rotate()
+    assert store.key(kept.identity) == kept_key  # still known, same number
+    assert store.key(gone.identity) != key  # forgotten: a new number, never the old one
+    assert translator.labels.lines(tuple(gone.resource.items())) is not cached
+    assert translator.labels.lines(tuple(kept.resource.items())) != {}

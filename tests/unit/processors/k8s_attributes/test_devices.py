@@ -31,6 +31,9 @@ M = "MIG-1c2d3e4f-aaaa-5b6c-8d9e-0f1a2b3c4d5e"
         ("7", "uuid", ("id", "7"), "other", False),
         ("GPU-x", "index", ("index", "GPU-x"), "index", False),
         ("gpu7", "device-name", ("name", "gpu7"), "device-name", False),
+        # GKE's MIG form is still a MIG instance when device_id_type forces device names.
+        ("nvidia0/gi2", "device-name", ("mig-name", "nvidia0", "2"), "gke-mig", False),
+        ("nvidia1/gi3/vgpu2", "device-name", ("mig-name", "nvidia1", "3"), "gke-mig", True),
         (f"{U}::0", "uuid", ("id", U), "gpu-uuid", True),
         (" 0 ", "auto", ("index", "0"), "index", False),
     ],

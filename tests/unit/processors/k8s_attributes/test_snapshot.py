@@ -110,3 +110,18 @@ def test_allocatable_devices_are_known_even_when_idle():
     assert snap.known == {("id", UUID_A), ("index", "0")}
     assert snap.is_known([("id", UUID_A)]) and not snap.is_known([("name", "nvidia9")])
     assert build_snapshot([], None, wanted=DEFAULT, id_type="auto").is_known([("id", "x")])
+
+
+def test_two_pods_listing_one_gpu_without_replica_suffixes_share_it():
+    """A GPU two pods both list by its plain UUID (MPS, or a device plugin without replica
+    suffixes) is shared: no holder's labels on the device, 1/2 each on the allocations."""
+    pods = [pod("ml", name, container("c", {GPU: [UUID_A]})) for name in ("a", "b")]
+    snap = build_snapshot(pods, None, wanted=DEFAULT, id_type="auto", node_name="n")
+    found = snap.allocations[("id", UUID_A)]
+    assert semconv.K8S_POD_NAME not in found.device
+    assert found.device[semconv.GPU_SHARED] is True and found.device[semconv.GPU_HOLDERS] == 2
+    assert [(a[semconv.K8S_POD_NAME], share) for a, share in found.holders] == [
+        ("a", 0.5),
+        ("b", 0.5),
+    ]
+    assert all(semconv.GPU_REPLICA not in a for a, _ in found.holders)
