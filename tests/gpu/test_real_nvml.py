@@ -1,9 +1,9 @@
-"""The nvml receiver on a real GPU (run on the device machine). Skipped where NVML can't init."""
+"""The nvml receiver on a real GPU (run on the device machine). Skipped where NVML cannot
+start, unless OTELGPU_EXPECT_GPU=1 says a GPU is there: then that is a failure."""
 
 from __future__ import annotations
 
 import os
-
 import threading
 from collections.abc import Iterator
 
