@@ -183,12 +183,19 @@ class RealNvml:
 
     def __init__(self) -> None:
         self._nv: Any = None
+        self._mismatch: Any = ()  # the binding's NVMLLibraryMismatchError, once loaded
 
     def _call(self, fn_name: str, *args: Any) -> Any:
         try:
             return getattr(self._nv, fn_name)(*args)
         except self._nv.NVMLError as exc:
             raise NvmlError(exc.value, str(exc)) from None
+        except self._mismatch as exc:
+            # nvidia-ml-py's unversioned wrappers (nvmlDeviceGetComputeRunningProcesses) raise
+            # this, not an NVMLError, when the driver lacks the versioned entry point they
+            # call: it is FUNCTION_NOT_FOUND, so the receiver stops asking instead of counting
+            # an error every cycle.
+            raise NvmlError(ERROR_FUNCTION_NOT_FOUND, f"{fn_name}: {exc}") from None
 
     def init(self) -> None:
         try:
@@ -196,6 +203,7 @@ class RealNvml:
         except ImportError as exc:  # the binding itself is missing: same as no library
             raise NvmlError(ERROR_LIBRARY_NOT_FOUND, f"nvidia-ml-py not installed: {exc}") from None
         self._nv = pynvml
+        self._mismatch = getattr(pynvml, "NVMLLibraryMismatchError", ())
         self._call("nvmlInit")
 
     def shutdown(self) -> None:
