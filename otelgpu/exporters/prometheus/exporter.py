@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -94,30 +95,7 @@ class PrometheusExporter:
         tls = self._config.tls
         ssl_context = server_ssl_context(tls) if tls else None
         self._setup = await asyncio.to_thread(_bind_setup, tls)
-        address, port = split_endpoint(self._config.endpoint)
-        listeners = self._settings.listeners
-        kept = None
-        if listeners is not None:  # a reload: the previous instance's server, if it matches
-            kept = await listeners.take(address, port, self._setup, MetricsServer)
-        if kept is not None:
-            self._body = kept.current()
-            self._inherited_until = self._clock() + self._config.metric_expiration
-        await self.refresh()
-        self._authenticator = None  # the server owns it from here on (and closes it)
-        if kept is not None:
-            self._server = kept
-            await kept.serve(lambda: self._body, self._count_scrape, authenticator)
-        else:
-            self._server = MetricsServer(
-                host=address,
-                port=port,
-                current=lambda: self._body,
-                on_scrape=self._count_scrape,
-                ssl_context=ssl_context,
-                authenticator=authenticator,
-            )
-            await self._server.start()
-        self._serving = True
+        kept = await self._listen(ssl_context, authenticator)
         self._tasks = [
             asyncio.create_task(self._render_loop(), name=f"{self._id} render"),
             asyncio.create_task(self._timer(), name=f"{self._id} timer"),
@@ -128,6 +106,39 @@ class PrometheusExporter:
         self._settings.logger.info(
             "serving %s://%s/metrics (%s naming)%s", scheme, endpoint, naming, how
         )
+
+    async def _listen(
+        self, ssl_context: ssl.SSLContext | None, authenticator: BasicAuthenticator | None
+    ) -> bool:
+        """Takes over the server the previous instance parked (same endpoint and TLS), with the
+        body it serves, or binds a new one. True when taken over. The server owns the
+        authenticator from here on (and closes it)."""
+        address, port = split_endpoint(self._config.endpoint)
+        listeners = self._settings.listeners
+        kept = None
+        if listeners is not None:
+            kept = await listeners.take(address, port, self._setup, MetricsServer)
+        if kept is not None:
+            self._server, self._serving = kept, True  # first: if anything below fails, parked again
+            self._body = kept.current()
+            self._inherited_until = self._clock() + self._config.metric_expiration
+            self._authenticator = None
+            await kept.serve(lambda: self._body, self._count_scrape, authenticator)
+            await self.refresh()
+            return True
+        await self.refresh()  # before binding: the first scrape gets a body
+        self._authenticator = None
+        self._server = MetricsServer(
+            host=address,
+            port=port,
+            current=lambda: self._body,
+            on_scrape=self._count_scrape,
+            ssl_context=ssl_context,
+            authenticator=authenticator,
+        )
+        await self._server.start()
+        self._serving = True
+        return False
 
     async def shutdown(self) -> None:
         tasks, self._tasks = self._tasks, []

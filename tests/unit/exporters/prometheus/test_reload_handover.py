@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import socket
 
 import aiohttp
+import bcrypt
 
 from otelgpu.component import Kind
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
@@ -24,10 +26,14 @@ def free_port() -> int:
 
 
 def make(
-    telemetry: SelfTelemetry, clock: FakeClock, listeners: KeptListeners, port: int
+    telemetry: SelfTelemetry,
+    clock: FakeClock,
+    listeners: KeptListeners,
+    port: int,
+    **extra: object,
 ) -> PrometheusExporter:
     config = PrometheusExporterConfig.model_validate(
-        {"endpoint": f"127.0.0.1:{port}", "metric_expiration": "1m"}
+        {"endpoint": f"127.0.0.1:{port}", "metric_expiration": "1m", **extra}
     )
     settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
     settings = dataclasses.replace(settings, listeners=listeners)
@@ -40,6 +46,20 @@ async def scrape(port: int) -> str:
         session.get(f"http://127.0.0.1:{port}/metrics") as response,
     ):
         return await response.text()
+
+
+async def status(port: int, user: str, password: str) -> int:
+    header = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics", headers=header) as response,
+    ):
+        return response.status
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    return {"username": user, "password_hash": hashed}
 
 
 def refused(port: int) -> bool:
@@ -135,3 +155,22 @@ async def test_port_zero_is_never_kept(host: FakeHost, clock: FakeClock) -> None
     bound = exporter.port
     await exporter.shutdown()
     assert listeners.ports == [] and refused(bound)
+
+
+async def test_changed_basic_auth_applies_to_the_kept_listener(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("old", "pw1"))
+    await old.start(host)
+    await old.shutdown()
+    assert await status(port, "old", "pw1") == 200  # parked: still checks with the old settings
+    new = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("new", "pw2"))
+    await new.start(host)
+    try:
+        assert listeners.ports == []
+        assert await status(port, "new", "pw2") == 200
+        assert await status(port, "old", "pw1") == 401
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
