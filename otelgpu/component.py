@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from otelgpu.model import Batch
 
 if TYPE_CHECKING:
+    from otelgpu.kept_listeners import KeptListeners
     from otelgpu.telemetry import SelfTelemetry
 
 
@@ -140,9 +141,18 @@ class Settings:
     kind: Kind
     logger: logging.Logger
     telemetry: SelfTelemetry
+    # Where a component that listens parks its server on shutdown and takes it back in the
+    # next service's start, so a reload keeps the port open. None: close it on shutdown.
+    listeners: KeptListeners | None = None
 
     @classmethod
-    def for_component(cls, id: ComponentID, kind: Kind, telemetry: SelfTelemetry) -> Settings:
+    def for_component(
+        cls,
+        id: ComponentID,
+        kind: Kind,
+        telemetry: SelfTelemetry,
+        listeners: KeptListeners | None = None,
+    ) -> Settings:
         """Settings with the logger named `otelgpu.<kind>.<id>`, the name operators grep for."""
         logger = logging.getLogger(f"otelgpu.{kind.value}.{id}")
-        return cls(id=id, kind=kind, logger=logger, telemetry=telemetry)
+        return cls(id=id, kind=kind, logger=logger, telemetry=telemetry, listeners=listeners)

@@ -4,7 +4,10 @@ SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or
 SIGHUP reloads the files on a worker thread; an invalid new config (or any failure while
 loading it) is logged issue by issue and the running service is kept. A valid one replaces
 it: the old service stops, the new one starts (if the new one cannot start, the old config
-is started again so the node is not left unmonitored).
+is started again so the node is not left unmonitored). The agent owns the `KeptListeners`
+every service's components park their HTTP servers in: a port whose settings did not change
+stays open through the reload, still answering with the old service's last body, and only
+what the new service did not take back is closed once it runs.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from collections.abc import Callable
 from otelgpu import logs
 from otelgpu.config.schema import AgentConfig
 from otelgpu.errors import ConfigError, StartError
+from otelgpu.kept_listeners import KeptListeners
 from otelgpu.registry import Registry
 from otelgpu.service.service import Service
 from otelgpu.telemetry import SelfTelemetry
@@ -42,6 +46,7 @@ class Agent:
         self._telemetry: SelfTelemetry | None = None
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
+        self._listeners = KeptListeners()
         self.service: Service | None = None
 
     def request_stop(self) -> None:
@@ -79,8 +84,11 @@ class Agent:
     async def _start(self, config: AgentConfig) -> Service:
         assert self._telemetry is not None
         logs.configure(config.telemetry.logs.level, config.telemetry.logs.encoding)
-        service = Service(config, self._registry, self._telemetry)
+        service = Service(config, self._registry, self._telemetry, self._listeners)
         await service.start()
+        # What this service did not take back from the previous one is not coming back. (When
+        # it fails to start, they stay parked for the previous config started again.)
+        await self._listeners.close_all()
         return service
 
     async def _reload_config(self) -> None:
@@ -119,6 +127,7 @@ class Agent:
     async def _stop_service(self) -> None:
         service, self.service = self.service, None
         if service is None:
+            await self._listeners.close_all()
             return
         _log.info("stopping (deadline %.0fs)", self._stop_timeout)
         # The service's own deadline comes first, with a margin in which the components it
@@ -129,5 +138,6 @@ class Agent:
         try:
             async with asyncio.timeout(self._stop_timeout):
                 await service.shutdown(deadline=loop.time() + self._stop_timeout - margin)
+                await self._listeners.close_all()
         except TimeoutError:
             _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)

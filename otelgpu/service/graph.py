@@ -24,6 +24,7 @@ from otelgpu.component import (
 from otelgpu.config.schema import AgentConfig
 from otelgpu.consumer import FanOut, GuardedConsumer, PipelineHead
 from otelgpu.errors import StartError
+from otelgpu.kept_listeners import KeptListeners
 from otelgpu.registry import Registry
 from otelgpu.telemetry import SelfTelemetry
 
@@ -49,13 +50,19 @@ class Graph:
         return order
 
 
-def build(config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> Graph:
-    """Creates every component (no I/O happens here: factories only construct)."""
+def build(
+    config: AgentConfig,
+    registry: Registry,
+    telemetry: SelfTelemetry,
+    listeners: KeptListeners | None = None,
+) -> Graph:
+    """Creates every component (no I/O happens here: factories only construct); `listeners`
+    is handed to each in its Settings."""
     graph = Graph()
 
     def create(kind: Kind, cid: ComponentID, *extra: Any) -> Any:
         factory = registry.get(kind, cid.type)
-        settings = Settings.for_component(cid, kind, telemetry)
+        settings = Settings.for_component(cid, kind, telemetry, listeners)
         if factory.stability.value != "stable":
             settings.logger.debug("%s %s is %s", kind.value, cid, factory.stability.value)
         try:

@@ -8,6 +8,7 @@ import logging
 from otelgpu.component import Component
 from otelgpu.config.schema import AgentConfig
 from otelgpu.errors import StartError
+from otelgpu.kept_listeners import KeptListeners
 from otelgpu.registry import Registry
 from otelgpu.service.graph import Graph, build
 from otelgpu.tasks import cancel_and_wait
@@ -19,8 +20,15 @@ _log = logging.getLogger("otelgpu.service")
 class Service:
     """One configuration's running pipelines. It is also the `Host` components see."""
 
-    def __init__(self, config: AgentConfig, registry: Registry, telemetry: SelfTelemetry) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        registry: Registry,
+        telemetry: SelfTelemetry,
+        listeners: KeptListeners | None = None,
+    ) -> None:
         self.config = config
+        self._listeners = listeners
         self._registry = registry
         self._telemetry = telemetry
         self.graph: Graph | None = None
@@ -40,7 +48,7 @@ class Service:
 
     async def start(self) -> None:
         """Builds and starts everything; on a failure, stops what started and raises StartError."""
-        self.graph = build(self.config, self._registry, self._telemetry)
+        self.graph = build(self.config, self._registry, self._telemetry, self._listeners)
         # Health is per component: the sources this graph's components register replace those
         # of the previous service (after a reload), which would otherwise stay down forever.
         self._telemetry.open_source_claims()

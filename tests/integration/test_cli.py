@@ -7,6 +7,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -277,3 +279,99 @@ def test_validate_refuses_hostile_yaml_with_exit_2_and_one_located_line(
     lines = result.stderr.splitlines()
     assert lines[0] == "otelgpu: invalid configuration (1 issues):"
     assert len(lines) == 2 and re.fullmatch(expected, lines[1].removeprefix(f"{tmp_path}/")), lines
+
+
+def _serving_config(metrics_port: int, health_port: int) -> str:
+    config = PIPELINE.format(tag="v1").replace(
+        "  debug:\n", f"  prometheus:\n    endpoint: 127.0.0.1:{metrics_port}\n  debug:\n", 1
+    )
+    config = config.replace("exporters: [debug]", "exporters: [debug, prometheus]")
+    config = config.replace("collection_interval: 200ms", "collection_interval: 1s")
+    config = config.replace(
+        "service:\n",
+        f"extensions:\n  health_check: {{endpoint: '127.0.0.1:{health_port}'}}\n"
+        "service:\n  extensions: [health_check]\n",
+        1,
+    )
+    return config
+
+
+class _Poller(threading.Thread):
+    """GETs one URL every 20 ms until told to stop; keeps every body and every failure."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.bodies: list[str] = []
+        self.failures: list[str] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.02):
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as response:
+                    self.bodies.append(response.read().decode())
+            except Exception as exc:  # refused, reset, 5xx: every one is a failure to report
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+
+    def answered(self) -> int:
+        return len(self.bodies) + len(self.failures)
+
+    def wait_for_answers(self, count: int) -> None:
+        """Waits until `count` more requests were answered (or failed), 20 s at most."""
+        target, deadline = self.answered() + count, time.monotonic() + 20
+        while self.answered() < target:
+            assert time.monotonic() < deadline, "the poller stopped getting answers"
+            time.sleep(0.01)
+
+
+def test_valid_reloads_keep_the_ports_open_and_the_last_body_served(
+    tmp_path: Path, agents: list[AgentProcess]
+) -> None:
+    metrics_port, health_port = _free_port(), _free_port()
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(_serving_config(metrics_port, health_port))
+    agent = AgentProcess("run", "-c", str(config))
+    agents.append(agent)
+    agent.wait_for(r"pipeline_tag='v1'")
+    assert "hw_gpu_utilization" in _scrape(metrics_port)
+    metrics = _Poller(f"http://127.0.0.1:{metrics_port}/metrics")
+    health = _Poller(f"http://127.0.0.1:{health_port}/healthz")
+    metrics.start(), health.start()
+    try:
+        seen = 0
+        for _ in range(6):  # the same valid file each time
+            agent.send(signal.SIGHUP)
+            seen = agent.wait_for(r"configuration reloaded", after=seen) + 1
+    finally:
+        metrics.done.set(), health.done.set()
+        metrics.join(15), health.join(15)
+    assert metrics.failures == [] and health.failures == []
+    assert len(health.bodies) > 6  # probed through the reloads
+    empty = [i for i, body in enumerate(metrics.bodies) if "hw_gpu_utilization" not in body]
+    assert empty == [], f"{len(empty)} of {len(metrics.bodies)} scrapes had no GPU series"
+    assert all('"alive"' in body for body in health.bodies)
+    assert agent.stop() == 0
+
+
+def test_a_reload_that_moves_the_port_releases_the_old_one(
+    tmp_path: Path, agents: list[AgentProcess]
+) -> None:
+    old_port, new_port, health_port = _free_port(), _free_port(), _free_port()
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(_serving_config(old_port, health_port))
+    agent = AgentProcess("run", "-c", str(config))
+    agents.append(agent)
+    agent.wait_for(r"pipeline_tag='v1'")
+    assert "hw_gpu_utilization" in _scrape(old_port)
+
+    config.write_text(_serving_config(new_port, health_port))
+    agent.send(signal.SIGHUP)
+    agent.wait_for(r"configuration reloaded")
+    agent.wait_for(rf"serving http://127\.0\.0\.1:{new_port}/metrics \(otel naming\)$")
+    with pytest.raises(OSError):  # refused: nothing listens there any more
+        socket.create_connection(("127.0.0.1", old_port), timeout=5).close()
+    body = ""
+    while "hw_gpu_utilization" not in body:  # the new pipeline's first body, then GPU series
+        body = _scrape(new_port)
+    assert agent.stop() == 0

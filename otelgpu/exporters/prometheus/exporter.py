@@ -4,19 +4,26 @@
 task re-renders the body (plain and gzip) whenever it is stale, and at least every few seconds
 so the agent's self-telemetry and series expiry stay current when no batch arrives. Scrapes only
 ever read the last rendered body.
+
+On a reload (Settings.listeners set) the old instance parks its running server instead of
+closing it, and the new one, when endpoint and TLS are unchanged, takes it over together with
+the last body, which it keeps serving until its own store holds series (at most
+`metric_expiration`): the port never closes and `/metrics` never restarts empty.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import ssl
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 from otelgpu.component import Host, Settings
 from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
-from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
 from otelgpu.exporters.prometheus.render import EMPTY, Body, encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.server import MetricsServer
@@ -55,6 +62,9 @@ class PrometheusExporter:
         self._stale = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._server: MetricsServer | None = None
+        self._serving = False  # the server listens (a server that failed to start is not parked)
+        self._setup: Hashable = None
+        self._inherited_until: float | None = None  # serving the previous instance's body until
         self._authenticator: BasicAuthenticator | None = None
         # Our own thread for gzip: a component that parks the default executor's threads on a
         # hung socket must not delay the next body.
@@ -82,10 +92,43 @@ class PrometheusExporter:
         if self._config.basic_auth is not None:
             authenticator = self._authenticator = BasicAuthenticator(self._config.basic_auth)
             await authenticator.prepare()
-        ssl_context = server_ssl_context(self._config.tls) if self._config.tls else None
-        await self.refresh()
+        tls = self._config.tls
+        ssl_context = server_ssl_context(tls) if tls else None
+        self._setup = await asyncio.to_thread(_bind_setup, tls)
+        kept = await self._listen(ssl_context, authenticator)
+        self._tasks = [
+            asyncio.create_task(self._render_loop(), name=f"{self._id} render"),
+            asyncio.create_task(self._timer(), name=f"{self._id} timer"),
+        ]
+        scheme = "https" if ssl_context else "http"
+        endpoint, naming = self._config.endpoint, self._config.naming
+        how = " (listener kept through the reload)" if kept else ""
+        self._settings.logger.info(
+            "serving %s://%s/metrics (%s naming)%s", scheme, endpoint, naming, how
+        )
+
+    async def _listen(
+        self, ssl_context: ssl.SSLContext | None, authenticator: BasicAuthenticator | None
+    ) -> bool:
+        """Takes over the server the previous instance parked (same endpoint and TLS), with the
+        body it serves, or binds a new one. True when taken over. The server owns the
+        authenticator from here on (and closes it)."""
         address, port = split_endpoint(self._config.endpoint)
-        server = MetricsServer(
+        listeners = self._settings.listeners
+        kept = None
+        if listeners is not None:
+            kept = await listeners.take(address, port, self._setup, MetricsServer)
+        if kept is not None:
+            self._server, self._serving = kept, True  # first: if anything below fails, parked again
+            self._body = kept.current()
+            self._inherited_until = self._clock() + self._config.metric_expiration
+            self._authenticator = None
+            await kept.serve(lambda: self._body, self._count_scrape, authenticator)
+            await self.refresh()
+            return True
+        await self.refresh()  # before binding: the first scrape gets a body
+        self._authenticator = None
+        self._server = MetricsServer(
             host=address,
             port=port,
             current=lambda: self._body,
@@ -93,22 +136,25 @@ class PrometheusExporter:
             ssl_context=ssl_context,
             authenticator=authenticator,
         )
-        await server.start()
-        self._server = server
-        self._tasks = [
-            asyncio.create_task(self._render_loop(), name=f"{self._id} render"),
-            asyncio.create_task(self._timer(), name=f"{self._id} timer"),
-        ]
-        scheme = "https" if ssl_context else "http"
-        endpoint, naming = self._config.endpoint, self._config.naming
-        self._settings.logger.info("serving %s://%s/metrics (%s naming)", scheme, endpoint, naming)
+        await self._server.start()
+        self._serving = True
+        return False
 
     async def shutdown(self) -> None:
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(*tasks)
         server, self._server = self._server, None
+        serving, self._serving = self._serving, False
+        listeners = self._settings.listeners
         if server is not None:
-            await server.stop()
+            address, port = split_endpoint(self._config.endpoint)
+            # Parked, it goes on answering with our last body until the next instance takes it.
+            if not (
+                serving
+                and listeners is not None
+                and listeners.park(address, port, self._setup, server)
+            ):
+                await server.stop()
         # Both threads are gone when shutdown returns (a render or bcrypt check in progress is
         # waited for, off the event loop: each takes milliseconds).
         authenticator, self._authenticator = self._authenticator, None
@@ -153,10 +199,20 @@ class PrometheusExporter:
             families += [f for f in own if f.name not in self._store.families]
         text, count = render_text(families)
         if self._executor is None:
-            self._body = encode(text, count)
+            body = encode(text, count)
         else:
             loop = asyncio.get_running_loop()
-            self._body = await loop.run_in_executor(self._executor, encode, text, count)
+            body = await loop.run_in_executor(self._executor, encode, text, count)
+        self._publish(body, now)
+
+    def _publish(self, body: Body, now: float) -> None:
+        if self._inherited_until is not None:
+            # After a reload: the previous instance's last body is better than one without
+            # the series the new pipeline has not delivered yet.
+            if self._store.series_count() == 0 and now < self._inherited_until:
+                return
+            self._inherited_until = None
+        self._body = body
 
     async def _render_loop(self) -> None:
         while True:
@@ -180,3 +236,17 @@ class PrometheusExporter:
         self._settings.telemetry.count(
             SCRAPES, 1, "Requests to /metrics", exporter=self._id, code=str(status)
         )
+
+
+def _bind_setup(tls: TLSServerConfig | None) -> Hashable:
+    """What a listening socket was bound with besides its address: the TLS settings and the
+    bytes of their files (a renewed certificate at the same path must be served, so a kept
+    listener with the old one does not match)."""
+    if tls is None:
+        return None
+    digest = hashlib.sha256()
+    for path in (tls.cert_file, tls.key_file, tls.client_ca_file):
+        if path:
+            with open(path, "rb") as file:
+                digest.update(hashlib.sha256(file.read()).digest())
+    return tls.model_dump_json(), digest.hexdigest()

@@ -4,10 +4,15 @@ A request reads one immutable `Body` reference and writes bytes; it never render
 collects, and never waits on NVML, the kubelet or a container runtime. Connections are capped
 and idle ones closed (`otelgpu.http_listener`); a client whose password check would have to
 wait behind others is answered 429 / 503 at once (`auth.AuthBusy`).
+
+What a request is answered with (`current`, `on_scrape`, the authenticator) can be swapped
+while the socket stays open (`serve`): that is how the next exporter instance takes a running
+server over on a reload, with no moment the port is closed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Callable
 
@@ -21,7 +26,10 @@ _UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Basic realm="otelgpu", charset="UT
 
 
 class MetricsServer:
-    """Serves `current()` at `/metrics`; `on_scrape(status)` is told every answer's status."""
+    """Serves `current()` at `/metrics`; `on_scrape(status)` is told every answer's status.
+
+    It owns the authenticator it is given: `stop` (or a `serve` replacing it) closes it.
+    """
 
     def __init__(
         self,
@@ -61,8 +69,26 @@ class MetricsServer:
         self.port = self._listener.port
 
     async def stop(self) -> None:
-        """Closes the listener and open connections; idempotent."""
+        """Closes the listener, open connections and the authenticator; idempotent."""
         await self._listener.stop()
+        await _close(self._auth)
+        self._auth = None
+
+    def current(self) -> Body:
+        """The body a scrape gets right now."""
+        return self._current()
+
+    async def serve(
+        self,
+        current: Callable[[], Body],
+        on_scrape: Callable[[int], None],
+        authenticator: BasicAuthenticator | None,
+    ) -> None:
+        """Answers from now on with these (a new exporter taking the server over); closes the
+        authenticator it replaces once no check is waiting on it."""
+        replaced, self._auth = self._auth, authenticator
+        self._current, self._on_scrape = current, on_scrape
+        await _close(replaced)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         if self._auth is not None:
@@ -89,6 +115,11 @@ class MetricsServer:
             payload = body.plain
         self._on_scrape(200)
         return web.Response(body=payload, headers=headers)
+
+
+async def _close(authenticator: BasicAuthenticator | None) -> None:
+    if authenticator is not None:
+        await asyncio.to_thread(authenticator.close)  # waits for a bcrypt check in progress
 
 
 def _accepts_gzip(accept_encoding: str) -> bool:

@@ -1,0 +1,176 @@
+"""A reload's new exporter takes the old one's running server and last body over."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import socket
+
+import aiohttp
+import bcrypt
+
+from otelgpu.component import Kind
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.kept_listeners import KeptListeners
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.prometheus.batches import batch, gpu
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def make(
+    telemetry: SelfTelemetry,
+    clock: FakeClock,
+    listeners: KeptListeners,
+    port: int,
+    **extra: object,
+) -> PrometheusExporter:
+    config = PrometheusExporterConfig.model_validate(
+        {"endpoint": f"127.0.0.1:{port}", "metric_expiration": "1m", **extra}
+    )
+    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    settings = dataclasses.replace(settings, listeners=listeners)
+    return PrometheusExporter(settings, config, clock=clock.monotonic, sleep=clock.sleep)
+
+
+async def scrape(port: int) -> str:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics") as response,
+    ):
+        return await response.text()
+
+
+async def status(port: int, user: str, password: str) -> int:
+    header = {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"http://127.0.0.1:{port}/metrics", headers=header) as response,
+    ):
+        return response.status
+
+
+def basic_auth(user: str, password: str) -> dict[str, str]:
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()
+    return {"username": user, "password_hash": hashed}
+
+
+def refused(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+async def test_the_new_instance_serves_the_old_body_on_the_same_socket_until_its_own(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port)
+    await old.start(host)
+    await old.consume(batch(gpu(0), utilization=0.25))
+    await old.refresh()
+    await old.shutdown()
+    assert listeners.ports == [port]
+    assert "hw_gpu_utilization_ratio" in await scrape(port)  # parked, still answering
+
+    new = make(host.telemetry, clock, listeners, port)
+    await new.start(host)
+    try:
+        assert listeners.ports == []  # taken back, not bound again
+        await clock.advance(30)  # timer renders of an empty store do not replace it
+        await new.refresh()
+        assert "hw_gpu_utilization_ratio" in await scrape(port)
+        await new.consume(batch(gpu(1), utilization=0.75))
+        await new.refresh()
+        body = await scrape(port)
+        assert 'hw_id="GPU-00000001' in body and 'hw_id="GPU-00000000' not in body
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
+    assert refused(port)
+
+
+async def test_the_old_body_is_given_up_after_metric_expiration(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port)
+    await old.start(host)
+    await old.consume(batch(gpu(0)))
+    await old.refresh()
+    await old.shutdown()
+    new = make(host.telemetry, clock, listeners, port)
+    await new.start(host)
+    try:
+        clock.now += 61  # the old series would have expired by now
+        await new.refresh()
+        assert "hw_gpu_utilization_ratio" not in await scrape(port)
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
+
+
+async def test_a_moved_endpoint_releases_the_old_port(host: FakeHost, clock: FakeClock) -> None:
+    listeners, old_port, new_port = KeptListeners(), free_port(), free_port()
+    old = make(host.telemetry, clock, listeners, old_port)
+    await old.start(host)
+    await old.shutdown()
+    new = make(host.telemetry, clock, listeners, new_port)
+    await new.start(host)
+    try:
+        await listeners.close_all()  # what the agent does once the new service runs
+        assert refused(old_port)
+        assert "otelgpu_build_info" in await scrape(new_port)
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
+
+
+async def test_without_a_registry_shutdown_closes_the_port(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    port = free_port()
+    config = PrometheusExporterConfig.model_validate({"endpoint": f"127.0.0.1:{port}"})
+    exporter = PrometheusExporter(
+        make_settings("prometheus", Kind.EXPORTER, host.telemetry), config, clock=clock.monotonic
+    )
+    await exporter.start(host)
+    await exporter.shutdown()
+    assert refused(port)
+
+
+async def test_port_zero_is_never_kept(host: FakeHost, clock: FakeClock) -> None:
+    listeners = KeptListeners()
+    exporter = make(host.telemetry, clock, listeners, 0)
+    await exporter.start(host)
+    bound = exporter.port
+    await exporter.shutdown()
+    assert listeners.ports == [] and refused(bound)
+
+
+async def test_changed_basic_auth_applies_to_the_kept_listener(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("old", "pw1"))
+    await old.start(host)
+    await old.shutdown()
+    assert await status(port, "old", "pw1") == 200  # parked: still checks with the old settings
+    new = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("new", "pw2"))
+    await new.start(host)
+    try:
+        assert listeners.ports == []
+        assert await status(port, "new", "pw2") == 200
+        assert await status(port, "old", "pw1") == 401
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
