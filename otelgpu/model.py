@@ -79,13 +79,6 @@ def point_count(batch: Batch) -> int:
     return sum(len(metric.points) for rm in batch for metric in rm.metrics)
 
 
-def identity_of(rm: ResourceMetrics) -> Identity:
-    """The resource's series identity: the receiver's, or else its attributes as they are."""
-    if rm.identity is not None:
-        return rm.identity
-    return tuple(rm.resource.items())
-
-
 def with_resource(
     rm: ResourceMetrics, extra: Attributes, *, override: bool = False
 ) -> ResourceMetrics:

@@ -22,7 +22,7 @@ from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics, identity_of
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
 
 SharedGpuSeries = Literal["device", "per_holder"]
@@ -60,12 +60,14 @@ class Translator:
         stored = dropped = 0
         holders = _holders_by_device(batch) if self._per_holder else {}
         for rm in batch:
-            identity = store.key(identity_of(rm))
+            items = tuple(rm.resource.items())
+            # No identity from the receiver: its attributes as they are here are the identity.
+            identity = store.key(rm.identity if rm.identity is not None else items)
             copies = holders.get(rm.resource.get(semconv.HW_ID)) if holders else None
             if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in rm.resource:
                 resources = [_holder_copy(rm.resource, holder) for holder in copies]
             else:
-                resources = [tuple(rm.resource.items())]
+                resources = [items]
             for resource in resources:
                 for metric in rm.metrics:
                     try:

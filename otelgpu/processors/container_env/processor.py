@@ -111,8 +111,8 @@ class ContainerEnvProcessor:
             holders = rm.notes.get(notes.GPU_HOLDERS) if rm.notes else None
             if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
                 outside = set() if outside is None else outside
-                if self._outside_allocation(rm, match, reason, holders):
-                    outside.add((rm.resource.get(semconv.HW_ID), rm.resource[semconv.PROCESS_PID]))
+                if (squatter := self._outside_allocation(rm, match, reason, holders)) is not None:
+                    outside.add(squatter)
             if match is not None:
                 out.append(_enrich(rm, match, by_id=reason == "by_id"))
                 continue
@@ -127,9 +127,10 @@ class ContainerEnvProcessor:
 
     def _outside_allocation(
         self, rm: ResourceMetrics, match: Match | None, reason: str, holders: Collection[object]
-    ) -> bool:
-        """Whether a GPU process runs outside the allocation k8s_attributes noted (False
-        when that cannot be told: its container is not known to the runtime yet)."""
+    ) -> tuple[object, object] | None:
+        """The (GPU, pid) of a GPU process running outside the allocation k8s_attributes
+        noted; None when it runs inside, or when that cannot be told (its container is not
+        known to the runtime yet)."""
         if match is not None and reason == "by_id":
             identity = match.identity
             where = (
@@ -138,12 +139,12 @@ class ContainerEnvProcessor:
                 identity.get(semconv.K8S_CONTAINER_NAME, ""),
             )
             if where in holders:
-                return False
+                return None
             container = "/".join(where) if all(where) else _text(rm, semconv.CONTAINER_ID)
         elif not _text(rm, semconv.CONTAINER_ID):
             container = "the host"
         else:
-            return False
+            return None
         key = (rm.resource.get(semconv.HW_ID), rm.resource.get(semconv.PROCESS_PID))
         if key not in self._squatters_logged:
             if len(self._squatters_logged) >= _MAX_REMEMBERED_MISSES:
@@ -157,7 +158,7 @@ class ContainerEnvProcessor:
                 key[0],
                 allocated,
             )
-        return True
+        return key
 
     def _lookup(
         self, rm: ResourceMetrics, snapshot: Snapshot, degraded: bool
