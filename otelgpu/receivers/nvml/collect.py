@@ -18,6 +18,8 @@ from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMe
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
+from otelgpu.receivers.nvml.fields_parity import gpm_convert
+from otelgpu.receivers.nvml.health import HealthSummary
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
 from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
@@ -27,6 +29,7 @@ _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a r
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
 _UP = "nvidia.gpu.up"
 _XID = "nvidia.gpu.xid.errors"
+_HEALTH = "hw.status"
 _PROCESS_MEMORY = "nvidia.gpu.process.memory.usage"
 _PROCESS_UTILIZATION = "nvidia.gpu.process.utilization"
 _PROCESS_MEMORY_UTILIZATION = "nvidia.gpu.process.memory.utilization"
@@ -84,6 +87,7 @@ class Collector:
         self._field_ids = [r.field_id for r in plan.fields]
         self._reads = {r.field_id: r for r in plan.fields}
         self._xid_attributes: dict[int, Attributes] = {}
+        self._health = HealthSummary()
 
     def collect(self, devices: list[Device], cycle: Cycle) -> Batch:
         """One ResourceMetrics per device (plus one per GPU process); never raises."""
@@ -134,11 +138,21 @@ class Collector:
             for metric, value in zip(reader.metrics, values, strict=True):
                 if metric in self._plan.enabled:
                     self._add(points, metric, NO_ATTRIBUTES, cycle, value)
+        for extra in () if device.is_mig else self._plan.points:  # whole-GPU readings
+            if extra.key not in device.unsupported:
+                found = self._guard(device, extra.key, extra.read, self._client, device)
+                for metric, attributes, value in () if isinstance(found, Failed) else found:
+                    if metric in self._plan.enabled:
+                        self._add(points, metric, attributes, cycle, value)
         if self._plan.gpm and device.gpm and "gpm" not in device.unsupported:
             self._gpm(device, cycle, points)
         if not device.is_mig and _XID in self._plan.enabled:
             for code, count in cycle.xids.get(device.uuid, {}).items():
                 self._add(points, _XID, self._xid_attrs(code), cycle, count)
+        if not device.is_mig and _HEALTH in self._plan.enabled:
+            xids = cycle.xids.get(device.uuid, {})
+            for attributes, value in self._health.points(device.uuid, points, xids, cycle.now_ns):
+                self._add(points, _HEALTH, attributes, cycle, value)
 
     def _guard(
         self, device: Device, key: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -236,7 +250,7 @@ class Collector:
         for metric_id, (code, value) in zip(ids, answer, strict=True):
             name, metric = by_id[metric_id]
             if code == nvml.SUCCESS:
-                self._add(points, metric, NO_ATTRIBUTES, cycle, value / 100)
+                self._add(points, metric, NO_ATTRIBUTES, cycle, gpm_convert(name, value))
             elif code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(f"gpm:{name}")
 

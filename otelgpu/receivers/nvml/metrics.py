@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from otelgpu.model import AttrValue, MetricKind
+from otelgpu.receivers.nvml.fields_parity import PARITY_DCGM_SPLIT, PARITY_ROWS
 
 # Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only).
 ERROR_TYPE = "error.type"  # hardware semantic conventions' key for hw.errors
@@ -224,6 +225,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.dram.active", "1", "gpm:NVML_GPM_METRIC_DRAM_BW_UTIL",
         "DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used (GPM).",
     ),
+    *(MetricSpec(*row) for row in PARITY_ROWS),  # fields_parity.py: issue-17 readings
 )  # fmt: skip
 
 BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
@@ -245,6 +247,7 @@ DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
             "uncorrectable": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         },
     ),
+    **PARITY_DCGM_SPLIT,
 }
 
 # OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz and mJ).

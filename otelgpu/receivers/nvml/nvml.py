@@ -138,6 +138,23 @@ class NvmlClient(Protocol):
     def pcie_throughput(self, handle: Handle, counter: int) -> int:
         """`nvmlDeviceGetPcieThroughput` KB/s (`PCIE_TX` or `PCIE_RX`, a 20 ms sample)."""
 
+    def clock_event_reasons(self, handle: Handle) -> int:
+        """`nvmlDeviceGetCurrentClocksEventReasons`: the bitmask (nvmlClocksEventReason*)."""
+
+    def nvlink_state(self, handle: Handle, link: int) -> bool:
+        """`nvmlDeviceGetNvLinkState`: whether `link` is active."""
+
+    def nvlink_error_counter(self, handle: Handle, link: int, counter: int) -> int:
+        """`nvmlDeviceGetNvLinkErrorCounter` (counter: NVML_NVLINK_ERROR_DL_*)."""
+
+    def pcie_link(self, handle: Handle) -> tuple[int, int, int, int]:
+        """`nvmlDeviceGet{Curr,Max}PcieLink{Generation,Width}`: (current gen, max gen,
+        current width, max width)."""
+
+    def vgpu_licensed(self, handle: Handle) -> bool:
+        """`nvmlDeviceGetGridLicensableFeatures_v4`: whether an enabled feature is licensed;
+        NvmlError(ERROR_NOT_SUPPORTED) where NVML reports no licensing (bare metal)."""
+
     def compute_processes(self, handle: Handle) -> list[tuple[int, int]]:
         """`nvmlDeviceGetComputeRunningProcesses`: (pid, used GPU memory bytes) pairs."""
 
@@ -297,6 +314,31 @@ class RealNvml:
 
     def pcie_throughput(self, handle: Handle, counter: int) -> int:
         return int(self._call("nvmlDeviceGetPcieThroughput", handle, counter))
+
+    def clock_event_reasons(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetCurrentClocksEventReasons", handle))
+
+    def nvlink_state(self, handle: Handle, link: int) -> bool:
+        return bool(self._call("nvmlDeviceGetNvLinkState", handle, link))
+
+    def nvlink_error_counter(self, handle: Handle, link: int, counter: int) -> int:
+        return int(self._call("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter))
+
+    def pcie_link(self, handle: Handle) -> tuple[int, int, int, int]:
+        return (
+            int(self._call("nvmlDeviceGetCurrPcieLinkGeneration", handle)),
+            int(self._call("nvmlDeviceGetMaxPcieLinkGeneration", handle)),
+            int(self._call("nvmlDeviceGetCurrPcieLinkWidth", handle)),
+            int(self._call("nvmlDeviceGetMaxPcieLinkWidth", handle)),
+        )
+
+    def vgpu_licensed(self, handle: Handle) -> bool:
+        found = self._call("nvmlDeviceGetGridLicensableFeatures_v4", handle)
+        if not found.isGridLicenseSupported:  # bare metal or passthrough: nothing to license
+            raise NvmlError(ERROR_NOT_SUPPORTED, "no GRID licensing on this GPU")
+        count = min(int(found.licensableFeaturesCount), len(found.gridLicensableFeatures))
+        features = [found.gridLicensableFeatures[i] for i in range(count)]
+        return any(f.featureEnabled and f.featureState for f in features)
 
     def compute_processes(self, handle: Handle) -> list[tuple[int, int]]:
         procs = self._call("nvmlDeviceGetComputeRunningProcesses", handle)

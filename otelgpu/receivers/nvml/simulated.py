@@ -19,6 +19,7 @@ from typing import Any
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import SimulatedConfig, SimulatedGpu
 from otelgpu.receivers.nvml.nvml import FieldValue, MigInstance, NvmlError, ProcessUtilization
+from otelgpu.receivers.nvml.simulated_parity import PARITY_GPM_WEIGHTS, ParitySimulation
 from otelgpu.receivers.nvml.sources import FIELD_IDS, GPM_METRIC_IDS
 
 _FIELD_NAMES = {v: k for k, v in FIELD_IDS.items()}
@@ -60,7 +61,7 @@ def _profile_memory(profile: str) -> int:
     return int(float(size) * (1 << 30)) if size.replace(".", "").isdigit() else 10 << 30
 
 
-class SimulatedNvml:
+class SimulatedNvml(ParitySimulation):
     """`NvmlClient` over deterministic simulated GPUs."""
 
     def __init__(self, config: SimulatedConfig, clock: Callable[[], float]) -> None:
@@ -207,6 +208,7 @@ class SimulatedNvml:
             "NVML_FI_DEV_REMAPPED_COR": index,
             "NVML_FI_DEV_REMAPPED_UNC": 0,
             "NVML_FI_DEV_REMAPPED_FAILURE": 0,
+            **self.parity_fields(index, t, load),  # issue-17 fields; test overrides last
         }
         return int(values[name])  # NVML answers these fields as integers
 
@@ -316,7 +318,7 @@ class SimulatedNvml:
         gpu = self._gpus[second["gpu"]]
         # A MIG instance runs its own share of the load: shifted so series differ.
         load = self._load(gpu.index + 0.1 * max(0, second["mig"]))
-        weights = {1: 1.0, 2: 0.9, 5: 0.6, 10: 0.5}
+        weights = {1: 1.0, 2: 0.9, 5: 0.6, 10: 0.5, **PARITY_GPM_WEIGHTS}
         return [
             (nvml.ERROR_NOT_SUPPORTED, 0.0)
             if _GPM_NAMES.get(m, "") in gpu.unsupported

@@ -12,8 +12,14 @@ from dataclasses import dataclass
 
 from otelgpu.model import Attributes
 from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.fields_parity import (
+    PARITY_FIELD_IDS,
+    PARITY_FIELD_POINTS,
+    PARITY_GPM_IDS,
+)
 from otelgpu.receivers.nvml.metrics import BY_NAME, ERROR_TYPE, MetricSpec
 from otelgpu.receivers.nvml.nvml import Handle, NvmlClient
+from otelgpu.receivers.nvml.parity_reads import POINT_READERS, PointReader
 
 # NVML field IDs (nvml.h NVML_FI_DEV_*) the catalog reads.
 FIELD_IDS: Mapping[str, int] = {
@@ -29,6 +35,7 @@ FIELD_IDS: Mapping[str, int] = {
     "NVML_FI_DEV_REMAPPED_FAILURE": 145,
     "NVML_FI_DEV_POWER_INSTANT": 186,
     "NVML_FI_DEV_POWER_CURRENT_LIMIT": 190,
+    **PARITY_FIELD_IDS,
 }
 # NVML GPM metric IDs (NVML_GPM_METRIC_*).
 GPM_METRIC_IDS: Mapping[str, int] = {
@@ -36,6 +43,7 @@ GPM_METRIC_IDS: Mapping[str, int] = {
     "NVML_GPM_METRIC_SM_UTIL": 2,
     "NVML_GPM_METRIC_ANY_TENSOR_UTIL": 5,
     "NVML_GPM_METRIC_DRAM_BW_UTIL": 10,
+    **PARITY_GPM_IDS,
 }
 
 NO_ATTRIBUTES: Attributes = {}
@@ -52,6 +60,7 @@ _FIELD_POINT: Mapping[str, tuple[Attributes, float]] = {
     "NVML_FI_DEV_POWER_CURRENT_LIMIT": (NO_ATTRIBUTES, 1e-3),  # mW → W
     "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX": (NO_ATTRIBUTES, 1024.0),  # KiB → By
     "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX": (NO_ATTRIBUTES, 1024.0),
+    **PARITY_FIELD_POINTS,
 }
 
 
@@ -168,6 +177,7 @@ class Plan:
     fields: tuple[FieldRead, ...]
     calls: tuple[CallReader, ...]
     gpm: tuple[tuple[int, str, str], ...]  # (metric id, NVML name, catalog metric)
+    points: tuple[PointReader, ...] = ()  # dedicated calls whose points carry attributes
 
     @classmethod
     def build(cls, enabled: frozenset[str]) -> Plan:
@@ -180,4 +190,5 @@ class Plan:
             for s in specs
             if s.source_kind == "gpm"
         )
-        return cls(enabled, fields, calls, gpm)
+        points = tuple(r for r in POINT_READERS if any(m in enabled for m in r.metrics))
+        return cls(enabled, fields, calls, gpm, points)

@@ -24,9 +24,11 @@ from otelgpu.receivers.nvml.sources import (
     OTHER_SOURCES,
     Plan,
 )
+from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 
 DOCS = Path(__file__).parents[4] / "docs" / "metrics.md"
 UCUM = {"1", "{state}", "By", "By/s", "W", "J", "Cel", "Hz", "{error}", "{replay}", "{row}"}
+UCUM |= {"s", "{bitmask}", "{page}", "{generation}", "{lane}"}  # fields_parity.py
 # dcgm-exporter's default counters (etc/default-counters.csv) that NVML can provide.
 DCGM_DEFAULTS = {
     "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_MEMORY_TEMP",
@@ -44,7 +46,7 @@ DCGM_DEFAULTS = {
 def test_names_are_unique_and_well_formed() -> None:
     assert len(BY_NAME) == len(CATALOG)
     for spec in CATALOG:
-        assert re.fullmatch(r"(hw|nvidia)\.[a-z_.]+", spec.name), spec.name
+        assert re.fullmatch(r"(hw|nvidia)\.[a-z0-9_.]+", spec.name), spec.name
         assert spec.unit in UCUM, spec.name
         assert spec.description.endswith((".", ")")), spec.name
 
@@ -57,6 +59,7 @@ def test_every_source_has_exactly_one_way_to_be_read() -> None:
         routes = [
             kind == "field" and all(n in FIELD_IDS for n in spec.source_name.split(",")),
             kind == "call" and spec.name in call_metrics,
+            kind == "call" and any(spec.name in r.metrics for r in POINT_READERS),
             kind == "gpm" and spec.source_name in GPM_METRIC_IDS,
             kind in OTHER_SOURCES,
         ]

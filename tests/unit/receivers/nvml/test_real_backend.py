@@ -78,6 +78,10 @@ class FakeDevice:
     mig_slots: list[int | None] = field(default_factory=list)  # MIG handle per slot, None: empty
     processes: list[tuple[int, int | None]] = field(default_factory=list)
     samples: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
+    clock_reasons: int = 0  # nvmlDeviceGetCurrentClocksEventReasons bitmask
+    nvlinks: list[bool] = field(default_factory=list)  # active per link; none: no NVLink
+    pcie: tuple[int, int, int, int] = (5, 5, 16, 16)  # current gen, max gen, width, max width
+    grid: list[tuple[int, int]] | None = None  # licensable (enabled, state); None: bare metal
 
 
 class FakePynvml(types.ModuleType):
@@ -276,6 +280,57 @@ class FakePynvml(types.ModuleType):
                 pid, ts, sm, mem, enc, dec,
             )  # fmt: skip
         return out[0 : len(newer)]
+
+    # --- issue-17 readings (parity_reads.py) ------------------------------------------------
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)
+        return self._device(handle).clock_reasons
+
+    def _nvlink(self, handle: Any, link: int) -> bool:
+        links = self._device(handle).nvlinks
+        if not links:
+            raise FakeNVMLError(real.NVML_ERROR_NOT_SUPPORTED)
+        if link >= len(links):
+            raise FakeNVMLError(real.NVML_ERROR_INVALID_ARGUMENT)
+        return links[link]
+
+    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
+        self._enter("nvmlDeviceGetNvLinkState", handle, link)
+        return real.NVML_FEATURE_ENABLED if self._nvlink(handle, link) else 0
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: Any, link: int, counter: int) -> int:
+        self._enter("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
+        self._nvlink(handle, link)
+        return 100 * link + counter
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetCurrPcieLinkGeneration", handle)
+        return self._device(handle).pcie[0]
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        return self._device(handle).pcie[1]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetCurrPcieLinkWidth", handle)
+        return self._device(handle).pcie[2]
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetMaxPcieLinkWidth", handle)
+        return self._device(handle).pcie[3]
+
+    def nvmlDeviceGetGridLicensableFeatures_v4(self, handle: Any) -> Any:
+        self._enter("nvmlDeviceGetGridLicensableFeatures_v4", handle)
+        answer = real.c_nvmlGridLicensableFeatures_v4_t()
+        grid = self._device(handle).grid
+        answer.isGridLicenseSupported = 0 if grid is None else 1
+        answer.licensableFeaturesCount = len(grid or [])
+        for slot, (enabled, state) in enumerate(grid or []):
+            feature = answer.gridLicensableFeatures[slot]
+            feature.featureCode = real.NVML_GRID_LICENSE_FEATURE_CODE_COMPUTE
+            feature.featureEnabled, feature.featureState = enabled, state
+        return answer
 
     # --- GPM --------------------------------------------------------------------------------
 

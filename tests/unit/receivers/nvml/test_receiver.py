@@ -45,6 +45,7 @@ async def test_every_catalog_metric_is_emitted(make_receiver: MakeReceiver, tmp_
         host_proc=str(tmp_path),
         simulated={"gpus": [{"processes": [{"pid": 4242, "used_memory": "2GiB"}]}]},
     )
+    sim(receiver).set_reading(0, "vgpu_licensed", 1)  # as in a vGPU guest (bare metal: none)
     await receiver.scrape()  # opens NVML; GPM takes its first sample
     sim(receiver).inject_xid(0, 48)
     await wait_for(lambda: receiver._xid is not None and bool(receiver._xid.snapshot()))
