@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from otelgpu import semconv
 from otelgpu.model import AttrValue
+from otelgpu.receivers.nvml import fields_parity
 from otelgpu.receivers.nvml import metrics as catalog
 
 # dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
@@ -48,6 +49,7 @@ DCGM_UNITS: Mapping[str, str] = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "1",
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "1",
     "DCGM_FI_PROF_DRAM_ACTIVE": "1",
+    **fields_parity.PARITY_DCGM_UNITS,
 }
 
 # (OTel unit, dcgm unit) → factor; a pair not listed here is a catalog/exporter mismatch.
@@ -63,6 +65,7 @@ _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("J", "mJ"): 1e3,
     ("W", "W"): 1.0,
     ("Cel", "Cel"): 1.0,
+    **fields_parity.PARITY_DCGM_CONVERSIONS,
 }
 
 # Resource and datapoint attributes with a dcgm-exporter label of their own. These names are

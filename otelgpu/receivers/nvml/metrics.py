@@ -250,8 +250,10 @@ DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
     **PARITY_DCGM_SPLIT,
 }
 
-# OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz and mJ).
-_DCGM_UNIT_SCALE: Mapping[str, float] = {"1": 100.0, "By": 1 / 2**20, "Hz": 1e-6, "J": 1e3}
+# OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz, mJ and ns).
+_DCGM_UNIT_SCALE: Mapping[str, float] = {
+    "1": 100.0, "By": 1 / 2**20, "Hz": 1e-6, "J": 1e3, "s": 1e9
+}  # fmt: skip
 _DCGM_UNSCALED = frozenset(
     {"nvidia.gpu.memory.row_remap.failure", "nvidia.gpu.pcie.tx.throughput",
      "nvidia.gpu.pcie.rx.throughput", "nvidia.gpu.nvlink.io"}

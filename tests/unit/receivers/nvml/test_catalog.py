@@ -17,6 +17,7 @@ from otelgpu.receivers.nvml.metrics import (
     dcgm_names,
     dcgm_scale,
 )
+from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 from otelgpu.receivers.nvml.sources import (
     CALL_READERS,
     FIELD_IDS,
@@ -24,7 +25,6 @@ from otelgpu.receivers.nvml.sources import (
     OTHER_SOURCES,
     Plan,
 )
-from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 
 DOCS = Path(__file__).parents[4] / "docs" / "metrics.md"
 UCUM = {"1", "{state}", "By", "By/s", "W", "J", "Cel", "Hz", "{error}", "{replay}", "{row}"}
