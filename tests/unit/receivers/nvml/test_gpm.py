@@ -1,0 +1,126 @@
+"""GPM metrics added for dcgm-exporter's DCGM_FI_PROF_* fields: units (ratio, By/s), per MIG
+instance, unsupported metrics remembered per device, sample buffers freed."""
+
+from __future__ import annotations
+
+import pynvml as real
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.fields_parity import PARITY_GPM_IDS, gpm_convert
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.sources import GPM_METRIC_IDS
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, Sink
+from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim, value
+from tests.unit.receivers.nvml.test_real_backend import GPU0, GPU1, FakePynvml, fake
+
+__all__ = ["fake"]  # a pytest fixture, imported for use here
+
+NEW_RATIOS = (
+    "nvidia.gpu.sm.occupancy",
+    "nvidia.gpu.pipe.fp64.active",
+    "nvidia.gpu.pipe.fp32.active",
+    "nvidia.gpu.pipe.fp16.active",
+)
+RATES = (
+    "nvidia.gpu.nvlink.tx.throughput",
+    "nvidia.gpu.nvlink.rx.throughput",
+    "nvidia.gpu.gpm.pcie.tx.throughput",
+    "nvidia.gpu.gpm.pcie.rx.throughput",
+)
+RATES_ON = {name: {"enabled": True} for name in RATES}
+
+
+def test_gpm_ids_match_nvidia_ml_py() -> None:
+    for name, metric_id in PARITY_GPM_IDS.items():
+        assert getattr(real, name) == metric_id, name
+        assert GPM_METRIC_IDS[name] == metric_id
+
+
+def test_gpm_conversion() -> None:
+    assert gpm_convert("NVML_GPM_METRIC_FP64_UTIL", 42.0) == 0.42
+    assert gpm_convert("NVML_GPM_METRIC_PCIE_TX_PER_SEC", 3.0) == 3 * 2**20
+    assert gpm_convert("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", 1.5) == 1.5 * 2**20
+
+
+async def test_new_gpm_metrics_on_the_gpu_and_each_mig_instance(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(
+        metrics=RATES_ON,
+        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}, {"uuid": "MIG-a2"}]}]},
+    )
+    first = by_id(await receiver.scrape())
+    assert "nvidia.gpu.pipe.fp32.active" not in metrics(first["GPU-a"])  # first sample only
+    second = by_id(await receiver.scrape())
+    for uuid in ("GPU-a", "MIG-a1", "MIG-a2"):
+        for name in NEW_RATIOS:
+            assert 0 < value(second[uuid], name) <= 1, (uuid, name)
+        for name in RATES:
+            # MiB/s from NVML, bytes/s here: at least a MiB/s at the simulated load.
+            assert value(second[uuid], name) >= 2**20, (uuid, name)
+    assert value(second["MIG-a1"], "nvidia.gpu.pipe.fp32.active") != value(
+        second["MIG-a2"], "nvidia.gpu.pipe.fp32.active"
+    )
+    assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 4  # two instances, two cycles
+    await receiver.shutdown()
+    assert sim(receiver).calls["nvmlGpmSampleFree"] == sim(receiver).calls["nvmlGpmSampleAlloc"]
+
+
+async def test_gpm_pcie_rates_are_off_by_default(make_receiver: MakeReceiver) -> None:
+    receiver = make_receiver()
+    await receiver.scrape()
+    (gpu,) = by_id(await receiver.scrape()).values()
+    assert "nvidia.gpu.gpm.pcie.tx.throughput" not in metrics(gpu)
+    assert "nvidia.gpu.nvlink.tx.throughput" in metrics(gpu)
+
+
+async def test_an_unsupported_gpm_metric_is_dropped_for_that_gpu_only(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(
+        simulated={
+            "gpus": [
+                {"uuid": "GPU-a", "unsupported_fields": ["NVML_GPM_METRIC_FP64_UTIL"]},
+                {"uuid": "GPU-b"},
+            ]
+        }
+    )
+    await receiver.scrape()
+    await receiver.scrape()
+    found = by_id(await receiver.scrape())
+    assert "nvidia.gpu.pipe.fp64.active" not in metrics(found["GPU-a"])
+    assert "nvidia.gpu.pipe.fp32.active" in metrics(found["GPU-a"])
+    assert "nvidia.gpu.pipe.fp64.active" in metrics(found["GPU-b"])
+
+
+async def test_gpm_through_the_real_backend(
+    fake: FakePynvml, telemetry: SelfTelemetry, clock: FakeClock, sink: Sink
+) -> None:
+    del fake.devices[GPU1]  # GPU 0 supports GPM (the fake's rule)
+    fake.devices[GPU0].mig_mode = real.NVML_DEVICE_MIG_DISABLE
+    fake.unsupported_gpm = {real.NVML_GPM_METRIC_FP16_UTIL}
+    config = NvmlReceiverConfig.model_validate({"backend": "nvml", "metrics": RATES_ON})
+    receiver = NvmlReceiver(
+        make_settings("nvml", Kind.RECEIVER, telemetry), config, sink, clock=clock
+    )
+    try:
+        await receiver.scrape()
+        await receiver.scrape()
+        gpu = by_id(await receiver.scrape())["GPU-aaaa"]
+    finally:
+        await receiver.shutdown()
+    # The fake answers metric id * 1.5 (percent or MiB/s).
+    assert value(gpu, "nvidia.gpu.pipe.fp64.active") == pytest.approx(11 * 1.5 / 100)
+    assert value(gpu, "nvidia.gpu.sm.occupancy") == pytest.approx(3 * 1.5 / 100)
+    assert value(gpu, "nvidia.gpu.nvlink.tx.throughput") == 61 * 1.5 * 2**20
+    assert value(gpu, "nvidia.gpu.gpm.pcie.rx.throughput") == 21 * 1.5 * 2**20
+    assert "nvidia.gpu.pipe.fp16.active" not in metrics(gpu)
+    requested = fake.called("nvmlGpmMetricsGet")
+    assert real.NVML_GPM_METRIC_FP16_UTIL in requested[0][3]
+    assert real.NVML_GPM_METRIC_FP16_UTIL not in requested[-1][3]  # remembered as unsupported
+    frees = len(fake.called("nvmlGpmSampleFree"))
+    assert frees == len(fake.called("nvmlGpmSampleAlloc")) == 2
