@@ -96,4 +96,5 @@ def known_labels() -> frozenset[str]:
 
     keys = {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}
     keys |= {metrics.ERROR_TYPE, metrics.XID_CODE}
+    keys |= {key for spec in metrics.CATALOG for key in spec.attributes}  # point attributes
     return frozenset(sanitize_label(k) for k in keys if not k.endswith("."))
