@@ -38,10 +38,10 @@ from otelgpu.receivers.nvml.fields_parity import (
 
 XID_HOLD_S = 3600.0  # an XID keeps its GPU degraded/failed this long after it last occurred
 # NVIDIA's XID catalogue: errors after which the GPU needs a reset (or service) ...
-FAILED_XIDS = frozenset({48, 64, 79, 95, 119, 120, 140, 143, 154, 157, 158, 161, 167, 171, 172})
+FAILED_XIDS = frozenset({48, 62, 64, 79, 95, 119, 120, 140, 143, 154, 157, 158, 161, 167, 171, 172})
 # ... and errors that the driver contained, or that announce a repair or a link problem.
 DEGRADED_XIDS = frozenset(
-    {62, 63, 74, 92, 94, 121, 136, 137, 144, 145, 146, 147, 148, 149, 150, 155, 156, 160, 168}
+    {63, 74, 92, 94, 121, 136, 137, 144, 145, 146, 147, 148, 149, 150, 155, 156, 160, 168}
 )
 SLOWDOWN_REASONS = frozenset({"hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal"})
 STATES = ("ok", "degraded", "failed")

@@ -3,12 +3,14 @@ through the receiver (simulated backend)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from otelgpu.model import Attributes, NumberDataPoint
-from otelgpu.receivers.nvml.health import XID_HOLD_S, HealthSummary
+from otelgpu.receivers.nvml.health import DEGRADED_XIDS, FAILED_XIDS, XID_HOLD_S, HealthSummary
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for
 
@@ -141,3 +143,24 @@ async def test_health_is_not_emitted_when_switched_off(make_receiver: MakeReceiv
     receiver = make_receiver(metrics={"hw.status": {"enabled": False}})
     (gpu,) = by_id(await receiver.scrape()).values()
     assert "hw.status" not in metrics(gpu)
+
+
+def _documented_xids(state: str) -> set[int]:
+    doc = Path(__file__).parents[4] / "docs" / "migrating-from-dcgm-exporter.md"
+    (row,) = [
+        line
+        for line in doc.read_text().splitlines()
+        if line.startswith(f"| `xid_<code>` | {state} |")
+    ]
+    rule = row.split("|")[3].split("(")[0]
+    codes: set[int] = set()
+    # "144\u2013150" (an en dash) is a range.
+    for first, last in re.findall(r"(\d+)(?:\u2013(\d+))?", rule):
+        codes |= set(range(int(first), int(last or first) + 1))
+    return codes
+
+
+def test_the_documented_xid_classes_are_the_code_s() -> None:
+    assert _documented_xids("failed") == FAILED_XIDS
+    assert _documented_xids("degraded") == DEGRADED_XIDS
+    assert not FAILED_XIDS & DEGRADED_XIDS
