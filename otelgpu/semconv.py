@@ -34,6 +34,9 @@ GPU_ALLOCATION_SOURCE = "nvidia.gpu.allocation.source"  # device_plugin | dra
 GPU_REPLICA = "nvidia.gpu.replica"  # the device plugin's replica ID(s) of a holder ("0,3")
 CONTAINER_ID = "container.id"
 PROCESS_PID = "process.pid"
+SLURM_JOB_ID = "slurm.job.id"  # from the process's Slurm cgroup (nvml processes: true)
+SLURM_JOB_SLUID = "slurm.job.sluid"  # Slurm 26.05+ cgroup v2 paths carry this instead
+SLURM_STEP_ID = "slurm.step.id"  # "0", "batch", "extern", "interactive"
 
 # Runtime business labels (container_env); the key follows the prefix verbatim.
 CONTAINER_ENV_PREFIX = "container.env."
