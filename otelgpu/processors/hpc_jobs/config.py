@@ -14,7 +14,8 @@ class HpcJobsProcessorConfig(StrictModel):
 
     job_mapping_dir: the folder a scheduler prolog/epilog writes, in dcgm-exporter's
       `--hpc-job-mapping-dir` layout: a file per GPU named `<gpu index>` (or
-      `<gpu index>.<GPU instance ID>` for a MIG instance), one job ID per line.
+      `<gpu index>.<GPU instance ID>` for a MIG instance), one job ID per line. Empty (the
+      default, as dcgm-exporter's flag) means none: the processor adds nothing and says so.
     refresh_interval: how often the folder is looked at (1s); a file is read again only
       when its modification time or size changed.
     attribute: the attribute that carries the job ID(s) (`hpc.job`; dcgm naming renders
@@ -25,7 +26,7 @@ class HpcJobsProcessorConfig(StrictModel):
     max_jobs_per_gpu: job IDs kept per file (64); more are dropped and counted.
     """
 
-    job_mapping_dir: str
+    job_mapping_dir: str = ""
     refresh_interval: PositiveDuration = 1.0
     attribute: str = Field(default="hpc.job", min_length=1)
     multiple_jobs: Literal["join", "duplicate"] = "join"
@@ -34,6 +35,6 @@ class HpcJobsProcessorConfig(StrictModel):
     @field_validator("job_mapping_dir")
     @classmethod
     def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
+        if value and not value.startswith("/"):
             raise ValueError(f'must be an absolute path (got "{value}")')
         return value

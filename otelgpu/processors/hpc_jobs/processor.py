@@ -46,6 +46,9 @@ class HpcJobsProcessor:
     async def start(self, host: Host) -> None:
         if self._task is not None:
             return
+        if not self._config.job_mapping_dir:
+            self._settings.logger.warning("job_mapping_dir is not set: no job IDs are added")
+            return
         await self.refresh()  # the first export already carries the jobs
         self._task = asyncio.create_task(self._run(), name=f"refresh:{self._id}")
 

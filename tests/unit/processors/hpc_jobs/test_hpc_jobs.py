@@ -181,5 +181,15 @@ def test_registered_and_configured_by_type():
         factory.config_type.model_validate({"job_mapping_dir": "jobs"})
 
 
+async def test_without_a_folder_it_adds_nothing_and_says_so(telemetry, caplog):
+    settings = make_settings("hpc_jobs", Kind.PROCESSOR, telemetry)
+    processor = HpcJobsProcessor(settings, HpcJobsProcessorConfig())
+    with caplog.at_level(logging.WARNING):
+        await processor.start(FakeHost(telemetry))
+    assert "job_mapping_dir is not set" in caplog.text
+    assert processor.process(batch()) == batch()
+    await processor.shutdown()
+
+
 def test_dcgm_naming_renders_the_attribute_as_dcgm_exporters_label():
     assert dcgm_label("hpc.job", False) == ("hpc_job", False)
