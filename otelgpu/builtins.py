@@ -24,6 +24,7 @@ def builtin_factories() -> list[Factory]:
         resource.factory,
         k8s_attributes.factory,
         container_env.factory,
+        __import__("otelgpu.processors.hpc_jobs", fromlist=["factory"]).factory,
         health_check.factory,
     ]
 

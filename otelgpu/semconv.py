@@ -18,6 +18,8 @@ GPU_DRIVER_VERSION = "nvidia.gpu.driver_version"
 MIG_PROFILE = "nvidia.mig.profile"  # "1g.10gb"
 MIG_GPU_INSTANCE_ID = "nvidia.mig.gpu_instance_id"
 MIG_COMPUTE_INSTANCE_ID = "nvidia.mig.compute_instance_id"
+GPU_MINOR = "nvidia.gpu.minor"  # /dev/nvidia<minor>, as a string; DRA names GPUs by it
+MIG_PLACEMENT_START = "nvidia.mig.placement_start"  # the GPU instance's first memory slice
 HOST_NAME = "host.name"
 
 # Who holds the GPU (k8s_attributes) and which process uses it (nvml processes: true).
@@ -28,9 +30,13 @@ K8S_POD_UID = "k8s.pod.uid"
 K8S_CONTAINER_NAME = "k8s.container.name"
 GPU_SHARED = "nvidia.gpu.shared"  # true when several containers hold the same GPU
 GPU_HOLDERS = "nvidia.gpu.holders"  # how many containers hold it
+GPU_ALLOCATION_SOURCE = "nvidia.gpu.allocation.source"  # device_plugin | dra
 GPU_REPLICA = "nvidia.gpu.replica"  # the device plugin's replica ID(s) of a holder ("0,3")
 CONTAINER_ID = "container.id"
 PROCESS_PID = "process.pid"
+SLURM_JOB_ID = "slurm.job.id"  # from the process's Slurm cgroup (nvml processes: true)
+SLURM_JOB_SLUID = "slurm.job.sluid"  # Slurm 26.05+ cgroup v2 paths carry this instead
+SLURM_STEP_ID = "slurm.step.id"  # "0", "batch", "extern", "interactive"
 
 # Runtime business labels (container_env); the key follows the prefix verbatim.
 CONTAINER_ENV_PREFIX = "container.env."

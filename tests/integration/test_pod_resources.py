@@ -17,16 +17,20 @@ import pytest
 
 from otelgpu import semconv
 from otelgpu.component import Kind
+from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.pod_resources import (
     GrpcPodResourcesClient,
     PodResourcesError,
 )
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
+from otelgpu.receivers.nvml.config import SimulatedConfig
+from otelgpu.receivers.nvml.devices import discover
+from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.kubelet import FakeKubelet, claim, claim_device, container, pod
 from tests.unit.processors.k8s_attributes.fakes import (
     MIG_1,
     MIG_2,
@@ -309,3 +313,95 @@ async def test_names_longer_than_kubernetes_allows_are_cut(telemetry, kubelet):
     processor = await start_processor(telemetry, kubelet)
     assert labelled(processor, gpu(UUID_A, 0), UUID_A) == [("ml", "p" * 253, "c")]
     await processor.shutdown()
+
+
+UTILIZATION = Metric(
+    name="hw.gpu.utilization",
+    unit="1",
+    description="",
+    kind=MetricKind.GAUGE,
+    points=(NumberDataPoint(attributes={}, time_unix_nano=1, value=0.5),),
+)
+
+
+def _simulated_resources() -> tuple[ResourceMetrics, ...]:
+    """The resources the nvml receiver discovers on a simulated node where NVML index and
+    minor number disagree (index 0 is /dev/nvidia1), the second GPU split in two MIG
+    instances (placements 0 and 4)."""
+    config = SimulatedConfig.model_validate(
+        {
+            "gpus": [
+                {"minor": 1},
+                {
+                    "minor": 0,
+                    "mig": [{"profile": "3g.40gb"}, {"profile": "3g.40gb", "placement_start": 4}],
+                },
+                {"minor": 2},
+            ]
+        }
+    )
+    client = SimulatedNvml(config, time.monotonic)
+    client.init()
+    found = discover(client, "all", "host-a", logging.getLogger("test"))
+    return tuple(
+        ResourceMetrics(
+            resource=device.resource,
+            metrics=(UTILIZATION,),  # any metric: only the resource matters
+            identity=device.uuid,
+        )
+        for device in found
+    )
+
+
+async def test_dra_claims_label_the_gpu_by_minor_and_the_mig_instance(telemetry, kubelet):
+    batch = _simulated_resources()
+    by_minor = {
+        rm.resource[semconv.GPU_MINOR]: rm.resource[semconv.HW_ID]
+        for rm in batch
+        if semconv.HW_PARENT not in rm.resource
+    }
+    (second_mig,) = [
+        rm.resource[semconv.HW_ID]
+        for rm in batch
+        if rm.resource.get(semconv.MIG_PLACEMENT_START) == "4"
+    ]
+    kubelet.set_pods(
+        pod(
+            "ml", "train-0", container("trainer", None, claim("gpus", "ml", claim_device("gpu-1")))
+        ),
+        pod(
+            "ml",
+            "infer-0",
+            container("srv", None, claim("mig", "ml", claim_device("gpu-0-mig-3g40gb-9-4"))),
+        ),
+        pod(
+            "ml",
+            "old-kubelet",
+            container(
+                "c",
+                None,
+                claim(
+                    "g",
+                    "ml",
+                    claim_device("", driver="", pool="", cdi=["k8s.gpu.nvidia.com/device=gpu-2"]),
+                ),
+            ),
+        ),
+    )
+    processor = await start_processor(telemetry, kubelet)
+    try:
+        await wait_for(lambda: processor.snapshot is not None)
+        out = processor.process(batch)
+        assert holders_of(out, by_minor["1"]) == [("ml", "train-0", "trainer")]
+        assert by_minor["1"] == batch[0].resource[semconv.HW_ID]  # NVML index 0, minor 1
+        assert holders_of(out, second_mig) == [("ml", "infer-0", "srv")]
+        assert holders_of(out, by_minor["2"]) == [("ml", "old-kubelet", "c")]
+        sources = {
+            point.attributes[semconv.GPU_ALLOCATION_SOURCE]
+            for rm in out
+            if rm.metrics[0].name == semconv.GPU_ALLOCATION and semconv.K8S_POD_NAME in rm.resource
+            for point in rm.metrics[0].points
+        }
+        assert sources == {"dra"}
+    finally:
+        await processor.shutdown()

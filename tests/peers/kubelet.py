@@ -2,7 +2,7 @@
 
 No kubelet runs here (PEERS.md), so this serves `v1.PodResourcesLister` with grpc.aio from
 the project's own stubs, on `<tmp>/kubelet.sock`, with answers each test scripts: pods and
-their containers' device IDs, allocatable devices, delays, error codes (RESOURCE_EXHAUSTED,
+their containers' device IDs and DRA claim devices (`dynamic_resources`), allocatable devices, delays, error codes (RESOURCE_EXHAUSTED,
 UNAVAILABLE, ...), the kubelet's token-bucket rate limit, a missing `GetAllocatableResources`,
 and the socket going away or being replaced by a new one as a kubelet restart does.
 """
@@ -28,8 +28,11 @@ from otelgpu.processors.k8s_attributes._proto import podresources_pb2_grpc as rp
 Devices = Mapping[str, Iterable[str]]  # resource name → device IDs
 
 
-def container(name: str, devices: Devices | None = None) -> pb.ContainerResources:
-    """A container entry; `devices` maps a resource name to its device IDs."""
+def container(
+    name: str, devices: Devices | None = None, *claims: pb.DynamicResource
+) -> pb.ContainerResources:
+    """A container entry; `devices` maps a resource name to its device IDs; `claims` are its
+    DRA resource claims."""
     return pb.ContainerResources(
         name=name,
         devices=[
@@ -37,6 +40,35 @@ def container(name: str, devices: Devices | None = None) -> pb.ContainerResource
             for r, ids in (devices or {}).items()
         ],
         cpu_ids=[2, 3],  # real answers carry more than devices; the client must ignore it
+        dynamic_resources=list(claims),
+    )
+
+
+def claim_device(
+    device: str,
+    *,
+    pool: str = "node-a",
+    driver: str = "gpu.nvidia.com",
+    cdi: Iterable[str] = (),
+    share_id: str | None = None,
+) -> pb.ClaimResource:
+    """One allocated device of a claim, as a 1.31+ kubelet reports it (`driver=""` and
+    `device=""` with `cdi` names: as 1.27-1.30 kubelets do)."""
+    found = pb.ClaimResource(
+        driver_name=driver,
+        pool_name=pool,
+        device_name=device,
+        cdi_devices=[pb.CDIDevice(name=n) for n in cdi],
+    )
+    if share_id is not None:
+        found.share_id = share_id
+    return found
+
+
+def claim(name: str, namespace: str, *devices: pb.ClaimResource) -> pb.DynamicResource:
+    """A DRA resource claim of a container, with the devices allocated to it."""
+    return pb.DynamicResource(
+        claim_name=name, claim_namespace=namespace, claim_resources=list(devices)
     )
 
 

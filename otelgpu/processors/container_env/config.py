@@ -56,7 +56,10 @@ class ContainerEnvProcessorConfig(StrictModel):
     allow_secret_like_keys: export keys that look like secrets (`*TOKEN*`, `*SECRET*`,
       `*PASSWORD*`, `*PASSWD*`, `*KEY*`, `*CREDENTIAL*`, any case) when included (false).
     max_value_length: longer values are cut to this many characters (256).
-    max_attributes: the most attributes added to one resource (32).
+    max_attributes: the most attributes added to one resource (32; owners not counted).
+    owners: add the pod's workload owners read from its labels and name, without the API
+      server (`k8s.deployment.name`, `k8s.statefulset.name`, `k8s.job.name`,
+      `k8s.cronjob.name`, JobSet, Kueue, Ray, LeaderWorkerSet; README, Workload owners) (true).
     """
 
     runtime: Literal["auto", "containerd", "docker"] = "auto"
@@ -71,6 +74,7 @@ class ContainerEnvProcessorConfig(StrictModel):
     allow_secret_like_keys: bool = False
     max_value_length: int = Field(default=256, gt=0)
     max_attributes: int = Field(default=32, gt=0)
+    owners: bool = True
 
     @model_validator(mode="after")
     def _warn_on_include_everything(self) -> ContainerEnvProcessorConfig:

@@ -284,4 +284,5 @@ def _selectors(config: ContainerEnvProcessorConfig) -> Selectors:
         labels=make("labels", config.labels),
         pod_labels=make("pod_labels", config.pod_labels),
         annotations=make("annotations", config.annotations),
+        owners=config.owners,
     )

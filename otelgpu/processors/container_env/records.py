@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.keys import KeySelector
+from otelgpu.processors.container_env.owners import owners
 from otelgpu.processors.container_env.runtime import ContainerRef, ContainerSpec, env_pairs
 
 POD_NAME = "io.kubernetes.pod.name"
@@ -43,6 +44,8 @@ class Record:
     For a workload container `labels` went through the `labels` filter and `env` through
     `env`; for a sandbox `labels` went through `pod_labels` and `annotations` through
     `annotations`, and `env` is always empty (the pause container's env is never read).
+    A sandbox's `owners` are its pod's owner attributes (`k8s.deployment.name`, ...), read
+    from its unfiltered labels (names only, never values of other labels).
     """
 
     id: str
@@ -57,16 +60,18 @@ class Record:
     env: Mapping[str, str] = field(default_factory=dict)
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    owners: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class Selectors:
-    """The four key selectors, built once from the config."""
+    """The four key selectors, built once from the config, and whether owners are read."""
 
     env: KeySelector
     labels: KeySelector
     pod_labels: KeySelector
     annotations: KeySelector
+    owners: bool = True
 
 
 def is_sandbox(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
@@ -102,12 +107,13 @@ def extract(ref: ContainerRef, spec: ContainerSpec, selectors: Selectors, audit:
     def ident(label: str, annotation: str) -> str:
         return labels.get(label) or annotations.get(annotation) or ""
 
+    pod = ident(POD_NAME, CRI_SANDBOX_NAME)
     return Record(
         id=ref.id,
         revision=ref.revision,
         sandbox=sandbox,
         namespace=ident(POD_NAMESPACE, CRI_SANDBOX_NAMESPACE),
-        pod=ident(POD_NAME, CRI_SANDBOX_NAME),
+        pod=pod,
         container="" if sandbox else ident(CONTAINER_NAME, CRI_CONTAINER_NAME),
         pod_uid=labels.get(POD_UID, ""),
         sandbox_id=ref.id
@@ -117,4 +123,5 @@ def extract(ref: ContainerRef, spec: ContainerSpec, selectors: Selectors, audit:
         env=env_values,
         labels=label_sel.values,
         annotations=ann_sel.values if ann_sel is not None else {},
+        owners=owners(pod, labels) if sandbox and selectors.owners else {},
     )

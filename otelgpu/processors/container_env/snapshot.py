@@ -94,7 +94,9 @@ class SnapshotComposer:
         return Snapshot(by_id=by_id, by_workload={k: m for k, (_, m) in by_workload.items()})
 
     def _match(self, record: Record, sandbox: Record | None) -> Match:
-        attributes: dict[str, str] = {}
+        # The pod's owners first and outside the cap: a few names, never business data.
+        attributes: dict[str, str] = dict(sandbox.owners) if sandbox is not None else {}
+        owned = len(attributes)
         sections: list[tuple[str, Mapping[str, str]]] = [
             (semconv.CONTAINER_ENV_PREFIX, record.env),
             (semconv.CONTAINER_LABEL_PREFIX, record.labels),
@@ -105,7 +107,7 @@ class SnapshotComposer:
         dropped = 0
         for prefix, values in sections:
             for key in sorted(values):
-                if len(attributes) >= self._max:
+                if len(attributes) - owned >= self._max:
                     dropped += 1
                 else:
                     attributes[prefix + key] = values[key]

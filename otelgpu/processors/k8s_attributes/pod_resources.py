@@ -28,11 +28,28 @@ class DeviceAllocation:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimDevice:
+    """One device a DRA resource claim gave a container: the driver, its pool, the device's
+    name in the pool (empty from kubelets before 1.31, which send only `cdi_devices`), the
+    share ID when the device was allocated as a share, and the claim it came through."""
+
+    driver: str
+    pool: str
+    device: str
+    cdi_devices: tuple[str, ...] = ()
+    share_id: str = ""
+    claim_namespace: str = ""
+    claim_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ContainerAllocation:
-    """What one container of a pod holds; a container without devices holds nothing."""
+    """What one container of a pod holds: device-plugin devices and DRA claim devices; a
+    container without either holds nothing."""
 
     name: str
     devices: tuple[DeviceAllocation, ...]
+    claims: tuple[ClaimDevice, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,10 +206,30 @@ def _devices(message: Any) -> DeviceAllocation:
 
 def _pod(message: Any) -> PodAllocation:
     containers = tuple(
-        ContainerAllocation(_name(c.name), tuple(_devices(d) for d in c.devices))
+        ContainerAllocation(
+            _name(c.name), tuple(_devices(d) for d in c.devices), _claims(c.dynamic_resources)
+        )
         for c in message.containers
     )
     return PodAllocation(_name(message.namespace), _name(message.name), containers)
+
+
+def _claims(dynamic_resources: Any) -> tuple[ClaimDevice, ...]:
+    """Every device of every DRA claim of one container (none from kubelets that do not
+    fill `dynamic_resources`)."""
+    return tuple(
+        ClaimDevice(
+            driver=str(r.driver_name),
+            pool=_name(r.pool_name),
+            device=_name(r.device_name),
+            cdi_devices=tuple(_name(d.name) for d in r.cdi_devices),
+            share_id=_name(r.share_id),
+            claim_namespace=_name(claim.claim_namespace),
+            claim_name=_name(claim.claim_name),
+        )
+        for claim in dynamic_resources
+        for r in claim.claim_resources
+    )
 
 
 def _name(value: object) -> str:

@@ -9,6 +9,10 @@ resource. One holder: its labels go on the device. Several holders (time-slicing
 their labels go on the device (it gets `nvidia.gpu.shared` and `nvidia.gpu.holders`); each
 holder gets an `nvidia.gpu.allocation` series instead. A MIG-enabled GPU never gets its
 instances' holders. GPU processes are left to container_env (their own container).
+
+Devices come from device plugins (`devices`) and from DRA claims (`dynamic_resources`); each
+allocation point says which (`nvidia.gpu.allocation.source`), and NVIDIA claim devices that
+reach no GPU of the batch are counted by reason.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 )
 from otelgpu.processors.k8s_attributes.refresher import SOURCE, SnapshotRefresher
 from otelgpu.processors.k8s_attributes.snapshot import (
+    DEVICE_PLUGIN,
     Allocation,
     ResourceFilter,
     Snapshot,
@@ -60,6 +65,8 @@ UNKNOWN_DEVICE = "unknown_device"  # the kubelet does not know this GPU under an
 _ASKED_MAX = 4096  # unknown devices remembered (bounds memory if IDs churn)
 OFF_LOOP_PODS = 200  # pod-resources answers larger than this are indexed in a worker thread
 _ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
+DRA_UNMAPPED = "otelgpu_dra_devices_unmapped_total"
+DRA_NO_GPU = "no_matching_gpu"  # the name is read, but no GPU/MIG resource of the batch has it
 ALLOCATION_DESCRIPTION = (
     "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
     "share it); join it with a device metric on hw.id to split that metric by pod"
@@ -97,6 +104,7 @@ class K8sAttributesProcessor:
         self._allocations: dict[
             Identity, tuple[Allocation, Attributes, tuple[Attributes, ...], tuple[float, ...]]
         ] = {}
+        self._dra_said = ""
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -168,6 +176,11 @@ class K8sAttributesProcessor:
                 self._config.device_id_type,
                 describe_forms(snapshot.forms),
             )
+        if snapshot.dra_unmapped:
+            self._say_dra(
+                "DRA claim devices of gpu.nvidia.com that name no GPU on this node: "
+                + describe_forms(snapshot.dra_unmapped)
+            )
         self._snapshot = snapshot
 
     # --- the hot path ------------------------------------------------------------------
@@ -178,13 +191,17 @@ class K8sAttributesProcessor:
         node = self._node_only()
         out: list[ResourceMetrics] = []
         unmatched: dict[str, int] = {}
-        made: dict[tuple[float, int], Metric] = {}
+        made: dict[tuple[float, int, str], Metric] = {}
+        dra_keys = snapshot.dra_keys if snapshot is not None else frozenset()
+        seen: set[Key] = set()
         for rm in batch:
             resource = rm.resource
             keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
             if not keys:  # not a GPU resource, or already labelled: untouched
                 out.append(rm)
                 continue
+            if dra_keys:
+                seen.update(keys)
             found = snapshot.lookup(keys) if snapshot is not None else None
             if semconv.PROCESS_PID in resource:
                 out.append(self._process_series(rm, snapshot, keys, found, node))
@@ -198,7 +215,36 @@ class K8sAttributesProcessor:
                 out.append(with_resource(rm, node))
         for reason, n in unmatched.items():
             self._settings.telemetry.unmatched_points(self._id, n, reason)
+        if snapshot is not None and (snapshot.dra_unmapped or (seen and dra_keys - seen)):
+            self._count_dra_unmapped(snapshot, dra_keys - seen if seen else frozenset())
         return tuple(out)
+
+    def _count_dra_unmapped(self, snapshot: Snapshot, missing: frozenset[Key]) -> None:
+        """Counts (once per batch) the NVIDIA DRA claim devices that labelled nothing: those
+        whose name reaches no GPU, and those whose GPU is not in this batch."""
+        telemetry = self._settings.telemetry
+        counts = {**snapshot.dra_unmapped, DRA_NO_GPU: len(missing)}
+        for reason, n in counts.items():
+            if n:
+                telemetry.count(
+                    DRA_UNMAPPED,
+                    n,
+                    "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
+                    processor=self._id,
+                    reason=reason,
+                )
+        if missing:
+            self._say_dra(
+                "DRA claim devices with no GPU or MIG instance in the batch (do the nvml "
+                "resources carry nvidia.gpu.minor / nvidia.mig.placement_start?): "
+                + ", ".join("/".join(key) for key in sorted(missing))
+            )
+
+    def _say_dra(self, message: str) -> None:
+        """Logs a warning about unmapped DRA claim devices once per change of the message."""
+        if message != self._dra_said:
+            self._dra_said = message
+            self._settings.logger.warning("%s", message)
 
     def _process_series(
         self,
@@ -222,7 +268,7 @@ class K8sAttributesProcessor:
         return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
     def _allocation_series(
-        self, rm: ResourceMetrics, found: Allocation, made: dict[tuple[float, int], Metric]
+        self, rm: ResourceMetrics, found: Allocation, made: dict[tuple[float, int, str], Metric]
     ) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
         rebuilt only when the allocation or the device's resource changed; their metrics
@@ -241,11 +287,12 @@ class K8sAttributesProcessor:
             self._allocations[identity] = cached
         _, _, resources, shares = cached
         when = _first_time(rm)
+        sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
         out = []
-        for resource, share in zip(resources, shares, strict=True):
-            metric = made.get((share, when))
+        for resource, share, source in zip(resources, shares, sources, strict=True):
+            metric = made.get((share, when, source))
             if metric is None:
-                metric = made[(share, when)] = allocation_metric(share, when)
+                metric = made[(share, when, source)] = allocation_metric(share, when, source)
             out.append(
                 ResourceMetrics(
                     resource=resource,
@@ -271,8 +318,8 @@ class K8sAttributesProcessor:
         if snapshot is None:
             return NO_SNAPSHOT
         plain = resource_keys(rm.resource, {})
-        if snapshot.is_known(plain):
-            return NOT_ALLOCATED
+        if snapshot.is_known(plain) or (snapshot.dra_keys and _dra_named(plain)):
+            return NOT_ALLOCATED  # (DRA devices are not in GetAllocatableResources)
         asked = tuple(plain)
         if asked not in self._asked and self._refresher is not None:
             # One early refresh per unknown device: if the kubelet still does not know it
@@ -287,9 +334,13 @@ class K8sAttributesProcessor:
         return {semconv.K8S_NODE_NAME: self._node_name} if self._node_name else {}
 
 
-def allocation_metric(share: float, time_unix_nano: int) -> Metric:
-    """The `nvidia.gpu.allocation` metric of one holder."""
-    point = NumberDataPoint(attributes={}, time_unix_nano=time_unix_nano, value=share)
+def allocation_metric(share: float, time_unix_nano: int, source: str = DEVICE_PLUGIN) -> Metric:
+    """The `nvidia.gpu.allocation` metric of one holder; `source` is the allocation path."""
+    point = NumberDataPoint(
+        attributes={semconv.GPU_ALLOCATION_SOURCE: source},
+        time_unix_nano=time_unix_nano,
+        value=share,
+    )
     return Metric(
         name=semconv.GPU_ALLOCATION,
         unit="1",
@@ -304,6 +355,10 @@ def _first_time(rm: ResourceMetrics) -> int:
         for point in metric.points:
             return point.time_unix_nano
     return time.time_ns()
+
+
+def _dra_named(keys: list[Key]) -> bool:
+    return any(key[0] in ("minor", "mig-placement") for key in keys)
 
 
 def _points(rm: ResourceMetrics) -> int:

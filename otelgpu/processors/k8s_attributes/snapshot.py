@@ -9,6 +9,9 @@ replica of it) holds it.
 Each device's `Allocation` is worked out here, off the hot path: the labels of the device's own
 series (its holder's when it has exactly one; none of any holder's when several share it) and
 one allocation label set per holder, with that holder's share (1/N) and replica IDs.
+
+DRA claim devices (`dynamic_resources`) are holders by the same rules as device-plugin
+devices; each holder remembers which path gave it the device (`device_plugin` or `dra`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,20 @@ from dataclasses import dataclass, field
 
 from otelgpu import semconv
 from otelgpu.model import Attributes, AttrValue
-from otelgpu.processors.k8s_attributes.devices import Key, parse_device_id
-from otelgpu.processors.k8s_attributes.pod_resources import DeviceAllocation, PodAllocation
+from otelgpu.processors.k8s_attributes.devices import (
+    DRA_OTHER_POOL,
+    Key,
+    parse_device_id,
+    parse_dra_device,
+)
+from otelgpu.processors.k8s_attributes.pod_resources import (
+    ClaimDevice,
+    DeviceAllocation,
+    PodAllocation,
+)
+
+DEVICE_PLUGIN = "device_plugin"  # the allocation path: a device plugin's device IDs
+DRA = "dra"  # a DRA resource claim's device
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -38,12 +53,14 @@ class Allocation:
 
     `device`: the attributes of the device's own series. `holders`: one (attributes, share)
     per holder for its `nvidia.gpu.allocation` series. `members`: the holders as
-    (namespace, pod, container), for checking a process against the allocation.
+    (namespace, pod, container), for checking a process against the allocation. `sources`:
+    each holder's allocation path (`device_plugin` or `dra`), in the order of `holders`.
     """
 
     device: Attributes
     holders: tuple[tuple[Attributes, float], ...]
     members: frozenset[tuple[str, str, str]]
+    sources: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +69,8 @@ class Snapshot:
 
     `allocations[key]` is the allocation of the device with that key. `known` is every key
     the kubelet can allocate (None when it does not serve `GetAllocatableResources`).
-    `forms` counts the device-ID forms seen, for the log.
+    `forms` counts the device-ID forms seen, for the log. `dra_keys`: the keys of NVIDIA DRA
+    claim devices; `dra_unmapped`: NVIDIA DRA claim devices that name no GPU, by reason.
     """
 
     holders: Mapping[Key, tuple[Holder, ...]]
@@ -60,6 +78,8 @@ class Snapshot:
     known: frozenset[Key] | None
     forms: Mapping[str, int] = field(default_factory=dict)
     pods: int = 0
+    dra_keys: frozenset[Key] = frozenset()
+    dra_unmapped: Mapping[str, int] = field(default_factory=dict)
 
     def lookup(self, keys: Iterable[Key]) -> Allocation | None:
         """The allocation of the first key that has holders."""
@@ -106,22 +126,35 @@ def build_snapshot(
 ) -> Snapshot:
     """Indexes one `List` (and `GetAllocatableResources`) answer."""
     holders: dict[Key, dict[Holder, set[str]]] = {}
+    sources: dict[tuple[Key, Holder], str] = {}
     forms: dict[str, int] = {}
+    unmapped: dict[str, int] = {}
     n_pods = 0
     for pod in pods:
         n_pods += 1
-        for key, holder, replica in _pod_devices(pod, wanted, id_type, forms):
+        found = _pod_devices(pod, wanted, id_type, forms, _Dra(node_name, unmapped))
+        for key, holder, replica, source in found:
             replicas = holders.setdefault(key, {}).setdefault(holder, set())
             if replica:
                 replicas.add(replica)
+            # A holder given one device by both paths (a misconfigured node) shows as DRA.
+            if sources.get((key, holder)) != DRA:
+                sources[(key, holder)] = source
     known = None if allocatable is None else frozenset(_keys(allocatable, wanted, id_type))
     by_key = {key: tuple(sorted(hs)) for key, hs in holders.items()}
-    allocations = {key: allocation(holders[key], node_name) for key in by_key}
-    return Snapshot(by_key, allocations, known, forms, n_pods)
+    allocations = {key: allocation(holders[key], node_name, sources, key) for key in by_key}
+    dra_keys = frozenset(k for (k, _), source in sources.items() if source == DRA)
+    return Snapshot(by_key, allocations, known, forms, n_pods, dra_keys, unmapped)
 
 
-def allocation(holders: Mapping[Holder, set[str]], node_name: str) -> Allocation:
-    """A device's `Allocation` from its holders and each one's replica IDs."""
+def allocation(
+    holders: Mapping[Holder, set[str]],
+    node_name: str,
+    sources: Mapping[tuple[Key, Holder], str] | None = None,
+    key: Key = (),
+) -> Allocation:
+    """A device's `Allocation` from its holders, each one's replica IDs and (by (key,
+    holder)) the path that allocated it (`device_plugin` when not given)."""
     ordered = sorted(holders)
     shared = len(ordered) > 1
     node = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
@@ -138,19 +171,49 @@ def allocation(holders: Mapping[Holder, set[str]], node_name: str) -> Allocation
         per_holder.append(({**attrs, **sharing, **extra}, share))
     device = {**node, **sharing} if shared else per_holder[0][0]
     members = frozenset((h.namespace, h.pod, h.container) for h in ordered)
-    return Allocation(device, tuple(per_holder), members)
+    paths = tuple((sources or {}).get((key, h), DEVICE_PLUGIN) for h in ordered)
+    return Allocation(device, tuple(per_holder), members, paths)
 
 
 def _replica_order(replica: str) -> tuple[int, str]:
     return (int(replica), "") if replica.isdigit() else (0, replica)
 
 
+@dataclass(slots=True)
+class _Dra:
+    """What reading DRA claim devices needs: this node's pool name ("" = unknown, any pool
+    accepted) and the count of NVIDIA claim devices that name no GPU, by reason."""
+
+    node_name: str
+    unmapped: dict[str, int]
+
+    def key(self, claim: ClaimDevice, forms: dict[str, int]) -> Key | None:
+        key, form = parse_dra_device(claim.driver, claim.device, claim.cdi_devices)
+        if key is not None and self.node_name and claim.pool and claim.pool != self.node_name:
+            key, form = None, DRA_OTHER_POOL
+        if key is None:
+            if form:  # NVIDIA's device that names no GPU here (another driver's: not ours)
+                self.unmapped[form] = self.unmapped.get(form, 0) + 1
+            return None
+        forms[form] = forms.get(form, 0) + 1
+        return key
+
+
 def _pod_devices(
-    pod: PodAllocation, wanted: ResourceFilter, id_type: str, forms: dict[str, int]
-) -> list[tuple[Key, Holder, str]]:
-    owner: dict[str, tuple[Key, Holder, str]] = {}
+    pod: PodAllocation,
+    wanted: ResourceFilter,
+    id_type: str,
+    forms: dict[str, int],
+    dra: _Dra,
+) -> list[tuple[Key, Holder, str, str]]:
+    owner: dict[str, tuple[Key, Holder, str, str]] = {}
     for container in pod.containers:
         holder = Holder(pod.namespace, pod.name, container.name)
+        for claim in container.claims:
+            key = dra.key(claim, forms)
+            if key is not None:
+                # Same rule as device IDs: a later container listing the device holds it.
+                owner["\0".join(("dra", *key, claim.share_id))] = (key, holder, "", DRA)
         for devices in container.devices:
             if not wanted(devices.resource_name):
                 continue
@@ -162,7 +225,8 @@ def _pod_devices(
                 if ref.replica:
                     forms["replica"] = forms.get("replica", 0) + 1
                 # Later containers win: an app container reusing its init container's device.
-                owner[device_id] = (ref.key, holder, ref.replica_id if ref.replica else "")
+                replica = ref.replica_id if ref.replica else ""
+                owner[device_id] = (ref.key, holder, replica, DEVICE_PLUGIN)
     return list(owner.values())
 
 

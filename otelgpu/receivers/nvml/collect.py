@@ -336,7 +336,7 @@ class Collector:
             resource = device.process_resources[pid] = {
                 **device.resource,
                 semconv.PROCESS_PID: pid,
-                semconv.CONTAINER_ID: self._resolver.container_id(pid),
+                **self._resolver.attributes(pid),  # container.id, Slurm job/step
             }
         return resource
 

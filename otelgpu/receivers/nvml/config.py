@@ -37,6 +37,7 @@ class SimulatedMig(StrictModel):
 
     uuid: str | None = None
     profile: str = "1g.10gb"
+    placement_start: int | None = Field(default=None, ge=0)  # default: after the previous ones
 
 
 class SimulatedProcess(StrictModel):
@@ -67,6 +68,7 @@ class SimulatedGpu(StrictModel):
 
     uuid: str | None = None
     model: str = "NVIDIA H100 80GB HBM3"
+    minor: int | None = Field(default=None, ge=0)  # /dev/nvidia<minor>; default: the index
     memory: Size = 80 << 30
     mig: list[SimulatedMig] = Field(default_factory=list)
     processes: list[SimulatedProcess] = Field(default_factory=list)

@@ -6,8 +6,9 @@ Resource attribute dicts are built here once and reused by every cycle's Resourc
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,7 +83,8 @@ def _open_gpu(
         return []
     gpu = Device(handle, index, uuid, _gpu_resource(client, handle, index, uuid, driver))
     gpu.resource[semconv.HOST_NAME] = host_name
-    migs = [_mig(gpu, mig) for mig in client.mig_instances(handle)]
+    _set_optional(gpu.resource, semconv.GPU_MINOR, client.minor_number, handle)
+    migs = [_mig(client, gpu, mig) for mig in client.mig_instances(handle)]
     gpu.has_mig = bool(migs)
     return [gpu, *migs]
 
@@ -102,7 +104,16 @@ def _gpu_resource(
     }
 
 
-def _mig(gpu: Device, mig: MigInstance) -> Device:
+def _set_optional(
+    resource: dict[str, AttrValue], key: str, call: Callable[..., int], *args: Any
+) -> None:
+    """Sets `key` from an NVML call that only DRA attribution needs: left out (not fatal)
+    when the driver or the agent's privileges do not allow it."""
+    with contextlib.suppress(NvmlError):
+        resource[key] = str(call(*args))
+
+
+def _mig(client: NvmlClient, gpu: Device, mig: MigInstance) -> Device:
     resource = {
         **gpu.resource,
         semconv.HW_ID: mig.uuid,
@@ -113,6 +124,15 @@ def _mig(gpu: Device, mig: MigInstance) -> Device:
         semconv.MIG_GPU_INSTANCE_ID: str(mig.gpu_instance_id),
         semconv.MIG_COMPUTE_INSTANCE_ID: str(mig.compute_instance_id),
     }
+    # Inherits the parent's nvidia.gpu.minor; with the start slice it names the instance the
+    # way DRA does.
+    _set_optional(
+        resource,
+        semconv.MIG_PLACEMENT_START,
+        client.placement_start,
+        gpu.handle,
+        mig.gpu_instance_id,
+    )
     device = Device(mig.handle, gpu.index, mig.uuid, resource, parent=gpu)
     device.gpu_instance_id = mig.gpu_instance_id
     return device

@@ -111,6 +111,13 @@ class NvmlClient(Protocol):
     def mig_instances(self, handle: Handle) -> list[MigInstance]:
         """The GPU's MIG devices (empty when MIG is off or unsupported)."""
 
+    def minor_number(self, handle: Handle) -> int:
+        """`nvmlDeviceGetMinorNumber`: N of /dev/nvidiaN (DRA names GPUs by it)."""
+
+    def placement_start(self, handle: Handle, gpu_instance_id: int) -> int:
+        """`nvmlGpuInstanceGetInfo(nvmlDeviceGetGpuInstanceById(gpu, id)).placement.start`:
+        the first memory slice of a GPU instance of the GPU `handle`."""
+
     def field_values(self, handle: Handle, field_ids: Sequence[int]) -> list[FieldValue]:
         """`nvmlDeviceGetFieldValues`: one batched call; each entry carries its own code."""
 
@@ -267,6 +274,13 @@ class RealNvml:
                 raise
             found.append(self._mig(mig))
         return found
+
+    def minor_number(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMinorNumber", handle))
+
+    def placement_start(self, handle: Handle, gpu_instance_id: int) -> int:
+        instance = self._call("nvmlDeviceGetGpuInstanceById", handle, gpu_instance_id)
+        return int(self._call("nvmlGpuInstanceGetInfo", instance).placement.start)
 
     def _mig(self, mig: Handle) -> MigInstance:
         name = self.name(mig)

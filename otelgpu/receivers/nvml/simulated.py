@@ -179,6 +179,18 @@ class SimulatedNvml(ParitySimulation):
             found.append(MigInstance(mig_handle, self.uuid(mig_handle), slot + 1, 0, mig.profile))
         return found
 
+    def minor_number(self, handle: SimHandle) -> int:
+        gpu = self._gpu(handle, "nvmlDeviceGetMinorNumber")
+        return gpu.index if gpu.spec.minor is None else gpu.spec.minor
+
+    def placement_start(self, handle: SimHandle, gpu_instance_id: int) -> int:
+        gpu = self._gpu(handle, "nvmlGpuInstanceGetInfo")
+        start = 0
+        for mig in gpu.spec.mig[: gpu_instance_id - 1]:  # GPU instance N is MIG slot N-1
+            start += int(mig.profile.partition("g")[0] or 1)  # "2g.20gb" takes 2 slices
+        mig = gpu.spec.mig[gpu_instance_id - 1]
+        return start if mig.placement_start is None else mig.placement_start
+
     # --- readings -----------------------------------------------------------------------------
 
     def field_values(self, handle: SimHandle, field_ids: Sequence[int]) -> list[FieldValue]:

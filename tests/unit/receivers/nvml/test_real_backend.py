@@ -74,6 +74,8 @@ class FakeDevice:
     bus_id: str = ""
     gpu_instance_id: int = 0
     compute_instance_id: int = 0
+    minor: int = 0
+    placement_start: int = 0  # of its GPU instance (MIG devices)
     mig_mode: int | None = 0  # None: nvmlDeviceGetMigMode answers NOT_SUPPORTED
     mig_slots: list[int | None] = field(default_factory=list)  # MIG handle per slot, None: empty
     processes: list[tuple[int, int | None]] = field(default_factory=list)
@@ -187,6 +189,23 @@ class FakePynvml(types.ModuleType):
     def nvmlDeviceGetComputeInstanceId(self, handle: Any) -> int:
         self._enter("nvmlDeviceGetComputeInstanceId", handle)
         return self._device(handle).compute_instance_id
+
+    def nvmlDeviceGetMinorNumber(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetMinorNumber", handle)
+        return self._device(handle).minor
+
+    def nvmlDeviceGetGpuInstanceById(self, handle: Any, gpu_instance_id: int) -> Any:
+        self._enter("nvmlDeviceGetGpuInstanceById", handle, gpu_instance_id)
+        for mig in self._device(handle).mig_slots:
+            if mig is not None and self.devices[mig].gpu_instance_id == gpu_instance_id:
+                return mig  # the GPU instance stands for itself by its MIG device's address
+        raise FakeNVMLError(real.NVML_ERROR_NOT_FOUND)
+
+    def nvmlGpuInstanceGetInfo(self, instance: int) -> Any:
+        self._enter("nvmlGpuInstanceGetInfo", instance)
+        info = real.c_nvmlGpuInstanceInfo_t()
+        info.placement.start = self.devices[instance].placement_start
+        return info
 
     # --- readings ---------------------------------------------------------------------------
 

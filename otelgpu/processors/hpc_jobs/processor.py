@@ -1,0 +1,136 @@
+"""The `hpc_jobs` processor: which HPC job(s) hold each GPU, from job-mapping files.
+
+A background task looks at the folder every `refresh_interval` (off the event loop) and
+installs a GPU → jobs map; `process` only looks GPUs up in it (no I/O, never raises). A GPU
+series gets the job ID(s) of the file named after its NVML index; a MIG instance's series,
+those of `<parent index>.<GPU instance ID>` only (as dcgm-exporter keys them). Process series
+are left alone: their Slurm job comes from their own cgroup (nvml `processes: true`).
+Nothing that goes wrong with the folder stops the agent: it is counted and logged once per
+change, and the last good map is replaced by what can be read now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
+
+from otelgpu import semconv
+from otelgpu.component import Host, Settings
+from otelgpu.model import Batch, ResourceMetrics, with_resource
+from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
+from otelgpu.processors.hpc_jobs.job_files import GpuKey, JobFiles, Reading
+from otelgpu.scraper import Clock, RealClock
+from otelgpu.tasks import cancel_and_wait
+
+ERRORS = "otelgpu_hpc_jobs_errors_total"
+
+
+class HpcJobsProcessor:
+    """Adds the job ID(s) of each GPU or MIG instance to its series (see the config for how
+    several jobs on one GPU are rendered)."""
+
+    def __init__(
+        self, settings: Settings, config: HpcJobsProcessorConfig, *, clock: Clock | None = None
+    ) -> None:
+        self._settings = settings
+        self._config = config
+        self._clock = clock or RealClock()
+        self._id = str(settings.id)
+        self._files = JobFiles(config.job_mapping_dir, config.max_jobs_per_gpu)
+        self._jobs: Mapping[GpuKey, tuple[str, ...]] = {}
+        self._problems: tuple[str, ...] = ()
+        self._task: asyncio.Task[None] | None = None
+        self.refreshes = 0  # completed looks at the folder (tests wait on it)
+
+    async def start(self, host: Host) -> None:
+        if self._task is not None:
+            return
+        if not self._config.job_mapping_dir:
+            self._settings.logger.warning("job_mapping_dir is not set: no job IDs are added")
+            return
+        await self.refresh()  # the first export already carries the jobs
+        self._task = asyncio.create_task(self._run(), name=f"refresh:{self._id}")
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+
+    async def refresh(self) -> None:
+        """One look at the folder; never raises."""
+        try:
+            reading = await asyncio.to_thread(self._files.read)
+        except Exception as exc:  # a bug or an OS surprise must not end the loop
+            reading = Reading()
+            reading.failed("internal", f"{type(exc).__name__}: {exc}")
+        self._install(reading)
+        self.refreshes += 1
+
+    async def _run(self) -> None:
+        while True:
+            await self._clock.sleep(self._config.refresh_interval)
+            await self.refresh()
+
+    def _install(self, reading: Reading) -> None:
+        for reason, n in reading.errors.items():
+            self._settings.telemetry.count(
+                ERRORS,
+                n,
+                "Problems reading the HPC job-mapping folder",
+                processor=self._id,
+                reason=reason,
+            )
+        problems = tuple(reading.problems)
+        if problems != self._problems:  # say it once per change, not every second
+            self._problems = problems
+            if problems:
+                self._settings.logger.warning("HPC job files: %s", "; ".join(problems[:10]))
+            else:
+                self._settings.logger.info("HPC job files: %s read", self._config.job_mapping_dir)
+        self._jobs = reading.jobs
+
+    # --- the hot path ------------------------------------------------------------------
+
+    def process(self, batch: Batch) -> Batch:
+        jobs_by_gpu = self._jobs
+        if not jobs_by_gpu:
+            return batch
+        out: list[ResourceMetrics] = []
+        attribute = self._config.attribute
+        for rm in batch:
+            jobs = _jobs_of(rm, jobs_by_gpu, attribute)
+            if not jobs:
+                out.append(rm)
+            elif len(jobs) == 1 or self._config.multiple_jobs == "join":
+                out.append(with_resource(rm, {attribute: ",".join(sorted(jobs))}))
+            else:
+                out.extend(_copies(rm, jobs, attribute))
+        return tuple(out)
+
+
+def _jobs_of(
+    rm: ResourceMetrics, jobs_by_gpu: Mapping[GpuKey, tuple[str, ...]], attribute: str
+) -> tuple[str, ...]:
+    resource = rm.resource
+    if (
+        semconv.HW_ID not in resource
+        or semconv.PROCESS_PID in resource
+        or attribute in resource  # set upstream: never overwritten
+    ):
+        return ()
+    index = resource.get(semconv.GPU_INDEX)
+    if index is None:
+        return ()
+    gi = resource.get(semconv.MIG_GPU_INSTANCE_ID, "") if semconv.HW_PARENT in resource else ""
+    return jobs_by_gpu.get((str(index), str(gi)), ())
+
+
+def _copies(rm: ResourceMetrics, jobs: tuple[str, ...], attribute: str) -> list[ResourceMetrics]:
+    """One copy of the device's series per job, each its own series (identity + job)."""
+    out = []
+    for job in sorted(jobs):
+        copy = with_resource(rm, {attribute: job})
+        if rm.identity is not None:  # (None: the attributes are the identity, and they differ)
+            copy = replace(copy, identity=(rm.identity, attribute, job))
+        out.append(copy)
+    return out
