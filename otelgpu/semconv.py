@@ -14,11 +14,14 @@ HW_VENDOR = "hw.vendor"  # "NVIDIA"
 HW_PARENT = "hw.parent"  # the parent GPU's UUID, on MIG instances
 GPU_INDEX = "nvidia.gpu.index"  # NVML index, as a string ("0")
 GPU_PCI_BUS_ID = "nvidia.gpu.pci_bus_id"
-GPU_DRIVER_VERSION = "nvidia.gpu.driver_version"
+HW_DRIVER_VERSION = "hw.driver_version"  # the NVIDIA driver's version ("550.54.15")
+HW_SERIAL_NUMBER = "hw.serial_number"  # the board serial, where NVML reports one
+HW_FIRMWARE_VERSION = "hw.firmware_version"  # the VBIOS version
 MIG_PROFILE = "nvidia.mig.profile"  # "1g.10gb"
 MIG_GPU_INSTANCE_ID = "nvidia.mig.gpu_instance_id"
 MIG_COMPUTE_INSTANCE_ID = "nvidia.mig.compute_instance_id"
-HOST_NAME = "host.name"
+HOST_NAME = "host.name"  # the node name (K8S_NODE_NAME) in Kubernetes, else the hostname
+SIMULATED = "otelgpu.simulated"  # true on every resource of the simulated backend
 
 # Who holds the GPU (k8s_attributes) and which process uses it (nvml processes: true).
 K8S_NODE_NAME = "k8s.node.name"

@@ -75,7 +75,10 @@ LABELS: Mapping[str, str] = {
     semconv.HW_MODEL: "modelName",
     semconv.HOST_NAME: "Hostname",
     semconv.GPU_PCI_BUS_ID: "pci_bus_id",
-    semconv.GPU_DRIVER_VERSION: "DCGM_FI_DRIVER_VERSION",
+    semconv.HW_DRIVER_VERSION: "DCGM_FI_DRIVER_VERSION",
+    # dcgm-exporter renders these label fields when they are enabled in its CSV.
+    semconv.HW_SERIAL_NUMBER: "DCGM_FI_DEV_SERIAL",
+    semconv.HW_FIRMWARE_VERSION: "DCGM_FI_DEV_VBIOS_VERSION",
     semconv.GPU_REPLICA: "vgpu",
     semconv.K8S_POD_NAME: "pod",
     semconv.K8S_NAMESPACE_NAME: "namespace",

@@ -18,7 +18,7 @@ from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMe
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
-from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, XID_CODE
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, HW_STATE, XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
 from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
 from otelgpu.telemetry import SelfTelemetry
@@ -26,11 +26,13 @@ from otelgpu.telemetry import SelfTelemetry
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
 _UP = "nvidia.gpu.up"
+_STATUS = "hw.status"
+_STATES: tuple[Attributes, Attributes] = ({HW_STATE: "ok"}, {HW_STATE: "failed"})
 _XID = "nvidia.gpu.xid.errors"
 _PROCESS_MEMORY = "nvidia.gpu.process.memory.usage"
 _PROCESS_UTILIZATION = "nvidia.gpu.process.utilization"
-_PROCESS_MEMORY_UTILIZATION = "nvidia.gpu.process.memory.utilization"
-PROCESS_METRICS = frozenset({_PROCESS_MEMORY, _PROCESS_UTILIZATION, _PROCESS_MEMORY_UTILIZATION})
+_PROCESS_MEMORY_BUSY = "nvidia.gpu.process.memory.busy"
+PROCESS_METRICS = frozenset({_PROCESS_MEMORY, _PROCESS_UTILIZATION, _PROCESS_MEMORY_BUSY})
 _COMPUTE_PROCESSES = "nvmlDeviceGetComputeRunningProcesses"
 _PROCESS_SAMPLES = "nvmlDeviceGetProcessUtilization"
 _TASKS: tuple[tuple[str, Attributes], ...] = tuple(
@@ -104,8 +106,7 @@ class Collector:
                     points.clear()
                 except Exception:  # a bug must cost one device one cycle, not the batch
                     self._error("collect")
-            if _UP in self._plan.enabled:
-                self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0)
+            self._health(device, cycle, points)
             if points:
                 out.append(
                     ResourceMetrics(
@@ -116,6 +117,18 @@ class Collector:
         if self._resolver is not None:
             self._resolver.retain(live_pids)
         return tuple(out)
+
+    def _health(
+        self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]
+    ) -> None:
+        """`nvidia.gpu.up` and `hw.status`: emitted for a lost GPU too (that is the news)."""
+        enabled = self._plan.enabled
+        if _UP in enabled:
+            self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0, device)
+        if _STATUS in enabled:
+            ok, failed = _STATES
+            self._add(points, _STATUS, ok, cycle, 1 if device.up else 0, device)
+            self._add(points, _STATUS, failed, cycle, 0 if device.up else 1, device)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -131,14 +144,15 @@ class Collector:
             values = self._guard(device, reader.key, reader.read, self._client, device.handle)
             if isinstance(values, Failed):
                 continue
-            for metric, value in zip(reader.metrics, values, strict=True):
+            attributes = reader.point_attributes()
+            for metric, value, attrs in zip(reader.metrics, values, attributes, strict=True):
                 if metric in self._plan.enabled:
-                    self._add(points, metric, NO_ATTRIBUTES, cycle, value)
+                    self._add(points, metric, attrs, cycle, value, device)
         if self._plan.gpm and device.gpm and "gpm" not in device.unsupported:
             self._gpm(device, cycle, points)
         if not device.is_mig and _XID in self._plan.enabled:
             for code, count in cycle.xids.get(device.uuid, {}).items():
-                self._add(points, _XID, self._xid_attrs(code), cycle, count)
+                self._add(points, _XID, self._xid_attrs(code), cycle, count, device)
 
     def _guard(
         self, device: Device, key: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -186,7 +200,7 @@ class Collector:
             else:
                 self._error(read.name)
         for (metric, _), (attributes, value) in sums.items():
-            self._add(points, metric, attributes, cycle, value)
+            self._add(points, metric, attributes, cycle, value, device)
         if len(ids) and all(f"field:{i}" in device.unsupported for i in ids):
             device.unsupported.add("fields")  # nothing left to ask this device in a batch
 
@@ -236,7 +250,7 @@ class Collector:
         for metric_id, (code, value) in zip(ids, answer, strict=True):
             name, metric = by_id[metric_id]
             if code == nvml.SUCCESS:
-                self._add(points, metric, NO_ATTRIBUTES, cycle, value / 100)
+                self._add(points, metric, NO_ATTRIBUTES, cycle, value / 100, device)
             elif code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(f"gpm:{name}")
 
@@ -259,10 +273,10 @@ class Collector:
             live_pids.append(pid)
             points: dict[str, list[NumberDataPoint]] = {}
             if pid in used:
-                self._add(points, _PROCESS_MEMORY, NO_ATTRIBUTES, cycle, used[pid])
+                self._add(points, _PROCESS_MEMORY, NO_ATTRIBUTES, cycle, used[pid], device)
             if samples is not None:
                 # A listed process with no new sample did no work since the last one.
-                self._utilization(points, sampled.get(pid), cycle)
+                self._utilization(points, sampled.get(pid), cycle, device)
             out.append(
                 ResourceMetrics(
                     resource=self._process_resource(device, pid),
@@ -288,7 +302,7 @@ class Collector:
     def _process_samples(self, device: Device) -> dict[int, ProcessUtilization] | None:
         enabled = self._plan.enabled
         if _PROCESS_SAMPLES in device.unsupported or not (
-            _PROCESS_UTILIZATION in enabled or _PROCESS_MEMORY_UTILIZATION in enabled
+            _PROCESS_UTILIZATION in enabled or _PROCESS_MEMORY_BUSY in enabled
         ):
             return None
         since = device.utilization_since_us
@@ -305,15 +319,16 @@ class Collector:
         points: dict[str, list[NumberDataPoint]],
         sample: ProcessUtilization | None,
         cycle: Cycle,
+        device: Device,
     ) -> None:
         enabled = self._plan.enabled
         if _PROCESS_UTILIZATION in enabled:
             values = (sample.sm, sample.encoder, sample.decoder) if sample else (0, 0, 0)
             for (_, attributes), value in zip(_TASKS, values, strict=True):
-                self._add(points, _PROCESS_UTILIZATION, attributes, cycle, value / 100)
-        if _PROCESS_MEMORY_UTILIZATION in enabled:
+                self._add(points, _PROCESS_UTILIZATION, attributes, cycle, value / 100, device)
+        if _PROCESS_MEMORY_BUSY in enabled:
             busy = sample.memory / 100 if sample else 0.0
-            self._add(points, _PROCESS_MEMORY_UTILIZATION, NO_ATTRIBUTES, cycle, busy)
+            self._add(points, _PROCESS_MEMORY_BUSY, NO_ATTRIBUTES, cycle, busy, device)
 
     def _process_resource(self, device: Device, pid: int) -> Attributes:
         resource = device.process_resources.get(pid)
@@ -335,9 +350,12 @@ class Collector:
         attributes: Attributes,
         cycle: Cycle,
         value: int | float,
+        device: Device,
     ) -> None:
         point = NumberDataPoint(
-            attributes=attributes,
+            # hw.id and hw.type on the point too (the conventions require them there): an
+            # OTLP consumer that drops resource attributes still tells the GPUs apart.
+            attributes=device.point_attributes(attributes),
             time_unix_nano=cycle.now_ns,
             value=value,
             start_time_unix_nano=cycle.start_ns if metric in _MONOTONIC else 0,

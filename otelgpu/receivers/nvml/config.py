@@ -19,7 +19,15 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
 SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
-    sorted({name for spec in CATALOG for name in spec.source_name.split(",") if name != "health"})
+    sorted(
+        {
+            name
+            for spec in CATALOG
+            for source in spec.sources
+            for name in source.partition(":")[2].split(",")
+            if name != "health"
+        }
+    )
 )
 
 

@@ -7,12 +7,13 @@ Resource attribute dicts are built here once and reused by every cycle's Resourc
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from otelgpu import semconv
-from otelgpu.model import AttrValue
+from otelgpu.model import Attributes, AttrValue
+from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
 
 
@@ -35,11 +36,27 @@ class Device:
     gpm_primed: bool = False
     process_resources: dict[int, dict[str, AttrValue]] = field(default_factory=dict)
     utilization_since_us: int = 0  # the newest per-process utilization sample already read
+    # Point attributes with hw.id and hw.type added, per attribute dict of the catalog (by id;
+    # the dict is kept in the entry so its id cannot be reused by another).
+    _with_identity: dict[int, tuple[Attributes, Attributes]] = field(default_factory=dict)
 
     @property
     def is_mig(self) -> bool:
         """Whether this is a MIG instance (its GPU is `parent`)."""
         return self.parent is not None
+
+    def point_attributes(self, attributes: Attributes) -> Attributes:
+        """`attributes` with this device's `hw.id` and `hw.type` (built once per dict)."""
+        hit = self._with_identity.get(id(attributes))
+        if hit is not None and hit[0] is attributes:
+            return hit[1]
+        merged = {
+            semconv.HW_ID: self.uuid,
+            semconv.HW_TYPE: self.resource[semconv.HW_TYPE],
+            **attributes,
+        }
+        self._with_identity[id(attributes)] = (attributes, merged)
+        return merged
 
 
 def _selected(index: int, uuid: str, devices: str | Sequence[int | str]) -> bool:
@@ -90,7 +107,7 @@ def _open_gpu(
 def _gpu_resource(
     client: NvmlClient, handle: Handle, index: int, uuid: str, driver: str
 ) -> dict[str, AttrValue]:
-    return {
+    resource: dict[str, AttrValue] = {
         semconv.HW_ID: uuid,
         semconv.HW_TYPE: "gpu",
         semconv.HW_NAME: f"nvidia{index}",
@@ -98,8 +115,24 @@ def _gpu_resource(
         semconv.HW_VENDOR: "NVIDIA",
         semconv.GPU_INDEX: str(index),
         semconv.GPU_PCI_BUS_ID: client.pci_bus_id(handle),
-        semconv.GPU_DRIVER_VERSION: driver,
+        semconv.HW_DRIVER_VERSION: driver,
     }
+    for key, read in ((semconv.HW_SERIAL_NUMBER, client.serial),
+                      (semconv.HW_FIRMWARE_VERSION, client.vbios_version)):  # fmt: skip
+        value = _optional(read, handle)
+        if value:
+            resource[key] = value
+    return resource
+
+
+def _optional(read: Callable[[Handle], str], handle: Handle) -> str:
+    """A descriptive string NVML may not have for this board ("" then)."""
+    try:
+        return read(handle).strip()
+    except NvmlError as exc:
+        if exc.code in nvml.UNSUPPORTED_CODES:
+            return ""
+        raise
 
 
 def _mig(gpu: Device, mig: MigInstance) -> Device:

@@ -52,8 +52,11 @@ _RESOURCE = f"""
 
 Every GPU series carries `{semconv.HW_ID}` (GPU UUID), `{semconv.HW_TYPE}` (`gpu`),
 `{semconv.HW_NAME}` (`nvidia0`), `{semconv.HW_MODEL}`, `{semconv.HW_VENDOR}` (`NVIDIA`),
-`{semconv.GPU_INDEX}`, `{semconv.GPU_PCI_BUS_ID}`, `{semconv.GPU_DRIVER_VERSION}` and
-`{semconv.HOST_NAME}`. A MIG instance is its own resource: `{semconv.HW_ID}` is the MIG UUID,
+`{semconv.GPU_INDEX}`, `{semconv.GPU_PCI_BUS_ID}`, `{semconv.HW_DRIVER_VERSION}`,
+`{semconv.HW_SERIAL_NUMBER}` and `{semconv.HW_FIRMWARE_VERSION}` (the VBIOS; both left out where
+NVML has none) and `{semconv.HOST_NAME}` (the node name from `K8S_NODE_NAME` when it is set, as
+dcgm-exporter's `Hostname`; else the hostname). The simulated backend adds
+`{semconv.SIMULATED}=true` to every resource. A MIG instance is its own resource: `{semconv.HW_ID}` is the MIG UUID,
 `{semconv.HW_NAME}` is `nvidia0/gi<N>`, and it adds `{semconv.HW_PARENT}` (the GPU's UUID),
 `{semconv.MIG_PROFILE}`, `{semconv.MIG_GPU_INSTANCE_ID}` and `{semconv.MIG_COMPUTE_INSTANCE_ID}`.
 Per-process metrics are one resource per (GPU, process): the GPU's attributes plus
@@ -93,7 +96,7 @@ def _row(spec: MetricSpec) -> str:
         kind,
         attributes,
         "yes" if spec.enabled else "no",
-        f"`{spec.source}`".replace(",", ", "),
+        "<br>".join(f"`{source}`".replace(",", ", ") for source in spec.sources),
         dcgm,
         spec.description.replace("|", "\\|"),
     )

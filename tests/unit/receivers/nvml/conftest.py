@@ -58,3 +58,14 @@ def metrics(rm: ResourceMetrics) -> dict[str, Metric]:
 def value(rm: ResourceMetrics, name: str) -> float:
     (point,) = metrics(rm)[name].points
     return point.value
+
+
+def by_attribute(rm: ResourceMetrics, name: str, key: str) -> dict[object, float]:
+    """The points of one metric keyed by one of their attributes."""
+    return {p.attributes[key]: p.value for p in metrics(rm)[name].points}
+
+
+def has_point(rm: ResourceMetrics, name: str, key: str, wanted: object) -> bool:
+    """Whether metric `name` has a point whose attribute `key` is `wanted`."""
+    found = metrics(rm).get(name)
+    return found is not None and any(p.attributes.get(key) == wanted for p in found.points)
