@@ -5,6 +5,10 @@ an `nvidia.*` namespace for what the conventions lack. Receivers set them, proce
 them, exporters map them (the Prometheus exporter's `dcgm` naming renames them).
 """
 
+# The semantic-conventions release these names follow (receivers put it on what they emit;
+# checked against otelgpu/receivers/nvml/semconv_facts.yaml).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+
 # Resource attributes of a GPU (or MIG instance).
 HW_ID = "hw.id"  # GPU or MIG UUID
 HW_TYPE = "hw.type"  # always "gpu"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from otelgpu import semconv
+from otelgpu import __version__, semconv
 from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
@@ -110,7 +110,11 @@ class Collector:
             if points:
                 out.append(
                     ResourceMetrics(
-                        resource=device.resource, metrics=_metrics(points), identity=device.uuid
+                        resource=device.resource,
+                        metrics=_metrics(points),
+                        identity=device.uuid,
+                        scope_version=__version__,
+                        schema_url=semconv.SCHEMA_URL,
                     )
                 )
             out.extend(processes)
@@ -282,6 +286,8 @@ class Collector:
                     resource=self._process_resource(device, pid),
                     metrics=_metrics(points),
                     identity=(device.uuid, pid),
+                    scope_version=__version__,
+                    schema_url=semconv.SCHEMA_URL,
                 )
             )
         resources = device.process_resources

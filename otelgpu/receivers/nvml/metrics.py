@@ -100,7 +100,11 @@ def _counter(
 
 
 def _updown(
-    name: str, unit: str, source: str, dcgm: str, description: str,
+    name: str,
+    unit: str,
+    source: str,
+    dcgm: str,
+    description: str,
     attributes: tuple[str, ...] = (),
 ) -> MetricSpec:
     """A non-monotonic sum (an OTel UpDownCounter): a level, such as memory in use."""
