@@ -95,5 +95,5 @@ def known_labels() -> frozenset[str]:
     from otelgpu.receivers.nvml import metrics
 
     keys = {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}
-    keys |= {metrics.ERROR_TYPE, metrics.XID_CODE}
+    keys |= {a for spec in metrics.CATALOG for a in spec.attributes}  # datapoint attributes
     return frozenset(sanitize_label(k) for k in keys if not k.endswith("."))

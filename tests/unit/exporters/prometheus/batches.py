@@ -57,10 +57,10 @@ def counter(name: str, unit: str, *points: tuple[dict[str, AttrValue], float]) -
 def gpu_metrics(utilization: float = 0.5) -> tuple[Metric, ...]:
     """A few catalog metrics of one GPU, in the catalog's OTel units."""
     return (
-        gauge("hw.gpu.utilization", "1", utilization),
+        gauge("hw.gpu.utilization", "1", utilization, {"hw.gpu.task": "general"}),
         gauge("hw.gpu.memory.usage", "By", 2 * 2**30),
         gauge("nvidia.gpu.sm.clock", "Hz", 1_980_000_000),
-        gauge("hw.temperature", "Cel", 41),
+        gauge("hw.temperature", "Cel", 41, {"hw.sensor_location": "gpu"}),
         gauge("hw.power", "W", 312.5),
         counter("hw.energy", "J", ({}, 1234.5)),
         counter(
