@@ -247,8 +247,10 @@ async def test_unsupported_field_and_call_are_not_retried(make_receiver: MakeRec
     assert client.calls["nvmlDeviceGetEncoderUtilization"] == 1
     assert client.calls["nvmlDeviceGetDecoderUtilization"] == 5
     emitted = metrics(batch[0])
-    assert "nvidia.gpu.memory.temperature" not in emitted
-    assert "nvidia.gpu.encoder.utilization" not in emitted
+    assert not has_point(batch[0], "hw.temperature", "hw.sensor_location", "memory")
+    assert has_point(batch[0], "hw.temperature", "hw.sensor_location", "gpu")
+    assert not has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "encoder")
+    assert has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "decoder")
     assert "nvidia.gpu.dram.active" not in emitted and "nvidia.gpu.sm.active" in emitted
 
 
