@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from otelgpu import __version__, semconv
+from otelgpu.exporters.otlp.encode import encode
 from otelgpu.model import Metric, MetricKind, ResourceMetrics
 from otelgpu.receivers.nvml.metrics import CATALOG
 from tests.unit.receivers.nvml.conftest import MakeReceiver, sim
@@ -123,3 +124,23 @@ def test_schema_url_and_scope_version_are_set(emitted: list[ResourceMetrics]) ->
     for rm in emitted:
         assert rm.schema_url == FACTS["schema_url"]
         assert rm.scope_version == __version__ != ""
+
+
+def test_otlp_carries_updowncounters_and_point_identity(emitted: list[ResourceMetrics]) -> None:
+    request = encode(tuple(emitted))
+    gpus: set[str] = set()
+    for out in request.resource_metrics:
+        scope = out.scope_metrics[0]
+        assert scope.scope.version == __version__
+        for metric in scope.metrics:
+            fact = FACTS["metrics"].get(metric.name)
+            if fact is not None and fact["instrument"] == "updowncounter":
+                assert metric.WhichOneof("data") == "sum", metric.name
+                assert not metric.sum.is_monotonic, metric.name
+            data = getattr(metric, metric.WhichOneof("data"))
+            for point in data.data_points:
+                attrs = {a.key: a.value.string_value for a in point.attributes}
+                assert attrs["hw.type"] == "gpu"
+                gpus.add(attrs["hw.id"])
+    # Without resource attributes, the points alone still tell every device apart.
+    assert gpus == {"GPU-a", "MIG-a1", "GPU-b"}
