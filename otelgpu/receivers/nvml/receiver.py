@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +30,9 @@ from otelgpu.receivers.nvml.xid import XidWatcher
 from otelgpu.scraper import Clock, RealClock, ScrapeController
 
 SOURCE = "nvml"
+# Where the node's name comes from (the downward API's spec.nodeName): ours, then
+# dcgm-exporter's variable, so its manifests' env works unchanged.
+NODE_NAME_ENVS = ("K8S_NODE_NAME", "NODE_NAME")
 MAX_BACKOFF = 300.0
 CLOSE_TIMEOUT = 5.0
 T = TypeVar("T")
@@ -39,6 +43,16 @@ def make_client(config: NvmlReceiverConfig, clock: Clock) -> NvmlClient:
     if config.use_simulated():
         return SimulatedNvml(config.simulated or SimulatedConfig(), clock.monotonic)
     return RealNvml()
+
+
+def host_name() -> str:
+    """`host.name` of the GPUs: the Kubernetes node name when the downward API gives it (in a
+    pod, the hostname is the pod's name unless it runs with hostNetwork), else the hostname."""
+    for variable in NODE_NAME_ENVS:
+        name = os.environ.get(variable, "").strip()
+        if name:
+            return name
+    return socket.gethostname()
 
 
 class NvmlReceiver:
@@ -113,7 +127,7 @@ class NvmlReceiver:
         log = self._settings.logger
         self.client.init()
         try:
-            devices = discover(self.client, self._config.devices, socket.gethostname(), log)
+            devices = discover(self.client, self._config.devices, host_name(), log)
             for device in devices if self._plan.gpm else ():
                 # A MIG instance is sampled through its GPU (nvmlGpmMigSampleGet).
                 parent = device.parent
