@@ -20,11 +20,12 @@ from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, HW_STATE, XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
-from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
+from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, Plan
 from otelgpu.telemetry import SelfTelemetry
 
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
+_FIELD_NAMES = {field_id: name for name, field_id in FIELD_IDS.items()}
 _UP = "nvidia.gpu.up"
 _STATUS = "hw.status"
 _STATES: tuple[Attributes, Attributes] = ({HW_STATE: "ok"}, {HW_STATE: "failed"})
@@ -97,6 +98,7 @@ class Collector:
             if device.parent is not None and not device.parent.up:
                 device.up = False  # a MIG instance goes down with its GPU
             if device.up:
+                known = len(device.unsupported)
                 try:
                     self._read(device, cycle, points)
                     if self._resolver is not None and PROCESS_METRICS & self._plan.enabled:
@@ -106,6 +108,8 @@ class Collector:
                     points.clear()
                 except Exception:  # a bug must cost one device one cycle, not the batch
                     self._error("collect")
+                if len(device.unsupported) != known:
+                    self._tell_unsupported(device)
             self._health(device, cycle, points)
             if points:
                 out.append(
@@ -121,6 +125,22 @@ class Collector:
         if self._resolver is not None:
             self._resolver.retain(live_pids)
         return tuple(out)
+
+    def _tell_unsupported(self, device: Device) -> None:
+        """Logs, once per device, the NVML sources it refused for good (by their NVML names)."""
+        new = sorted(
+            _source_name(key) for key in device.unsupported - device.told_unsupported
+            if key != "fields"  # bookkeeping: every batched field is refused
+        )  # fmt: skip
+        device.told_unsupported |= device.unsupported
+        if new:
+            self._log.info(
+                "%s %s (index %d): not supported, not asked again: %s",
+                "MIG instance" if device.is_mig else "GPU",
+                device.uuid,
+                device.index,
+                ", ".join(new),
+            )
 
     def _health(
         self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]
@@ -169,7 +189,6 @@ class Collector:
                 raise GpuLost from None
             if exc.code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(key)
-                self._log.debug("%s: %s not supported, not asked again", device.uuid, key)
             else:
                 self._error(key)
         except Exception:  # a bug or a surprising answer: counted, the cycle goes on
@@ -395,6 +414,14 @@ class Collector:
             receiver=self._receiver,
             source=source,
         )
+
+
+def _source_name(key: str) -> str:
+    """An unsupported-source key as NVML names it (`field:82` → `NVML_FI_DEV_MEMORY_TEMP`)."""
+    how, _, what = key.partition(":")
+    if how == "field":
+        return _FIELD_NAMES.get(int(what), key) if what.isdigit() else key
+    return what if how == "gpm" else key
 
 
 def _metric(name: str, points: list[NumberDataPoint]) -> Metric:

@@ -28,6 +28,7 @@ class Device:
     parent: Device | None = None
     up: bool = True
     unsupported: set[str] = field(default_factory=set)  # reader keys NVML refused for good
+    told_unsupported: set[str] = field(default_factory=set)  # those already logged
     field_ids: list[int] | None = None  # the field IDs still worth asking, once known
     gpu_instance_id: int = -1  # MIG instances: their GPU instance (GPM samples by it)
     has_mig: bool = False  # MIG enabled with instances: processes are read per instance
@@ -61,6 +62,15 @@ class Device:
 
 def _selected(index: int, uuid: str, devices: str | Sequence[int | str]) -> bool:
     return devices == "all" or index in devices or uuid in devices or str(index) in devices
+
+
+def unmatched(devices: str | Sequence[int | str], found: list[Device]) -> list[int | str]:
+    """The `devices:` entries that select none of the GPUs `found` (an index or a UUID that
+    does not exist here, or a GPU that could not be opened)."""
+    if devices == "all":
+        return []
+    gpus = [d for d in found if not d.is_mig]
+    return [e for e in devices if not any(_selected(d.index, d.uuid, [e]) for d in gpus)]
 
 
 def discover(

@@ -28,6 +28,7 @@ async def make_receiver(
 
     def make(**config: Any) -> NvmlReceiver:
         config.setdefault("simulated", {"gpus": 1})
+        config.setdefault("backend", "simulated")  # auto would pick NVML on a GPU machine
         parsed = NvmlReceiverConfig.model_validate(config)
         receiver = NvmlReceiver(
             make_settings("nvml", Kind.RECEIVER, telemetry), parsed, sink, clock=clock
