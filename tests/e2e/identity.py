@@ -28,7 +28,15 @@ from prometheus_client.parser import text_string_to_metric_families
 INTERVAL = 0.25
 ALLOCATION = "nvidia_gpu_allocation_ratio"
 # Labels the receiver produces on points; every other label is a property of the series.
-POINT_LABELS = ("error_type", "nvidia_xid_code", "hw_gpu_task", "err_code")
+POINT_LABELS = (
+    "error_type",
+    "nvidia_xid_code",
+    "hw_gpu_task",
+    "err_code",
+    "hw_sensor_location",
+    "network_io_direction",
+    "hw_state",
+)
 POD = {"otel": "k8s_pod_name", "dcgm": "pod"}
 TEAM = {"otel": "container_env_TEAM", "dcgm": "env_TEAM"}
 
