@@ -69,6 +69,7 @@ class ResourceMetrics:
     scope_version: str = ""
     identity: Identity | None = None
     notes: Mapping[str, object] | None = None
+    schema_url: str = ""  # the semantic-conventions schema the names follow ("": none)
 
 
 Batch = tuple[ResourceMetrics, ...]

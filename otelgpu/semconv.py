@@ -5,6 +5,10 @@ an `nvidia.*` namespace for what the conventions lack. Receivers set them, proce
 them, exporters map them (the Prometheus exporter's `dcgm` naming renames them).
 """
 
+# The semantic-conventions release these names follow (receivers put it on what they emit;
+# checked against otelgpu/receivers/nvml/semconv_facts.yaml).
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.44.0"
+
 # Resource attributes of a GPU (or MIG instance).
 HW_ID = "hw.id"  # GPU or MIG UUID
 HW_TYPE = "hw.type"  # always "gpu"
@@ -14,13 +18,16 @@ HW_VENDOR = "hw.vendor"  # "NVIDIA"
 HW_PARENT = "hw.parent"  # the parent GPU's UUID, on MIG instances
 GPU_INDEX = "nvidia.gpu.index"  # NVML index, as a string ("0")
 GPU_PCI_BUS_ID = "nvidia.gpu.pci_bus_id"
-GPU_DRIVER_VERSION = "nvidia.gpu.driver_version"
+HW_DRIVER_VERSION = "hw.driver_version"  # the NVIDIA driver's version ("550.54.15")
+HW_SERIAL_NUMBER = "hw.serial_number"  # the board serial, where NVML reports one
+HW_FIRMWARE_VERSION = "hw.firmware_version"  # the VBIOS version
 MIG_PROFILE = "nvidia.mig.profile"  # "1g.10gb"
 MIG_GPU_INSTANCE_ID = "nvidia.mig.gpu_instance_id"
 MIG_COMPUTE_INSTANCE_ID = "nvidia.mig.compute_instance_id"
 GPU_MINOR = "nvidia.gpu.minor"  # /dev/nvidia<minor>, as a string; DRA names GPUs by it
 MIG_PLACEMENT_START = "nvidia.mig.placement_start"  # the GPU instance's first memory slice
-HOST_NAME = "host.name"
+HOST_NAME = "host.name"  # the node name (K8S_NODE_NAME) in Kubernetes, else the hostname
+SIMULATED = "otelgpu.simulated"  # true on every resource of the simulated backend
 
 # Who holds the GPU (k8s_attributes) and which process uses it (nvml processes: true).
 K8S_NODE_NAME = "k8s.node.name"

@@ -29,7 +29,9 @@ pytestmark = pytest.mark.integration
 
 # Rule matchers on label values that must exist on the wire.
 WIRE_SERIES = (
-    'hw_errors_total{error_type="ecc_uncorrected"',
+    'hw_errors_total{error_type="uncorrected"',
+    'hw_sensor_location="memory"',
+    'hw_gpu_task="general"',
     'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
     'nvidia_xid_code="79"',
     'k8s_node_name="gpu-node-1"',

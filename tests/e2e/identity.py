@@ -25,10 +25,21 @@ from dataclasses import dataclass, field
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from otelgpu.exporters.prometheus.naming import sanitize_label
+from otelgpu.receivers.nvml.fields_parity import HEALTH_REASON
+from otelgpu.receivers.nvml.metrics import CATALOG
+
 INTERVAL = 0.25
 ALLOCATION = "nvidia_gpu_allocation_ratio"
-# Labels the receiver produces on points; every other label is a property of the series.
-POINT_LABELS = ("error_type", "nvidia_xid_code", "hw_gpu_task", "err_code")
+# Labels the receiver produces on points (every catalog point attribute, plus the XID code and
+# dcgm's err_code); every other label is a property of the series. A GPU's hw.status has one
+# series per hw.state whatever its reason, so the reason is not one of them.
+POINT_LABELS = tuple(
+    sorted(
+        {sanitize_label(key) for spec in CATALOG for key in spec.attributes if key != HEALTH_REASON}
+        | {"nvidia_xid_code", "err_code"}
+    )
+)
 POD = {"otel": "k8s_pod_name", "dcgm": "pod"}
 TEAM = {"otel": "container_env_TEAM", "dcgm": "env_TEAM"}
 

@@ -174,8 +174,12 @@ async def test_every_gpu_series_names_its_holder_and_business_labels(
 
     await eventually(all_right, lambda: f"{expr}: {len(last)} wrong, e.g. {last[:3]}")
     # Spot checks of the exact labels users query by, in this naming mode.
-    util = "hw_gpu_utilization_ratio" if naming is OTEL else "DCGM_FI_DEV_GPU_UTIL"
-    (shared,) = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
+    util = (
+        'hw_gpu_utilization_ratio{hw_gpu_task="general",'
+        if naming is OTEL
+        else "DCGM_FI_DEV_GPU_UTIL{"
+    )
+    (shared,) = await node.prom.query(f'{util}job="{naming.job}",{naming.gpu}="{GPU2}"}}')
     assert naming.pod not in shared["metric"]  # one series, no single holder's labels
     assert shared["metric"]["nvidia_gpu_holders"] == "2"
     holders = await node.prom.query(f'{ALLOCATION}{{job="{naming.job}",{naming.gpu}="{GPU2}"}}')
@@ -185,7 +189,7 @@ async def test_every_gpu_series_names_its_holder_and_business_labels(
         ("notebook-d", "1"),
     ]
     assert [value(s) for s in holders] == [0.5, 0.5]
-    parent = await node.prom.query(f'{util}{{job="{naming.job}",{naming.gpu}="{GPU1}"}}')
+    parent = await node.prom.query(f'{util}job="{naming.job}",{naming.gpu}="{GPU1}"}}')
     assert parent == [] or all(naming.pod not in s["metric"] for s in parent)
     memory = "hw_gpu_memory_usage_bytes" if naming is OTEL else "DCGM_FI_DEV_FB_USED"
     mig = await node.prom.query(f'{memory}{{job="{naming.job}",hw_id="{MIG}"}}')
@@ -291,7 +295,9 @@ async def test_r3_slow_kubelet_keeps_the_last_good_mapping(node: Node) -> None:
         await node.prom.wait_for(source, lambda r: len(r) == 1 and value(r[0]) == 0)
         # Older than metric_expiration: series still on /metrics are fresh, not leftovers.
         await node.prom.wait_for(age, lambda r: len(r) == 1 and value(r[0]) > EXPIRATION + 1)
-        served = await _gpu0(node, "hw_gpu_utilization_ratio")
+        served = await node.samples(
+            node.otel_port, "hw_gpu_utilization_ratio", hw_id=GPU0, hw_gpu_task="general"
+        )
         assert [x.labels.get("k8s_pod_name") for x in served] == ["train-a"], served
         assert served[0].labels["container_env_TEAM"] == "vision"  # env joins on the old pod
         errors = await node.samples(node.otel_port, "otelgpu_pod_resources_errors_total")

@@ -73,7 +73,8 @@ async def test_every_gpu_reports_the_core_metrics(
         names = {m.name for m in rm.metrics}
         assert names >= CORE, CORE - names
         assert str(rm.resource["hw.id"]).startswith("GPU-")
-        assert rm.resource["nvidia.gpu.driver_version"]
+        assert rm.resource["hw.driver_version"]
+        assert rm.resource["hw.firmware_version"]  # VBIOS: every board has one
         for metric in rm.metrics:
             if metric.unit == "1":
                 assert all(0 <= p.value <= 1 for p in metric.points), metric.name

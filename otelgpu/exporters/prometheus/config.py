@@ -42,6 +42,15 @@ class BasicAuthConfig(StrictModel):
         return value
 
 
+class DcgmLabelsConfig(StrictModel):
+    """`dcgm_labels`: how `naming: dcgm` spells labels that dcgm-exporter renamed.
+
+    hostname: `Hostname` (dcgm-exporter 4.x releases) or `hostname` (its later rename).
+    """
+
+    hostname: Literal["Hostname", "hostname"] = "Hostname"
+
+
 class PrometheusExporterConfig(StrictModel):
     """`exporters::prometheus`.
 
@@ -53,6 +62,7 @@ class PrometheusExporterConfig(StrictModel):
     shared_gpu_series: `device` (one series per GPU and metric; holders of a shared GPU are in
     `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`:
     a shared GPU's series copied once per holder with its labels and `vgpu`; sums double count).
+    dcgm_labels: `{hostname: Hostname|hostname}`, the host label's spelling in dcgm naming.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     """
@@ -62,6 +72,7 @@ class PrometheusExporterConfig(StrictModel):
     naming: Literal["otel", "dcgm"] = "otel"
     const_labels: dict[str, str] = Field(default_factory=dict)
     shared_gpu_series: Literal["device", "per_holder"] = "device"
+    dcgm_labels: DcgmLabelsConfig = Field(default_factory=DcgmLabelsConfig)
     tls: TLSServerConfig | None = None
     basic_auth: BasicAuthConfig | None = None
 

@@ -6,17 +6,29 @@ against its `etc/default-counters.csv` help texts: utilization in percent (0..10
 `DCGM_FI_DEV_*_UTIL` fields but a ratio (0..1) for the `DCGM_FI_PROF_*` activity fields, framebuffer
 memory in MiB, clocks in MHz, energy in mJ, power in W, temperatures in °C, PCIe throughput in
 bytes per second. Values are converted from the catalog's OTel unit by `DCGM_UNITS` below.
+
+Values of the fields DCGM keeps as integers (`DCGM_INTEGER`) are rounded after the conversion,
+so they print as dcgm-exporter prints them (`55`, not `55.00000000000001`; whole MiB, MHz, mJ).
+
+Labels follow dcgm-exporter's templates: `Hostname` is the GPU's `host.name` (the node name in
+Kubernetes; `dcgm_labels: {hostname: hostname}` spells it as dcgm-exporter after its rename); a
+MIG instance's `device` is its GPU's (`nvidia0`), and its `UUID` the GPU's UUID; an XID renders
+as dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` gauge: value the XID code, labels `err_code` and
+`err_msg` (in `otel` naming it stays the per-code counter `nvidia.gpu.xid.errors`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from otelgpu import semconv
-from otelgpu.model import AttrValue
+from otelgpu.model import Attributes, AttrValue
 from otelgpu.receivers.nvml import fields_parity
 from otelgpu.receivers.nvml import metrics as catalog
+
+# A point's value in dcgm's unit → the value dcgm-exporter prints (see `DcgmField.convert`).
+Convert = Callable[[float, Attributes], float]
 
 # dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
 DCGM_UNITS: Mapping[str, str] = {
@@ -52,6 +64,18 @@ DCGM_UNITS: Mapping[str, str] = {
     **fields_parity.PARITY_DCGM_UNITS,
 }
 
+# The fields above that DCGM keeps as integers (DCGM_FT_INT64; power and the DCGM_FI_PROF_*
+# activity ratios are doubles). dcgm-exporter prints them with %d.
+DCGM_INTEGER: frozenset[str] = frozenset(DCGM_UNITS) - {
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+}
+_XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+
 # (OTel unit, dcgm unit) → factor; a pair not listed here is a catalog/exporter mismatch.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("1", "%"): 100.0,
@@ -76,17 +100,24 @@ LABELS: Mapping[str, str] = {
     semconv.HW_ID: "UUID",
     semconv.HW_NAME: "device",
     semconv.HW_MODEL: "modelName",
-    semconv.HOST_NAME: "Hostname",
+    semconv.HOST_NAME: "Hostname",  # `hostname` with dcgm_labels: {hostname: hostname}
     semconv.GPU_PCI_BUS_ID: "pci_bus_id",
-    semconv.GPU_DRIVER_VERSION: "DCGM_FI_DRIVER_VERSION",
+    semconv.HW_DRIVER_VERSION: "DCGM_FI_DRIVER_VERSION",
+    # dcgm-exporter renders these label fields when they are enabled in its CSV.
+    semconv.HW_SERIAL_NUMBER: "DCGM_FI_DEV_SERIAL",
+    semconv.HW_FIRMWARE_VERSION: "DCGM_FI_DEV_VBIOS_VERSION",
     semconv.GPU_REPLICA: "vgpu",
     semconv.K8S_POD_NAME: "pod",
     semconv.K8S_NAMESPACE_NAME: "namespace",
     semconv.K8S_CONTAINER_NAME: "container",
     semconv.MIG_PROFILE: "GPU_I_PROFILE",
     semconv.MIG_GPU_INSTANCE_ID: "GPU_I_ID",
-    catalog.XID_CODE: "xid",
+    catalog.XID_CODE: "err_code",
+    # Derived in dcgm naming only (`derive`): the XID's text, as dcgm-exporter's err_msg.
+    "nvidia.xid.message": "err_msg",
 }
+_XID_MESSAGE = "nvidia.xid.message"
+HOSTNAME_SPELLINGS = ("Hostname", "hostname")
 # Runtime business labels: the key after the prefix, sanitized, behind dcgm-style prefixes.
 # Pod labels get no prefix, as dcgm-exporter's `--kubernetes-enable-pod-labels` renders them.
 PREFIXES: tuple[tuple[str, str], ...] = (
@@ -104,6 +135,45 @@ class DcgmField:
     name: str
     scale: float
     split_key: str  # the attribute that chose this field; not rendered as a label
+    convert: Convert | None = None  # applied after `scale` (rounding, XID code as the value)
+    type: str = ""  # the Prometheus type dcgm-exporter declares, where it differs from ours
+
+
+def label_names(hostname: str = "Hostname") -> Mapping[str, str]:
+    """`LABELS` with the host label spelled `hostname` (`Hostname` or dcgm-exporter's later
+    lowercase rename, the `dcgm_labels.hostname` option)."""
+    if hostname not in HOSTNAME_SPELLINGS:
+        raise ValueError(f"hostname label must be one of {', '.join(HOSTNAME_SPELLINGS)}")
+    return {**LABELS, semconv.HOST_NAME: hostname}
+
+
+def derive(attributes: dict[str, AttrValue], mig: bool) -> None:
+    """Adds or rewrites the attributes dcgm-exporter's labels need and ours do not carry: a MIG
+    instance's `device` is its GPU's (`nvidia0/gi3` → `nvidia0`), an XID gets its text."""
+    if mig:
+        name = attributes.get(semconv.HW_NAME)
+        if isinstance(name, str):
+            attributes[semconv.HW_NAME] = name.partition("/")[0]
+    code = attributes.get(catalog.XID_CODE)
+    if code is not None:
+        attributes[_XID_MESSAGE] = xid_message(code)
+
+
+def xid_message(code: AttrValue) -> str:
+    """dcgm-exporter's err_msg for an XID code ("Unknown Error" outside its table)."""
+    try:
+        number = int(code)
+    except (TypeError, ValueError):
+        return "Unknown Error"
+    return XID_MESSAGES[number] if 0 <= number < len(XID_MESSAGES) else "Unknown Error"
+
+
+def _rounded(value: float, attributes: Attributes) -> float:
+    return round(value)
+
+
+def _xid_code(value: float, attributes: Attributes) -> float:
+    return int(attributes.get(catalog.XID_CODE, 0))
 
 
 def conversion(otel_unit: str, dcgm_field: str) -> float:
@@ -126,6 +196,206 @@ def field(metric: str, unit: str, attributes: Mapping[str, AttrValue]) -> DcgmFi
     if not name or name not in DCGM_UNITS:
         return None
     try:
-        return DcgmField(name, conversion(unit, name), key)
+        scale = conversion(unit, name)
     except KeyError:
         return None
+    if name == _XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
+        return DcgmField(name, scale, key, _xid_code, "gauge")
+    return DcgmField(name, scale, key, _rounded if name in DCGM_INTEGER else None)
+
+
+# dcgm-exporter's `err_msg` per XID code (index = code; its xid_errors.go table as of 4.8.0,
+# from NVIDIA's XID catalog v580). Codes past the end render as "Unknown Error".
+XID_MESSAGES: tuple[str, ...] = (
+    # 0..9
+    "No Error",
+    "Invalid or corrupted push buffer stream",
+    "Invalid or corrupted push buffer stream",
+    "Invalid or corrupted push buffer stream",
+    "Invalid or corrupted push buffer stream",
+    "Unused",
+    "Invalid or corrupted push buffer stream",
+    "Invalid or corrupted push buffer address",
+    "GPU stopped processing",
+    "Driver error programming GPU",
+    # 10..19
+    "Unused",
+    "Invalid or corrupted push buffer stream",
+    "Driver error handling GPU exception",
+    "Graphics Engine Exception",
+    "Unused",
+    "Unused",
+    "Display engine hung",
+    "Unused",
+    "Bus mastering disabled in PCI Config Space",
+    "Display Engine error",
+    # 20..29
+    "Invalid or corrupted Mpeg push buffer",
+    "Invalid or corrupted Motion Estimation push buffer",
+    "Invalid or corrupted Video Processor push buffer",
+    "Unused",
+    "GPU semaphore timeout",
+    "Invalid or illegal push buffer stream",
+    "Framebuffer timeout",
+    "Video processor exception",
+    "Video processor exception",
+    "Video processor exception",
+    # 30..39
+    "GPU semaphore access error",
+    "GPU memory page fault",
+    "Invalid or corrupted push buffer stream",
+    "Internal micro-controller error",
+    "Video processor exception",
+    "Video processor exception",
+    "Video processor exception",
+    "Driver firmware error",
+    "Driver firmware error",
+    "Unused",
+    # 40..49
+    "Unused",
+    "Unused",
+    "Video processor exception",
+    "GPU stopped processing",
+    "Graphics Engine fault during context switch",
+    "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda",
+    "GPU stopped processing",
+    "Video processor exception",
+    "Double Bit ECC Error",
+    "Unused",
+    # 50..59
+    "Unused",
+    "Unused",
+    "Unused",
+    "Unused",
+    "Auxiliary power is not connected to the GPU board",
+    "Unused",
+    "Display Engine error",
+    "Error programming video memory interface",
+    "Unstable video memory interface detected",
+    "Internal micro-controller error",
+    # 60..69
+    "Video processor exception",
+    "Internal micro-controller breakpoint/warning",
+    "Internal micro-controller halt",
+    "ECC page retirement or row remapping recording event",
+    "ECC page retirement or row remapper recording failure",
+    "Video processor exception",
+    "Illegal access by driver",
+    "Illegal access by driver",
+    "NVDEC0 Exception",
+    "Graphics Engine class error",
+    # 70..79
+    "CE3: Unknown Error",
+    "CE4: Unknown Error",
+    "CE5: Unknown Error",
+    "NVENC2 Error",
+    "NVLINK Error",
+    "CE6: Unknown Error",
+    "CE7: Unknown Error",
+    "CE8: Unknown Error",
+    "vGPU Start Error",
+    "GPU has fallen off the bus",
+    # 80..89
+    "Corrupted data sent to GPU",
+    "VGA Subsystem Error",
+    "NVJPG0 Error",
+    "NVDEC1 Error",
+    "NVDEC2 Error",
+    "CE9: Unknown Error",
+    "OFA Exception",
+    "Reserved",
+    "NVDEC3 Error",
+    "NVDEC4 Error",
+    # 90..99
+    "Reserved",
+    "Reserved",
+    "High single-bit ECC error rate",
+    "Non-fatal violation of provisioned InfoROM wear limit",
+    "Contained ECC error",
+    "Uncontained ECC error",
+    "NVDEC5 Error",
+    "NVDEC6 Error",
+    "NVDEC7 Error",
+    "NVJPG1 Error",
+    # 100..109
+    "NVJPG2 Error",
+    "NVJPG3 Error",
+    "NVJPG4 Error",
+    "NVJPG5 Error",
+    "NVJPG6 Error",
+    "NVJPG7 Error",
+    "SMBPBI Test Message",
+    "SMBPBI Test Message Silent",
+    "Reserved",
+    "Context Switch Timeout Error",
+    # 110..119
+    "Security Fault Error",
+    "Display Bundle Error Event",
+    "Display Supervisor Error",
+    "DP Link Training Error",
+    "Display Pipeline Underflow Error",
+    "Display Core Channel Error",
+    "Display Window Channel Error",
+    "Display Cursor Channel Error",
+    "Display Pixel Pipeline Error",
+    "GSP RPC Timeout",
+    # 120..129
+    "GSP Error",
+    "C2C Link Error",
+    "SPI PMU RPC Read Failure",
+    "SPI PMU RPC Write Failure",
+    "SPI PMU RPC Erase Failure",
+    "Inforom FS Failure",
+    "Robust Channel CE10 Error",
+    "Robust Channel CE11 Error",
+    "Robust Channel CE12 Error",
+    "Robust Channel CE13 Error",
+    # 130..139
+    "Robust Channel CE14 Error",
+    "Robust Channel CE15 Error",
+    "Robust Channel CE16 Error",
+    "Robust Channel CE17 Error",
+    "Robust Channel CE18 Error",
+    "Robust Channel CE19 Error",
+    "ALI Training Fail",
+    "NVLink Privilege Error",
+    "Robust Channel DLA Error",
+    "Robust Channel OFA1 Error",
+    # 140..149
+    "Unrecovered ECC Error",
+    "Robust Channel Fast Path Error",
+    "Robust Channel NVENVC3 Error",
+    "GPU Initialization Failure",
+    "NVLINK: Saw Error",
+    "NVLINK: RLW Error",
+    "NVLINK: TLW Error",
+    "NVLINK: TREX Error",
+    "NVLINK: NVLPW_CTRL Error",
+    "NVLINK: NETIR Error",
+    # 150..159
+    "NVLINK: MSE Error",
+    "Robust Channel Key rotation Error",
+    "Robust Channel DLA SMMU Error",
+    "Robust Channel DLA timeout Error",
+    "GPU Recovery Action Changed",
+    "NVLINK: SW Defined Error",
+    "Resource Retirement Event",
+    "Resource Retirement Failure",
+    "GPU Fatal Timeout",
+    "Robust Channel CHI Non-Data Error",
+    # 160..169
+    "Channel Retirement Event",
+    "Channel Retirement Failure",
+    "Power Smoothing HW Circuitry Reengaged",
+    "Power Smoothing HW Circuitry Disengaged",
+    "Power Smoothing HW Circuitry Low Lifetime",
+    "Power Smoothing HW Circuitry Lifetime Exhausted",
+    "NVLINK Secure Crypto Error",
+    "PCIE Fatal Timeout",
+    "Reduced GPU Memory Capacity (Errors found in write protection region)",
+    "Internal micro-controller halt",
+    # 170..172
+    "NVLINK: Interrupt seen in CC mode",
+    "Uncorrectable DRAM Error",
+    "Uncorrectable SRAM Error",
+)

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from otelgpu.component import Host, Settings
 from otelgpu.config.types import split_endpoint
+from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
 from otelgpu.exporters.prometheus.render import EMPTY, Body, encode, render_text
@@ -56,7 +57,12 @@ class PrometheusExporter:
         self._id = str(settings.id)
         self._clock = clock
         self._sleep = sleep
-        self._translator = Translator(config.naming, config.const_labels, config.shared_gpu_series)
+        self._translator = Translator(
+            config.naming,
+            config.const_labels,
+            config.shared_gpu_series,
+            dcgm.label_names(config.dcgm_labels.hostname),
+        )
         self._store = SeriesStore()
         self._body = EMPTY
         self._stale = asyncio.Event()

@@ -92,8 +92,14 @@ class LabelRenderer:
     was not used since the previous rotation, so pods that come and go do not grow it.
     """
 
-    def __init__(self, naming: Naming, const_labels: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        naming: Naming,
+        const_labels: Mapping[str, str],
+        dcgm_labels: Mapping[str, str] | None = None,
+    ) -> None:
         self._naming = naming
+        self._dcgm_labels = dcgm.LABELS if dcgm_labels is None else dcgm_labels
         self._const = tuple(const_labels.items())
         self._current: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
         self._previous: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
@@ -138,6 +144,8 @@ class LabelRenderer:
         merged.update(attributes)
         merged.pop(drop, None)
         mig = semconv.HW_PARENT in merged
+        if self._naming == "dcgm":
+            dcgm.derive(merged, mig)  # MIG `device`, XID `err_msg`
         groups: dict[str, list[tuple[bool, str, str]]] = {}
         for key, value in merged.items():
             text = label_value(value)
@@ -159,16 +167,16 @@ class LabelRenderer:
         if self._naming == "otel":
             name, authoritative = sanitize_label(key), False
         else:
-            name, authoritative = dcgm_label(key, mig)
+            name, authoritative = dcgm_label(key, mig, self._dcgm_labels)
         return ("key_" + name, False) if name in RESERVED_NAMES else (name, authoritative)
 
 
-def dcgm_label(key: str, mig: bool) -> tuple[str, bool]:
+def dcgm_label(key: str, mig: bool, labels: Mapping[str, str] = dcgm.LABELS) -> tuple[str, bool]:
     """dcgm-exporter's label for an attribute key (MIG instances: `UUID` is the parent GPU's)."""
     if mig and key == semconv.HW_PARENT:
         return "UUID", True
     if not (mig and key == semconv.HW_ID):
-        mapped = dcgm.LABELS.get(key)
+        mapped = labels.get(key)
         if mapped is not None:
             return mapped, True
     for prefix, replacement in dcgm.PREFIXES:

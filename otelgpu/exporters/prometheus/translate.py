@@ -37,6 +37,7 @@ class Target:
     help: str
     scale: float = 1.0
     drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
+    convert: dcgm.Convert | None = None  # after `scale`: dcgm's integers, the XID code
 
 
 class Translator:
@@ -47,10 +48,11 @@ class Translator:
         naming: Naming,
         const_labels: Mapping[str, str],
         shared_gpu_series: SharedGpuSeries = "device",
+        dcgm_labels: Mapping[str, str] | None = None,
     ) -> None:
         self._naming = naming
         self._per_holder = shared_gpu_series == "per_holder"
-        self.labels = LabelRenderer(naming, const_labels)
+        self.labels = LabelRenderer(naming, const_labels, dcgm_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
@@ -105,15 +107,16 @@ class Translator:
         if family is None:
             return 0
         lines = self.labels.lines(resource)
-        name, scale, batch = target.name, target.scale, store.batch
+        name, scale, convert, batch = target.name, target.scale, target.convert, store.batch
         # Family.write, inlined: this loop runs once per point of every batch.
         series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
         stored = 0
         for point in metric.points:
             try:
-                text = format_value(point.value * scale if scale != 1.0 else point.value)
-            except (TypeError, ValueError):
+                value = point.value * scale if scale != 1.0 else point.value
+                text = format_value(value if convert is None else convert(value, point.attributes))
+            except (TypeError, ValueError, OverflowError):
                 continue  # not a number: counted as dropped by the caller
             attributes = tuple(point.attributes.items())
             prefix = lines.get((name, attributes, ""))
@@ -140,8 +143,11 @@ class Translator:
             t = self.target(metric, point.attributes)
             family = store.family(t.name, t.type, t.help)
             try:
-                text = format_value(point.value * t.scale if t.scale != 1.0 else point.value)
-            except (TypeError, ValueError):
+                value = point.value * t.scale if t.scale != 1.0 else point.value
+                text = format_value(
+                    value if t.convert is None else t.convert(value, point.attributes)
+                )
+            except (TypeError, ValueError, OverflowError):
                 continue
             if family is not None:
                 attributes = tuple(point.attributes.items())
@@ -168,7 +174,14 @@ class Translator:
         if self._naming == "dcgm":
             found = dcgm.field(metric.name, metric.unit, attributes)
             if found is not None:
-                return Target(found.name, type_, metric.description, found.scale, found.split_key)
+                return Target(
+                    found.name,
+                    found.type or type_,
+                    metric.description,
+                    found.scale,
+                    found.split_key,
+                    found.convert,
+                )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(name, type_, metric.description)
 

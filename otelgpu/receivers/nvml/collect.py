@@ -13,27 +13,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from otelgpu import semconv
+from otelgpu import __version__, semconv
 from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.fields_parity import gpm_convert
-from otelgpu.receivers.nvml.health import HealthSummary
+from otelgpu.receivers.nvml.health import HealthSummary, status_points
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
-from otelgpu.receivers.nvml.sources import NO_ATTRIBUTES, Plan
+from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, Plan
 from otelgpu.telemetry import SelfTelemetry
 
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
+_FIELD_NAMES = {field_id: name for name, field_id in FIELD_IDS.items()}
 _UP = "nvidia.gpu.up"
+_STATUS = "hw.status"
 _XID = "nvidia.gpu.xid.errors"
-_HEALTH = "hw.status"
 _PROCESS_MEMORY = "nvidia.gpu.process.memory.usage"
 _PROCESS_UTILIZATION = "nvidia.gpu.process.utilization"
-_PROCESS_MEMORY_UTILIZATION = "nvidia.gpu.process.memory.utilization"
-PROCESS_METRICS = frozenset({_PROCESS_MEMORY, _PROCESS_UTILIZATION, _PROCESS_MEMORY_UTILIZATION})
+_PROCESS_MEMORY_BUSY = "nvidia.gpu.process.memory.busy"
+PROCESS_METRICS = frozenset({_PROCESS_MEMORY, _PROCESS_UTILIZATION, _PROCESS_MEMORY_BUSY})
 _COMPUTE_PROCESSES = "nvmlDeviceGetComputeRunningProcesses"
 _PROCESS_SAMPLES = "nvmlDeviceGetProcessUtilization"
 _TASKS: tuple[tuple[str, Attributes], ...] = tuple(
@@ -87,7 +88,7 @@ class Collector:
         self._field_ids = [r.field_id for r in plan.fields]
         self._reads = {r.field_id: r for r in plan.fields}
         self._xid_attributes: dict[int, Attributes] = {}
-        self._health = HealthSummary()
+        self._summary = HealthSummary()
 
     def collect(self, devices: list[Device], cycle: Cycle) -> Batch:
         """One ResourceMetrics per device (plus one per GPU process); never raises."""
@@ -99,6 +100,7 @@ class Collector:
             if device.parent is not None and not device.parent.up:
                 device.up = False  # a MIG instance goes down with its GPU
             if device.up:
+                known = len(device.unsupported)
                 try:
                     self._read(device, cycle, points)
                     if self._resolver is not None and PROCESS_METRICS & self._plan.enabled:
@@ -108,18 +110,57 @@ class Collector:
                     points.clear()
                 except Exception:  # a bug must cost one device one cycle, not the batch
                     self._error("collect")
-            if _UP in self._plan.enabled:
-                self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0)
+                if len(device.unsupported) != known:
+                    self._tell_unsupported(device)
+            self._health(device, cycle, points)
             if points:
                 out.append(
                     ResourceMetrics(
-                        resource=device.resource, metrics=_metrics(points), identity=device.uuid
+                        resource=device.resource,
+                        metrics=_metrics(points),
+                        identity=device.uuid,
+                        scope_version=__version__,
+                        schema_url=semconv.SCHEMA_URL,
                     )
                 )
             out.extend(processes)
         if self._resolver is not None:
             self._resolver.retain(live_pids)
         return tuple(out)
+
+    def _tell_unsupported(self, device: Device) -> None:
+        """Logs, once per device, the NVML sources it refused for good (by their NVML names)."""
+        new = sorted(
+            _source_name(key) for key in device.unsupported - device.told_unsupported
+            if key != "fields"  # bookkeeping: every batched field is refused
+        )  # fmt: skip
+        device.told_unsupported |= device.unsupported
+        if new:
+            self._log.info(
+                "%s %s (index %d): not supported, not asked again: %s",
+                "MIG instance" if device.is_mig else "GPU",
+                device.uuid,
+                device.index,
+                ", ".join(new),
+            )
+
+    def _health(
+        self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]
+    ) -> None:
+        """`nvidia.gpu.up` and `hw.status`: emitted for a lost GPU too (that is the news)."""
+        enabled = self._plan.enabled
+        if _UP in enabled:
+            self._add(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0, device)
+        if _STATUS in enabled:
+            if device.up and not device.is_mig:
+                xids = cycle.xids.get(device.uuid, {})
+                states = self._summary.points(device.uuid, points, xids, cycle.now_ns)
+            else:  # a MIG instance is as healthy as it answers; its GPU carries the reasons
+                states = status_points(
+                    "ok" if device.up else "failed", "" if device.up else "gpu_lost"
+                )
+            for attributes, value in states:
+                self._add(points, _STATUS, attributes, cycle, value, device)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -135,24 +176,21 @@ class Collector:
             values = self._guard(device, reader.key, reader.read, self._client, device.handle)
             if isinstance(values, Failed):
                 continue
-            for metric, value in zip(reader.metrics, values, strict=True):
+            attributes = reader.point_attributes()
+            for metric, value, attrs in zip(reader.metrics, values, attributes, strict=True):
                 if metric in self._plan.enabled:
-                    self._add(points, metric, NO_ATTRIBUTES, cycle, value)
+                    self._add(points, metric, attrs, cycle, value, device)
         for extra in () if device.is_mig else self._plan.points:  # whole-GPU readings
             if extra.key not in device.unsupported:
                 found = self._guard(device, extra.key, extra.read, self._client, device)
-                for metric, attributes, value in () if isinstance(found, Failed) else found:
+                for metric, attrs, value in () if isinstance(found, Failed) else found:
                     if metric in self._plan.enabled:
-                        self._add(points, metric, attributes, cycle, value)
+                        self._add(points, metric, attrs, cycle, value, device)
         if self._plan.gpm and device.gpm and "gpm" not in device.unsupported:
             self._gpm(device, cycle, points)
         if not device.is_mig and _XID in self._plan.enabled:
             for code, count in cycle.xids.get(device.uuid, {}).items():
-                self._add(points, _XID, self._xid_attrs(code), cycle, count)
-        if not device.is_mig and _HEALTH in self._plan.enabled:
-            xids = cycle.xids.get(device.uuid, {})
-            for attributes, value in self._health.points(device.uuid, points, xids, cycle.now_ns):
-                self._add(points, _HEALTH, attributes, cycle, value)
+                self._add(points, _XID, self._xid_attrs(code), cycle, count, device)
 
     def _guard(
         self, device: Device, key: str, call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
@@ -165,7 +203,6 @@ class Collector:
                 raise GpuLost from None
             if exc.code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(key)
-                self._log.debug("%s: %s not supported, not asked again", device.uuid, key)
             else:
                 self._error(key)
         except Exception:  # a bug or a surprising answer: counted, the cycle goes on
@@ -200,7 +237,7 @@ class Collector:
             else:
                 self._error(read.name)
         for (metric, _), (attributes, value) in sums.items():
-            self._add(points, metric, attributes, cycle, value)
+            self._add(points, metric, attributes, cycle, value, device)
         if len(ids) and all(f"field:{i}" in device.unsupported for i in ids):
             device.unsupported.add("fields")  # nothing left to ask this device in a batch
 
@@ -250,7 +287,7 @@ class Collector:
         for metric_id, (code, value) in zip(ids, answer, strict=True):
             name, metric = by_id[metric_id]
             if code == nvml.SUCCESS:
-                self._add(points, metric, NO_ATTRIBUTES, cycle, gpm_convert(name, value))
+                self._add(points, metric, NO_ATTRIBUTES, cycle, gpm_convert(name, value), device)
             elif code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(f"gpm:{name}")
 
@@ -273,15 +310,17 @@ class Collector:
             live_pids.append(pid)
             points: dict[str, list[NumberDataPoint]] = {}
             if pid in used:
-                self._add(points, _PROCESS_MEMORY, NO_ATTRIBUTES, cycle, used[pid])
+                self._add(points, _PROCESS_MEMORY, NO_ATTRIBUTES, cycle, used[pid], device)
             if samples is not None:
                 # A listed process with no new sample did no work since the last one.
-                self._utilization(points, sampled.get(pid), cycle)
+                self._utilization(points, sampled.get(pid), cycle, device)
             out.append(
                 ResourceMetrics(
                     resource=self._process_resource(device, pid),
                     metrics=_metrics(points),
                     identity=(device.uuid, pid),
+                    scope_version=__version__,
+                    schema_url=semconv.SCHEMA_URL,
                 )
             )
         resources = device.process_resources
@@ -302,7 +341,7 @@ class Collector:
     def _process_samples(self, device: Device) -> dict[int, ProcessUtilization] | None:
         enabled = self._plan.enabled
         if _PROCESS_SAMPLES in device.unsupported or not (
-            _PROCESS_UTILIZATION in enabled or _PROCESS_MEMORY_UTILIZATION in enabled
+            _PROCESS_UTILIZATION in enabled or _PROCESS_MEMORY_BUSY in enabled
         ):
             return None
         since = device.utilization_since_us
@@ -319,15 +358,16 @@ class Collector:
         points: dict[str, list[NumberDataPoint]],
         sample: ProcessUtilization | None,
         cycle: Cycle,
+        device: Device,
     ) -> None:
         enabled = self._plan.enabled
         if _PROCESS_UTILIZATION in enabled:
             values = (sample.sm, sample.encoder, sample.decoder) if sample else (0, 0, 0)
             for (_, attributes), value in zip(_TASKS, values, strict=True):
-                self._add(points, _PROCESS_UTILIZATION, attributes, cycle, value / 100)
-        if _PROCESS_MEMORY_UTILIZATION in enabled:
+                self._add(points, _PROCESS_UTILIZATION, attributes, cycle, value / 100, device)
+        if _PROCESS_MEMORY_BUSY in enabled:
             busy = sample.memory / 100 if sample else 0.0
-            self._add(points, _PROCESS_MEMORY_UTILIZATION, NO_ATTRIBUTES, cycle, busy)
+            self._add(points, _PROCESS_MEMORY_BUSY, NO_ATTRIBUTES, cycle, busy, device)
 
     def _process_resource(self, device: Device, pid: int) -> Attributes:
         resource = device.process_resources.get(pid)
@@ -349,9 +389,12 @@ class Collector:
         attributes: Attributes,
         cycle: Cycle,
         value: int | float,
+        device: Device,
     ) -> None:
         point = NumberDataPoint(
-            attributes=attributes,
+            # hw.id and hw.type on the point too (the conventions require them there): an
+            # OTLP consumer that drops resource attributes still tells the GPUs apart.
+            attributes=device.point_attributes(attributes),
             time_unix_nano=cycle.now_ns,
             value=value,
             start_time_unix_nano=cycle.start_ns if metric in _MONOTONIC else 0,
@@ -385,6 +428,14 @@ class Collector:
             receiver=self._receiver,
             source=source,
         )
+
+
+def _source_name(key: str) -> str:
+    """An unsupported-source key as NVML names it (`field:82` → `NVML_FI_DEV_MEMORY_TEMP`)."""
+    how, _, what = key.partition(":")
+    if how == "field":
+        return _FIELD_NAMES.get(int(what), key) if what.isdigit() else key
+    return what if how == "gpm" else key
 
 
 def _metric(name: str, points: list[NumberDataPoint]) -> Metric:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from typing import Literal
 
@@ -19,13 +20,22 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
 SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
-    sorted({name for spec in CATALOG for name in spec.source_name.split(",") if name != "health"})
+    sorted(
+        {
+            name
+            for spec in CATALOG
+            for source in spec.sources
+            for name in source.partition(":")[2].split(",")
+            if name != "health"
+        }
+    )
 )
 
 
 class Backend(Enum):
-    """Where readings come from. `auto` means `simulated` when a `simulated:` block is given,
-    `nvml` otherwise: a missing library never silently turns into invented data."""
+    """Where readings come from. `auto` means `nvml` wherever the NVML library is present (a
+    leftover `simulated:` block never replaces real GPUs), and `simulated` only on a node
+    without NVML that has a `simulated:` block (resources marked `otelgpu.simulated=true`)."""
 
     AUTO = "auto"
     NVML = "nvml"
@@ -117,7 +127,8 @@ class NvmlReceiverConfig(StrictModel):
     metrics: `{NAME: {enabled: bool}}` overrides of the catalog's defaults (docs/metrics.md).
     processes: also emit per-process GPU memory, each process mapped to its container (false).
     host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
-    backend: `auto` (simulated if a `simulated:` block is given, else nvml), `nvml`, `simulated`.
+    backend: `auto` (nvml where the library is present; simulated only where it is absent and a
+    `simulated:` block is given), `nvml`, `simulated`.
     simulated: the simulated GPUs (only read when the backend is simulated).
     """
 
@@ -143,8 +154,9 @@ class NvmlReceiverConfig(StrictModel):
             if (self.metrics[spec.name].enabled if spec.name in self.metrics else spec.enabled)
         )
 
-    def use_simulated(self) -> bool:
-        """Whether the simulated backend serves this receiver."""
+    def use_simulated(self, nvml_present: Callable[[], bool]) -> bool:
+        """Whether the simulated backend serves this receiver (`nvml_present` is asked only
+        for `auto` with a `simulated:` block)."""
         if self.backend is Backend.AUTO:
-            return self.simulated is not None
+            return self.simulated is not None and not nvml_present()
         return self.backend is Backend.SIMULATED

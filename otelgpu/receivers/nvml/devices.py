@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from otelgpu import semconv
-from otelgpu.model import AttrValue
+from otelgpu.model import Attributes, AttrValue
+from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
 
 
@@ -28,6 +29,7 @@ class Device:
     parent: Device | None = None
     up: bool = True
     unsupported: set[str] = field(default_factory=set)  # reader keys NVML refused for good
+    told_unsupported: set[str] = field(default_factory=set)  # those already logged
     field_ids: list[int] | None = None  # the field IDs still worth asking, once known
     gpu_instance_id: int = -1  # MIG instances: their GPU instance (GPM samples by it)
     has_mig: bool = False  # MIG enabled with instances: processes are read per instance
@@ -36,15 +38,40 @@ class Device:
     gpm_primed: bool = False
     process_resources: dict[int, dict[str, AttrValue]] = field(default_factory=dict)
     utilization_since_us: int = 0  # the newest per-process utilization sample already read
+    # Point attributes with hw.id and hw.type added, per attribute dict of the catalog (by id;
+    # the dict is kept in the entry so its id cannot be reused by another).
+    _with_identity: dict[int, tuple[Attributes, Attributes]] = field(default_factory=dict)
 
     @property
     def is_mig(self) -> bool:
         """Whether this is a MIG instance (its GPU is `parent`)."""
         return self.parent is not None
 
+    def point_attributes(self, attributes: Attributes) -> Attributes:
+        """`attributes` with this device's `hw.id` and `hw.type` (built once per dict)."""
+        hit = self._with_identity.get(id(attributes))
+        if hit is not None and hit[0] is attributes:
+            return hit[1]
+        merged = {
+            semconv.HW_ID: self.uuid,
+            semconv.HW_TYPE: self.resource[semconv.HW_TYPE],
+            **attributes,
+        }
+        self._with_identity[id(attributes)] = (attributes, merged)
+        return merged
+
 
 def _selected(index: int, uuid: str, devices: str | Sequence[int | str]) -> bool:
     return devices == "all" or index in devices or uuid in devices or str(index) in devices
+
+
+def unmatched(devices: str | Sequence[int | str], found: list[Device]) -> list[int | str]:
+    """The `devices:` entries that select none of the GPUs `found` (an index or a UUID that
+    does not exist here, or a GPU that could not be opened)."""
+    if devices == "all":
+        return []
+    gpus = [d for d in found if not d.is_mig]
+    return [e for e in devices if not any(_selected(d.index, d.uuid, [e]) for d in gpus)]
 
 
 def discover(
@@ -92,7 +119,7 @@ def _open_gpu(
 def _gpu_resource(
     client: NvmlClient, handle: Handle, index: int, uuid: str, driver: str
 ) -> dict[str, AttrValue]:
-    return {
+    resource: dict[str, AttrValue] = {
         semconv.HW_ID: uuid,
         semconv.HW_TYPE: "gpu",
         semconv.HW_NAME: f"nvidia{index}",
@@ -100,8 +127,24 @@ def _gpu_resource(
         semconv.HW_VENDOR: "NVIDIA",
         semconv.GPU_INDEX: str(index),
         semconv.GPU_PCI_BUS_ID: client.pci_bus_id(handle),
-        semconv.GPU_DRIVER_VERSION: driver,
+        semconv.HW_DRIVER_VERSION: driver,
     }
+    for key, read in ((semconv.HW_SERIAL_NUMBER, client.serial),
+                      (semconv.HW_FIRMWARE_VERSION, client.vbios_version)):  # fmt: skip
+        value = _optional(read, handle)
+        if value:
+            resource[key] = value
+    return resource
+
+
+def _optional(read: Callable[[Handle], str], handle: Handle) -> str:
+    """A descriptive string NVML may not have for this board ("" then)."""
+    try:
+        return read(handle).strip()
+    except NvmlError as exc:
+        if exc.code in nvml.UNSUPPORTED_CODES:
+            return ""
+        raise
 
 
 def _set_optional(

@@ -52,8 +52,12 @@ _RESOURCE = f"""
 
 Every GPU series carries `{semconv.HW_ID}` (GPU UUID), `{semconv.HW_TYPE}` (`gpu`),
 `{semconv.HW_NAME}` (`nvidia0`), `{semconv.HW_MODEL}`, `{semconv.HW_VENDOR}` (`NVIDIA`),
-`{semconv.GPU_INDEX}`, `{semconv.GPU_PCI_BUS_ID}`, `{semconv.GPU_DRIVER_VERSION}` and
-`{semconv.HOST_NAME}`. A MIG instance is its own resource: `{semconv.HW_ID}` is the MIG UUID,
+`{semconv.GPU_INDEX}`, `{semconv.GPU_PCI_BUS_ID}`, `{semconv.HW_DRIVER_VERSION}`,
+`{semconv.HW_SERIAL_NUMBER}` and `{semconv.HW_FIRMWARE_VERSION}` (the VBIOS; both left out where
+NVML has none) and `{semconv.HOST_NAME}` (the node name from `K8S_NODE_NAME` when it is set, as
+dcgm-exporter's `Hostname`; else the hostname). The simulated backend adds
+`{semconv.SIMULATED}=true` to every resource. A MIG instance is its own resource:
+`{semconv.HW_ID}` is the MIG UUID,
 `{semconv.HW_NAME}` is `nvidia0/gi<N>`, and it adds `{semconv.HW_PARENT}` (the GPU's UUID),
 `{semconv.MIG_PROFILE}`, `{semconv.MIG_GPU_INSTANCE_ID}` and `{semconv.MIG_COMPUTE_INSTANCE_ID}`.
 Per-process metrics are one resource per (GPU, process): the GPU's attributes plus
@@ -70,6 +74,41 @@ properties of that series: when they change, the old label set is gone from `/me
 and never sent again by OTLP; `metric_expiration` only removes devices and processes that stop
 reporting. Device metrics are emitted once per GPU and once per MIG instance, whoever holds
 them, so `sum()` over a node is the node's real total.
+
+## Semantic conventions
+
+`hw.*` names follow the OpenTelemetry hardware semantic conventions (schema
+`{semconv.SCHEMA_URL}`, sent as the OTLP schema URL; the scope version is the agent's version).
+`otelgpu/receivers/nvml/semconv_facts.yaml` keeps the conventions' facts the receiver relies on,
+with the commit they were read at, and a test holds every emitted name, type, unit and attribute
+against it. In particular:
+
+- `hw.gpu.memory.utilization` is the fraction of memory **used** (used / total). NVML's "memory
+  utilization rate" (time device memory was busy, dcgm's `DCGM_FI_DEV_MEM_COPY_UTIL`) is
+  `nvidia.gpu.memory.busy`.
+- `hw.gpu.utilization` carries `hw.gpu.task`: `general`, `encoder`, `decoder` (dcgm's
+  `DCGM_FI_DEV_GPU_UTIL`, `_ENC_UTIL`, `_DEC_UTIL`).
+- `hw.errors` has `error.type` `corrected` / `uncorrected`; `hw.status` has `hw.state` `ok` /
+  `degraded` / `failed` (1 for the state the GPU is in) and, beyond the conventions,
+  `nvidia.gpu.health.reason` (why; rules in docs/migrating-from-dcgm-exporter.md).
+- `hw.gpu.memory.usage` and `hw.gpu.memory.limit` are UpDownCounters (non-monotonic sums) in
+  OTLP; Prometheus shows them as gauges.
+- Every data point carries `{semconv.HW_ID}` and `{semconv.HW_TYPE}` (the conventions require
+  them), so an OTLP consumer that does not promote resource attributes (Prometheus's own OTLP
+  endpoint by default) still keeps one series per GPU.
+
+Where we deliberately differ:
+
+- `hw.temperature` points belong to the GPU (`hw.type=gpu`, the GPU's `hw.id`) with
+  `hw.sensor_location` `gpu` (core) or `memory` (HBM); the conventions model a temperature
+  sensor as a component of its own (`hw.type=temperature`).
+- `hw.driver_version`, `hw.serial_number`, `hw.firmware_version`, `hw.model` and `hw.vendor`
+  are resource attributes (one value per GPU), not repeated on every data point as the GPU
+  metric attribute group lists them.
+- NVLink traffic is `nvidia.gpu.nvlink.io` with `network.io.direction` (shaped like
+  `hw.gpu.io`, which does not say which bus): dcgm naming renders both directions under
+  `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` with a `network_io_direction` label, so sum them for
+  dcgm-exporter's single total.
 
 ## Metrics added by processors
 
@@ -93,7 +132,7 @@ def _row(spec: MetricSpec) -> str:
         kind,
         attributes,
         "yes" if spec.enabled else "no",
-        f"`{spec.source}`".replace(",", ", "),
+        "<br>".join(f"`{source}`".replace(",", ", ") for source in spec.sources),
         dcgm,
         spec.description.replace("|", "\\|"),
     )

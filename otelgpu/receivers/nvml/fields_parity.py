@@ -1,7 +1,7 @@
 """Catalog entries for the readings dcgm-exporter users alert on (issue 17), kept apart from
 `metrics.py` so the base catalog stays short: clock events and violation time, NVLink errors and
 link state, ECC lifetime counts, retired pages, row-remap pending, PCIe link, vGPU licence, the
-extra GPM activity metrics, and the `hw.status` health summary.
+and the extra GPM activity metrics (the `hw.status` health summary's rules are in `health.py`).
 
 Rows are plain tuples in `MetricSpec` field order (name, unit, kind, monotonic, description,
 enabled, source, dcgm, attributes) so this module does not import `metrics.py` (which imports
@@ -275,13 +275,6 @@ PARITY_ROWS: tuple[Row, ...] = (
         "nvidia.gpu.nvlink.rx.throughput", "By/s", "gpm:NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC",
         "DCGM_FI_PROF_NVLINK_RX_BYTES",
         "NVLink bytes received per second over all links, averaged over the interval (GPM).",
-    ),
-    (
-        "hw.status", "{state}", GAUGE, False,
-        "GPU health summary: one series per hw.state (ok, degraded, failed), 1 on the current "
-        "state; nvidia.gpu.health.reason lists why (docs/migrating-from-dcgm-exporter.md, "
-        "GPU health rules).",
-        True, "agent:health", "", (HW_STATE, HEALTH_REASON),
     ),
 )  # fmt: skip
 

@@ -21,7 +21,8 @@ degraded
 XIDs that applications cause (13, 31, 43, 45, ...) do not change the state.
 
 A rule whose input metric is switched off is not evaluated (its reason never appears). A lost
-GPU reports no summary at all: `nvidia.gpu.up` is 0 for it.
+GPU is `failed` with the reason `gpu_lost` (and `nvidia.gpu.up` 0). A MIG instance is `ok` while
+it answers and `failed` (`gpu_lost`) once its GPU is lost; the reasons live on its GPU.
 """
 
 from __future__ import annotations
@@ -117,8 +118,12 @@ class HealthSummary:
             elif code in DEGRADED_XIDS:
                 degraded.append(f"xid_{code}")
         state = "failed" if failed else "degraded" if degraded else "ok"
-        reason = ",".join(failed + degraded)
-        return [
-            ({HW_STATE: s, HEALTH_REASON: reason if s == state else ""}, 1 if s == state else 0)
-            for s in STATES
-        ]
+        return status_points(state, ",".join(failed + degraded))
+
+
+def status_points(state: str, reason: str) -> list[tuple[Attributes, int]]:
+    """One (attributes, value) per hw.state: 1 on `state`, which alone carries the reason."""
+    return [
+        ({HW_STATE: s, HEALTH_REASON: reason if s == state else ""}, 1 if s == state else 0)
+        for s in STATES
+    ]

@@ -14,6 +14,10 @@ from it (`render_markdown`), so the three cannot drift apart.
 - `process:nvmlDeviceGetProcessUtilization` — per-process utilization (`processes: true`);
 - `agent:health` — the receiver's own view of whether the GPU answers.
 
+`also` lists further sources feeding the same metric, told apart by an attribute (the memory
+temperature is `hw.temperature{hw.sensor_location=memory}`, encoder and decoder utilization are
+`hw.gpu.utilization{hw.gpu.task=encoder|decoder}`, as the hardware conventions have them).
+
 Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_scale` gives
 the factor back to dcgm-exporter's unit for exporters that render dcgm names.
 """
@@ -24,12 +28,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from otelgpu.model import AttrValue, MetricKind
-from otelgpu.receivers.nvml.fields_parity import PARITY_DCGM_SPLIT, PARITY_ROWS
+from otelgpu.receivers.nvml.fields_parity import HEALTH_REASON, PARITY_DCGM_SPLIT, PARITY_ROWS
 
 # Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only).
 ERROR_TYPE = "error.type"  # hardware semantic conventions' key for hw.errors
 GPU_TASK = "hw.gpu.task"  # hardware semantic conventions: general | encoder | decoder
 XID_CODE = "nvidia.xid.code"  # the XID number, as an int
+SENSOR_LOCATION = "hw.sensor_location"  # hardware conventions: gpu | memory
+IO_DIRECTION = "network.io.direction"  # transmit | receive
+HW_STATE = "hw.state"  # hardware conventions' hw.status state: ok | degraded | failed
 
 GAUGE = MetricKind.GAUGE
 SUM = MetricKind.SUM
@@ -48,6 +55,7 @@ class MetricSpec:
     source: str
     dcgm: str
     attributes: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()  # further `<how>:<what>` sources of the same metric
 
     @property
     def source_kind(self) -> str:
@@ -59,6 +67,11 @@ class MetricSpec:
         """The part of `source` after the colon (the NVML field, call or GPM metric)."""
         return self.source.partition(":")[2]
 
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """`source` and the `also` sources."""
+        return (self.source, *self.also)
+
 
 def _gauge(
     name: str,
@@ -68,8 +81,11 @@ def _gauge(
     description: str,
     enabled: bool = True,
     attributes: tuple[str, ...] = (),
+    also: tuple[str, ...] = (),
 ) -> MetricSpec:
-    return MetricSpec(name, unit, GAUGE, False, description, enabled, source, dcgm, attributes)
+    return MetricSpec(
+        name, unit, GAUGE, False, description, enabled, source, dcgm, attributes, also
+    )
 
 
 def _counter(
@@ -84,31 +100,50 @@ def _counter(
     return MetricSpec(name, unit, SUM, True, description, enabled, source, dcgm, attributes)
 
 
+def _updown(
+    name: str,
+    unit: str,
+    source: str,
+    dcgm: str,
+    description: str,
+    attributes: tuple[str, ...] = (),
+) -> MetricSpec:
+    """A non-monotonic sum (an OTel UpDownCounter): a level, such as memory in use."""
+    return MetricSpec(name, unit, SUM, False, description, True, source, dcgm, attributes)
+
+
 CATALOG: tuple[MetricSpec, ...] = (
     _gauge(
         "nvidia.gpu.up", "{state}", "agent:health", "",
         "1 while the GPU answers NVML, 0 once it is lost (NVML_ERROR_GPU_IS_LOST).",
     ),
-    _gauge(
-        "hw.gpu.utilization", "1", "call:nvmlDeviceGetUtilizationRates", "DCGM_FI_DEV_GPU_UTIL",
-        "Fraction of time one or more kernels ran on the GPU (0..1).",
+    _updown(
+        "hw.status", "1", "agent:health", "",
+        "GPU health summary, 1 for the hw.state the GPU is in (ok, degraded, failed) and 0 for "
+        "the others; nvidia.gpu.health.reason lists why (docs/migrating-from-dcgm-exporter.md, "
+        "GPU health rules; gpu_lost once NVML loses the GPU).",
+        (HW_STATE, HEALTH_REASON),
     ),
     _gauge(
-        "hw.gpu.memory.utilization", "1", "call:nvmlDeviceGetUtilizationRates",
+        "hw.gpu.utilization", "1", "call:nvmlDeviceGetUtilizationRates", "",
+        "Fraction of time the GPU spent on a task (0..1): hw.gpu.task is general (one or more "
+        "kernels running), encoder or decoder (the video engines).",
+        attributes=(GPU_TASK,),
+        also=("call:nvmlDeviceGetEncoderUtilization", "call:nvmlDeviceGetDecoderUtilization"),
+    ),
+    _gauge(
+        "hw.gpu.memory.utilization", "1", "call:nvmlDeviceGetMemoryInfo", "",
+        "Fraction of GPU memory used (used / total, 0..1).",
+    ),
+    _gauge(
+        "nvidia.gpu.memory.busy", "1", "call:nvmlDeviceGetUtilizationRates",
         "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "Fraction of time device memory was being read or written (0..1).",
+        "Fraction of time device memory was being read or written (0..1; NVML's memory "
+        "utilization rate).",
     ),
-    _gauge(
-        "nvidia.gpu.encoder.utilization", "1", "call:nvmlDeviceGetEncoderUtilization",
-        "DCGM_FI_DEV_ENC_UTIL", "Video encoder utilization (0..1).",
-    ),
-    _gauge(
-        "nvidia.gpu.decoder.utilization", "1", "call:nvmlDeviceGetDecoderUtilization",
-        "DCGM_FI_DEV_DEC_UTIL", "Video decoder utilization (0..1).",
-    ),
-    _gauge(
+    _updown(
         "hw.gpu.memory.usage", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_USED",
-        "Framebuffer memory in use.",
+        "GPU memory in use.",
     ),
     _gauge(
         "nvidia.gpu.memory.free", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_FREE",
@@ -118,9 +153,9 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.memory.reserved", "By", "call:nvmlDeviceGetMemoryInfo",
         "DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved by the driver and firmware.",
     ),
-    _gauge(
+    _updown(
         "hw.gpu.memory.limit", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_TOTAL",
-        "Total framebuffer memory.",
+        "Size of the GPU memory.",
     ),
     _gauge(
         "nvidia.gpu.sm.clock", "Hz", "call:nvmlDeviceGetClockInfo", "DCGM_FI_DEV_SM_CLOCK",
@@ -131,12 +166,9 @@ CATALOG: tuple[MetricSpec, ...] = (
         "Current memory clock frequency.",
     ),
     _gauge(
-        "hw.temperature", "Cel", "call:nvmlDeviceGetTemperature", "DCGM_FI_DEV_GPU_TEMP",
-        "GPU core temperature.",
-    ),
-    _gauge(
-        "nvidia.gpu.memory.temperature", "Cel", "field:NVML_FI_DEV_MEMORY_TEMP",
-        "DCGM_FI_DEV_MEMORY_TEMP", "Device memory (HBM) temperature.",
+        "hw.temperature", "Cel", "call:nvmlDeviceGetTemperature", "",
+        "Temperature: hw.sensor_location is gpu (the GPU core) or memory (device memory, HBM).",
+        attributes=(SENSOR_LOCATION,), also=("field:NVML_FI_DEV_MEMORY_TEMP",),
     ),
     _gauge(
         "hw.power", "W", "field:NVML_FI_DEV_POWER_INSTANT", "DCGM_FI_DEV_POWER_USAGE",
@@ -166,7 +198,10 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.nvlink.io", "By",
         "field:NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,"
         "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "NVLink data bytes sent plus received, all links.",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "NVLink data bytes, all links: network.io.direction is transmit or receive (dcgm's "
+        "total is their sum).",
+        (IO_DIRECTION,),
     ),
     _counter(
         "nvidia.gpu.xid.errors", "{error}", "event:nvmlEventTypeXidCriticalError",
@@ -176,8 +211,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     _counter(
         "hw.errors", "{error}", "field:NVML_FI_DEV_ECC_SBE_VOL_TOTAL,NVML_FI_DEV_ECC_DBE_VOL_TOTAL",
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "Volatile ECC errors since the driver loaded; error.type is ecc_corrected "
-        "(single-bit) or ecc_uncorrected (double-bit).",
+        "Volatile ECC errors since the driver loaded; error.type is corrected "
+        "(single-bit) or uncorrected (double-bit).",
         (ERROR_TYPE,),
     ),
     _counter(
@@ -204,7 +239,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         attributes=(GPU_TASK,),
     ),
     _gauge(
-        "nvidia.gpu.process.memory.utilization", "1", "process:nvmlDeviceGetProcessUtilization",
+        "nvidia.gpu.process.memory.busy", "1", "process:nvmlDeviceGetProcessUtilization",
         "", "Fraction of time one process kept device memory busy (reads or writes) over the "
         "last sample period; emitted only with `processes: true`.",
     ),
@@ -233,11 +268,23 @@ DEFAULT_ENABLED: frozenset[str] = frozenset(s.name for s in CATALOG if s.enabled
 
 # Metrics that dcgm-exporter splits into several fields, told apart here by one attribute.
 DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
+    "hw.gpu.utilization": (
+        GPU_TASK,
+        {
+            "general": "DCGM_FI_DEV_GPU_UTIL",
+            "encoder": "DCGM_FI_DEV_ENC_UTIL",
+            "decoder": "DCGM_FI_DEV_DEC_UTIL",
+        },
+    ),
+    "hw.temperature": (
+        SENSOR_LOCATION,
+        {"gpu": "DCGM_FI_DEV_GPU_TEMP", "memory": "DCGM_FI_DEV_MEMORY_TEMP"},
+    ),
     "hw.errors": (
         ERROR_TYPE,
         {
-            "ecc_corrected": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-            "ecc_uncorrected": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "corrected": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "uncorrected": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         },
     ),
     "nvidia.gpu.memory.remapped_rows": (

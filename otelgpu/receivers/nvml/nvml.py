@@ -108,6 +108,12 @@ class NvmlClient(Protocol):
     def pci_bus_id(self, handle: Handle) -> str:
         """`nvmlDeviceGetPciInfo_v3().busId`."""
 
+    def serial(self, handle: Handle) -> str:
+        """`nvmlDeviceGetSerial` (NOT_SUPPORTED on many boards)."""
+
+    def vbios_version(self, handle: Handle) -> str:
+        """`nvmlDeviceGetVbiosVersion`."""
+
     def mig_instances(self, handle: Handle) -> list[MigInstance]:
         """The GPU's MIG devices (empty when MIG is off or unsupported)."""
 
@@ -254,6 +260,12 @@ class RealNvml:
     def pci_bus_id(self, handle: Handle) -> str:
         bus_id = self._call("nvmlDeviceGetPciInfo", handle).busId
         return bus_id.decode() if isinstance(bus_id, bytes) else str(bus_id)
+
+    def serial(self, handle: Handle) -> str:
+        return _text(self._call("nvmlDeviceGetSerial", handle))
+
+    def vbios_version(self, handle: Handle) -> str:
+        return _text(self._call("nvmlDeviceGetVbiosVersion", handle))
 
     def mig_instances(self, handle: Handle) -> list[MigInstance]:
         try:
@@ -452,3 +464,8 @@ def _field_number(value: Any) -> int | float:
     # The union member to read depends on valueType (NVML_VALUE_TYPE_*); 0 is a double.
     number = getattr(value.value, _VALUE_MEMBERS.get(int(value.valueType), "ullVal"))
     return float(number) if int(value.valueType) == 0 else int(number)
+
+
+def _text(value: Any) -> str:
+    """An NVML string answer (older pynvml releases return bytes)."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import os
 import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from otelgpu import semconv
 from otelgpu.component import Host, MetricsConsumer, Settings
 from otelgpu.model import Batch
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.collect import Collector, Cycle
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig, SimulatedConfig
-from otelgpu.receivers.nvml.devices import Device, discover
+from otelgpu.receivers.nvml.devices import Device, discover, unmatched
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, RealNvml
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.receivers.nvml.sources import Plan
@@ -29,16 +32,40 @@ from otelgpu.receivers.nvml.xid import XidWatcher
 from otelgpu.scraper import Clock, RealClock, ScrapeController
 
 SOURCE = "nvml"
+# Where the node's name comes from (the downward API's spec.nodeName): ours, then
+# dcgm-exporter's variable, so its manifests' env works unchanged.
+NODE_NAME_ENVS = ("K8S_NODE_NAME", "NODE_NAME")
+NVML_LIBRARY = "libnvidia-ml.so.1"  # what nvidia-ml-py loads on Linux
+UNKNOWN_DEVICES = "otelgpu_nvml_unknown_devices_total"
 MAX_BACKOFF = 300.0
 CLOSE_TIMEOUT = 5.0
 T = TypeVar("T")
 
 
+def nvml_library_present() -> bool:
+    """Whether this node has the NVML library (loads it; does not initialise NVML)."""
+    try:
+        ctypes.CDLL(NVML_LIBRARY)
+    except OSError:
+        return False
+    return True
+
+
 def make_client(config: NvmlReceiverConfig, clock: Clock) -> NvmlClient:
-    """The backend the config asks for."""
-    if config.use_simulated():
+    """The backend the config asks for (`auto`: NVML wherever the library is present)."""
+    if config.use_simulated(lambda: nvml_library_present()):  # looked up late: tests replace it
         return SimulatedNvml(config.simulated or SimulatedConfig(), clock.monotonic)
     return RealNvml()
+
+
+def host_name() -> str:
+    """`host.name` of the GPUs: the Kubernetes node name when the downward API gives it (in a
+    pod, the hostname is the pod's name unless it runs with hostNetwork), else the hostname."""
+    for variable in NODE_NAME_ENVS:
+        name = os.environ.get(variable, "").strip()
+        if name:
+            return name
+    return socket.gethostname()
 
 
 class NvmlReceiver:
@@ -113,7 +140,8 @@ class NvmlReceiver:
         log = self._settings.logger
         self.client.init()
         try:
-            devices = discover(self.client, self._config.devices, socket.gethostname(), log)
+            devices = discover(self.client, self._config.devices, host_name(), log)
+            self._check_devices(devices)
             for device in devices if self._plan.gpm else ():
                 # A MIG instance is sampled through its GPU (nvmlGpmMigSampleGet).
                 parent = device.parent
@@ -133,6 +161,33 @@ class NvmlReceiver:
             receiver=str(self._settings.id),
             logger=log,
         )
+
+    def _check_devices(self, devices: list[Device]) -> None:
+        """Marks simulated GPUs as such, and says which `devices:` entries matched nothing."""
+        log = self._settings.logger
+        if isinstance(self.client, SimulatedNvml):
+            for device in devices:
+                device.resource[semconv.SIMULATED] = True
+            log.warning(
+                "SIMULATED GPUs: %d invented GPUs from the simulated backend (backend: %s), "
+                "not real hardware; their series carry %s=true",
+                sum(not d.is_mig for d in devices),
+                self._config.backend.value,
+                semconv.SIMULATED,
+            )
+        for entry in unmatched(self._config.devices, devices):
+            log.warning(
+                "devices: %r matches no GPU on this node (GPUs found: %s); it is left out",
+                entry,
+                ", ".join(f"{d.index} {d.uuid}" for d in devices if not d.is_mig) or "none",
+            )
+            self._settings.telemetry.count(
+                UNKNOWN_DEVICES,
+                1,
+                "Entries of the nvml receiver's devices list that matched no GPU when it opened",
+                receiver=str(self._settings.id),
+                device=str(entry),
+            )
 
     def _watch_xids(self, gpus: list[Device]) -> XidWatcher | None:
         log = self._settings.logger

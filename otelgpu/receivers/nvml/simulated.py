@@ -171,6 +171,14 @@ class SimulatedNvml(ParitySimulation):
         gpu = self._gpu(handle, "nvmlDeviceGetPciInfo")
         return f"00000000:{0x18 + gpu.index * 0x10:02X}:00.0"
 
+    def serial(self, handle: SimHandle) -> str:
+        gpu = self._gpu(handle, "nvmlDeviceGetSerial")
+        return f"SIM{gpu.index:010d}"
+
+    def vbios_version(self, handle: SimHandle) -> str:
+        self._gpu(handle, "nvmlDeviceGetVbiosVersion")
+        return "96.00.99.00.01"
+
     def mig_instances(self, handle: SimHandle) -> list[MigInstance]:
         gpu = self._gpu(handle, "nvmlDeviceGetMigDeviceHandleByIndex")
         found = []

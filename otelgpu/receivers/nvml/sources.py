@@ -17,7 +17,14 @@ from otelgpu.receivers.nvml.fields_parity import (
     PARITY_FIELD_POINTS,
     PARITY_GPM_IDS,
 )
-from otelgpu.receivers.nvml.metrics import BY_NAME, ERROR_TYPE, MetricSpec
+from otelgpu.receivers.nvml.metrics import (
+    BY_NAME,
+    ERROR_TYPE,
+    GPU_TASK,
+    IO_DIRECTION,
+    SENSOR_LOCATION,
+    MetricSpec,
+)
 from otelgpu.receivers.nvml.nvml import Handle, NvmlClient
 from otelgpu.receivers.nvml.parity_reads import POINT_READERS, PointReader
 
@@ -51,15 +58,16 @@ NO_ATTRIBUTES: Attributes = {}
 # field name → (attributes of its point, factor to the catalog unit). Fields not listed here
 # are unit-for-unit. Attribute dicts are built once and shared by every point.
 _FIELD_POINT: Mapping[str, tuple[Attributes, float]] = {
-    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL": ({ERROR_TYPE: "ecc_corrected"}, 1.0),
-    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL": ({ERROR_TYPE: "ecc_uncorrected"}, 1.0),
+    "NVML_FI_DEV_ECC_SBE_VOL_TOTAL": ({ERROR_TYPE: "corrected"}, 1.0),
+    "NVML_FI_DEV_ECC_DBE_VOL_TOTAL": ({ERROR_TYPE: "uncorrected"}, 1.0),
+    "NVML_FI_DEV_MEMORY_TEMP": ({SENSOR_LOCATION: "memory"}, 1.0),
     "NVML_FI_DEV_REMAPPED_COR": ({ERROR_TYPE: "correctable"}, 1.0),
     "NVML_FI_DEV_REMAPPED_UNC": ({ERROR_TYPE: "uncorrectable"}, 1.0),
     "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (NO_ATTRIBUTES, 1e-3),  # mJ → J
     "NVML_FI_DEV_POWER_INSTANT": (NO_ATTRIBUTES, 1e-3),  # mW → W
     "NVML_FI_DEV_POWER_CURRENT_LIMIT": (NO_ATTRIBUTES, 1e-3),  # mW → W
-    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX": (NO_ATTRIBUTES, 1024.0),  # KiB → By
-    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX": (NO_ATTRIBUTES, 1024.0),
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX": ({IO_DIRECTION: "transmit"}, 1024),  # KiB → By
+    "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX": ({IO_DIRECTION: "receive"}, 1024),
     **PARITY_FIELD_POINTS,
 }
 
@@ -90,6 +98,11 @@ class CallReader:
     metrics: tuple[str, ...]
     read: Callable[[NvmlClient, Handle], tuple[int | float, ...]]
     fallback_for: str = ""
+    attributes: tuple[Attributes, ...] = ()  # per metric, in `metrics` order (none: no attributes)
+
+    def point_attributes(self) -> tuple[Attributes, ...]:
+        """The attributes of each value's point, in `metrics` order."""
+        return self.attributes or (NO_ATTRIBUTES,) * len(self.metrics)
 
 
 def _utilization(c: NvmlClient, h: Handle) -> tuple[int | float, ...]:
@@ -98,24 +111,32 @@ def _utilization(c: NvmlClient, h: Handle) -> tuple[int | float, ...]:
 
 
 def _memory(c: NvmlClient, h: Handle) -> tuple[int | float, ...]:
-    return c.memory_info(h)
+    used, free, reserved, total = c.memory_info(h)  # bytes, ints: they stay ints
+    return used, free, reserved, total, (used / total if total else 0.0)
+
+
+def _task(task: str) -> Attributes:
+    return {GPU_TASK: task}
 
 
 CALL_READERS: tuple[CallReader, ...] = (
     CallReader(
         "nvmlDeviceGetUtilizationRates",
-        ("hw.gpu.utilization", "hw.gpu.memory.utilization"),
+        ("hw.gpu.utilization", "nvidia.gpu.memory.busy"),
         _utilization,
+        attributes=(_task("general"), NO_ATTRIBUTES),
     ),
     CallReader(
         "nvmlDeviceGetEncoderUtilization",
-        ("nvidia.gpu.encoder.utilization",),
+        ("hw.gpu.utilization",),
         lambda c, h: (c.encoder_utilization(h) / 100,),
+        attributes=(_task("encoder"),),
     ),
     CallReader(
         "nvmlDeviceGetDecoderUtilization",
-        ("nvidia.gpu.decoder.utilization",),
+        ("hw.gpu.utilization",),
         lambda c, h: (c.decoder_utilization(h) / 100,),
+        attributes=(_task("decoder"),),
     ),
     CallReader(
         "nvmlDeviceGetMemoryInfo",
@@ -124,20 +145,26 @@ CALL_READERS: tuple[CallReader, ...] = (
             "nvidia.gpu.memory.free",
             "nvidia.gpu.memory.reserved",
             "hw.gpu.memory.limit",
+            "hw.gpu.memory.utilization",
         ),
         _memory,
     ),
     CallReader(
         "nvmlDeviceGetClockInfo(SM)",
         ("nvidia.gpu.sm.clock",),
-        lambda c, h: (c.clock(h, nvml.CLOCK_SM) * 1e6,),
+        lambda c, h: (c.clock(h, nvml.CLOCK_SM) * 1_000_000,),  # MHz → Hz, an int
     ),
     CallReader(
         "nvmlDeviceGetClockInfo(MEM)",
         ("nvidia.gpu.memory.clock",),
-        lambda c, h: (c.clock(h, nvml.CLOCK_MEM) * 1e6,),
+        lambda c, h: (c.clock(h, nvml.CLOCK_MEM) * 1_000_000,),
     ),
-    CallReader("nvmlDeviceGetTemperature", ("hw.temperature",), lambda c, h: (c.temperature(h),)),
+    CallReader(
+        "nvmlDeviceGetTemperature",
+        ("hw.temperature",),
+        lambda c, h: (c.temperature(h),),
+        attributes=({SENSOR_LOCATION: "gpu"},),
+    ),
     CallReader(
         "nvmlDeviceGetPowerUsage",
         ("hw.power",),
@@ -161,11 +188,15 @@ OTHER_SOURCES = frozenset({"agent", "event", "process"})
 
 
 def field_reads(spec: MetricSpec) -> list[FieldRead]:
-    """The field reads behind a `field:` spec."""
+    """The field reads behind a spec's `field:` sources (its main one and its `also`)."""
     reads = []
-    for name in spec.source_name.split(","):
-        attributes, scale = _FIELD_POINT.get(name, (NO_ATTRIBUTES, 1.0))
-        reads.append(FieldRead(FIELD_IDS[name], name, spec.name, attributes, scale))
+    for source in spec.sources:
+        how, _, what = source.partition(":")
+        if how != "field":
+            continue
+        for name in what.split(","):
+            attributes, scale = _FIELD_POINT.get(name, (NO_ATTRIBUTES, 1.0))
+            reads.append(FieldRead(FIELD_IDS[name], name, spec.name, attributes, scale))
     return reads
 
 
@@ -183,7 +214,7 @@ class Plan:
     def build(cls, enabled: frozenset[str]) -> Plan:
         """The reads needed for `enabled` (catalog names)."""
         specs = [BY_NAME[name] for name in sorted(enabled)]
-        fields = tuple(r for s in specs if s.source_kind == "field" for r in field_reads(s))
+        fields = tuple(r for s in specs for r in field_reads(s))
         calls = tuple(r for r in CALL_READERS if any(m in enabled for m in r.metrics))
         gpm = tuple(
             (GPM_METRIC_IDS[s.source_name], s.source_name, s.name)

@@ -16,7 +16,7 @@ def gpu(index: int, **extra: AttrValue) -> dict[str, AttrValue]:
         semconv.HW_VENDOR: "NVIDIA",
         semconv.GPU_INDEX: str(index),
         semconv.GPU_PCI_BUS_ID: f"00000000:{index + 0x10:02X}:00.0",
-        semconv.GPU_DRIVER_VERSION: "550.54.15",
+        semconv.HW_DRIVER_VERSION: "550.54.15",
         semconv.HOST_NAME: "gpu-node-1",
         **extra,
     }
@@ -57,15 +57,15 @@ def counter(name: str, unit: str, *points: tuple[dict[str, AttrValue], float]) -
 def gpu_metrics(utilization: float = 0.5) -> tuple[Metric, ...]:
     """A few catalog metrics of one GPU, in the catalog's OTel units."""
     return (
-        gauge("hw.gpu.utilization", "1", utilization),
+        gauge("hw.gpu.utilization", "1", utilization, {"hw.gpu.task": "general"}),
         gauge("hw.gpu.memory.usage", "By", 2 * 2**30),
         gauge("nvidia.gpu.sm.clock", "Hz", 1_980_000_000),
-        gauge("hw.temperature", "Cel", 41),
+        gauge("hw.temperature", "Cel", 41, {"hw.sensor_location": "gpu"}),
         gauge("hw.power", "W", 312.5),
         counter("hw.energy", "J", ({}, 1234.5)),
         counter(
-            "hw.errors", "{error}", ({"error.type": "ecc_corrected"}, 3),
-            ({"error.type": "ecc_uncorrected"}, 1),
+            "hw.errors", "{error}", ({"error.type": "corrected"}, 3),
+            ({"error.type": "uncorrected"}, 1),
         ),
     )  # fmt: skip
 

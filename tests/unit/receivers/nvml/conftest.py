@@ -28,6 +28,7 @@ async def make_receiver(
 
     def make(**config: Any) -> NvmlReceiver:
         config.setdefault("simulated", {"gpus": 1})
+        config.setdefault("backend", "simulated")  # auto would pick NVML on a GPU machine
         parsed = NvmlReceiverConfig.model_validate(config)
         receiver = NvmlReceiver(
             make_settings("nvml", Kind.RECEIVER, telemetry), parsed, sink, clock=clock
@@ -58,3 +59,14 @@ def metrics(rm: ResourceMetrics) -> dict[str, Metric]:
 def value(rm: ResourceMetrics, name: str) -> float:
     (point,) = metrics(rm)[name].points
     return point.value
+
+
+def by_attribute(rm: ResourceMetrics, name: str, key: str) -> dict[object, float]:
+    """The points of one metric keyed by one of their attributes."""
+    return {p.attributes[key]: p.value for p in metrics(rm)[name].points}
+
+
+def has_point(rm: ResourceMetrics, name: str, key: str, wanted: object) -> bool:
+    """Whether metric `name` has a point whose attribute `key` is `wanted`."""
+    found = metrics(rm).get(name)
+    return found is not None and any(p.attributes.get(key) == wanted for p in found.points)

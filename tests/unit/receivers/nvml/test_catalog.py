@@ -52,19 +52,27 @@ def test_names_are_unique_and_well_formed() -> None:
 
 
 def test_every_source_has_exactly_one_way_to_be_read() -> None:
-    call_metrics = [m for r in CALL_READERS if not r.fallback_for for m in r.metrics]
-    assert len(call_metrics) == len(set(call_metrics))
+    # One reader per (metric, point attributes): two would write the same series twice.
+    call_points = [
+        (m, tuple(sorted(a.items())))
+        for r in CALL_READERS
+        if not r.fallback_for
+        for m, a in zip(r.metrics, r.point_attributes(), strict=True)
+    ]
+    assert len(call_points) == len(set(call_points))
+    call_metrics = {m for m, _ in call_points}
     for spec in CATALOG:
-        kind = spec.source_kind
-        routes = [
-            kind == "field" and all(n in FIELD_IDS for n in spec.source_name.split(",")),
-            kind == "call" and spec.name in call_metrics,
-            kind == "call" and any(spec.name in r.metrics for r in POINT_READERS),
-            kind == "gpm" and spec.source_name in GPM_METRIC_IDS,
-            kind in OTHER_SOURCES,
-        ]
-        assert sum(routes) == 1, spec.name
-    assert set(call_metrics) <= set(BY_NAME)
+        for source in spec.sources:
+            kind, _, what = source.partition(":")
+            routes = [
+                kind == "field" and all(n in FIELD_IDS for n in what.split(",")),
+                kind == "call" and spec.name in call_metrics,
+                kind == "call" and any(spec.name in r.metrics for r in POINT_READERS),
+                kind == "gpm" and what in GPM_METRIC_IDS,
+                kind in OTHER_SOURCES,
+            ]
+            assert sum(routes) == 1, (spec.name, source)
+    assert call_metrics <= set(BY_NAME)
 
 
 def test_call_readers_name_the_catalog_call() -> None:
@@ -73,7 +81,8 @@ def test_call_readers_name_the_catalog_call() -> None:
             assert BY_NAME[reader.metrics[0]].source_kind == "field"
             continue
         for metric in reader.metrics:
-            assert reader.key.split("(")[0] == BY_NAME[metric].source_name
+            named = [s.partition(":")[2] for s in BY_NAME[metric].sources]
+            assert reader.key.split("(")[0] in named, (reader.key, metric)
 
 
 def test_field_and_gpm_ids_match_nvidia_ml_py() -> None:
@@ -96,7 +105,7 @@ def test_dcgm_defaults_are_covered() -> None:
 
 
 def test_dcgm_names_of_split_metrics() -> None:
-    assert dcgm_name("hw.errors", {"error.type": "ecc_uncorrected"}) == (
+    assert dcgm_name("hw.errors", {"error.type": "uncorrected"}) == (
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
     )
     assert dcgm_name("nvidia.gpu.memory.remapped_rows", {"error.type": "correctable"}) == (

@@ -22,7 +22,7 @@ def test_defaults() -> None:
     assert config.host_proc == "/proc"
     assert config.backend is Backend.AUTO
     assert config.enabled_metrics() == {s.name for s in CATALOG if s.enabled}
-    assert config.use_simulated() is False  # auto without a simulated block: real NVML
+    assert config.use_simulated(lambda: False) is False  # auto without a block: real NVML
 
 
 def test_metric_switches_override_defaults() -> None:
@@ -78,7 +78,7 @@ def test_simulated_block() -> None:
             }
         }
     )
-    assert config.use_simulated() is True
+    assert config.use_simulated(lambda: False) is True
     assert config.simulated is not None
     (gpu,) = config.simulated.gpu_list()
     assert gpu.processes[0].used_memory == 2 << 30
@@ -90,13 +90,13 @@ def test_simulated_block() -> None:
 
 def test_explicit_backend_wins_over_the_simulated_block() -> None:
     config = NvmlReceiverConfig.model_validate({"backend": "nvml", "simulated": {"gpus": 2}})
-    assert config.use_simulated() is False
+    assert config.use_simulated(lambda: False) is False
 
 
 def test_demo_pipeline_nvml_section_is_valid() -> None:
     raw = yaml.safe_load((ROOT / "pipelines" / "demo.yaml").read_text())
     config = NvmlReceiverConfig.model_validate(raw["receivers"]["nvml"])
-    assert config.use_simulated() and config.processes
+    assert config.use_simulated(lambda: False) and config.processes
     assert config.simulated is not None
     gpus = config.simulated.gpu_list()
     assert len(gpus) == 2 and gpus[0].mig and gpus[1].processes

@@ -38,9 +38,13 @@ H100_PCIE = "NVIDIA H100 PCIe"
 
 
 def points(rm: ResourceMetrics, name: str) -> dict[tuple[object, ...], float]:
-    """A metric's points keyed by their attribute values (in attribute order)."""
+    """A metric's points keyed by their own attribute values (in attribute order; the hw.id and
+    hw.type every point carries are left out)."""
     metric: Metric = metrics(rm)[name]
-    return {tuple(p.attributes.values()): p.value for p in metric.points}
+    own = {k for k in ("hw.id", "hw.type")}
+    return {
+        tuple(v for k, v in p.attributes.items() if k not in own): p.value for p in metric.points
+    }
 
 
 # --- simulated backend --------------------------------------------------------------------
@@ -170,8 +174,16 @@ async def test_mig_instances_do_not_repeat_whole_gpu_readings(make_receiver: Mak
     receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}]})
     found = by_id(await receiver.scrape())
     assert "nvidia.gpu.nvlink.state" in metrics(found["GPU-a"])
-    for name in ("nvidia.gpu.nvlink.state", "nvidia.gpu.clock.event.active", "hw.status"):
+    for name in ("nvidia.gpu.nvlink.state", "nvidia.gpu.clock.event.active"):
         assert name not in metrics(found["MIG-a1"])
+    # A MIG instance's hw.status says only whether it answers; the reasons stay on its GPU.
+    mig_status = metrics(found["MIG-a1"])["hw.status"].points
+    assert {p.attributes["hw.state"]: p.value for p in mig_status} == {
+        "ok": 1,
+        "degraded": 0,
+        "failed": 0,
+    }
+    assert all(p.attributes["nvidia.gpu.health.reason"] == "" for p in mig_status)
 
 
 # --- dcgm naming --------------------------------------------------------------------------

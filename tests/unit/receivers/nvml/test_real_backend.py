@@ -38,7 +38,7 @@ from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
-from tests.unit.receivers.nvml.conftest import by_id, value
+from tests.unit.receivers.nvml.conftest import by_attribute, by_id, value
 
 GPU0 = 0x1000
 GPU1 = 0x2000
@@ -161,6 +161,14 @@ class FakePynvml(types.ModuleType):
         info = real.nvmlPciInfo_t()
         info.busId = self._device(handle).bus_id  # the structure stores bytes
         return info
+
+    def nvmlDeviceGetSerial(self, handle: Any) -> str:
+        self._enter("nvmlDeviceGetSerial", handle)
+        return f"1650{address(handle):08d}"
+
+    def nvmlDeviceGetVbiosVersion(self, handle: Any) -> str:
+        self._enter("nvmlDeviceGetVbiosVersion", handle)
+        return "96.00.89.00.01"
 
     # --- MIG --------------------------------------------------------------------------------
 
@@ -858,8 +866,9 @@ async def test_receiver_scrapes_through_the_real_backend(
     gpu = by_id(batch)["GPU-aaaa"]
     assert gpu.resource["hw.model"] == "NVIDIA H100 80GB HBM3"
     assert gpu.resource["nvidia.gpu.pci_bus_id"] == "00000000:17:00.0"
-    assert value(gpu, "hw.gpu.utilization") == 0.42
-    assert value(gpu, "hw.temperature") == 61
+    assert by_attribute(gpu, "hw.gpu.utilization", "hw.gpu.task")["general"] == 0.42
+    assert by_attribute(gpu, "hw.temperature", "hw.sensor_location")["gpu"] == 61
+    assert gpu.resource["hw.serial_number"] and gpu.resource["hw.firmware_version"]
     assert value(gpu, "hw.gpu.memory.usage") == 49_400
     assert value(gpu, "nvidia.gpu.memory.reserved") == 600
     assert value(gpu, "nvidia.gpu.sm.clock") == 1980e6

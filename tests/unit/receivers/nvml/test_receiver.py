@@ -21,7 +21,15 @@ from otelgpu.receivers.nvml.sources import FIELD_IDS
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
-from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim, value
+from tests.unit.receivers.nvml.conftest import (
+    MakeReceiver,
+    by_attribute,
+    by_id,
+    has_point,
+    metrics,
+    sim,
+    value,
+)
 
 ALL_ON = {spec.name: {"enabled": True} for spec in CATALOG}
 CID = "4f1c0a9e" * 8
@@ -61,7 +69,9 @@ async def test_every_catalog_metric_is_emitted(make_receiver: MakeReceiver, tmp_
             spec.monotonic,
         )
         for point in metric.points:
-            assert set(point.attributes) == set(spec.attributes), spec.name
+            # hw.id and hw.type ride on every point (the hardware conventions require them).
+            expected = {*spec.attributes, "hw.id", "hw.type"}
+            assert set(point.attributes) == expected, spec.name
             if spec.unit == "1":
                 assert 0 <= point.value <= 1, spec.name
             if spec.monotonic:
@@ -78,16 +88,28 @@ async def test_values_are_converted_to_catalog_units(make_receiver: MakeReceiver
     used, free, reserved, total = client.memory_info(handle)
     fields = {f.field_id: f.value for f in client.field_values(handle, list(FIELD_IDS.values()))}
 
-    assert value(gpu, "hw.gpu.utilization") == util / 100
-    assert value(gpu, "hw.gpu.memory.utilization") == mem_util / 100
+    tasks = by_attribute(gpu, "hw.gpu.utilization", "hw.gpu.task")
+    assert tasks == {
+        "general": util / 100,
+        "encoder": client.encoder_utilization(handle) / 100,
+        "decoder": client.decoder_utilization(handle) / 100,
+    }
+    assert value(gpu, "nvidia.gpu.memory.busy") == mem_util / 100
+    assert value(gpu, "hw.gpu.memory.utilization") == used / total
     assert value(gpu, "hw.gpu.memory.usage") == used
     assert value(gpu, "hw.gpu.memory.limit") == total == used + free + reserved
-    assert value(gpu, "nvidia.gpu.memory.clock") == 2619e6
+    assert value(gpu, "nvidia.gpu.memory.clock") == 2619 * 10**6
+    assert type(value(gpu, "nvidia.gpu.memory.clock")) is int  # ints stay ints
     assert value(gpu, "hw.power") == pytest.approx(fields[186] / 1000)
     assert value(gpu, "hw.energy") == pytest.approx(fields[83] / 1000)
-    assert value(gpu, "nvidia.gpu.nvlink.io") == pytest.approx((fields[138] + fields[139]) * 1024)
-    errors = {p.attributes["error.type"]: p.value for p in metrics(gpu)["hw.errors"].points}
-    assert errors == {"ecc_corrected": fields[3], "ecc_uncorrected": fields[4]}
+    nvlink = by_attribute(gpu, "nvidia.gpu.nvlink.io", "network.io.direction")
+    assert nvlink == {"transmit": fields[138] * 1024, "receive": fields[139] * 1024}
+    temperatures = by_attribute(gpu, "hw.temperature", "hw.sensor_location")
+    assert temperatures == {"gpu": client.temperature(handle), "memory": fields[82]}
+    assert by_attribute(gpu, "hw.errors", "error.type") == {
+        "corrected": fields[3],
+        "uncorrected": fields[4],
+    }
 
 
 async def test_resources_for_gpus_and_mig_instances(make_receiver: MakeReceiver) -> None:
@@ -105,7 +127,8 @@ async def test_resources_for_gpus_and_mig_instances(make_receiver: MakeReceiver)
     gpu_a, mig, gpu_b = (dict(rm.resource) for rm in resources.values())
     assert gpu_a["hw.type"] == "gpu" and gpu_a["hw.vendor"] == "NVIDIA"
     assert gpu_a["hw.name"] == "nvidia0" and gpu_a["nvidia.gpu.index"] == "0"
-    assert gpu_a["nvidia.gpu.driver_version"] == "550.54.15"
+    assert gpu_a["hw.driver_version"] == "550.54.15"
+    assert gpu_a["hw.serial_number"] and gpu_a["hw.firmware_version"]
     assert gpu_a["host.name"] and gpu_a["nvidia.gpu.pci_bus_id"]
     assert gpu_b["hw.model"] == "NVIDIA A100-SXM4-40GB" and gpu_b["nvidia.gpu.index"] == "1"
     assert mig["hw.parent"] == "GPU-a" and mig["nvidia.mig.profile"] == "3g.40gb"
@@ -166,8 +189,15 @@ async def test_lost_gpu_is_reported_down_while_others_report(
     for _ in range(3):
         after = by_id(await receiver.scrape())
 
-    assert metrics(after["GPU-a"]).keys() == {"nvidia.gpu.up"}
+    assert metrics(after["GPU-a"]).keys() == {"nvidia.gpu.up", "hw.status"}
     assert value(after["GPU-a"], "nvidia.gpu.up") == 0
+    lost = {"ok": 0, "degraded": 0, "failed": 1}
+    assert by_attribute(after["GPU-a"], "hw.status", "hw.state") == lost
+    assert by_attribute(after["GPU-a"], "hw.status", "nvidia.gpu.health.reason") == {
+        "": 0,
+        "gpu_lost": 1,
+    }
+    assert by_attribute(after["GPU-b"], "hw.status", "hw.state")["ok"] == 1
     assert value(after["MIG-a1"], "nvidia.gpu.up") == 0
     assert value(after["GPU-b"], "nvidia.gpu.up") == 1
     assert "hw.gpu.utilization" in metrics(after["GPU-b"])
@@ -223,8 +253,10 @@ async def test_unsupported_field_and_call_are_not_retried(make_receiver: MakeRec
     assert client.calls["nvmlDeviceGetEncoderUtilization"] == 1
     assert client.calls["nvmlDeviceGetDecoderUtilization"] == 5
     emitted = metrics(batch[0])
-    assert "nvidia.gpu.memory.temperature" not in emitted
-    assert "nvidia.gpu.encoder.utilization" not in emitted
+    assert not has_point(batch[0], "hw.temperature", "hw.sensor_location", "memory")
+    assert has_point(batch[0], "hw.temperature", "hw.sensor_location", "gpu")
+    assert not has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "encoder")
+    assert has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "decoder")
     assert "nvidia.gpu.dram.active" not in emitted and "nvidia.gpu.sm.active" in emitted
 
 
@@ -246,8 +278,9 @@ async def test_unexpected_error_is_counted_and_retried(
     first = await receiver.scrape()
     second = await receiver.scrape()
 
-    assert "hw.temperature" not in metrics(first[0]) and "hw.power" in metrics(first[0])
-    assert "hw.temperature" in metrics(second[0])  # not remembered as unsupported
+    core = ("hw.temperature", "hw.sensor_location", "gpu")
+    assert not has_point(first[0], *core) and "hw.power" in metrics(first[0])
+    assert has_point(second[0], *core)  # not remembered as unsupported
     counted = _counter(telemetry, "otelgpu_nvml_read_errors_total")
     assert counted == {"nvmlDeviceGetTemperature": 1}
 
@@ -493,6 +526,7 @@ async def test_shutdown_without_start_is_safe(make_receiver: MakeReceiver) -> No
     await make_receiver().shutdown()
 
 
-def test_metric_kinds_are_gauge_or_monotonic_sum() -> None:
+def test_metric_kinds_are_gauge_or_sum() -> None:
     for spec in CATALOG:
-        assert spec.monotonic == (spec.kind is MetricKind.SUM), spec.name
+        assert spec.kind in (MetricKind.GAUGE, MetricKind.SUM), spec.name
+        assert not spec.monotonic or spec.kind is MetricKind.SUM, spec.name
