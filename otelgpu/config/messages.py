@@ -50,7 +50,8 @@ def issues_from(
     """One issue per pydantic error, located at the offending key or value."""
     issues = []
     for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
+        # A tagged union's member tag ("~globs") is pydantic's bookkeeping, not a key.
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("~")))
         path = (*prefix, *loc)
         kind = err["type"]
         if kind == "extra_forbidden":
@@ -166,6 +167,7 @@ def _type_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
     tp: Any = model
     for part in loc:
         tp = _strip(tp)
+        tp = _model_member(tp, str(part)) or tp
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             field = tp.model_fields.get(str(part))
             if field is None:
@@ -182,3 +184,18 @@ def _type_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
         else:
             return None
     return tp
+
+
+def _model_member(tp: Any, name: str) -> Any:
+    """The member of a union that is a model with field `name` (None when there is none)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    for member in typing.get_args(tp):
+        member = _strip(member)
+        if (
+            isinstance(member, type)
+            and issubclass(member, BaseModel)
+            and name in member.model_fields
+        ):
+            return member
+    return None

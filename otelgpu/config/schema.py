@@ -12,7 +12,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from otelgpu.component import ComponentID, Kind
-from otelgpu.config.loader import RawConfig
+from otelgpu.config.collector_compat import factory_for, warn_deprecated
+from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
 from otelgpu.config.positions import Path, Positions
 from otelgpu.config.types import PositiveDuration, StrictModel
@@ -87,7 +88,8 @@ class AgentConfig:
 
 
 def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
-    """Checks every component and reference; raises ConfigError with all issues at once."""
+    """Checks every component and reference; raises ConfigError with all issues at once
+    (those `load` found inside the files too), sorted by file, line and column."""
     issues: list[Issue] = []
     data, pos = raw.data, raw.positions
     for key in data:
@@ -103,10 +105,17 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     )
     declared = {kind: _declared(data.get(kind.section)) for kind in Kind}
     _wire(config, declared, data.get("service"), pos, issues)
-    if issues:
-        raise ConfigError(issues)
+    if issues or raw.issues:
+        raise ConfigError(sort_issues([*raw.issues, *_not_echoes(issues, raw.issues)], raw.sources))
     _warn_unused(config)
     return config
+
+
+def _not_echoes(issues: list[Issue], earlier: list[Issue]) -> list[Issue]:
+    """Drops an issue about a value `load` already reported (an unset variable leaves an
+    empty string behind, which is not a second mistake)."""
+    reported = {i.path for i in earlier}
+    return [i for i in issues if not any(i.path[: len(p)] == p for p in reported)]
 
 
 def _components(
@@ -124,10 +133,11 @@ def _components(
         path = (kind.section, key)
         try:
             cid = ComponentID.parse(key)
-            factory = registry.get(kind, cid.type)
+            factory = factory_for(registry, kind, cid)
         except (ValueError, KeyError) as exc:
             _issue(issues, pos, path, str(exc.args[0]), at_key=True)
             continue
+        warn_deprecated(kind, cid)
         model = _model(factory.config_type, options, path, pos, issues)
         if model is not None:
             out[cid] = model

@@ -177,7 +177,7 @@ UNSUPPORTED = "only plain strings, numbers, booleans, null, lists and mappings a
 )
 def test_set_values_get_one_located_error_line(override: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load([("base.yaml", BASE)], [override], environ={})
+        validate(load([("base.yaml", BASE)], [override], environ={}), core_registry())
     assert str(info.value).splitlines() == [expected]
 
 
