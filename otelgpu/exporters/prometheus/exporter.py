@@ -56,7 +56,9 @@ class PrometheusExporter:
         self._id = str(settings.id)
         self._clock = clock
         self._sleep = sleep
-        self._translator = Translator(config.naming, config.const_labels, config.shared_gpu_series)
+        self._translator = Translator(
+            config.naming, config.const_labels, config.shared_gpu_series, config.namespace
+        )
         self._store = SeriesStore()
         self._body = EMPTY
         self._stale = asyncio.Event()

@@ -20,7 +20,7 @@ from typing import Literal
 from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
-from otelgpu.exporters.prometheus.naming import metric_name
+from otelgpu.exporters.prometheus.naming import metric_name, namespaced
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
 from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
@@ -47,8 +47,10 @@ class Translator:
         naming: Naming,
         const_labels: Mapping[str, str],
         shared_gpu_series: SharedGpuSeries = "device",
+        namespace: str = "",
     ) -> None:
         self._naming = naming
+        self._namespace = namespace
         self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
@@ -168,9 +170,10 @@ class Translator:
         if self._naming == "dcgm":
             found = dcgm.field(metric.name, metric.unit, attributes)
             if found is not None:
-                return Target(found.name, type_, metric.description, found.scale, found.split_key)
+                name = namespaced(self._namespace, found.name)
+                return Target(name, type_, metric.description, found.scale, found.split_key)
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
-        return Target(name, type_, metric.description)
+        return Target(namespaced(self._namespace, name), type_, metric.description)
 
 
 def _is_allocation(rm: ResourceMetrics) -> bool:
