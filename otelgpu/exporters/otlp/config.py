@@ -29,7 +29,8 @@ class ClientTLSConfig(StrictModel):
     ca_file / ca_pem: the CA bundle that signs the server's certificate, as a path or as PEM
     text (default: the system roots). cert_file / cert_pem and key_file / key_pem: the client
     certificate and key for mutual TLS; set both or neither. Each path and its `_pem` form
-    exclude each other. min_version: "1.2" (default); see each exporter for what it can do.
+    exclude each other. min_version: "1.2" (default), max_version: "" (the newest); see each
+    exporter for what it can do.
     server_name_override: the name the server's certificate is checked against (and sent in
     SNI) instead of the endpoint's host. insecure_skip_verify: accept any server certificate.
     """
@@ -41,11 +42,14 @@ class ClientTLSConfig(StrictModel):
     key_file: str = ""
     key_pem: SecretPem = SecretStr("")
     min_version: TLSVersion = "1.2"
+    max_version: TLSVersion | Literal[""] = ""
     server_name_override: str = ""
     insecure_skip_verify: bool = False
 
     @model_validator(mode="after")
     def _sources(self) -> ClientTLSConfig:
+        if self.max_version and self.max_version < self.min_version:
+            raise ValueError("max_version must not be lower than min_version")
         for name in ("ca", "cert", "key"):
             if getattr(self, f"{name}_file") and self.has_pem(name):
                 raise ValueError(f"set {name}_file or {name}_pem, not both")
@@ -70,7 +74,8 @@ class TLSConfig(ClientTLSConfig):
 
     insecure: plaintext gRPC (no TLS at all); default false, as in the Collector.
     min_version: "1.0", "1.1" or "1.2" (gRPC always negotiates TLS 1.2 or 1.3, which satisfies
-    them); "1.3" is refused, because grpcio has no setting to enforce it.
+    them); min_version "1.3" and a max_version below "1.3" are refused, because grpcio has no
+    setting to enforce them.
     insecure_skip_verify: refused, because grpcio cannot skip verifying the server; trust the
     server's CA with ca_file / ca_pem instead (or use otlp_http, which can).
     """
@@ -85,10 +90,11 @@ class TLSConfig(ClientTLSConfig):
                 "verifies the server): trust the server's CA with ca_file or ca_pem, or use "
                 "the otlp_http exporter"
             )
-        if self.min_version == "1.3":
+        if self.min_version == "1.3" or self.max_version not in ("", "1.3"):
             raise ValueError(
-                'min_version "1.3" cannot be enforced by the gRPC transport (grpcio negotiates '
-                "TLS 1.2 or 1.3 and has no minimum setting); use the otlp_http exporter"
+                "min_version 1.3 and max_version below 1.3 cannot be enforced by the gRPC "
+                "transport (grpcio negotiates TLS 1.2 or 1.3 and has no version setting); "
+                "use the otlp_http exporter"
             )
         return self
 

@@ -131,6 +131,8 @@ def ssl_context(tls: HttpTLSConfig) -> ssl.SSLContext:
     """The client TLS context (`min_version` or later) for an https:// endpoint."""
     context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=tls.ca_pem or None)
     context.minimum_version = _TLS_VERSIONS[tls.min_version]
+    if tls.max_version:
+        context.maximum_version = _TLS_VERSIONS[tls.max_version]
     if tls.cert_file or tls.cert_pem:
         _load_client_cert(context, tls)
     if tls.insecure_skip_verify:

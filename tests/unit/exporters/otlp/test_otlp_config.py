@@ -70,6 +70,8 @@ def test_grpc_scheme_decides_plaintext(endpoint: str, target: tuple[str, bool]) 
             "grpcio always verifies the server",
         ),
         (OtlpExporterConfig, {"tls": {"min_version": "1.3"}}, "cannot be enforced by the gRPC"),
+        (OtlpExporterConfig, {"tls": {"max_version": "1.2"}}, "cannot be enforced by the gRPC"),
+        (OtlpHttpExporterConfig, {"tls": {"min_version": "1.3", "max_version": "1.2"}}, "lower"),
         (OtlpExporterConfig, {"tls": {"ca_file": "a", "ca_pem": "b"}}, "ca_file or ca_pem, not"),
         (OtlpExporterConfig, {"tls": {"min_version": "1.4"}}, "'1.0', '1.1', '1.2' or '1.3'"),
         (OtlpExporterConfig, {"retry_on_failure": {"multiplier": 0}}, "greater than 0"),
