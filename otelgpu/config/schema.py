@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from otelgpu.component import ComponentID, Kind
 from otelgpu.config.collector_compat import factory_for, warn_deprecated
+from otelgpu.config.lint import port_conflicts, warn_secret_like_includes
 from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
 from otelgpu.config.positions import Path, Positions
@@ -105,10 +106,29 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     )
     declared = {kind: _declared(data.get(kind.section)) for kind in Kind}
     _wire(config, declared, data.get("service"), pos, issues)
+    started = _started(config)
+    issues += port_conflicts(started, pos)
     if issues or raw.issues:
         raise ConfigError(sort_issues([*raw.issues, *_not_echoes(issues, raw.issues)], raw.sources))
     _warn_unused(config)
+    warn_secret_like_includes(started, pos)
     return config
+
+
+def _started(config: AgentConfig) -> list[tuple[Kind, ComponentID, BaseModel]]:
+    """The components `run` would start, in the order they are configured."""
+    used = {(Kind.EXTENSION, c) for c in config.extensions}
+    used.update((Kind.EXPORTER, c) for c in config.telemetry_exporters)
+    for p in config.pipelines.values():
+        used.update((Kind.RECEIVER, c) for c in p.receivers)
+        used.update((Kind.PROCESSOR, c) for c in p.processors)
+        used.update((Kind.EXPORTER, c) for c in p.exporters)
+    return [
+        (kind, cid, model)
+        for kind, components in config.components.items()
+        for cid, model in components.items()
+        if (kind, cid) in used
+    ]
 
 
 def _not_echoes(issues: list[Issue], earlier: list[Issue]) -> list[Issue]:
