@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from otelgpu.component import ComponentID, Kind
 from otelgpu.config.collector_compat import factory_for, warn_deprecated
@@ -22,14 +22,26 @@ from otelgpu.errors import ConfigError, Issue
 from otelgpu.registry import Registry
 
 _log = logging.getLogger("otelgpu.config")
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
 _SECTIONS = ("receivers", "processors", "exporters", "extensions", "service")
 _SIGNALS = ("metrics",)
 
 
 class LogsConfig(StrictModel):
-    """`service::telemetry::logs`: the agent's own log output."""
+    """`service::telemetry::logs`: the agent's own log output.
 
-    level: Literal["debug", "info", "warn", "error"] = "info"
+    level: debug, info, warn (or warning), error; any case, as the Collector reads them.
+    encoding: console or json. `otelgpu run --log-level/--log-format` override both.
+    """
+
+    level: Annotated[
+        Literal["debug", "info", "warn", "warning", "error"], BeforeValidator(_lower)
+    ] = "info"
     encoding: Literal["console", "json"] = "console"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from otelgpu.component import Settings, Stateless
 from otelgpu.exporters.debug.config import DebugExporterConfig
 from otelgpu.model import Attributes, Batch, point_count
@@ -26,7 +28,8 @@ class DebugExporter(Stateless):
 
 
 def render(batch: Batch) -> list[str]:
-    """The detailed text of a batch: a resource line, then one line per point."""
+    """The detailed text of a batch: a resource line, then one line per point, attributes as
+    JSON: `  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5 1 (gauge)`."""
     lines = []
     for rm in batch:
         lines.append("resource " + _attrs(rm.resource))
@@ -40,4 +43,6 @@ def render(batch: Batch) -> list[str]:
 
 
 def _attrs(attributes: Attributes) -> str:
-    return "{" + ", ".join(f"{k}={v!r}" for k, v in sorted(attributes.items())) + "}"
+    """Attributes as one JSON object, keys sorted: what `jq` and log pipelines can read (a
+    value JSON cannot hold, such as bytes, is written as its text)."""
+    return json.dumps(dict(sorted(attributes.items())), default=str, ensure_ascii=False)

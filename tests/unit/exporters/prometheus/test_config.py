@@ -116,6 +116,8 @@ def test_collector_options_namespace_timestamps_and_resource_conversion() -> Non
 
 
 async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> None:
+    import socket
+
     import aiohttp
 
     from otelgpu.component import Kind
@@ -127,8 +129,12 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
 
     clock, telemetry = FakeClock(), SelfTelemetry()
     host = FakeHost(telemetry)
-    # ":0": no host means every interface; it must answer on the loopback address.
-    cfg = PrometheusExporterConfig.model_validate({"endpoint": ":0", "namespace": "gpu"})
+    # ":PORT": no host means every interface; it must answer on the loopback address. (Not
+    # ":0": each interface's socket would get its own free port.)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cfg = PrometheusExporterConfig.model_validate({"endpoint": f":{port}", "namespace": "gpu"})
     settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
     exporter = PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
     await exporter.start(host)
@@ -137,7 +143,7 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
         await exporter.refresh()
         async with (
             aiohttp.ClientSession() as session,
-            session.get(f"http://127.0.0.1:{exporter.port}/metrics") as response,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
         ):
             body = await response.text()
     finally:
