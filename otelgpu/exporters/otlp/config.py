@@ -19,7 +19,10 @@ HeaderValue = Annotated[SecretStr, PlainSerializer(lambda _: "[REDACTED]", retur
 
 
 # A PEM private key is a secret: kept out of reprs, `[REDACTED]` in print-config.
-SecretPem = Annotated[SecretStr, PlainSerializer(lambda _: "[REDACTED]", return_type=str)]
+SecretPem = Annotated[
+    SecretStr,
+    PlainSerializer(lambda v: "[REDACTED]" if v.get_secret_value() else "", return_type=str),
+]
 TLSVersion = Literal["1.0", "1.1", "1.2", "1.3"]
 
 

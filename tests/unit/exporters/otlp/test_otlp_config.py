@@ -165,3 +165,21 @@ def test_backoff_follows_the_configured_multiplier_and_randomization() -> None:
     low, high = Backoff(wide, 0.0, rand=lambda: 0.0), Backoff(wide, 0.0, rand=lambda: 1.0)
     assert low.next_delay(error, 0.0) == pytest.approx(0.8)
     assert high.next_delay(error, 0.0) == pytest.approx(1.2)
+
+
+def test_print_config_redacts_a_pem_key_and_leaves_an_unset_one_empty() -> None:
+    from otelgpu.builtins import builtin_registry
+    from otelgpu.config.loader import load
+    from otelgpu.config.render import render
+    from otelgpu.config.schema import validate
+
+    text = """\
+receivers: {nvml: {backend: simulated}}
+exporters:
+  otlp_http: {endpoint: "https://gw:4318", tls: {cert_pem: CERT, key_pem: KEY-SECRET-TEXT}}
+  otlp: {endpoint: "gw:4317"}
+service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp_http, otlp]}}}
+"""
+    printed = render(validate(load([("p.yaml", text)], environ={}), builtin_registry()))
+    assert "KEY-SECRET-TEXT" not in printed
+    assert "key_pem: '[REDACTED]'" in printed and "key_pem: ''" in printed
