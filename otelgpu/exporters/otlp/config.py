@@ -106,7 +106,12 @@ class HttpTLSConfig(ClientTLSConfig):
     """`tls` of the `otlp_http` exporter; whether TLS is used at all follows the endpoint's
     scheme (`https://` or `http://`), as in the Collector. Every option is honoured; a
     min_version below 1.2 may still be refused by the system's OpenSSL security level.
+
+    insecure: accepted, as Collector files write it for `http://` endpoints; the scheme
+    decides (an `https://` endpoint is still verified, as the Collector's HTTP client does).
     """
+
+    insecure: bool = False
 
 
 class RetryConfig(StrictModel):
