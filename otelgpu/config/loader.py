@@ -33,6 +33,7 @@ class RawConfig:
     positions: Positions = field(default_factory=Positions)
     # Problems found while reading a document that still parsed: reported by `validate`.
     issues: list[Issue] = field(default_factory=list)
+    damaged: set[Path] = field(default_factory=set)  # values those issues replaced
     sources: list[str] = field(default_factory=list)  # file names, in `-c` order
 
 
@@ -57,12 +58,12 @@ def load(
         merged.positions.values[()] = Mark(sources[0][0], 1, 1)
     unparsed = False
     for name, text in sources:
-        part = _parse_document(name, text, env, merged.issues)
+        part = _parse_document(name, text, env, merged.issues, merged.damaged)
         unparsed |= part is None
         if part is not None:
             _merge(merged, part, ())
     for n, override in enumerate(overrides, start=1):
-        part = _parse_override(f"--set #{n}", override, env, merged.issues)
+        part = _parse_override(f"--set #{n}", override, env, merged.issues, merged.damaged)
         unparsed |= part is None
         if part is not None:
             _merge(merged, part, ())
@@ -86,7 +87,7 @@ def read_files(paths: list[str]) -> list[tuple[str, str]]:
 
 
 def _parse_document(
-    name: str, text: str, env: Mapping[str, str], issues: list[Issue]
+    name: str, text: str, env: Mapping[str, str], issues: list[Issue], damaged: set[Path]
 ) -> RawConfig | None:
     composed = _compose(name, text, issues)
     if composed is None:
@@ -107,7 +108,7 @@ def _parse_document(
             )
         )
         return None
-    data = Walker(name, composed, env, out.positions, issues).walk(node, ())
+    data = Walker(name, composed, env, out.positions, issues, damaged=damaged).walk(node, ())
     if not isinstance(data, dict):  # the walk was refused (an alias bomb): nothing is usable
         return None
     out.data = data
@@ -115,7 +116,7 @@ def _parse_document(
 
 
 def _parse_override(
-    name: str, override: str, env: Mapping[str, str], issues: list[Issue]
+    name: str, override: str, env: Mapping[str, str], issues: list[Issue], damaged: set[Path]
 ) -> RawConfig | None:
     key, sep, value = override.partition("=")
     sep_token = "::" if "::" in key else "."
@@ -132,7 +133,9 @@ def _parse_override(
     if composed is None:
         return None
     out = RawConfig()
-    walker = Walker(name, composed, env, out.positions, issues, column_offset=offset)
+    walker = Walker(
+        name, composed, env, out.positions, issues, column_offset=offset, damaged=damaged
+    )
     leaf: Any = walker.walk(composed.root, path) if composed.root is not None else None
     for part in reversed(path):
         leaf = {part: leaf}

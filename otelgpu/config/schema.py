@@ -121,7 +121,8 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     started = _started(config)
     issues += port_conflicts(started, pos)
     if issues or raw.issues:
-        raise ConfigError(sort_issues([*raw.issues, *_not_echoes(issues, raw.issues)], raw.sources))
+        own = _not_echoes(issues, raw.damaged)
+        raise ConfigError(sort_issues([*raw.issues, *own], raw.sources))
     _warn_unused(config)
     warn_secret_like_includes(started, pos)
     return config
@@ -143,11 +144,10 @@ def _started(config: AgentConfig) -> list[tuple[Kind, ComponentID, BaseModel]]:
     ]
 
 
-def _not_echoes(issues: list[Issue], earlier: list[Issue]) -> list[Issue]:
-    """Drops an issue about a value `load` already reported (an unset variable leaves an
-    empty string behind, which is not a second mistake)."""
-    reported = {i.path for i in earlier}
-    return [i for i in issues if not any(i.path[: len(p)] == p for p in reported)]
+def _not_echoes(issues: list[Issue], damaged: set[Path]) -> list[Issue]:
+    """Drops an issue about a value `load` already reported and replaced (an unset variable
+    leaves an empty string behind, which is not a second mistake)."""
+    return [i for i in issues if not any(i.path[:n] in damaged for n in range(len(i.path) + 1))]
 
 
 def _components(

@@ -65,8 +65,12 @@ class Walker:
         positions: Positions,
         issues: list[Issue],
         column_offset: int = 0,
+        damaged: set[Path] | None = None,
     ) -> None:
         self.file, self.env, self.positions, self.issues = file, env, positions, issues
+        # Paths whose value an issue replaced (None, or "" for a failed substitution): what
+        # validation later says about such a value is an echo of that issue.
+        self.damaged: set[Path] = set() if damaged is None else damaged
         self.aliases, self.tagged = composed.aliases, composed.tagged
         self.column_offset = column_offset
         self.constructor = yaml.constructor.SafeConstructor()
@@ -141,7 +145,7 @@ class Walker:
                 continue
             child = (*path, key)
             if key in out:
-                self._issue(key_node, child, "duplicate key")
+                self._issue(key_node, child, "duplicate key", damaged=False)
                 continue
             self.positions.keys[child] = self.mark(key_node)
             out[key] = self.node(value_node, child)
@@ -294,7 +298,9 @@ class Walker:
     def _unsupported(self, node: yaml.Node, path: Path) -> None:
         self._issue(node, path, f"unsupported tag {_short(node.tag)}: {_UNSUPPORTED}")
 
-    def _issue(self, node: yaml.Node, path: Path, message: str) -> None:
+    def _issue(self, node: yaml.Node, path: Path, message: str, *, damaged: bool = True) -> None:
+        if damaged:
+            self.damaged.add(path)
         m = self.mark(node)
         self.issues.append(Issue(m.file, m.line, m.column, path, message))
 
