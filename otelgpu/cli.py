@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.configure(args.log_level or "info", args.log_format or "console")
         _report(args, exc)
         return EXIT_CONFIG
+    except BaseException:  # a bug: what was logged while loading still comes out
+        logs.configure(args.log_level or "info", args.log_format or "console")
+        raise
     settings = config.telemetry.logs
     logs.configure(settings.level, settings.encoding)
     if args.command == "validate":
