@@ -11,11 +11,12 @@ import asyncio
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 from otelgpu import __version__, logs
 from otelgpu.builtins import builtin_registry
 from otelgpu.component import Kind
-from otelgpu.config import load_config
+from otelgpu.config import AgentConfig, load_config
 from otelgpu.config.render import render
 from otelgpu.errors import ConfigError, StartError
 from otelgpu.registry import Registry
@@ -32,12 +33,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "components":
         print(_components_table(registry))
         return EXIT_OK
+    logs.hold()  # what loading logs is written once the config says how (JSON from line one)
     try:
-        config = load_config(args.config, registry, args.set)
+        config = _load(args, registry)
     except ConfigError as exc:
-        print(f"otelgpu: invalid configuration ({len(exc.issues)} issues):", file=sys.stderr)
-        print(str(exc), file=sys.stderr)
+        logs.configure(args.log_level or "info", args.log_format or "console")
+        _report(args, exc)
         return EXIT_CONFIG
+    except BaseException:  # a bug: what was logged while loading still comes out
+        logs.configure(args.log_level or "info", args.log_format or "console")
+        raise
+    settings = config.telemetry.logs
+    logs.configure(settings.level, settings.encoding)
     if args.command == "validate":
         print(f"configuration is valid: {len(config.pipelines)} pipelines")
         return EXIT_OK
@@ -47,13 +54,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args, registry, config)
 
 
-def _run(args: argparse.Namespace, registry: Registry, config: object) -> int:
-    logs.configure()
+def _load(args: argparse.Namespace, registry: Registry) -> AgentConfig:
+    """The configuration, with `--log-level`/`--log-format` in place of what it says (on every
+    reload too)."""
+    config = load_config(args.config, registry, args.set)
+    update = {"level": args.log_level, "encoding": args.log_format}
+    update = {k: v for k, v in update.items() if v}
+    if update:
+        telemetry = config.telemetry
+        logs_config = telemetry.logs.model_copy(update=update)
+        config = replace(config, telemetry=telemetry.model_copy(update={"logs": logs_config}))
+    return config
+
+
+def _report(args: argparse.Namespace, exc: ConfigError) -> None:
+    """Config issues: as JSON log records when `run` logs JSON, otherwise as compiler lines."""
+    if args.command == "run" and args.log_format == "json":
+        for issue in exc.issues:
+            _log.error("invalid configuration: %s", issue)
+        return
+    print(f"otelgpu: invalid configuration ({len(exc.issues)} issues):", file=sys.stderr)
+    print(str(exc), file=sys.stderr)
+
+
+def _run(args: argparse.Namespace, registry: Registry, config: AgentConfig) -> int:
     source = ", ".join(args.config) if args.config else "the embedded default pipeline"
     _log.info("otelgpu %s starting with %s", __version__, source)
-    agent = Agent(lambda: load_config(args.config, registry, args.set), registry)
+    agent = Agent(lambda: _load(args, registry), registry)
     try:
-        asyncio.run(agent.run(config))  # type: ignore[arg-type]
+        asyncio.run(agent.run(config))
     except StartError as exc:
         _log.error("%s", exc)
         return EXIT_FATAL
@@ -100,6 +129,17 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             metavar="KEY.PATH=VALUE",
             help="override one key, e.g. receivers.nvml.collection_interval=5s",
+        )
+        cmd.add_argument(
+            "--log-level",
+            type=str.lower,
+            choices=list(logs.LEVELS),
+            help="the agent's log level, over service::telemetry::logs::level",
+        )
+        cmd.add_argument(
+            "--log-format",
+            choices=logs.ENCODINGS,
+            help="console or json, over service::telemetry::logs::encoding",
         )
     sub.add_parser("components", help="list component types by kind, with stability")
     return parser

@@ -36,6 +36,12 @@ _GAUGES = {
     "otelgpu_exporter_queue_size": "Points (or batches, with sizer: requests) waiting to be sent",
     "otelgpu_build_info": "Always 1; the agent's version as a label",
     "otelgpu_pod_resources_snapshot_age_seconds": "Age of the pod-resources snapshot in use",
+    "otelgpu_config_last_reload_successful": (
+        "1 if the last configuration reload (SIGHUP) was applied, 0 if it was rejected"
+    ),
+    "otelgpu_config_last_reload_success_timestamp_seconds": (
+        "Unix time the running configuration was loaded (at start or by a reload)"
+    ),
     "otelgpu_gpu_processes_outside_allocation": (
         "GPU processes running outside every allocation of their GPU (in a container the "
         "kubelet did not give the GPU to, or on the host)"
@@ -44,6 +50,7 @@ _GAUGES = {
 _GAUGE_UNITS = {
     "otelgpu_source_last_success_timestamp_seconds": "s",
     "otelgpu_pod_resources_snapshot_age_seconds": "s",
+    "otelgpu_config_last_reload_success_timestamp_seconds": "s",
     "otelgpu_collection_duration_seconds": "s",
 }
 
@@ -89,6 +96,22 @@ class SelfTelemetry:
         """Adds `value` to the monotonic counter `name` (created on first use)."""
         if value <= 0:
             return
+        self._counter(name, description).add(value, attributes)
+
+    def config_loaded(self, ok: bool) -> None:
+        """A configuration was applied (`ok`: at start or by a reload) or a reload was
+        rejected (invalid, failed to load or to start), which leaves the previous one running."""
+        if ok:
+            self.set_gauge("otelgpu_config_last_reload_successful", 1)
+            self.set_gauge("otelgpu_config_last_reload_success_timestamp_seconds", self._now())
+        else:
+            self.set_gauge("otelgpu_config_last_reload_successful", 0)
+        # Added even when 0, so the series exists from the start and increase() sees the first.
+        self._counter("otelgpu_config_reload_failures_total", "Configuration reloads rejected").add(
+            0 if ok else 1
+        )
+
+    def _counter(self, name: str, description: str) -> Counter:
         counter = self._counters.get(name)
         if counter is None:
             with self._lock:
@@ -96,7 +119,7 @@ class SelfTelemetry:
                 if counter is None:
                     counter = self._meter.create_counter(name, description=description)
                     self._counters[name] = counter
-        counter.add(value, attributes)
+        return counter
 
     def receiver_points(self, receiver: str, n: int) -> None:
         """Points a receiver produced in one collection."""

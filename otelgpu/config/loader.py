@@ -1,10 +1,12 @@
 """Reads pipeline files into one plain dict plus the position of every key and value.
 
-Stage 1 of validation: YAML syntax, duplicate keys, `${env:…}` expansion on parsed scalars
-(never on raw text, so a value can never inject YAML), merging several `-c` files in order and
-applying `--set` overrides. `composer.py` bounds nesting and keeps alias uses apart; `walker.py`
-checks tags and charges alias expansion to a budget. Every YAML problem becomes one located
-issue. Component-level checks happen in `schema.py`.
+Stage 1 of validation: YAML syntax, duplicate keys, `${env:…}`, `${…}` and `${file:…}`
+expansion on parsed scalars (never on raw text, so a value can never inject YAML), merging
+several `-c` files in order and applying `--set` overrides. `composer.py` bounds nesting and
+keeps alias uses apart; `walker.py` checks tags and charges alias expansion to a budget. Every
+YAML problem becomes one located issue. A file that cannot be parsed at all stops here; issues
+inside a parsed file (a duplicate key, an unset variable) travel on in `RawConfig.issues`, so
+`schema.py` reports them together with the component-level ones.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ class RawConfig:
 
     data: dict[str, Any] = field(default_factory=dict)
     positions: Positions = field(default_factory=Positions)
+    # Problems found while reading a document that still parsed: reported by `validate`.
+    issues: list[Issue] = field(default_factory=list)
+    damaged: set[Path] = field(default_factory=set)  # values those issues replaced
+    sources: list[str] = field(default_factory=list)  # file names, in `-c` order
+
+
+def sort_issues(issues: list[Issue], sources: list[str]) -> list[Issue]:
+    """Issues by file (in `-c` order, then `--set` overrides), line and column."""
+    order = {name: n for n, name in enumerate(sources)}
+    return sorted(issues, key=lambda i: (order.get(i.file, len(order)), i.file, i.line, i.column))
 
 
 def load(
@@ -36,23 +48,27 @@ def load(
     overrides: list[str] = (),  # type: ignore[assignment]
     environ: Mapping[str, str] | None = None,
 ) -> RawConfig:
-    """Parses `(name, text)` sources in order, then `--set` overrides; raises ConfigError
-    listing every problem found in any of them."""
+    """Parses `(name, text)` sources in order, then `--set` overrides. Raises ConfigError
+    listing every problem when a source cannot be parsed at all; otherwise the problems found
+    inside parsed sources are in `issues`, for `validate` to report with its own."""
     env = os.environ if environ is None else environ
-    merged = RawConfig()
+    merged = RawConfig(sources=[name for name, _ in sources])
+    merged.sources += [f"--set #{n}" for n in range(1, len(overrides) + 1)]
     if sources:  # errors about what is missing altogether point at the first file
         merged.positions.values[()] = Mark(sources[0][0], 1, 1)
-    issues: list[Issue] = []
+    unparsed = False
     for name, text in sources:
-        part = _parse_document(name, text, env, issues)
+        part = _parse_document(name, text, env, merged.issues, merged.damaged)
+        unparsed |= part is None
         if part is not None:
             _merge(merged, part, ())
     for n, override in enumerate(overrides, start=1):
-        part = _parse_override(f"--set #{n}", override, env, issues)
+        part = _parse_override(f"--set #{n}", override, env, merged.issues, merged.damaged)
+        unparsed |= part is None
         if part is not None:
             _merge(merged, part, ())
-    if issues:
-        raise ConfigError(issues)
+    if unparsed:
+        raise ConfigError(sort_issues(merged.issues, merged.sources))
     return merged
 
 
@@ -71,7 +87,7 @@ def read_files(paths: list[str]) -> list[tuple[str, str]]:
 
 
 def _parse_document(
-    name: str, text: str, env: Mapping[str, str], issues: list[Issue]
+    name: str, text: str, env: Mapping[str, str], issues: list[Issue], damaged: set[Path]
 ) -> RawConfig | None:
     composed = _compose(name, text, issues)
     if composed is None:
@@ -92,13 +108,15 @@ def _parse_document(
             )
         )
         return None
-    data = Walker(name, composed, env, out.positions, issues).walk(node, ())
-    out.data = data if isinstance(data, dict) else {}
+    data = Walker(name, composed, env, out.positions, issues, damaged=damaged).walk(node, ())
+    if not isinstance(data, dict):  # the walk was refused (an alias bomb): nothing is usable
+        return None
+    out.data = data
     return out
 
 
 def _parse_override(
-    name: str, override: str, env: Mapping[str, str], issues: list[Issue]
+    name: str, override: str, env: Mapping[str, str], issues: list[Issue], damaged: set[Path]
 ) -> RawConfig | None:
     key, sep, value = override.partition("=")
     sep_token = "::" if "::" in key else "."
@@ -115,7 +133,9 @@ def _parse_override(
     if composed is None:
         return None
     out = RawConfig()
-    walker = Walker(name, composed, env, out.positions, issues, column_offset=offset)
+    walker = Walker(
+        name, composed, env, out.positions, issues, column_offset=offset, damaged=damaged
+    )
     leaf: Any = walker.walk(composed.root, path) if composed.root is not None else None
     for part in reversed(path):
         leaf = {part: leaf}

@@ -35,6 +35,7 @@ _TYPE_ERRORS = {
     "set_type",
     "none_required",
     "string_sub_type",
+    "union_type",  # a value that fits no member of a union (see _without_union_members)
 }
 _BOUNDS = {
     "greater_than": "greater than",
@@ -49,8 +50,7 @@ def issues_from(
 ) -> list[Issue]:
     """One issue per pydantic error, located at the offending key or value."""
     issues = []
-    for err in exc.errors(include_url=False):
-        loc = tuple(err["loc"])
+    for err, loc in _without_union_members(exc.errors(include_url=False), model):
         path = (*prefix, *loc)
         kind = err["type"]
         if kind == "extra_forbidden":
@@ -66,6 +66,47 @@ def issues_from(
             mark = positions.value(path)
         issues.append(Issue(mark.file, mark.line, mark.column, path, message))
     return issues
+
+
+def _without_union_members(errors: list[Any], model: type[BaseModel]) -> list[tuple[Any, Path]]:
+    """Pydantic reports a value that fits no member of a union once per member, each under
+    the member's name (`gpus::int`, `gpus::list[...]`). Those names are not keys: they are
+    dropped, and a union's errors become one "expected A or B" unless some member's errors
+    go deeper (the member the writer meant), which are then the only ones kept."""
+    cleaned = [(err, *_clean_loc(tuple(err["loc"]), model)) for err in errors]
+    deeper = {union for _, loc, union in cleaned if union is not None and len(loc) > len(union)}
+    out: list[tuple[Any, Path]] = []
+    reported: set[Path] = set()
+    for err, loc, union in cleaned:
+        if union is None:
+            out.append((err, loc))
+        elif len(loc) > len(union) or union not in deeper:
+            if union not in deeper:
+                if union in reported:
+                    continue
+                reported.add(union)
+                err = {**err, "type": "union_type"}
+            out.append((err, loc))
+    return out
+
+
+def _clean_loc(loc: tuple[Any, ...], model: type[BaseModel]) -> tuple[Path, Path | None]:
+    """`loc` without union member names, and where the (first) union is, if one was passed."""
+    out: list[Any] = []
+    union: Path | None = None
+    for part in loc:
+        if isinstance(part, str) and part.startswith("~"):  # our tagged unions' tags
+            continue
+        tp = _strip(_type_at(model, tuple(out))) if union is None else None
+        if _is_union(tp) and isinstance(part, str) and _model_member(tp, part) is None:
+            union = tuple(out)
+            continue
+        out.append(part)
+    return tuple(out), union
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (typing.Union, types.UnionType)
 
 
 def _describe_error(err: Any, tp: Any) -> str:
@@ -166,6 +207,7 @@ def _type_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
     tp: Any = model
     for part in loc:
         tp = _strip(tp)
+        tp = _model_member(tp, str(part)) or _list_member(tp, part) or tp
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             field = tp.model_fields.get(str(part))
             if field is None:
@@ -182,3 +224,26 @@ def _type_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
         else:
             return None
     return tp
+
+
+def _model_member(tp: Any, name: str) -> Any:
+    """The member of a union that is a model with field `name` (None when there is none)."""
+    if typing.get_origin(tp) not in (typing.Union, types.UnionType):
+        return None
+    for member in typing.get_args(tp):
+        member = _strip(member)
+        if (
+            isinstance(member, type)
+            and issubclass(member, BaseModel)
+            and name in member.model_fields
+        ):
+            return member
+    return None
+
+
+def _list_member(tp: Any, part: Any) -> Any:
+    """The list member of a union, when `part` indexes a list (None otherwise)."""
+    if not (_is_union(tp) and isinstance(part, int)):
+        return None
+    members = [_strip(m) for m in typing.get_args(tp)]
+    return next((m for m in members if typing.get_origin(m) in (list, tuple)), None)

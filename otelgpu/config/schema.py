@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from otelgpu.component import ComponentID, Kind
-from otelgpu.config.loader import RawConfig
+from otelgpu.config.collector_compat import factory_for, warn_deprecated
+from otelgpu.config.lint import port_conflicts, warn_secret_like_includes
+from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
 from otelgpu.config.positions import Path, Positions
 from otelgpu.config.types import PositiveDuration, StrictModel
@@ -20,14 +22,26 @@ from otelgpu.errors import ConfigError, Issue
 from otelgpu.registry import Registry
 
 _log = logging.getLogger("otelgpu.config")
+
+
+def _lower(value: Any) -> Any:
+    return value.lower() if isinstance(value, str) else value
+
+
 _SECTIONS = ("receivers", "processors", "exporters", "extensions", "service")
 _SIGNALS = ("metrics",)
 
 
 class LogsConfig(StrictModel):
-    """`service::telemetry::logs`: the agent's own log output."""
+    """`service::telemetry::logs`: the agent's own log output.
 
-    level: Literal["debug", "info", "warn", "error"] = "info"
+    level: debug, info, warn (or warning), error; any case, as the Collector reads them.
+    encoding: console or json. `otelgpu run --log-level/--log-format` override both.
+    """
+
+    level: Annotated[
+        Literal["debug", "info", "warn", "warning", "error"], BeforeValidator(_lower)
+    ] = "info"
     encoding: Literal["console", "json"] = "console"
 
 
@@ -87,7 +101,8 @@ class AgentConfig:
 
 
 def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
-    """Checks every component and reference; raises ConfigError with all issues at once."""
+    """Checks every component and reference; raises ConfigError with all issues at once
+    (those `load` found inside the files too), sorted by file, line and column."""
     issues: list[Issue] = []
     data, pos = raw.data, raw.positions
     for key in data:
@@ -103,10 +118,36 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     )
     declared = {kind: _declared(data.get(kind.section)) for kind in Kind}
     _wire(config, declared, data.get("service"), pos, issues)
-    if issues:
-        raise ConfigError(issues)
+    started = _started(config)
+    issues += port_conflicts(started, pos)
+    if issues or raw.issues:
+        own = _not_echoes(issues, raw.damaged)
+        raise ConfigError(sort_issues([*raw.issues, *own], raw.sources))
     _warn_unused(config)
+    warn_secret_like_includes(started, pos)
     return config
+
+
+def _started(config: AgentConfig) -> list[tuple[Kind, ComponentID, BaseModel]]:
+    """The components `run` would start, in the order they are configured."""
+    used = {(Kind.EXTENSION, c) for c in config.extensions}
+    used.update((Kind.EXPORTER, c) for c in config.telemetry_exporters)
+    for p in config.pipelines.values():
+        used.update((Kind.RECEIVER, c) for c in p.receivers)
+        used.update((Kind.PROCESSOR, c) for c in p.processors)
+        used.update((Kind.EXPORTER, c) for c in p.exporters)
+    return [
+        (kind, cid, model)
+        for kind, components in config.components.items()
+        for cid, model in components.items()
+        if (kind, cid) in used
+    ]
+
+
+def _not_echoes(issues: list[Issue], damaged: set[Path]) -> list[Issue]:
+    """Drops an issue about a value `load` already reported and replaced (an unset variable
+    leaves an empty string behind, which is not a second mistake)."""
+    return [i for i in issues if not any(i.path[:n] in damaged for n in range(len(i.path) + 1))]
 
 
 def _components(
@@ -124,10 +165,11 @@ def _components(
         path = (kind.section, key)
         try:
             cid = ComponentID.parse(key)
-            factory = registry.get(kind, cid.type)
+            factory = factory_for(registry, kind, cid)
         except (ValueError, KeyError) as exc:
             _issue(issues, pos, path, str(exc.args[0]), at_key=True)
             continue
+        warn_deprecated(kind, cid)
         model = _model(factory.config_type, options, path, pos, issues)
         if model is not None:
             out[cid] = model

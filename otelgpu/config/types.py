@@ -116,16 +116,18 @@ def _matches(key: str, patterns: list[str]) -> bool:
 
 
 def parse_endpoint(value: Any) -> str:
-    """`host:port` (`0.0.0.0:9400`, `[::1]:9400`, `localhost:13133`), checked but kept as text."""
+    """`host:port` (`0.0.0.0:9400`, `[::1]:9400`, `localhost:13133`), checked but kept as text.
+    `:9400` (no host) listens on every interface, IPv4 and IPv6, as in the Collector."""
     if isinstance(value, str):
-        host, sep, port = value.rpartition(":")
-        if sep and host and port.isdigit() and 0 <= int(port) <= 65535:
+        _, sep, port = value.rpartition(":")
+        if sep and port.isdigit() and 0 <= int(port) <= 65535:
             return value
     raise ValueError(f'invalid endpoint "{value}": expected host:port, such as 0.0.0.0:9400')
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
-    """`host:port` → (host, port), brackets removed from IPv6 hosts."""
+    """`host:port` → (host, port), brackets removed from IPv6 hosts; the host is "" (every
+    interface, for asyncio) when the endpoint names none."""
     host, _, port = endpoint.rpartition(":")
     return host.strip("[]"), int(port)
 

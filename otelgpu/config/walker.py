@@ -20,7 +20,12 @@ from otelgpu.config.positions import Mark, Path, Positions
 from otelgpu.errors import Issue
 
 _SUBST_RE = re.compile(r"\$\$|\$\{([^}]*)\}")
-_ENV_RE = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
+# `${env:NAME}`, and `${NAME}`: the Collector's default scheme is env.
+_ENV_RE = re.compile(r"^(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
+_FILE_RE = re.compile(r"^file:(.+)$", re.DOTALL)
+_SUBST_HELP = (
+    "use ${env:NAME}, ${NAME}, ${env:NAME:-default} or ${file:/path} (write $$ for a literal $)"
+)
 _YAML = "tag:yaml.org,2002:"
 _MERGE, _VALUE = _YAML + "merge", _YAML + "value"
 _SCALAR_TAGS = {_YAML + t for t in ("null", "bool", "int", "float", "str", "timestamp")}
@@ -41,6 +46,8 @@ _MERGE_VALUE = (
 MAX_ALIAS_USES = 10_000
 MAX_ALIAS_VALUES = 100_000
 MAX_ALIAS_TEXT = 10 * 2**20  # characters of scalar text
+# A `${file:...}` holds a token, a password or a PEM bundle: anything larger is a wrong path.
+MAX_FILE_SUBSTITUTION = 2**20
 
 
 class _Refused(Exception):
@@ -58,8 +65,12 @@ class Walker:
         positions: Positions,
         issues: list[Issue],
         column_offset: int = 0,
+        damaged: set[Path] | None = None,
     ) -> None:
         self.file, self.env, self.positions, self.issues = file, env, positions, issues
+        # Paths whose value an issue replaced (None, or "" for a failed substitution): what
+        # validation later says about such a value is an echo of that issue.
+        self.damaged: set[Path] = set() if damaged is None else damaged
         self.aliases, self.tagged = composed.aliases, composed.tagged
         self.column_offset = column_offset
         self.constructor = yaml.constructor.SafeConstructor()
@@ -134,7 +145,7 @@ class Walker:
                 continue
             child = (*path, key)
             if key in out:
-                self._issue(key_node, child, "duplicate key")
+                self._issue(key_node, child, "duplicate key", damaged=False)
                 continue
             self.positions.keys[child] = self.mark(key_node)
             out[key] = self.node(value_node, child)
@@ -235,39 +246,61 @@ class Walker:
         raise _Refused
 
     def expand(self, text: str, node: yaml.Node, path: Path) -> str:
-        """Expands `${env:NAME}`, `${env:NAME:-default}` and `$$` in one scalar."""
+        """Expands `${env:NAME}`, `${NAME}`, `${env:NAME:-default}`, `${file:PATH}` and `$$`
+        in one scalar. What a substitution returns is never expanded again."""
 
         def substitute(match: re.Match[str]) -> str:
             if match.group(0) == "$$":
                 return "$"
-            ref = _ENV_RE.match(match.group(1))
-            if ref is None:
-                self._issue(
-                    node,
-                    path,
-                    f'unsupported substitution "{match.group(0)}": use ${{env:NAME}} '
-                    "or ${env:NAME:-default} (write $$ for a literal $)",
-                )
-                return ""
-            name, default = ref.group(1), ref.group(2)
-            if name in self.env:
-                return self.env[name]
-            if default is not None:
-                return default
-            self._issue(
-                node,
-                path,
-                f'environment variable "{name}" is not set and has no default '
-                f"(use ${{env:{name}:-default}})",
-            )
+            ref = match.group(1)
+            if (env := _ENV_RE.match(ref)) is not None:
+                return self._env(env.group(1), env.group(2), node, path)
+            if (file := _FILE_RE.match(ref)) is not None:
+                return self._file(file.group(1), node, path)
+            self._issue(node, path, f'unsupported substitution "{match.group(0)}": {_SUBST_HELP}')
             return ""
 
         return _SUBST_RE.sub(substitute, text) if "$" in text else text
 
+    def _env(self, name: str, default: str | None, node: yaml.Node, path: Path) -> str:
+        if name in self.env:
+            return self.env[name]
+        if default is not None:
+            return default
+        self._issue(
+            node,
+            path,
+            f'environment variable "{name}" is not set and has no default '
+            f"(use ${{env:{name}:-default}})",
+        )
+        return ""
+
+    def _file(self, name: str, node: yaml.Node, path: Path) -> str:
+        """A secret from a mounted file: its text, trailing line breaks removed (the Collector
+        parses the file as YAML, which drops them too; inner lines are kept, so a PEM works)."""
+        try:
+            with open(name, "rb") as f:
+                data = f.read(MAX_FILE_SUBSTITUTION + 1)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            self._issue(node, path, f'cannot read "${{file:{name}}}": {reason}')
+            return ""
+        if len(data) > MAX_FILE_SUBSTITUTION:
+            limit = MAX_FILE_SUBSTITUTION // 2**10
+            self._issue(node, path, f'"${{file:{name}}}" is larger than {limit} KiB')
+            return ""
+        try:
+            return data.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            self._issue(node, path, f'"${{file:{name}}}" is not UTF-8 text')
+            return ""
+
     def _unsupported(self, node: yaml.Node, path: Path) -> None:
         self._issue(node, path, f"unsupported tag {_short(node.tag)}: {_UNSUPPORTED}")
 
-    def _issue(self, node: yaml.Node, path: Path, message: str) -> None:
+    def _issue(self, node: yaml.Node, path: Path, message: str, *, damaged: bool = True) -> None:
+        if damaged:
+            self.damaged.add(path)
         m = self.mark(node)
         self.issues.append(Issue(m.file, m.line, m.column, path, message))
 

@@ -2,7 +2,9 @@
 
 SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or counted).
 SIGHUP reloads the files on a worker thread; an invalid new config (or any failure while
-loading it) is logged issue by issue and the running service is kept. A valid one replaces
+loading it) is logged issue by issue and the running service is kept. Every rejected reload
+counts in `otelgpu_config_reload_failures_total` and sets `otelgpu_config_last_reload_successful`
+to 0 (the OtelgpuConfigReloadFailed alert). A valid one replaces
 it: the old service stops, the new one starts (if the new one cannot start, the old config
 is started again so the node is not left unmonitored). The agent owns the `KeptListeners`
 every service's components park their HTTP servers in: a port whose settings did not change
@@ -64,6 +66,7 @@ class Agent:
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
         try:
             self.service = await self._start(config)
+            self._loaded(True)
             while not self._stop.is_set():
                 await self._wait_for_signal()
                 if self._reload.is_set() and not self._stop.is_set():
@@ -74,6 +77,10 @@ class Agent:
                 loop.remove_signal_handler(sig)
             await self._stop_service()
             self._telemetry.shutdown()
+
+    def _loaded(self, ok: bool) -> None:
+        assert self._telemetry is not None
+        self._telemetry.config_loaded(ok)
 
     async def _wait_for_signal(self) -> None:
         waiters = [asyncio.create_task(e.wait()) for e in (self._stop, self._reload)]
@@ -102,6 +109,7 @@ class Agent:
             _log.error(
                 "keeping the running configuration (%d issues in the new one)", len(exc.issues)
             )
+            self._loaded(False)
             return
         except Exception as exc:  # a loader bug must not take the running pipelines down
             _log.error(
@@ -111,6 +119,7 @@ class Agent:
                 exc,
                 exc_info=exc,
             )
+            self._loaded(False)
             return
         old = self.service
         assert old is not None
@@ -118,10 +127,12 @@ class Agent:
         try:
             self.service = await self._start(config)
             _log.info("configuration reloaded")
+            self._loaded(True)
         except StartError as exc:
             _log.error(
                 "the new configuration failed to start (%s); restarting the previous one", exc
             )
+            self._loaded(False)
             self.service = await self._start(old.config)
 
     async def _stop_service(self) -> None:

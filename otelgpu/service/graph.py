@@ -21,6 +21,7 @@ from otelgpu.component import (
     Receiver,
     Settings,
 )
+from otelgpu.config.collector_compat import factory_for
 from otelgpu.config.schema import AgentConfig
 from otelgpu.consumer import FanOut, GuardedConsumer, PipelineHead
 from otelgpu.errors import StartError
@@ -61,7 +62,7 @@ def build(
     graph = Graph()
 
     def create(kind: Kind, cid: ComponentID, *extra: Any) -> Any:
-        factory = registry.get(kind, cid.type)
+        factory = factory_for(registry, kind, cid)
         settings = Settings.for_component(cid, kind, telemetry, listeners)
         if factory.stability.value != "stable":
             settings.logger.debug("%s %s is %s", kind.value, cid, factory.stability.value)

@@ -60,7 +60,7 @@ def test_run_filters_and_labels_then_stops_cleanly_on_sigterm(
     config.write_text(PIPELINE.format(tag="v1"))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"hw\.gpu\.utilization\{.*pipeline_tag='v1'")
+    agent.wait_for(r'hw\.gpu\.utilization\{.*"pipeline_tag": "v1"')
     agent.wait_for(r"batch: 2 resources", timeout=5)
     assert code_of(agent) == 0
     points = [line for line in agent.lines if " = " in line]
@@ -73,7 +73,7 @@ def test_sigint_also_stops_cleanly(tmp_path: Path, agents: list[AgentProcess]) -
     config.write_text(PIPELINE.format(tag="v1"))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
     assert agent.stop(signal.SIGINT) == 0
 
 
@@ -84,7 +84,7 @@ def test_sighup_with_a_broken_file_keeps_the_old_pipelines(
     config.write_text(PIPELINE.format(tag="v1"))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
 
     config.write_text(
         PIPELINE.format(tag="v2").replace("200ms", "soon").replace("filter:\n", "filtr:\n", 1)
@@ -98,12 +98,12 @@ def test_sighup_with_a_broken_file_keeps_the_old_pipelines(
         after=0,
     )
     agent.wait_for(r"keeping the running configuration")
-    agent.wait_for(r"pipeline_tag='v1'", after=first)  # the old pipelines still run
+    agent.wait_for(r'"pipeline_tag": "v1"', after=first)  # the old pipelines still run
 
     config.write_text(PIPELINE.format(tag="v2"))
     agent.send(signal.SIGHUP)
     agent.wait_for(r"configuration reloaded")
-    agent.wait_for(r"pipeline_tag='v2'")
+    agent.wait_for(r'"pipeline_tag": "v2"')
     assert agent.stop() == 0
 
 
@@ -171,20 +171,20 @@ def test_sighup_with_a_file_the_yaml_library_chokes_on_keeps_the_agent(
     config.write_text(PIPELINE.format(tag="v1"))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
 
     config.write_text(PIPELINE.format(tag="v2").replace(old, new))
     agent.send(signal.SIGHUP)
     first = agent.wait_for(r"reload rejected: .*" + error)
     agent.wait_for(r"keeping the running configuration", after=first)
-    agent.wait_for(r"pipeline_tag='v1'", after=first)  # the old pipelines still run
+    agent.wait_for(r'"pipeline_tag": "v1"', after=first)  # the old pipelines still run
     assert agent.proc.poll() is None
     assert not any("Traceback" in line for line in agent.lines)
 
     config.write_text(PIPELINE.format(tag="v3"))
     agent.send(signal.SIGHUP)
     agent.wait_for(r"configuration reloaded")
-    agent.wait_for(r"pipeline_tag='v3'")
+    agent.wait_for(r'"pipeline_tag": "v3"')
     assert agent.stop() == 0
 
 
@@ -211,7 +211,7 @@ def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
     config.write_text(serving)
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
     assert "hw_gpu_utilization" in _scrape(port)
 
     config.write_text(serving + alias_bomb(9))  # ~10**9 nodes once expanded
@@ -333,7 +333,7 @@ def test_valid_reloads_keep_the_ports_open_and_the_last_body_served(
     config.write_text(_serving_config(metrics_port, health_port))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
     assert "hw_gpu_utilization" in _scrape(metrics_port)
     metrics = _Poller(f"http://127.0.0.1:{metrics_port}/metrics")
     health = _Poller(f"http://127.0.0.1:{health_port}/healthz")
@@ -362,7 +362,7 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
     config.write_text(_serving_config(old_port, health_port))
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
-    agent.wait_for(r"pipeline_tag='v1'")
+    agent.wait_for(r'"pipeline_tag": "v1"')
     assert "hw_gpu_utilization" in _scrape(old_port)
 
     config.write_text(_serving_config(new_port, health_port))
@@ -375,3 +375,41 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
     while "hw_gpu_utilization" not in body:  # the new pipeline's first body, then GPU series
         body = _scrape(new_port)
     assert agent.stop() == 0
+
+
+def test_json_logs_from_the_very_first_line(tmp_path: Path, agents: list[AgentProcess]) -> None:
+    """A load-time warning, the start line, the debug exporter's points and the stop line:
+    every line the agent writes is one JSON object, the debug exporter's attributes JSON too."""
+    import json
+
+    config = tmp_path / "pipeline.yaml"
+    text = PIPELINE.format(tag="v1").replace("logs: {level: info}", "logs: {encoding: json}")
+    config.write_text(text.replace("exporters:\n  debug:", "exporters:\n  debug/unused:\n  debug:"))
+    agent = AgentProcess("run", "-c", str(config))
+    agents.append(agent)
+    agent.wait_for(r'pipeline_tag\\": \\"v1')
+    assert code_of(agent) == 0
+    records = [json.loads(line) for line in agent.lines]
+    assert "debug/unused" in records[0]["msg"] and records[0]["level"] == "warn"
+    assert records[1]["msg"].startswith("otelgpu ") and "starting with" in records[1]["msg"]
+    point = next(r["msg"] for r in records if "hw.gpu.utilization" in r["msg"])
+    attributes = json.loads(point[point.index("{") : point.index("} = ") + 1])
+    assert attributes["pipeline_tag"] == "v1"
+    assert records[-1]["msg"] == "stopped"
+
+
+def test_log_format_flag_makes_config_errors_json_too(tmp_path: Path) -> None:
+    import json
+
+    config = tmp_path / "bad.yaml"
+    config.write_text(PIPELINE.format(tag="v1").replace("gpus: 2", "gpus: two"))
+    result = subprocess.run(
+        [sys.executable, "-m", "otelgpu", "run", "-c", str(config), "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    records = [json.loads(line) for line in result.stderr.splitlines()]
+    assert len(records) == 1 and records[0]["level"] == "error"
+    assert f"{config}:5:" in records[0]["msg"] and "simulated::gpus" in records[0]["msg"]

@@ -18,44 +18,100 @@ from otelgpu.config.types import Duration, PositiveDuration, StrictModel
 HeaderValue = Annotated[SecretStr, PlainSerializer(lambda _: "[REDACTED]", return_type=str)]
 
 
-class TLSConfig(StrictModel):
-    """`tls` of the `otlp` exporter.
-
-    insecure: plaintext gRPC (no TLS at all); default false, as in the Collector.
-    ca_file: PEM bundle that signs the server's certificate (default: the system roots).
-    cert_file, key_file: client certificate and key for mutual TLS; set both or neither.
-    """
-
-    insecure: bool = False
-    ca_file: str = ""
-    cert_file: str = ""
-    key_file: str = ""
-
-    @model_validator(mode="after")
-    def _pair(self) -> TLSConfig:
-        if bool(self.cert_file) != bool(self.key_file):
-            raise ValueError("cert_file and key_file must be set together (mutual TLS)")
-        return self
+# A PEM private key is a secret: kept out of reprs, `[REDACTED]` in print-config.
+SecretPem = Annotated[
+    SecretStr,
+    PlainSerializer(lambda v: "[REDACTED]" if v.get_secret_value() else "", return_type=str),
+]
+TLSVersion = Literal["1.0", "1.1", "1.2", "1.3"]
 
 
-class HttpTLSConfig(StrictModel):
-    """`tls` of the `otlp_http` exporter; whether TLS is used at all follows the endpoint's
-    scheme (`https://` or `http://`), as in the Collector.
+class ClientTLSConfig(StrictModel):
+    """What both exporters' `tls` share (the Collector's `configtls` client options).
 
-    ca_file, cert_file, key_file: as for `otlp`.
-    insecure_skip_verify: accept any server certificate (testing only); default false.
+    ca_file / ca_pem: the CA bundle that signs the server's certificate, as a path or as PEM
+    text (default: the system roots). cert_file / cert_pem and key_file / key_pem: the client
+    certificate and key for mutual TLS; set both or neither. Each path and its `_pem` form
+    exclude each other. min_version: "1.2" (default), max_version: "" (the newest); see each
+    exporter for what it can do.
+    server_name_override: the name the server's certificate is checked against (and sent in
+    SNI) instead of the endpoint's host. insecure_skip_verify: accept any server certificate.
     """
 
     ca_file: str = ""
+    ca_pem: str = ""
     cert_file: str = ""
+    cert_pem: str = ""
     key_file: str = ""
+    key_pem: SecretPem = SecretStr("")
+    min_version: TLSVersion = "1.2"
+    max_version: TLSVersion | Literal[""] = ""
+    server_name_override: str = ""
     insecure_skip_verify: bool = False
 
     @model_validator(mode="after")
-    def _pair(self) -> HttpTLSConfig:
-        if bool(self.cert_file) != bool(self.key_file):
-            raise ValueError("cert_file and key_file must be set together (mutual TLS)")
+    def _sources(self) -> ClientTLSConfig:
+        if self.max_version and self.max_version < self.min_version:
+            raise ValueError("max_version must not be lower than min_version")
+        for name in ("ca", "cert", "key"):
+            if getattr(self, f"{name}_file") and self.has_pem(name):
+                raise ValueError(f"set {name}_file or {name}_pem, not both")
+        if bool(self.cert_file or self.cert_pem) != bool(self.key_file or self.has_pem("key")):
+            raise ValueError(
+                "a client certificate and its key must be set together (mutual TLS): "
+                "cert_file or cert_pem with key_file or key_pem"
+            )
         return self
+
+    def has_pem(self, name: str) -> bool:
+        value = getattr(self, f"{name}_pem")
+        return bool(value.get_secret_value() if isinstance(value, SecretStr) else value)
+
+    def key_pem_text(self) -> str:
+        """The PEM key revealed, for the transport only."""
+        return self.key_pem.get_secret_value()
+
+
+class TLSConfig(ClientTLSConfig):
+    """`tls` of the `otlp` exporter.
+
+    insecure: plaintext gRPC (no TLS at all); default false, as in the Collector.
+    min_version: "1.0", "1.1" or "1.2" (gRPC always negotiates TLS 1.2 or 1.3, which satisfies
+    them); min_version "1.3" and a max_version below "1.3" are refused, because grpcio has no
+    setting to enforce them.
+    insecure_skip_verify: refused, because grpcio cannot skip verifying the server; trust the
+    server's CA with ca_file / ca_pem instead (or use otlp_http, which can).
+    """
+
+    insecure: bool = False
+
+    @model_validator(mode="after")
+    def _grpc_can(self) -> TLSConfig:
+        if self.insecure_skip_verify:
+            raise ValueError(
+                "insecure_skip_verify is not supported by the gRPC transport (grpcio always "
+                "verifies the server): trust the server's CA with ca_file or ca_pem, or use "
+                "the otlp_http exporter"
+            )
+        if self.min_version == "1.3" or self.max_version not in ("", "1.3"):
+            raise ValueError(
+                "min_version 1.3 and max_version below 1.3 cannot be enforced by the gRPC "
+                "transport (grpcio negotiates TLS 1.2 or 1.3 and has no version setting); "
+                "use the otlp_http exporter"
+            )
+        return self
+
+
+class HttpTLSConfig(ClientTLSConfig):
+    """`tls` of the `otlp_http` exporter; whether TLS is used at all follows the endpoint's
+    scheme (`https://` or `http://`), as in the Collector. Every option is honoured; a
+    min_version below 1.2 may still be refused by the system's OpenSSL security level.
+
+    insecure: accepted, as Collector files write it for `http://` endpoints; the scheme
+    decides (an `https://` endpoint is still verified, as the Collector's HTTP client does).
+    """
+
+    insecure: bool = False
 
 
 class RetryConfig(StrictModel):
@@ -63,13 +119,18 @@ class RetryConfig(StrictModel):
 
     enabled: true. initial_interval: 5s (the first wait). max_interval: 30s (the longest
     wait). max_elapsed_time: 300s (then the batch is dropped and counted; 0 retries forever).
-    A delay the server asks for (gRPC RetryInfo, HTTP Retry-After) is honoured.
+    multiplier: 1.5, each wait is this many times the last. randomization_factor: 0.5, each
+    wait is drawn from ±this fraction of the interval (0 = no jitter). The Collector's
+    (configretry) names, defaults and bounds. A delay the server asks for (gRPC RetryInfo,
+    HTTP Retry-After) is honoured.
     """
 
     enabled: bool = True
     initial_interval: PositiveDuration = 5.0
     max_interval: PositiveDuration = 30.0
     max_elapsed_time: Annotated[Duration, Field(ge=0)] = 300.0
+    multiplier: Annotated[float, Field(gt=0, le=100)] = 1.5
+    randomization_factor: Annotated[float, Field(ge=0, le=1)] = 0.5
 
     @model_validator(mode="after")
     def _order(self) -> RetryConfig:

@@ -57,17 +57,21 @@ class GrpcTransport:
             self._channel = grpc.aio.secure_channel(target, credentials, options, compression)
         self._stub = MetricsServiceStub(self._channel)  # type: ignore[no-untyped-call]
 
-    def _channel_options(self) -> list[tuple[str, int]]:
+    def _channel_options(self) -> list[tuple[str, int | str]]:
         # Our own retry loop decides when to try again: gRPC's transparent retries are off,
         # and its reconnect backoff is kept shorter than our first wait so that a retry after
         # an outage finds the channel ready to connect instead of still backing off.
         backoff_ms = max(10, int(self._config.retry_on_failure.initial_interval * 500))
-        return [
+        options: list[tuple[str, int | str]] = [
             ("grpc.enable_retries", 0),
             ("grpc.initial_reconnect_backoff_ms", backoff_ms),
             ("grpc.min_reconnect_backoff_ms", backoff_ms),
             ("grpc.max_reconnect_backoff_ms", backoff_ms),
         ]
+        if name := self._config.tls.server_name_override:
+            # The certificate is checked against this name, and it is the :authority sent.
+            options += [("grpc.ssl_target_name_override", name), ("grpc.default_authority", name)]
+        return options
 
     async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
         if self._stub is None:
@@ -113,11 +117,14 @@ def retry_delay(trailers: Any) -> float | None:
 def _credentials(config: OtlpExporterConfig) -> grpc.ChannelCredentials:
     tls = config.tls
     return grpc.ssl_channel_credentials(
-        root_certificates=_read(tls.ca_file),
-        private_key=_read(tls.key_file),
-        certificate_chain=_read(tls.cert_file),
+        root_certificates=_read(tls.ca_file, tls.ca_pem),
+        private_key=_read(tls.key_file, tls.key_pem_text()),
+        certificate_chain=_read(tls.cert_file, tls.cert_pem),
     )
 
 
-def _read(path: str) -> bytes | None:
-    return Path(path).read_bytes() if path else None
+def _read(path: str, pem: str) -> bytes | None:
+    """A file's bytes, or the `_pem` text given in its place (the config allows one)."""
+    if path:
+        return Path(path).read_bytes()
+    return pem.encode() if pem else None

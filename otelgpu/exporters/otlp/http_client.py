@@ -10,7 +10,9 @@ from __future__ import annotations
 import email.utils
 import gzip
 import ssl
+import tempfile
 import time
+from pathlib import Path
 
 import aiohttp
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
@@ -42,6 +44,8 @@ class HttpTransport:
         if self._gzip:
             self._headers["Content-Encoding"] = "gzip"
         self._session: aiohttp.ClientSession | None = None
+        # The name the server's certificate is checked against, and sent in SNI.
+        self._server_name = config.tls.server_name_override or None
 
     async def open(self) -> None:
         tls: ssl.SSLContext | bool = True
@@ -61,6 +65,7 @@ class HttpTransport:
                 data=body,
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=timeout),
+                server_hostname=self._server_name,
             ) as response:
                 payload = await response.read()
                 status, retry_after = response.status, response.headers.get("Retry-After")
@@ -114,13 +119,40 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
+_TLS_VERSIONS = {
+    "1.0": ssl.TLSVersion.TLSv1,
+    "1.1": ssl.TLSVersion.TLSv1_1,
+    "1.2": ssl.TLSVersion.TLSv1_2,
+    "1.3": ssl.TLSVersion.TLSv1_3,
+}
+
+
 def ssl_context(tls: HttpTLSConfig) -> ssl.SSLContext:
-    """The client TLS context (TLS 1.2 or later) for an https:// endpoint."""
-    context = ssl.create_default_context(cafile=tls.ca_file or None)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    if tls.cert_file:
-        context.load_cert_chain(tls.cert_file, tls.key_file)
+    """The client TLS context (`min_version` or later) for an https:// endpoint."""
+    context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=tls.ca_pem or None)
+    context.minimum_version = _TLS_VERSIONS[tls.min_version]
+    if tls.max_version:
+        context.maximum_version = _TLS_VERSIONS[tls.max_version]
+    if tls.cert_file or tls.cert_pem:
+        _load_client_cert(context, tls)
     if tls.insecure_skip_verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def _load_client_cert(context: ssl.SSLContext, tls: HttpTLSConfig) -> None:
+    """Loads the client certificate and key; `ssl` reads them from files only, so PEM text
+    is written to a private temporary directory for the call and removed right after."""
+    if not (tls.cert_pem or tls.has_pem("key")):
+        context.load_cert_chain(tls.cert_file, tls.key_file)
+        return
+    with tempfile.TemporaryDirectory(prefix="otelgpu-tls-") as directory:  # mode 0700
+        cert = tls.cert_file or _write(Path(directory, "cert.pem"), tls.cert_pem)
+        key = tls.key_file or _write(Path(directory, "key.pem"), tls.key_pem_text())
+        context.load_cert_chain(cert, key)
+
+
+def _write(path: Path, text: str) -> str:
+    path.write_text(text, encoding="utf-8")
+    return str(path)

@@ -8,14 +8,11 @@ from collections.abc import Callable
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import RetryConfig
 
-# The Collector's defaults (configretry): each wait 1.5 times the last, randomised by ±50 %
-# so that many agents restarted together do not retry in step.
-MULTIPLIER = 1.5
-JITTER = 0.5
-
 
 class Backoff:
-    """The waits between attempts of one request.
+    """The waits between attempts of one request: each `multiplier` times the last (up to
+    `max_interval`), randomised by ±`randomization_factor` so that many agents restarted
+    together do not retry in step.
 
     `next_delay` returns None when the request must be given up: the error is permanent,
     retrying is disabled, or the next wait would end past `max_elapsed_time` (0 = never).
@@ -39,8 +36,9 @@ class Backoff:
         config = self._config
         if not (config.enabled and error.retryable):
             return None
-        delay = self._interval * (1 - JITTER + 2 * JITTER * self._rand())
-        self._interval = min(self._interval * MULTIPLIER, config.max_interval)
+        jitter = config.randomization_factor
+        delay = self._interval * (1 - jitter + 2 * jitter * self._rand())
+        self._interval = min(self._interval * config.multiplier, config.max_interval)
         if error.retry_after is not None:
             delay = max(delay, error.retry_after)
         if config.max_elapsed_time and now + delay - self._started > config.max_elapsed_time:

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 
 from otelgpu.config.types import Endpoint, PositiveDuration, StrictModel
-from otelgpu.exporters.prometheus.naming import LABEL_NAME_RE
+from otelgpu.exporters.prometheus.naming import LABEL_NAME_RE, replace_invalid
 
 # `$2a$`, `$2b$` or `$2y$`, a two-digit cost, then 53 characters of salt and hash.
 _BCRYPT_RE = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
@@ -51,6 +51,13 @@ class DcgmLabelsConfig(StrictModel):
     hostname: Literal["Hostname", "hostname"] = "Hostname"
 
 
+class ResourceToTelemetryConfig(StrictModel):
+    """`resource_to_telemetry_conversion`: accepted for Collector files, changes nothing here:
+    resource attributes are always labels on every series (see translate.py)."""
+
+    enabled: bool = False
+
+
 class PrometheusExporterConfig(StrictModel):
     """`exporters::prometheus`.
 
@@ -65,6 +72,10 @@ class PrometheusExporterConfig(StrictModel):
     dcgm_labels: `{hostname: Hostname|hostname}`, the host label's spelling in dcgm naming.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
+    namespace: prefixes every pipeline metric name with `<namespace>_` (characters outside
+    [a-zA-Z0-9_] become `_`, as in the Collector); the agent's own `otelgpu_*` series keep
+    their names. resource_to_telemetry_conversion: accepted, no effect (resource attributes
+    are always labels here). send_timestamps: only false (see `_no_timestamps`).
     """
 
     endpoint: Endpoint = "0.0.0.0:9400"
@@ -75,6 +86,28 @@ class PrometheusExporterConfig(StrictModel):
     dcgm_labels: DcgmLabelsConfig = Field(default_factory=DcgmLabelsConfig)
     tls: TLSServerConfig | None = None
     basic_auth: BasicAuthConfig | None = None
+    namespace: str = ""
+    resource_to_telemetry_conversion: ResourceToTelemetryConfig = Field(
+        default_factory=ResourceToTelemetryConfig
+    )
+    send_timestamps: bool = False
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        name = replace_invalid(value.strip())
+        return f"_{name}" if name[:1].isdigit() else name
+
+    @field_validator("send_timestamps")
+    @classmethod
+    def _no_timestamps(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "send_timestamps: true is not supported: series are rendered once per batch "
+                "and served as they are, so Prometheus stamps each sample with its scrape time "
+                "(the Collector's default, false)"
+            )
+        return value
 
     @field_validator("const_labels")
     @classmethod

@@ -62,6 +62,7 @@ class PrometheusExporter:
             config.const_labels,
             config.shared_gpu_series,
             dcgm.label_names(config.dcgm_labels.hostname),
+            config.namespace,
         )
         self._store = SeriesStore()
         self._body = EMPTY

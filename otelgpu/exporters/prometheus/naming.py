@@ -113,3 +113,12 @@ def _words(text: str) -> list[str]:
 
 def _ends_with(words: list[str], suffix: list[str]) -> bool:
     return len(words) >= len(suffix) and words[len(words) - len(suffix) :] == suffix
+
+
+def namespaced(namespace: str, name: str) -> str:
+    """`name` under the exporter's `namespace` (`gpu` → `gpu_hw_gpu_utilization_ratio`), as the
+    Collector's prometheus exporter does. The agent's own `otelgpu_*` series keep their names,
+    so the shipped alert rules and dashboards still find them."""
+    if not namespace or name.startswith("otelgpu_"):
+        return name
+    return f"{namespace}_{name}"

@@ -20,7 +20,7 @@ from typing import Literal
 from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
-from otelgpu.exporters.prometheus.naming import metric_name
+from otelgpu.exporters.prometheus.naming import metric_name, namespaced
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
 from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
@@ -49,8 +49,10 @@ class Translator:
         const_labels: Mapping[str, str],
         shared_gpu_series: SharedGpuSeries = "device",
         dcgm_labels: Mapping[str, str] | None = None,
+        namespace: str = "",
     ) -> None:
         self._naming = naming
+        self._namespace = namespace
         self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels, dcgm_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
@@ -175,7 +177,7 @@ class Translator:
             found = dcgm.field(metric.name, metric.unit, attributes)
             if found is not None:
                 return Target(
-                    found.name,
+                    namespaced(self._namespace, found.name),
                     found.type or type_,
                     metric.description,
                     found.scale,
@@ -183,7 +185,7 @@ class Translator:
                     found.convert,
                 )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
-        return Target(name, type_, metric.description)
+        return Target(namespaced(self._namespace, name), type_, metric.description)
 
 
 def _is_allocation(rm: ResourceMetrics) -> bool:

@@ -1,29 +1,13 @@
-"""Factory, config and core of the `filter` processor (small enough for one module)."""
+"""Factory and core of the `filter` processor."""
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import replace
 
-from pydantic import Field
-
 from otelgpu.component import Kind, Settings, Stability, Stateless
-from otelgpu.config.types import StrictModel
 from otelgpu.model import Batch
+from otelgpu.processors.filter.config import FilterProcessorConfig
 from otelgpu.registry import Factory
-
-
-class MetricNameFilter(StrictModel):
-    """Metric name globs. An empty `include` keeps every metric `exclude` does not drop."""
-
-    include: list[str] = Field(default_factory=list)
-    exclude: list[str] = Field(default_factory=list)
-
-
-class FilterProcessorConfig(StrictModel):
-    """`processors::filter`: `metrics: {include: [...], exclude: [...]}`."""
-
-    metrics: MetricNameFilter = Field(default_factory=MetricNameFilter)
 
 
 class FilterProcessor(Stateless):
@@ -34,16 +18,14 @@ class FilterProcessor(Stateless):
 
     def __init__(self, settings: Settings, config: FilterProcessorConfig) -> None:
         self._settings = settings
-        self._include = tuple(config.metrics.include)
-        self._exclude = tuple(config.metrics.exclude)
+        self._names = config.metrics
         self._decisions: dict[str, bool] = {}
 
     def keeps(self, name: str) -> bool:
         """Whether the metric `name` passes."""
         decision = self._decisions.get(name)
         if decision is None:
-            included = not self._include or _any_match(name, self._include)
-            decision = included and not _any_match(name, self._exclude)
+            decision = self._names.included(name) and not self._names.excluded(name)
             self._decisions[name] = decision
         return decision
 
@@ -67,10 +49,6 @@ class FilterProcessor(Stateless):
         return tuple(out)
 
 
-def _any_match(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
-
-
 factory = Factory(
     type="filter",
     kind=Kind.PROCESSOR,
@@ -79,3 +57,5 @@ factory = Factory(
     create=FilterProcessor,
     description="keep or drop metrics by name glob",
 )
+
+__all__ = ["FilterProcessor", "FilterProcessorConfig", "factory"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from otelgpu.component import ComponentID, Kind
@@ -177,7 +179,7 @@ UNSUPPORTED = "only plain strings, numbers, booleans, null, lists and mappings a
 )
 def test_set_values_get_one_located_error_line(override: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
-        load([("base.yaml", BASE)], [override], environ={})
+        validate(load([("base.yaml", BASE)], [override], environ={}), core_registry())
     assert str(info.value).splitlines() == [expected]
 
 
@@ -205,3 +207,40 @@ def test_merge_keys_work_in_a_set_value() -> None:
         "mode": "ramp",
         "tags": ["a"],
     }
+
+
+def test_bare_substitution_is_an_env_variable_as_in_the_collector() -> None:
+    text = 'receivers:\n  sample:\n    tags: ["${TEAM}", "${MISSING:-fallback}"]\n'
+    raw = load([("f.yaml", text)], environ={"TEAM": "ml"})
+    assert raw.data["receivers"]["sample"]["tags"] == ["ml", "fallback"]
+
+
+def test_file_substitution_reads_a_mounted_secret(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cr3t-${env:NOT_EXPANDED}\n\n")  # kubelet-mounted secrets often end in \n
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    text = f'receivers:\n  sample:\n    tags: ["Bearer ${{file:{token}}}", "${{file:{pem}}}"]\n'
+    raw = load([("f.yaml", text)], environ={})
+    assert not raw.issues
+    bearer, ca = raw.data["receivers"]["sample"]["tags"]
+    assert bearer == "Bearer s3cr3t-${env:NOT_EXPANDED}"  # what a file says is never expanded
+    assert ca == "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"
+
+
+def test_file_substitution_errors_are_positioned(tmp_path: Path) -> None:
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * (2**20 + 1))
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\xff\xfe")
+    text = (
+        "receivers:\n  sample:\n"
+        f'    tags: ["${{file:{big}}}",\n           "${{file:{binary}}}", "${{file:{tmp_path}}}"]\n'
+    )
+    raw = load([("f.yaml", text)], environ={})
+    assert [str(i) for i in raw.issues] == [
+        f'f.yaml:3:12: receivers::sample::tags::0: "${{file:{big}}}" is larger than 1024 KiB',
+        f'f.yaml:4:12: receivers::sample::tags::1: "${{file:{binary}}}" is not UTF-8 text',
+        f"f.yaml:4:{text.splitlines()[3].rindex(chr(34) + chr(36)) + 1}: receivers::sample::tags::2: "
+        f'cannot read "${{file:{tmp_path}}}": Is a directory',
+    ]

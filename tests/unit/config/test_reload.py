@@ -88,3 +88,52 @@ async def test_the_reload_parse_runs_off_the_event_loop() -> None:
     assert agent.service.config.components == config("v2").components
     agent.request_stop()
     await running
+
+
+def _reload_series(agent: Agent) -> dict[str, float]:
+    assert agent.service is not None
+    metrics = agent.service.telemetry.collect().metrics
+    return {
+        m.name: m.points[0].value
+        for m in metrics
+        if m.name.startswith("otelgpu_config_") and m.points
+    }
+
+
+async def test_a_rejected_reload_is_a_metric_and_a_good_one_clears_it() -> None:
+    """Reloads rejected (invalid file, then a valid one) show in self-telemetry, which the
+    OtelgpuConfigReloadFailed alert reads (deploy/rules)."""
+    from otelgpu.errors import ConfigError, Issue
+
+    answers: list[AgentConfig | Exception] = [
+        ConfigError([Issue("p.yaml", 3, 5, ("receivers",), "duplicate key")]),
+        config("v2"),
+    ]
+
+    def load_next() -> AgentConfig:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    agent = Agent(load_next, core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    while agent.service is None:
+        await asyncio.sleep(0.01)
+    started = _reload_series(agent)
+    assert started["otelgpu_config_reload_failures_total"] == 0  # present from the start
+    assert started["otelgpu_config_last_reload_successful"] == 1
+    assert started["otelgpu_config_last_reload_success_timestamp_seconds"] > 0
+    agent.request_reload()
+    while _reload_series(agent)["otelgpu_config_reload_failures_total"] != 1:
+        await asyncio.sleep(0.01)
+    assert _reload_series(agent)["otelgpu_config_last_reload_successful"] == 0
+    kept = agent.service
+    agent.request_reload()
+    while agent.service is kept:
+        await asyncio.sleep(0.01)
+    after = _reload_series(agent)
+    assert after["otelgpu_config_last_reload_successful"] == 1
+    assert after["otelgpu_config_reload_failures_total"] == 1
+    agent.request_stop()
+    await running

@@ -10,6 +10,7 @@ from otelgpu.config.types import (
     parse_duration,
     parse_endpoint,
     parse_size,
+    split_endpoint,
 )
 
 
@@ -57,12 +58,18 @@ def test_bad_sizes_are_refused(bad: object) -> None:
         parse_size(bad)
 
 
-@pytest.mark.parametrize("good", ["0.0.0.0:9400", "localhost:0", "[::1]:13133"])
+@pytest.mark.parametrize("good", ["0.0.0.0:9400", "localhost:0", "[::1]:13133", ":9400"])
 def test_endpoints(good: str) -> None:
     assert parse_endpoint(good) == good
 
 
-@pytest.mark.parametrize("bad", ["localhost", ":9400", "host:port", "host:70000", 9400])
+def test_an_endpoint_without_host_means_every_interface() -> None:
+    """`:9400` as the Collector reads it; asyncio binds every interface for the empty host."""
+    assert split_endpoint(":9400") == ("", 9400)
+    assert split_endpoint("[::1]:9400") == ("::1", 9400)
+
+
+@pytest.mark.parametrize("bad", ["localhost", ":", "host:port", "host:70000", 9400])
 def test_bad_endpoints(bad: object) -> None:
     with pytest.raises(ValueError, match="invalid endpoint"):
         parse_endpoint(bad)

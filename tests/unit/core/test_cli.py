@@ -80,3 +80,69 @@ def test_set_overrides_from_the_command_line(
 ) -> None:
     assert cli.main(["print-config", "--set", "receivers.nvml.collection_interval=3s"]) == 0
     assert "collection_interval: 3s" in capsys.readouterr().out
+
+
+def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    from otelgpu import __version__
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"otelgpu {__version__}"
+
+
+UNUSED = """\
+receivers:
+  nvml: {backend: simulated}
+exporters:
+  debug:
+  debug/unused:
+service:
+  telemetry:
+    logs: {level: WARNING, encoding: json}
+  pipelines:
+    metrics: {receivers: [nvml], exporters: [debug]}
+"""
+
+
+def test_load_warnings_come_out_in_the_configured_encoding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The config says JSON: the warning logged while loading it is JSON too, with a
+    millisecond UTC timestamp and the level name `warn`."""
+    import json
+    import re
+
+    path = tmp_path / "p.yaml"
+    path.write_text(UNUSED)
+    assert cli.main(["validate", "-c", str(path)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    records = [json.loads(line) for line in lines]  # every line is JSON
+    assert [r["msg"] for r in records] == [
+        'exporter "debug/unused" is configured but not used by any pipeline'
+    ]
+    assert records[0]["level"] == "warn"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", records[0]["ts"])
+
+
+def test_log_flags_override_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(UNUSED)
+    argv = ["validate", "-c", str(path), "--log-format", "console", "--log-level", "ERROR"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().err == ""  # the warning is below --log-level error
+    assert cli.main(["validate", "-c", str(path), "--log-format", "console"]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING otelgpu.config: exporter" in err and not err.startswith("{")
+    assert cli.main(["print-config", "-c", str(path), "--log-level", "warn"]) == 0
+    assert "level: warn\n" in capsys.readouterr().out  # the flag is what runs
+
+
+def test_log_level_accepts_the_names_the_config_accepts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "p.yaml"
+    for level in ("warn", "warning", "WARN", "Error", "debug"):
+        path.write_text(UNUSED.replace("WARNING", level))
+        assert cli.main(["validate", "-c", str(path), "--log-level", level]) == 0, level
+    capsys.readouterr()

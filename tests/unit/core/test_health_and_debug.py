@@ -85,8 +85,8 @@ async def test_debug_exporter_detailed_logs_every_point(
     caplog.set_level(logging.INFO, logger="otelgpu")
     await exporter.consume((ResourceMetrics(resource={"hw.id": "GPU-1"}, metrics=(metric,)),))
     assert "batch: 1 resources, 1 metrics, 1 points" in caplog.text
-    assert "resource {hw.id='GPU-1'}" in caplog.text
-    assert "nvidia.gpu.xid{code='79'} = 3 {error} (sum)" in caplog.text
+    assert 'resource {"hw.id": "GPU-1"}' in caplog.text
+    assert 'nvidia.gpu.xid{"code": "79"} = 3 {error} (sum)' in caplog.text
     sent = [
         m for m in telemetry.collect().metrics if m.name == "otelgpu_exporter_sent_points_total"
     ]

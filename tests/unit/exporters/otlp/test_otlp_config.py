@@ -62,14 +62,31 @@ def test_grpc_scheme_decides_plaintext(endpoint: str, target: tuple[str, bool]) 
     [
         (OtlpExporterConfig, {"endpoint": "gw"}, "expected host:port"),
         (OtlpExporterConfig, {"endpoint": "tcp://gw:1"}, "scheme must be http:// or https://"),
-        (OtlpExporterConfig, {"tls": {"cert_file": "c.pem"}}, "cert_file and key_file"),
-        (OtlpExporterConfig, {"tls": {"insecure_skip_verify": True}}, "Extra inputs"),
+        (OtlpExporterConfig, {"tls": {"cert_file": "c.pem"}}, "must be set together"),
+        (OtlpExporterConfig, {"tls": {"cert_pem": "x"}}, "must be set together"),
+        (
+            OtlpExporterConfig,
+            {"tls": {"insecure_skip_verify": True}},
+            "grpcio always verifies the server",
+        ),
+        (OtlpExporterConfig, {"tls": {"min_version": "1.3"}}, "cannot be enforced by the gRPC"),
+        (OtlpExporterConfig, {"tls": {"max_version": "1.2"}}, "cannot be enforced by the gRPC"),
+        (OtlpHttpExporterConfig, {"tls": {"min_version": "1.3", "max_version": "1.2"}}, "lower"),
+        (OtlpExporterConfig, {"tls": {"ca_file": "a", "ca_pem": "b"}}, "ca_file or ca_pem, not"),
+        (OtlpExporterConfig, {"tls": {"min_version": "1.4"}}, "'1.0', '1.1', '1.2' or '1.3'"),
+        (OtlpExporterConfig, {"retry_on_failure": {"multiplier": 0}}, "greater than 0"),
+        (
+            OtlpExporterConfig,
+            {"retry_on_failure": {"randomization_factor": 1.5}},
+            "less than or equal to 1",
+        ),
         (
             OtlpHttpExporterConfig,
             {"endpoint": "localhost:4318"},
             "expected an http:// or https:// URL",
         ),
-        (OtlpHttpExporterConfig, {"tls": {"key_file": "k.pem"}}, "cert_file and key_file"),
+        (OtlpHttpExporterConfig, {"tls": {"key_file": "k.pem"}}, "must be set together"),
+        (OtlpHttpExporterConfig, {"tls": {"key_pem": "k", "key_file": "k"}}, "not both"),
         (OtlpHttpExporterConfig, {"compression": "zstd"}, "'gzip' or 'none'"),
         (OtlpHttpExporterConfig, {"timeout": "0s"}, "greater than 0"),
         (OtlpHttpExporterConfig, {"timeout": 5}, "invalid duration"),
@@ -103,3 +120,66 @@ def test_header_values_are_secret_everywhere_but_the_transport() -> None:
     assert config.model_dump()["headers"] == {"Authorization": "[REDACTED]"}
     assert "s3cret" not in repr(config) and "s3cret" not in str(config)
     assert config.header_items() == [("Authorization", "Bearer s3cret")]
+
+
+def test_collector_retry_and_tls_options_are_accepted() -> None:
+    config = OtlpHttpExporterConfig.model_validate(
+        {
+            "endpoint": "https://gw:4318",
+            "retry_on_failure": {"multiplier": 2, "randomization_factor": 0},
+            "tls": {
+                "ca_pem": "-----BEGIN CERTIFICATE-----",
+                "cert_pem": "c",
+                "key_pem": "KEY-SECRET-TEXT",
+                "min_version": "1.3",
+                "server_name_override": "gw.internal",
+                "insecure_skip_verify": False,
+            },
+        }
+    )
+    assert config.retry_on_failure.multiplier == 2
+    assert config.retry_on_failure.randomization_factor == 0
+    assert config.tls.key_pem_text() == "KEY-SECRET-TEXT"
+    assert "KEY-SECRET-TEXT" not in repr(config.tls)
+    grpc = OtlpExporterConfig.model_validate({"tls": {"min_version": "1.1"}})
+    assert grpc.tls.min_version == "1.1"
+
+
+def test_backoff_follows_the_configured_multiplier_and_randomization() -> None:
+    from otelgpu.errors import ExportError
+    from otelgpu.exporters.otlp.config import RetryConfig
+    from otelgpu.exporters.otlp.retry import Backoff
+
+    error = ExportError("down", retryable=True)
+    steady = RetryConfig.model_validate(
+        {
+            "initial_interval": "1s",
+            "max_interval": "10s",
+            "multiplier": 3,
+            "randomization_factor": 0,
+        }
+    )
+    backoff = Backoff(steady, 0.0, rand=lambda: 0.0)
+    assert [backoff.next_delay(error, 0.0) for _ in range(4)] == [1.0, 3.0, 9.0, 10.0]
+    wide = RetryConfig.model_validate({"initial_interval": "1s", "randomization_factor": 0.2})
+    low, high = Backoff(wide, 0.0, rand=lambda: 0.0), Backoff(wide, 0.0, rand=lambda: 1.0)
+    assert low.next_delay(error, 0.0) == pytest.approx(0.8)
+    assert high.next_delay(error, 0.0) == pytest.approx(1.2)
+
+
+def test_print_config_redacts_a_pem_key_and_leaves_an_unset_one_empty() -> None:
+    from otelgpu.builtins import builtin_registry
+    from otelgpu.config.loader import load
+    from otelgpu.config.render import render
+    from otelgpu.config.schema import validate
+
+    text = """\
+receivers: {nvml: {backend: simulated}}
+exporters:
+  otlp_http: {endpoint: "https://gw:4318", tls: {cert_pem: CERT, key_pem: KEY-SECRET-TEXT}}
+  otlp: {endpoint: "gw:4317"}
+service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp_http, otlp]}}}
+"""
+    printed = render(validate(load([("p.yaml", text)], environ={}), builtin_registry()))
+    assert "KEY-SECRET-TEXT" not in printed
+    assert "key_pem: '[REDACTED]'" in printed and "key_pem: ''" in printed

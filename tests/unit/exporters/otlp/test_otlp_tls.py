@@ -1,4 +1,5 @@
-"""TLS on both transports: the CA file is used, and an unknown certificate is refused."""
+"""TLS on both transports: the CA file (or PEM) is used, an unknown certificate is refused,
+and the Collector's server_name_override and min_version are honoured."""
 
 from __future__ import annotations
 
@@ -99,3 +100,87 @@ async def test_https_verifies_the_server_unless_told_not_to(
         {"endpoint": url, "tls": {"insecure_skip_verify": True}}
     )
     assert await _export(HttpTransport(skip)) == ExportResponse()
+
+
+async def test_grpc_takes_the_ca_as_pem_and_checks_the_overridden_name(
+    grpc_tls: int, cert: tuple[Path, Path]
+) -> None:
+    pem = cert[0].read_text()
+
+    def config(name: str) -> OtlpExporterConfig:
+        tls = {"ca_pem": pem, "server_name_override": name}
+        return OtlpExporterConfig.model_validate({"endpoint": f"127.0.0.1:{grpc_tls}", "tls": tls})
+
+    assert await _export(GrpcTransport(config("localhost"))) == ExportResponse()
+    with pytest.raises(ExportError, match="UNAVAILABLE"):  # the certificate is not for this name
+        await _export(GrpcTransport(config("wrong.example")))
+
+
+async def test_https_takes_pem_text_min_version_and_the_overridden_name(
+    https: int, cert: tuple[Path, Path]
+) -> None:
+    def config(name: str) -> OtlpHttpExporterConfig:
+        tls = {"ca_pem": cert[0].read_text(), "server_name_override": name, "min_version": "1.3"}
+        return OtlpHttpExporterConfig.model_validate(
+            {"endpoint": f"https://127.0.0.1:{https}", "tls": tls}
+        )
+
+    assert await _export(HttpTransport(config("localhost"))) == ExportResponse()
+    with pytest.raises(ExportError, match="certificate"):
+        await _export(HttpTransport(config("wrong.example")))
+
+
+async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path, Path]) -> None:
+    """Mutual TLS with cert_pem/key_pem: the server requires a client certificate."""
+    cert_file, key_file = cert
+    client_cert, client_key = _client_cert()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_cert)
+    context.load_cert_chain(cert_file, key_file)
+    context.verify_mode = ssl.CERT_REQUIRED
+    app = web.Application()
+    app.router.add_post("/v1/metrics", _ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    try:
+        url = f"https://localhost:{runner.addresses[0][1]}"
+        tls = {"ca_file": str(cert_file)}
+        with pytest.raises(ExportError):
+            await _export(HttpTransport(OtlpHttpExporterConfig(endpoint=url, tls=tls)))  # type: ignore[arg-type]
+        tls |= {"cert_pem": client_cert, "key_pem": client_key}
+        mutual = OtlpHttpExporterConfig.model_validate({"endpoint": url, "tls": tls})
+        assert await _export(HttpTransport(mutual)) == ExportResponse()
+    finally:
+        await runner.cleanup()
+
+
+def _client_cert() -> tuple[str, str]:
+    """A self-signed client certificate (its own CA) and its key, as PEM text."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "otelgpu-client")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()

@@ -97,3 +97,57 @@ def test_loads_from_a_pipeline_file_and_print_config_hides_the_hash() -> None:
     printed = render(config)
     assert GOOD_HASH not in printed and "[REDACTED]" in printed
     assert "metric_expiration: 2m" in printed
+
+
+def test_collector_options_namespace_timestamps_and_resource_conversion() -> None:
+    config = PrometheusExporterConfig.model_validate(
+        {
+            "endpoint": ":9400",
+            "namespace": "test-space",
+            "send_timestamps": False,
+            "resource_to_telemetry_conversion": {"enabled": True},
+        }
+    )
+    assert config.namespace == "test_space"  # made a valid name prefix, as the Collector does
+    assert config.endpoint == ":9400"
+    assert PrometheusExporterConfig(namespace="9gpu").namespace == "_9gpu"
+    with pytest.raises(ValidationError, match="scrape time"):
+        PrometheusExporterConfig.model_validate({"send_timestamps": True})
+
+
+async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> None:
+    import socket
+
+    import aiohttp
+
+    from otelgpu.component import Kind
+    from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+    from otelgpu.telemetry import SelfTelemetry
+    from tests.conftest import make_settings
+    from tests.fakes import FakeClock, FakeHost
+    from tests.unit.exporters.prometheus.batches import batch, gpu
+
+    clock, telemetry = FakeClock(), SelfTelemetry()
+    host = FakeHost(telemetry)
+    # ":PORT": no host means every interface; it must answer on the loopback address. (Not
+    # ":0": each interface's socket would get its own free port.)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cfg = PrometheusExporterConfig.model_validate({"endpoint": f":{port}", "namespace": "gpu"})
+    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    exporter = PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
+    await exporter.start(host)
+    try:
+        await exporter.consume(batch(gpu(0)))
+        await exporter.refresh()
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{port}/metrics") as response,
+        ):
+            body = await response.text()
+    finally:
+        await exporter.shutdown()
+    assert "\ngpu_hw_gpu_utilization_ratio{" in body
+    assert "\nhw_gpu_utilization_ratio{" not in body
+    assert "\notelgpu_build_info{" in body and "gpu_otelgpu_" not in body

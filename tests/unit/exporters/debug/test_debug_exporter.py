@@ -1,0 +1,78 @@
+"""The debug exporter's Collector options: verbosity normal, sampling, stdout output."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.exporters.debug.config import DebugExporterConfig
+from otelgpu.exporters.debug.exporter import DebugExporter
+from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+
+BATCH = (
+    ResourceMetrics(
+        resource={"hw.id": "GPU-1", "k8s.pod.name": "train-0"},
+        metrics=(
+            Metric(
+                name="hw.gpu.utilization",
+                unit="1",
+                description="",
+                kind=MetricKind.GAUGE,
+                points=(
+                    NumberDataPoint(
+                        attributes={"hw.gpu.task": "general"}, time_unix_nano=1, value=0.5
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+
+def _exporter(clock: list[float] | None = None, **options: object) -> DebugExporter:
+    settings = make_settings("debug", Kind.EXPORTER, SelfTelemetry())
+    config = DebugExporterConfig.model_validate(options)
+    if clock is None:
+        return DebugExporter(settings, config)
+    return DebugExporter(settings, config, clock=lambda: clock[0])
+
+
+async def test_normal_verbosity_writes_attributes_as_json(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="otelgpu")
+    await _exporter(verbosity="normal").consume(BATCH)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "batch: 1 resources, 1 metrics, 1 points"
+    resource = json.loads(lines[1].removeprefix("resource "))
+    assert resource == {"hw.id": "GPU-1", "k8s.pod.name": "train-0"}
+    assert lines[2] == '  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5'
+
+
+async def test_sampling_keeps_the_first_batches_of_each_second_then_every_nth(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="otelgpu")
+    clock = [100.0]
+    exporter = _exporter(clock, sampling_initial=2, sampling_thereafter=3)
+    for _ in range(8):  # batches 1, 2, then 5 and 8 are written
+        await exporter.consume(BATCH)
+    clock[0] = 101.0  # a new second starts over
+    await exporter.consume(BATCH)
+    assert sum("batch:" in r.getMessage() for r in caplog.records) == 5
+
+
+async def test_use_internal_logger_false_prints_to_stdout(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="otelgpu")
+    await _exporter(verbosity="detailed", use_internal_logger=False).consume(BATCH)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "batch: 1 resources, 1 metrics, 1 points"
+    assert out[2] == '  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5 1 (gauge)'
+    assert not caplog.records
