@@ -81,6 +81,7 @@ def metrics_url(tmp_path: Path, kubelet: FakeKubelet) -> Iterator[str]:
         "receivers": {"nvml": {
             "collection_interval": "1s",
             "host_proc": "/proc",
+            "backend": "simulated",
             "simulated": {"gpus": [{
                 "processes": [{"pid": os.getpid(), "used_memory": "1GiB"}],
                 "xid_errors": [{"code": 79, "after": "0s"}],

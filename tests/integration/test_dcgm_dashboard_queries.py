@@ -27,6 +27,7 @@ async def gpu_batch(telemetry: SelfTelemetry, clock: FakeClock, sink: Sink) -> B
     """Two simulated GPUs (the first with a MIG instance and an XID 48), read twice."""
     config = NvmlReceiverConfig.model_validate(
         {
+            "backend": "simulated",
             "simulated": {
                 "gpus": [
                     {
@@ -36,7 +37,7 @@ async def gpu_batch(telemetry: SelfTelemetry, clock: FakeClock, sink: Sink) -> B
                     },
                     {"uuid": GPU1},
                 ]
-            }
+            },
         }
     )
     receiver = NvmlReceiver(

@@ -219,7 +219,11 @@ async def test_the_k8s_node_pipeline_serves_kubelet_series_beside_gpu_series(
             json.dumps(
                 {
                     "receivers": {
-                        "nvml": {"collection_interval": "1s", "simulated": {"gpus": 1}},
+                        "nvml": {
+                            "collection_interval": "1s",
+                            "backend": "simulated",
+                            "simulated": {"gpus": 1},
+                        },
                         "kubelet_stats": {
                             "collection_interval": "1s",
                             "endpoint": server.url,

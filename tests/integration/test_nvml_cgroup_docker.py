@@ -50,7 +50,11 @@ async def test_gpu_processes_carry_their_container_id(
         {"pid": host_pid, "used_memory": "512MiB"},
     ]
     config = NvmlReceiverConfig.model_validate(
-        {"processes": True, "simulated": {"gpus": [{"processes": processes}]}}
+        {
+            "processes": True,
+            "backend": "simulated",
+            "simulated": {"gpus": [{"processes": processes}]},
+        }
     )
     settings = make_settings("nvml", Kind.RECEIVER, telemetry)
     receiver = NvmlReceiver(settings, config, Sink(), clock=FakeClock())
@@ -71,7 +75,11 @@ async def test_gpu_processes_carry_their_container_id(
 async def test_a_removed_container_is_forgotten(dockerd: Dockerd, telemetry: SelfTelemetry) -> None:
     job = dockerd.run_container("nvml-short-job")
     config = NvmlReceiverConfig.model_validate(
-        {"processes": True, "simulated": {"gpus": [{"processes": [{"pid": job.pid}]}]}}
+        {
+            "processes": True,
+            "backend": "simulated",
+            "simulated": {"gpus": [{"processes": [{"pid": job.pid}]}]},
+        }
     )
     settings = make_settings("nvml", Kind.RECEIVER, telemetry)
     receiver = NvmlReceiver(settings, config, Sink(), clock=FakeClock())
