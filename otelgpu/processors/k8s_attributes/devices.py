@@ -171,9 +171,23 @@ def resource_keys(resource: Attributes, parent_names: dict[str, str]) -> list[Ke
     index = resource.get(semconv.GPU_INDEX)
     if index is not None:
         keys.append(("index", str(index)))
-    name = resource.get(semconv.HW_NAME)
+    name = device_file_name(resource)
     if name is not None:
-        keys.append(("name", str(name)))
+        keys.append(("name", name))
     if minor is not None:
         keys.append(("minor", str(minor)))
     return keys
+
+
+def device_file_name(resource: Attributes) -> str | None:
+    """The name GKE's device plugin gives a GPU: its device file, `nvidia<minor>`.
+
+    The minor number is not the NVML index (`hw.name` is `nvidia<index>`): on a node where
+    they differ, matching `hw.name` would hand one GPU's pod to another. Without a minor
+    (an older receiver, or NVML refused it) `hw.name` is the best guess.
+    """
+    minor = resource.get(semconv.GPU_MINOR)
+    if minor is not None:
+        return f"nvidia{minor}"
+    name = resource.get(semconv.HW_NAME)
+    return None if name is None else str(name)

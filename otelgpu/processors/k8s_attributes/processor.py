@@ -39,7 +39,7 @@ from otelgpu.model import (
     with_resource,
 )
 from otelgpu.processors.k8s_attributes.config import NODE_NAME_ENV, K8sAttributesProcessorConfig
-from otelgpu.processors.k8s_attributes.devices import Key, resource_keys
+from otelgpu.processors.k8s_attributes.devices import Key, device_file_name, resource_keys
 from otelgpu.processors.k8s_attributes.pod_resources import (
     DeviceAllocation,
     GrpcPodResourcesClient,
@@ -374,6 +374,8 @@ def _mig_parents(batch: Batch) -> tuple[set[str], dict[str, str]]:
         parent = resource.get(semconv.HW_PARENT)
         if parent is not None:
             parents.add(str(parent))
-        elif semconv.HW_ID in resource and semconv.HW_NAME in resource:
-            names[str(resource[semconv.HW_ID])] = str(resource[semconv.HW_NAME])
+        elif semconv.HW_ID in resource:
+            name = device_file_name(resource)
+            if name is not None:
+                names[str(resource[semconv.HW_ID])] = name
     return parents, names

@@ -70,3 +70,33 @@ def test_mig_resource_answers_only_to_mig_keys():
 
 def test_resource_without_gpu_identity_has_no_keys():
     assert resource_keys({"service.name": "otelgpu"}, {}) == []
+
+
+def test_device_name_is_the_device_file_minor_not_the_nvml_index():
+    # NVML index 0 is /dev/nvidia1 on this node: GKE's device plugin calls it "nvidia1".
+    resource = {
+        semconv.HW_ID: U,
+        semconv.GPU_INDEX: "0",
+        semconv.HW_NAME: "nvidia0",
+        semconv.GPU_MINOR: "1",
+    }
+    keys = resource_keys(resource, {})
+    assert ("name", "nvidia1") in keys and ("name", "nvidia0") not in keys
+
+
+def test_gke_mig_form_names_the_parent_by_its_device_file():
+    parent = {semconv.HW_ID: U, semconv.HW_NAME: "nvidia0", semconv.GPU_MINOR: "4"}
+    mig = {
+        semconv.HW_ID: M,
+        semconv.HW_PARENT: U,
+        semconv.HW_NAME: "nvidia0/gi3",
+        semconv.GPU_MINOR: "4",
+        semconv.MIG_GPU_INSTANCE_ID: "3",
+        semconv.MIG_COMPUTE_INSTANCE_ID: "0",
+    }
+    from otelgpu.model import ResourceMetrics
+    from otelgpu.processors.k8s_attributes.processor import _mig_parents
+
+    _, names = _mig_parents((ResourceMetrics(resource=parent, metrics=()),))
+    assert names == {U: "nvidia4"}
+    assert ("mig-name", "nvidia4", "3") in resource_keys(mig, names)
