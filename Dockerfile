@@ -45,6 +45,10 @@ ENV PATH=/opt/otelgpu/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     NVIDIA_VISIBLE_DEVICES=all \
     NVIDIA_DRIVER_CAPABILITIES=utility
+# glibc gives each thread that allocates its own malloc arena (up to 8 per core); the agent's
+# worker threads (NVML calls, parsing, gRPC) would each keep one, mostly empty. Two arenas
+# keep the resident set small (bench/p3_rss.py runs the agent with these; docs/deploy.md).
+ENV MALLOC_ARENA_MAX=2
 # A numeric uid (distroless' "nonroot"), so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
 EXPOSE 9400 13133
