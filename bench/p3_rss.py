@@ -80,6 +80,7 @@ class Result:
     otlp_sent: float
     queue: float
     cpu: float  # the agent's CPU seconds per wall second over the window
+    rss_file: float = 0.0  # of the last sample: file-backed pages (shared libraries, mostly)
     modules: list[str] = field(default_factory=list)
 
     @property
@@ -383,9 +384,10 @@ async def _sample(
             rss.append(status_field(proc.pid, "VmRSS"))
             await asyncio.sleep(1.0)
         hwm = status_field(proc.pid, "VmHWM")
+        rss_file = status_field(proc.pid, "RssFile")
         load = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - wall)
     series, labelled, sent, queue = parse_body(body)
-    return Result(label, rss, hwm, series, labelled, sent, queue, load)
+    return Result(label, rss, hwm, series, labelled, sent, queue, load, rss_file)
 
 
 async def _wait_ready(
@@ -419,8 +421,9 @@ def report(result: Result) -> str:
     return (
         f"{result.label}: RSS median {result.median / MIB:.1f} MiB, max {max(result.rss) / MIB:.1f}"
         f" MiB (first {first:.1f}, last {last:.1f}, {len(result.rss)} samples 1 s apart), "
-        f"VmHWM {result.hwm / MIB:.1f} MiB; /metrics {result.series} series "
-        f"({result.labelled} with container env labels); OTLP points sent "
+        f"VmHWM {result.hwm / MIB:.1f} MiB, file-backed {result.rss_file / MIB:.1f} MiB; "
+        f"/metrics {result.series} series ({result.labelled} with container env labels); "
+        f"OTLP points sent "
         f"{result.otlp_sent:.0f}, queue {result.queue:.0f} batches; agent CPU "
         f"{result.cpu * 100:.0f}% of a core"
     )
