@@ -12,10 +12,13 @@ Phases alternate: healthy kubelet, then a kubelet that answers every request in 
 (the client's 5 s timeout is not reached, so a request is always in flight). Target: the
 slow phase's p99 ≤ 1.2 times the healthy phase's (same run), labels still served.
 Run: python bench/p5_slow_pod_resources.py
+     python bench/p5_slow_pod_resources.py --smoke   # short phases, no targets (tests use it)
+The figure line is last.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import statistics
 import sys
@@ -60,7 +63,8 @@ def p(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1] if q < 100 else max(values)
 
 
-async def main() -> None:
+async def main(args: argparse.Namespace) -> None:
+    phase_seconds, rounds = (0.5, 1) if args.smoke else (PHASE, ROUNDS)
     kubelet = FakeKubelet()
     await kubelet.start()
     held = [str(rm.resource[semconv.HW_ID]) for rm in batch()]
@@ -81,11 +85,11 @@ async def main() -> None:
         await asyncio.sleep(0.01)
     await measure(proc, 0.5)  # warm-up
     results: dict[str, tuple[list[float], list[float]]] = {"healthy": ([], []), "slow": ([], [])}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for phase, delay in (("healthy", 0.0), ("slow", 2.0)):
             kubelet.delay = delay
             await asyncio.sleep(0.3)  # let a slow request get in flight
-            calls, lat = await measure(proc, PHASE)
+            calls, lat = await measure(proc, phase_seconds)
             results[phase][0].extend(calls)
             results[phase][1].extend(lat)
     slow_calls = kubelet.count("List")
@@ -104,4 +108,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="short phases, one round")
+    asyncio.run(main(parser.parse_args()))

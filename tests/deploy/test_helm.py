@@ -16,7 +16,15 @@ import pytest
 import yaml
 
 from tests.deploy import helm, sync
-from tests.deploy.test_manifests import CRDS, K8S_VERSIONS, agent, mounts, one, rendered
+from tests.deploy.test_manifests import (
+    CRDS,
+    K8S_VERSIONS,
+    agent,
+    image_allocator_env,
+    mounts,
+    one,
+    rendered,
+)
 from tests.deploy.tools import ROOT
 
 Doc = dict[str, Any]
@@ -352,3 +360,9 @@ def test_kubelet_stats_overlay_matches_the_kubernetes_schema(version: str) -> No
             kubernetes_validate.validate(doc, version, strict=True)
             checked += 1
     assert checked == 7  # Namespace, ServiceAccount, ConfigMap, Service, DaemonSet, RBAC x2
+
+
+def test_the_chart_repeats_the_images_allocator_settings() -> None:
+    wanted = image_allocator_env()
+    env = {e["name"]: e.get("value") for e in agent(render())["env"]}
+    assert wanted and {k: env.get(k) for k in wanted} == wanted

@@ -229,3 +229,24 @@ def test_prometheusrule_carries_the_plain_rules_file() -> None:
             assert set(item) <= {"alert", "record", "expr", "for", "labels", "annotations"}
             assert ("alert" in item) != ("record" in item)
             assert isinstance(item["expr"], str) and item["expr"].strip()
+
+
+def image_allocator_env() -> dict[str, str]:
+    """The `MALLOC_*` settings of the Dockerfile's `ENV` lines."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for token in line[4:].split():
+                key, _, value = token.partition("=")
+                if key.startswith("MALLOC_"):
+                    found[key] = value
+    return found
+
+
+@pytest.mark.parametrize("overlay", sorted(OVERLAYS))
+def test_the_daemonset_repeats_the_images_allocator_settings(overlay: str) -> None:
+    wanted = image_allocator_env()
+    assert "MALLOC_ARENA_MAX" in wanted
+    env = {e["name"]: e.get("value") for e in agent(rendered(overlay))["env"]}
+    assert {k: env.get(k) for k in wanted} == wanted

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, Settings, Stability
 from otelgpu.exporters.debug.config import DebugExporterConfig
-from otelgpu.exporters.debug.exporter import DebugExporter
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.exporters.debug.exporter import DebugExporter
 
 
 def _create(settings: Settings, config: DebugExporterConfig) -> DebugExporter:
+    # Imported here: validating a config needs only the config model.
+    from otelgpu.exporters.debug.exporter import DebugExporter
+
     return DebugExporter(settings, config)
 
 

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, Settings, Stability
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
-from otelgpu.exporters.otlp.exporter import OtlpExporter
-from otelgpu.exporters.otlp.grpc_client import GrpcTransport
-from otelgpu.exporters.otlp.http_client import HttpTransport
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.exporters.otlp.exporter import OtlpExporter
+
+# The transports are imported by the factory that needs them: a gRPC exporter does not load
+# the HTTP client stack (aiohttp), an HTTP one does not load grpc, and validating a config
+# loads neither.
 
 
 def _create_grpc(settings: Settings, config: OtlpExporterConfig) -> OtlpExporter:
+    from otelgpu.exporters.otlp.exporter import OtlpExporter
+    from otelgpu.exporters.otlp.grpc_client import GrpcTransport
+
     return OtlpExporter(settings, config, GrpcTransport(config))
 
 
 def _create_http(settings: Settings, config: OtlpHttpExporterConfig) -> OtlpExporter:
+    from otelgpu.exporters.otlp.exporter import OtlpExporter
+    from otelgpu.exporters.otlp.http_client import HttpTransport
+
     return OtlpExporter(settings, config, HttpTransport(config))
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, Settings, Stability
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
-from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 
 
 def _create(settings: Settings, config: PrometheusExporterConfig) -> PrometheusExporter:
+    # Imported here: validating a config needs only the config model, not the HTTP server.
+    from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+
     return PrometheusExporter(settings, config)
 
 

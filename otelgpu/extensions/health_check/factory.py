@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
-from otelgpu.component import Kind, Stability
+from typing import TYPE_CHECKING
+
+from otelgpu.component import Kind, Settings, Stability
 from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
-from otelgpu.extensions.health_check.extension import HealthCheckExtension
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.extensions.health_check.extension import HealthCheckExtension
+
+
+def _create(settings: Settings, config: HealthCheckExtensionConfig) -> HealthCheckExtension:
+    # Imported here: validating a config needs only the config model, not the HTTP server.
+    from otelgpu.extensions.health_check.extension import HealthCheckExtension
+
+    return HealthCheckExtension(settings, config)
+
 
 factory = Factory(
     type="health_check",
     kind=Kind.EXTENSION,
     stability=Stability.BETA,
     config_type=HealthCheckExtensionConfig,
-    create=HealthCheckExtension,
+    create=_create,
     description="/healthz (alive) and /readyz (pipelines started, every source answered once)",
 )

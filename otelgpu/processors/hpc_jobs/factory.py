@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, Settings, Stability
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
-from otelgpu.processors.hpc_jobs.processor import HpcJobsProcessor
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.processors.hpc_jobs.processor import HpcJobsProcessor
 
 
 def _create(settings: Settings, config: HpcJobsProcessorConfig) -> HpcJobsProcessor:
+    from otelgpu.processors.hpc_jobs.processor import HpcJobsProcessor  # loaded when used
+
     return HpcJobsProcessor(settings, config)
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, Settings, Stability
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
-from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 
 
 def _create(settings: Settings, config: K8sAttributesProcessorConfig) -> K8sAttributesProcessor:
+    # Imported here: validating a config needs only the config model, not the gRPC client.
+    from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
+
     return K8sAttributesProcessor(settings, config)
 
 

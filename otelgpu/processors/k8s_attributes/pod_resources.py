@@ -105,13 +105,19 @@ class GrpcPodResourcesClient:
         self._stub: Any = None
         self._socket_id: tuple[int, int] | None = None
         self._allocatable_served = True
+        self._last_list: tuple[bytes, tuple[PodAllocation, ...]] = (b"", ())
 
     async def list(self) -> tuple[PodAllocation, ...]:
         # The answer arrives as bytes and is parsed and converted in a worker thread: at
         # tens of thousands of pods that is hundreds of milliseconds the event loop (and so
-        # every scrape) must not wait for.
+        # every scrape) must not wait for. The same bytes as last time are not parsed again:
+        # the same tuple is returned, which the refresher recognises at once.
         raw = await self._call("List", _messages().ListPodResourcesRequest(), raw=True)
-        return await asyncio.to_thread(parse_list, raw)
+        if raw == self._last_list[0]:
+            return self._last_list[1]
+        pods = await asyncio.to_thread(parse_list, raw)
+        self._last_list = (raw, pods)
+        return pods
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if not self._allocatable_served:

@@ -6,6 +6,11 @@ A failed refresh keeps the last good snapshot, reports the source down (logged o
 change of state), and backs off exponentially with jitter before asking again; on-demand
 refreshes wait while it backs off, so a rate-limited kubelet (RESOURCE_EXHAUSTED) is not
 pressed harder. Every tick (≤ 1 s) publishes the snapshot's age.
+
+An answer equal to the last one handed on (the same pods and allocatable devices) is not
+handed on again: the snapshot it would build is the one in use, and on a node with a
+thousand pods the build costs more than everything else the processor does in a cycle. The
+answer still counts as a success (the source is up, the snapshot's age restarts).
 """
 
 from __future__ import annotations
@@ -62,7 +67,9 @@ class SnapshotRefresher:
         self._failures = 0
         self._last_ok: float | None = None
         self._last_try = float("-inf")
+        self._last_answer: tuple[object, object] | None = None
         self.attempts = 0
+        self.rebuilds = 0  # answers handed on to `on_answer` (unchanged ones are not)
         self.first_attempt = asyncio.Event()  # set once the kubelet answered or failed once
 
     def request(self) -> None:
@@ -104,7 +111,15 @@ class SnapshotRefresher:
             async with asyncio.timeout(self.attempt_timeout):
                 pods = await self._client.list()
                 allocatable = await self._client.allocatable()
-            await self._on_answer(pods, allocatable)
+            # Tuples of frozen values: equal answers build equal snapshots. The comparison
+            # is cheap when unchanged (the client hands back the same tuple for the same
+            # bytes, and `==` on a tuple checks identity first) and stops at the first
+            # difference otherwise.
+            answer = (pods, allocatable)
+            if answer != self._last_answer:
+                await self._on_answer(pods, allocatable)
+                self._last_answer = answer
+                self.rebuilds += 1
         except Exception as exc:  # kubelet errors, timeouts, a bad answer: never end the loop
             return self._failed(exc)
         finally:

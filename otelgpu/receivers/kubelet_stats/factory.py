@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
-from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver
 
 
 def _create(
     settings: Settings, config: KubeletStatsReceiverConfig, next: MetricsConsumer
 ) -> KubeletStatsReceiver:
+    # Imported here: validating a config needs only the config model, not the HTTP client.
+    from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver
+
     return KubeletStatsReceiver(settings, config, next)
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
-from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.registry import Factory
+
+if TYPE_CHECKING:
+    from otelgpu.receivers.nvml.receiver import NvmlReceiver
 
 
 def _create(settings: Settings, config: NvmlReceiverConfig, next: MetricsConsumer) -> NvmlReceiver:
+    # Imported here: validating a config needs only the config model.
+    from otelgpu.receivers.nvml.receiver import NvmlReceiver
+
     return NvmlReceiver(settings, config, next)
 
 

@@ -1,13 +1,19 @@
-"""Component IDs and the explicit registry."""
+"""Component IDs and the explicit registry (lazy: a component is imported when first named)."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from otelgpu.builtins import builtin_factories, builtin_registry
 from otelgpu.component import ComponentID, Kind
 from otelgpu.exporters import debug
-from otelgpu.registry import Registry
+from otelgpu.registry import LazyFactory, Registry
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
@@ -53,3 +59,100 @@ def test_builtins_are_unique_and_typed_by_convention() -> None:
             factory.type
         )
         factory.config_type()  # the defaults alone are a valid config
+
+
+def test_unknown_builtin_type_names_every_valid_one_without_importing() -> None:
+    registry = builtin_registry()
+    with pytest.raises(KeyError) as exc:
+        registry.get(Kind.EXPORTER, "prometheos")
+    assert exc.value.args[0] == (
+        'unknown exporter type "prometheos" (valid: debug, otlp, otlp_http, prometheus)'
+    )
+
+
+def test_a_lazy_entry_must_name_the_factory_it_claims() -> None:
+    wrong = LazyFactory(Kind.EXPORTER, "otlp", "otelgpu.exporters.debug.factory")
+    with pytest.raises(
+        TypeError,
+        match=r'otelgpu.exporters.debug.factory.factory is not the exporter factory "otlp"',
+    ):
+        Registry([wrong]).get(Kind.EXPORTER, "otlp")
+    assert Registry([wrong]).types(Kind.EXPORTER) == ["otlp"]  # listing types loads nothing
+
+
+def test_a_lazy_entry_is_loaded_once_and_then_kept() -> None:
+    registry = Registry([LazyFactory(Kind.EXPORTER, "debug", "otelgpu.exporters.debug.factory")])
+    assert registry.loaded() == []
+    assert registry.get(Kind.EXPORTER, "debug") is debug.factory
+    assert registry.loaded() == [(Kind.EXPORTER, "debug")]
+    assert [f.type for f in registry] == ["debug"]
+
+
+def _modules_after(code: str) -> set[str]:
+    """The otelgpu component modules and heavy libraries a fresh interpreter holds after `code`."""
+    script = f"import sys\n{code}\nprint('\\n'.join(sorted(sys.modules)))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    return set(out.stdout.split())
+
+
+def _components(modules: set[str]) -> set[str]:
+    """The component packages (`otelgpu.<kind>s.<type>`) among `modules`."""
+    kinds = (
+        "otelgpu.receivers.",
+        "otelgpu.processors.",
+        "otelgpu.exporters.",
+        "otelgpu.extensions.",
+    )
+    return {".".join(m.split(".")[:3]) for m in modules if m.startswith(kinds)} - {
+        "otelgpu.processors.actions"
+    }
+
+
+def test_the_cli_and_the_builtin_registry_import_no_component() -> None:
+    modules = _modules_after(
+        "import otelgpu.cli\n"
+        "from otelgpu.builtins import builtin_registry\n"
+        "from otelgpu.component import Kind\n"
+        "r = builtin_registry()\n"
+        "assert r.types(Kind.RECEIVER) == ['kubelet_stats', 'nvml']"
+    )
+    assert _components(modules) == set()
+    assert {"aiohttp", "grpc", "docker", "bcrypt"} & modules == set()
+
+
+def test_validate_imports_only_the_named_components_configs(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text(
+        "receivers: {nvml: {backend: simulated}}\n"
+        "exporters: {prometheus: {endpoint: '127.0.0.1:0'}}\n"
+        "service: {pipelines: {metrics: {receivers: [nvml], exporters: [prometheus]}}}\n"
+    )
+    modules = _modules_after(
+        f"from otelgpu.cli import main\nassert main(['validate', '-c', {str(pipeline)!r}]) == 0"
+    )
+    assert _components(modules) == {"otelgpu.receivers.nvml", "otelgpu.exporters.prometheus"}
+    # Validation needs the config models only: no HTTP server, no receiver core.
+    assert {"aiohttp", "grpc", "otelgpu.exporters.prometheus.exporter"} & modules == set()
+    assert "otelgpu.receivers.nvml.receiver" not in modules
+
+
+def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> None:
+    modules = _modules_after(
+        "from otelgpu.builtins import builtin_registry\n"
+        "from otelgpu.component import Kind\n"
+        "from otelgpu.processors.container_env.factory import runtimes_for\n"
+        "r = builtin_registry()\n"
+        "f = r.get(Kind.EXPORTER, 'otlp')\n"
+        "from otelgpu.component import ComponentID, Settings\n"
+        "from otelgpu.telemetry import SelfTelemetry\n"
+        "s = Settings.for_component(ComponentID('otlp'), Kind.EXPORTER, SelfTelemetry())\n"
+        "f.create(s, f.config_type.model_validate({'endpoint': '127.0.0.1:4317'}))\n"
+        "c = r.get(Kind.PROCESSOR, 'container_env')\n"
+        "runtimes_for(c.config_type.model_validate({'runtime': 'containerd'}))"
+    )
+    assert "otelgpu.exporters.otlp.grpc_client" in modules
+    assert "otelgpu.processors.container_env.containerd" in modules
+    assert {"aiohttp", "otelgpu.exporters.otlp.http_client"} & modules == set()
+    assert "otelgpu.processors.container_env.docker" not in modules

@@ -39,6 +39,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "kubelet_stats": {"endpoint": "http://127.0.0.1:9", "collection_interval": "1h"},
     "k8s_attributes": {"pod_resources_socket": NO_PEER},
     "container_env": {"runtime": "containerd", "containerd": {"socket": NO_PEER}},
+    "hpc_jobs": {"job_mapping_dir": "/nonexistent/otelgpu-test-jobs"},
 }
 
 
