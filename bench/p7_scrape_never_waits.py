@@ -62,7 +62,8 @@ def pipeline(
             "k8s_attributes": {"pod_resources_socket": str(kubelet), "node_name": "gpu-node-1"}
         },
         "exporters": {
-            "prometheus": {"endpoint": f"127.0.0.1:{port}"},
+            # per_holder: a time-sliced GPU's series once per holding pod, as P3's 10k node
+            "prometheus": {"endpoint": f"127.0.0.1:{port}", "shared_gpu_series": "per_holder"},
             "otlp": {"endpoint": otlp, "tls": {"insecure": True}},
         },
         "service": {
