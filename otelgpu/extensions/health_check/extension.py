@@ -1,8 +1,10 @@
 """The `health_check` extension: liveness and readiness for the kubelet's probes.
 
-`/healthz` answers 200 while the event loop runs. `/readyz` answers 200 once the pipelines
-started and every enabled source answered at least once, else 503 with the reasons as JSON
-(unlike an endpoint that always says 200, a broken source shows here).
+`/healthz` answers 200 while the agent runs. `/readyz` (and `path`, `/` by default, as the
+Collector's health_check) answers 200 once the pipelines started and every enabled source
+answered at least once, else 503 with the reasons as JSON (unlike an endpoint that always says
+200, a broken source shows here). The server has its own thread: a busy pipeline never delays
+a probe.
 
 On a reload the old extension parks its server (Settings.listeners) and the new one, on the
 same endpoint, takes it over: the port stays open. Between the two, `/readyz` answers from
@@ -35,16 +37,19 @@ class HealthCheckExtension:
         if listeners is not None:  # a reload: the previous extension's server
             kept = await listeners.take(address, port, None, ProbeServer)
         if kept is not None:
-            kept.serve(self._readiness)
+            kept.serve(self._readiness, self._config.path)
             server = kept
         else:
-            server = ProbeServer(address, port, self._readiness)
+            server = ProbeServer(address, port, self._readiness, self._config.path)
             await server.start()
         self._server = server
         self.port = server.port
         how = " (listener kept through the reload)" if kept else ""
         self._settings.logger.info(
-            "serving /healthz and /readyz on %s%s", self._config.endpoint, how
+            "serving /healthz, /readyz and %s on %s%s",
+            self._config.path,
+            self._config.endpoint,
+            how,
         )
 
     @property
