@@ -10,9 +10,9 @@ The real agent runs as a child process (`python -m otelgpu run -c <pipeline>`):
 - prometheus on 127.0.0.1:<free port>;
 - otlp (gRPC, gzip) to a real rotel receiver on loopback with its blackhole exporter.
 
-A thread of this process scrapes /metrics back to back (one keep-alive connection, plain and
-gzip in turn, `--gap` seconds between two scrapes) and times each from request to the last
-byte. Phases alternate, `--rounds` times: **busy** (the pipeline cycles every second) and
+A child process (so that this process's test kubelet never competes with it for the GIL)
+scrapes /metrics back to back (one keep-alive connection, plain and gzip in turn, `--gap`
+seconds between two scrapes) and times each from request to the last byte. Phases alternate, `--rounds` times: **busy** (the pipeline cycles every second) and
 **paused** (the same agent after a SIGHUP reload to collection_interval 1h: its receivers
 produce once and then nothing, so only the exporter's own work and the scrapes remain). The
 figure is the busy p99 / max over the paused ones, plain and gzip.
@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import concurrent.futures
 import contextlib
 import http.client
 import json
+import multiprocessing
 import os
 import signal
 import statistics
@@ -121,6 +123,15 @@ class Scraper:
         self._conn.close()
 
 
+def scrape_for(port: int, gap: float, seconds: float) -> dict[str, list[float]]:
+    """Runs in the scraping child process."""
+    scraper = Scraper(port, gap)
+    try:
+        return scraper.run(seconds)
+    finally:
+        scraper.close()
+
+
 def series_in(body: bytes) -> int:
     return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
 
@@ -176,6 +187,8 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         path.write_text(json.dumps(config, indent=1))
         port = int(config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
         log = (tmp / "agent.log").open("wb")
+        spawn = multiprocessing.get_context("spawn")
+        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn)
         proc = subprocess.Popen(
             [sys.executable, "-m", "otelgpu", "run", "-c", str(path)],
             cwd=ROOT,
@@ -193,9 +206,9 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
                 for phase, interval in (("busy", "1s"), ("paused", "1h")):
                     _reload(proc, path, config, interval)
                     await asyncio.sleep(RELOAD_SETTLE)
-                    scraper = Scraper(port, args.gap)
-                    times = await asyncio.to_thread(scraper.run, args.seconds)
-                    scraper.close()
+                    times = await asyncio.get_running_loop().run_in_executor(
+                        pool, scrape_for, port, args.gap, args.seconds
+                    )
                     for kind in ("plain", "gzip"):
                         results[phase][kind] += times[kind]
                     if proc.poll() is not None:
@@ -206,6 +219,7 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             raise
         finally:
             await asyncio.to_thread(_stop, proc)
+            pool.shutdown()
             log.close()
     return {"series": series, "results": results}
 

@@ -247,7 +247,7 @@ class Listener:
             self._errors.log(
                 logging.ERROR, "answering %s %s failed", request.method, request.path, exc_info=True
             )
-            return Response(500, b"internal error\n", (("content-type", "text/plain"),))
+            return Response(500, b"internal error\n", (("Content-Type", "text/plain"),))
 
     async def _send(
         self,
@@ -257,7 +257,7 @@ class Listener:
         *,
         head_only: bool,
     ) -> None:
-        headers = [*response.headers, ("content-length", str(len(response.body)))]
+        headers = [*response.headers, ("Content-Length", str(len(response.body)))]
         writer.write(conn.send(h11.Response(status_code=response.status, headers=headers)) or b"")
         if response.body and not head_only:
             # Passthrough: the body object itself goes to the transport, never joined into a
@@ -274,7 +274,7 @@ def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: int) -> 
     caller closes the connection."""
     if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
         return
-    headers = [("content-length", "0"), ("connection", "close")]
+    headers = [("Content-Length", "0"), ("Connection", "close")]
     with contextlib.suppress(h11.LocalProtocolError):
         writer.write(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
         writer.write(conn.send(h11.EndOfMessage()) or b"")

@@ -26,13 +26,13 @@ from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
 from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
 from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener, Request, Response
 
-_TEXT = ("content-type", "text/plain; charset=utf-8")
-_UNAUTHORIZED = ("www-authenticate", 'Basic realm="otelgpu", charset="UTF-8"')
-_METRICS_HEADERS = (("content-type", CONTENT_TYPE), ("vary", "Accept-Encoding"))
-_GZIP_HEADERS = (*_METRICS_HEADERS, ("content-encoding", "gzip"))
-_HEALTH = Response(200, b"OK", (_TEXT, ("x-content-type-options", "nosniff")))
+_TEXT = ("Content-Type", "text/plain; charset=utf-8")
+_UNAUTHORIZED = ("WWW-Authenticate", 'Basic realm="otelgpu", charset="UTF-8"')
+_METRICS_HEADERS = (("Content-Type", CONTENT_TYPE), ("Vary", "Accept-Encoding"))
+_GZIP_HEADERS = (*_METRICS_HEADERS, ("Content-Encoding", "gzip"))
+_HEALTH = Response(200, b"OK", (_TEXT, ("X-Content-Type-Options", "nosniff")))
 _NOT_FOUND = Response(404, b"404: Not Found\n", (_TEXT,))
-_NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("allow", "GET, HEAD")))
+_NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("Allow", "GET, HEAD")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,7 @@ async def _authenticate(auth: BasicAuthenticator, request: Request) -> Response 
     try:
         allowed = await auth.check(request.headers.get("authorization"), peer=request.peer)
     except AuthBusy as busy:
-        return Response(busy.status, f"{busy}\n".encode(), (_TEXT, ("retry-after", "1")))
+        return Response(busy.status, f"{busy}\n".encode(), (_TEXT, ("Retry-After", "1")))
     if allowed:
         return None
     return Response(401, b"unauthorized\n", (_TEXT, _UNAUTHORIZED))

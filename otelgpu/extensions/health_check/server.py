@@ -16,9 +16,9 @@ from otelgpu.http_listener import Listener, Request, Response
 
 Readiness = Callable[[], tuple[bool, list[str]]]
 
-_JSON = (("content-type", "application/json; charset=utf-8"),)
+_JSON = (("Content-Type", "application/json; charset=utf-8"),)
 _ALIVE = Response(200, b'{"status": "alive"}', _JSON)
-_NOT_FOUND = Response(404, b"404: Not Found\n", (("content-type", "text/plain"),))
+_NOT_FOUND = Response(404, b"404: Not Found\n", (("Content-Type", "text/plain"),))
 
 
 class ProbeServer:
