@@ -13,7 +13,8 @@ Bounds a default server lacks:
   so a flood of idle connections cannot lock a real scraper out or exhaust file descriptors;
 - a connection idle for `idle_timeout` seconds (before its first request, between two, or not
   reading what it asked for) is closed;
-- request heads are capped at 16 KiB and request bodies (never needed here) at 64 KiB;
+- a request head still incomplete after 16 KiB is refused (431), a request body (never needed
+  here) over 64 KiB too (413);
 - `socket.accept()` failures ("Too many open files") are logged at most once a minute with the
   count of lines left out, instead of one traceback per attempt.
 """

@@ -159,6 +159,10 @@ async def test_head_other_methods_and_garbage(server: MetricsServer) -> None:
     )
     assert post.startswith(b"HTTP/1.1 405")
     assert raw(server.port, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400")
+    endless_head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 20000
+    assert raw(server.port, endless_head).startswith(b"HTTP/1.1 431")
+    big = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"a" * 99999
+    assert raw(server.port, big).startswith(b"HTTP/1.1 413")
 
 
 async def test_keep_alive_serves_several_requests_on_one_connection(
