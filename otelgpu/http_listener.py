@@ -96,6 +96,7 @@ class Listener:
         self._name = name
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping = threading.Event()  # stop() came before the loop ran
         self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # oldest first
         self._errors = RateLimitedLog(_log)  # a failing handler: a line a minute, not a request
         self.port = port
@@ -112,21 +113,23 @@ class Listener:
         bound: concurrent.futures.Future[int] = concurrent.futures.Future()
         thread = threading.Thread(target=self._run, args=(bound,), name=self._name, daemon=True)
         thread.start()
+        self._thread = thread  # from here `stop` ends it, whatever happens below
         try:
             self.port = await asyncio.wrap_future(bound)
-        except BaseException:
-            await asyncio.to_thread(thread.join)
+        except BaseException:  # the bind failed, or start() was cancelled meanwhile
+            await self.stop()
             raise
-        self._thread = thread
 
     async def stop(self) -> None:
         """Closes the listener and every open connection, and ends the thread; idempotent."""
         thread, self._thread = self._thread, None
-        loop = self._loop
-        if thread is None or loop is None:
+        if thread is None:
             return
-        with contextlib.suppress(RuntimeError):  # the loop already ended
-            loop.call_soon_threadsafe(loop.stop)
+        self._stopping.set()
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop already ended
+                loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join)
 
     # --- the listener's thread ------------------------------------------------------------
@@ -138,10 +141,13 @@ class Listener:
             try:
                 server = loop.run_until_complete(self._bind())
             except BaseException as exc:
-                bound.set_exception(exc)
+                with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled
+                    bound.set_exception(exc)
                 return
-            bound.set_result(int(server.sockets[0].getsockname()[1]))
-            loop.run_forever()  # until stop()
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                bound.set_result(int(server.sockets[0].getsockname()[1]))
+            if not self._stopping.is_set():  # else stop() came first: its loop.stop was lost
+                loop.run_forever()  # until stop()
             loop.run_until_complete(self._close(server))
         finally:
             loop.close()
