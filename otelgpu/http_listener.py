@@ -40,6 +40,7 @@ IDLE_TIMEOUT = 30.0  # longer than the kubelet's probe period, so probes reuse t
 _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
 _READ_SIZE = 64 * 1024
+_CLOSE_WAIT = 2.0  # seconds `stop` lets a request in progress end before cancelling it
 # How long a thread that wants the GIL waits before the holder must hand it over. At the
 # default 5 ms, an answer that needs the GIL several times (wake-up, read, write) while the
 # pipeline thread computes took 15-20 ms; 1 ms bounds that, and costs nothing while the HTTP
@@ -166,10 +167,13 @@ class Listener:
     async def _close(self, server: asyncio.Server) -> None:
         server.close()
         open_now, self._open = self._open, {}
-        for task, writer in open_now.items():
-            writer.transport.abort()
-            task.cancel()
-        await asyncio.gather(*open_now, return_exceptions=True)
+        for writer in open_now.values():
+            writer.transport.abort()  # its handler sees the connection lost and returns
+        if open_now:
+            _, late = await asyncio.wait(open_now, timeout=_CLOSE_WAIT)
+            for task in late:  # e.g. waiting for a bcrypt check
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         await server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -182,6 +186,10 @@ class Listener:
             await self._serve(reader, writer, peer[0] if isinstance(peer, tuple) else "")
         except (OSError, TimeoutError, h11.ProtocolError):
             pass  # the client went away, stalled, or spoke something else: just close
+        except asyncio.CancelledError:
+            # Only `_close` cancels, and the task ends here anyway; on 3.11 a handler task
+            # that ends cancelled is logged by asyncio.start_server as an error with a traceback.
+            pass
         finally:
             self._open.pop(task, None)
             writer.close()

@@ -13,6 +13,7 @@ bound for the failing case).
 from __future__ import annotations
 
 import gzip
+import logging
 import socket
 import threading
 import urllib.error
@@ -172,3 +173,21 @@ async def test_keep_alive_serves_several_requests_on_one_connection(
     last = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     answer = raw(server.port, one + one + last)
     assert answer.count(b"HTTP/1.1 200") == 3 and answer.endswith(b"OK")
+
+
+async def test_stop_with_open_connections_logs_no_error(caplog: pytest.LogCaptureFixture) -> None:
+    # The defect (found by tests/e2e SIGTERM): stopping cancelled the connection handlers, and
+    # Python 3.11's start_server logs a cancelled handler as "Exception in callback" with a
+    # traceback.
+    srv = MetricsServer(host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda _: None)
+    await srv.start()
+    idle = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
+    kept = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
+    kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert kept.recv(65536).startswith(b"HTTP/1.1 200")  # answered, connection kept alive
+    with caplog.at_level(logging.WARNING):
+        await srv.stop()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert kept.recv(65536) == b"" and idle.recv(65536) == b""  # both closed by the stop
+    idle.close()
+    kept.close()
