@@ -208,17 +208,23 @@ class PrometheusExporter:
         inheriting = self._inherited_until is not None  # `_publish` decides when that ends
         if not (self._changed or expired or inheriting or own_text != self._own_text):
             return  # the body would be the same bytes
-        self._changed, self._own_text = False, own_text
+        self._changed = False  # a batch consumed while this renders sets it again
+        try:
+            body = await self._render(own)
+        except BaseException:
+            self._changed = True  # not published: the next check renders again
+            raise
+        self._own_text = own_text
+        self._publish(body, now)
+
+    async def _render(self, own: list[Family]) -> Body:
         text, count = render_text([*self._store.families.values(), *own])
-        del own_text
         parts = [text]
         del text  # `_encode` drops the last reference as soon as it has the bytes
         if self._executor is None:
-            body = _encode(parts, count)
-        else:
-            loop = asyncio.get_running_loop()
-            body = await loop.run_in_executor(self._executor, _encode, parts, count)
-        self._publish(body, now)
+            return _encode(parts, count)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, _encode, parts, count)
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:

@@ -191,3 +191,18 @@ async def test_stop_with_open_connections_logs_no_error(caplog: pytest.LogCaptur
     assert kept.recv(65536) == b"" and idle.recv(65536) == b""  # both closed by the stop
     idle.close()
     kept.close()
+
+
+async def test_a_failed_render_is_retried_at_the_next_check(
+    exporter: PrometheusExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otelgpu.exporters.prometheus import exporter as module
+
+    real = module._encode
+    monkeypatch.setattr(module, "_encode", lambda parts, count: 1 / 0)
+    await exporter.consume(batch(gpu(0)))
+    with pytest.raises(ZeroDivisionError):
+        await exporter.refresh()
+    monkeypatch.setattr(module, "_encode", real)
+    await exporter.refresh()  # no new batch: still renders, the last one never got out
+    assert b"hw_gpu_utilization_ratio{" in exporter.body.plain
