@@ -10,6 +10,7 @@ service's extension takes the running server over on a reload and no probe is re
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 
 from otelgpu.http_listener import Listener, Request, Response
@@ -18,16 +19,30 @@ Readiness = Callable[[], tuple[bool, list[str]]]
 
 _JSON = (("Content-Type", "application/json; charset=utf-8"),)
 _ALIVE = Response(200, b'{"status": "alive"}', _JSON)
+_STALLED = Response(503, b'{"status": "stalled", "reasons": ["event loop not running"]}', _JSON)
+# The pipeline's loop beats every second; this long without a beat means it is stuck (a busy
+# loop beats late by a fraction of a second, a reload pauses it for a few seconds).
+STALL_AFTER = 30.0
 _NOT_FOUND = Response(404, b"404: Not Found\n", (("Content-Type", "text/plain"),))
 
 
 class ProbeServer:
-    """Answers `/healthz` (alive while the agent's HTTP thread runs), and `/readyz` and
-    `path` (from `readiness()`)."""
+    """Answers `/healthz` (alive while the pipeline's event loop calls `beat`, at least every
+    `STALL_AFTER` seconds), and `/readyz` and `path` (from `readiness()`)."""
 
-    def __init__(self, host: str, port: int, readiness: Readiness, path: str = "/") -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        readiness: Readiness,
+        path: str = "/",
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._readiness = readiness
         self._path = path
+        self._monotonic = monotonic
+        self._beat = monotonic()
         # Capped connections and a short idle timeout, as on /metrics: a flood of idle
         # connections must not make the kubelet's probes time out and restart the agent.
         self._listener = Listener(self._handle, host, port, name=f"otelgpu health :{port}")
@@ -47,6 +62,10 @@ class ProbeServer:
         """Closes the listener, open connections and its thread; idempotent."""
         await self._listener.stop()
 
+    def beat(self) -> None:
+        """The pipeline's event loop is running (called from it)."""
+        self._beat = self._monotonic()
+
     def serve(self, readiness: Readiness, path: str = "/") -> None:
         """Answers `/readyz` and `path` from `readiness` from now on (a new extension taking
         over, possibly with another `path`)."""
@@ -56,7 +75,8 @@ class ProbeServer:
         if request.path == self._path or request.path == "/readyz":
             return self._ready()
         if request.path == "/healthz":
-            return _ALIVE
+            stalled = self._monotonic() - self._beat > STALL_AFTER
+            return _STALLED if stalled else _ALIVE
         return _NOT_FOUND
 
     def _ready(self) -> Response:

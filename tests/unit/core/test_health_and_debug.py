@@ -203,3 +203,22 @@ async def test_probes_are_answered_while_the_pipeline_loop_is_blocked(
         assert _blocking_get(ext.port, "/readyz")[0] == 200
     finally:
         await ext.shutdown()
+
+
+async def test_healthz_says_stalled_when_the_pipeline_loop_stops_beating() -> None:
+    # With probes answered from their own thread, a stuck pipeline loop must still fail the
+    # liveness probe, as it did when the server ran on that loop.
+    from otelgpu.extensions.health_check.server import STALL_AFTER, ProbeServer
+
+    now = [100.0]
+    server = ProbeServer("127.0.0.1", 0, lambda: (True, []), monotonic=lambda: now[0])
+    await server.start()
+    try:
+        assert _blocking_get(server.port, "/healthz")[0] == 200
+        now[0] += STALL_AFTER + 1
+        status, body = _blocking_get(server.port, "/healthz")
+        assert status == 503 and json.loads(body)["status"] == "stalled"
+        server.beat()
+        assert _blocking_get(server.port, "/healthz")[0] == 200
+    finally:
+        await server.stop()
