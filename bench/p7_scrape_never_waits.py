@@ -274,7 +274,9 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between two scrapes")
     parser.add_argument("--sharers", type=int, default=60, help="pods sharing each whole GPU")
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
-    parser.add_argument("--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
+    )
     return parser.parse_args()
 
 

@@ -184,7 +184,10 @@ async def test_stop_with_open_connections_logs_no_error(caplog: pytest.LogCaptur
     idle = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
     kept = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
     kept.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert kept.recv(65536).startswith(b"HTTP/1.1 200")  # answered, connection kept alive
+    answer = b""
+    while not answer.endswith(b"up 1\n"):  # the whole answer; the connection stays open
+        answer += kept.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 200")
     with caplog.at_level(logging.WARNING):
         await srv.stop()
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
