@@ -18,13 +18,14 @@ still says nothing about the password.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import hashlib
 import hmac
 import os
 import ssl
 from concurrent.futures import ThreadPoolExecutor
 
-import aiohttp
 import bcrypt
 
 from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
@@ -138,12 +139,17 @@ def _checkpw(password: bytes, hashed: bytes) -> bool:
 
 
 def _parse(header: str | None) -> tuple[bytes, bytes]:
-    """(user, password) from a Basic header; empty on anything malformed (still checked, so a
-    malformed header takes as long as a wrong password)."""
-    if not header:
+    """(user, password) from a Basic header (RFC 7617: `Basic base64(user:password)`, UTF-8);
+    empty on anything malformed (still checked, so a malformed header takes as long as a wrong
+    password)."""
+    scheme, _, credentials = (header or "").strip().partition(" ")
+    if scheme.lower() != "basic":
         return b"", b""
     try:
-        auth = aiohttp.BasicAuth.decode(header, encoding="utf-8")
-    except ValueError:
+        decoded = base64.b64decode(credentials.strip(), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
         return b"", b""
-    return auth.login.encode(), auth.password.encode()
+    user, colon, password = decoded.partition(":")
+    if not colon:
+        return b"", b""
+    return user.encode(), password.encode()

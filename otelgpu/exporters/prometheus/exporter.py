@@ -1,9 +1,14 @@
 """The `prometheus` exporter: keeps the latest point of every series and serves `/metrics`.
 
 `consume` translates a batch into the series store and marks the body stale; a background
-task re-renders the body (plain and gzip) whenever it is stale, and at least every few seconds
-so the agent's self-telemetry and series expiry stay current when no batch arrives. Scrapes only
-ever read the last rendered body.
+task re-renders the body (plain and gzip) whenever it is stale. Every few seconds it also
+expires old series and reads the agent's self-telemetry, and renders again only when one of
+them changed the body: an idle agent does not re-render 10k series for nothing.
+
+Scrapes are served from the server's own thread and only ever read the last published `Body`
+(one immutable object, replaced by reference): pipeline work on the service's loop cannot
+delay them. Only one body is kept: the text is dropped as soon as it is encoded, and the old
+body as soon as the new one is published (a scrape still sending it keeps it until done).
 
 On a reload (Settings.listeners set) the old instance parks its running server instead of
 closing it, and the new one, when endpoint and TLS are unchanged, takes it over together with
@@ -14,6 +19,7 @@ the last body, which it keeps serving until its own store holds series (at most
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import ssl
 import time
@@ -25,14 +31,15 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
-from otelgpu.exporters.prometheus.render import EMPTY, Body, encode, render_text
-from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.exporters.prometheus.render import EMPTY, Body, render_text
+from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Batch
 from otelgpu.tasks import cancel_and_wait
 
-_MAX_REFRESH_INTERVAL = 5.0  # seconds between renders when no batch arrives
+_MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
+_GZIP_LEVEL = 1  # as render.encode: ~155 kB for 10k series in ~5 ms; higher costs 3x the CPU
 
 SCRAPES = "otelgpu_prometheus_scrapes_total"
 SERIES = "otelgpu_prometheus_series"
@@ -42,7 +49,7 @@ TRUNCATED = "otelgpu_prometheus_truncated_label_values_total"
 
 
 class PrometheusExporter:
-    """Pull exporter: `consume` stores, a background task renders, aiohttp serves."""
+    """Pull exporter: `consume` stores, a background task renders, a thread serves."""
 
     def __init__(
         self,
@@ -78,6 +85,8 @@ class PrometheusExporter:
         self._executor: ThreadPoolExecutor | None = None
         self._host: Host | None = None
         self._refresh_failing = False
+        self._changed = True  # the store changed since the last body
+        self._own_text: str | None = None  # self-telemetry as the last body rendered it
         self._rotated = clock()
         # Renders often enough that a series outlives `metric_expiration` by at most half of it.
         self.refresh_interval = min(_MAX_REFRESH_INTERVAL, config.metric_expiration / 2)
@@ -184,10 +193,12 @@ class PrometheusExporter:
                 "Series removed at once because their device or process reported other labels",
                 exporter=self._id,
             )
+        self._changed = True
         self._stale.set()
 
     async def refresh(self) -> None:
-        """Expires old series and renders a new body now (the background task calls this)."""
+        """Expires old series and, when the body would differ from the last one, renders and
+        publishes a new one (the background task calls this)."""
         now = self._clock()
         expired = self._store.expire(now, self._config.metric_expiration)
         if now - self._rotated >= self._config.metric_expiration:
@@ -199,18 +210,35 @@ class PrometheusExporter:
         cut = self._translator.labels.take_truncated()
         telemetry.count(TRUNCATED, cut, "Label values cut to 1024 characters", exporter=self._id)
         telemetry.set_gauge(SERIES, float(self._store.series_count()), exporter=self._id)
-        families = list(self._store.families.values())
-        if self._host is not None:
-            own = self._translator.families(self._host.telemetry.collect(), now)
-            # A pipeline that also routes self-telemetry here must not yield a family twice.
-            families += [f for f in own if f.name not in self._store.families]
-        text, count = render_text(families)
-        if self._executor is None:
-            body = encode(text, count)
-        else:
-            loop = asyncio.get_running_loop()
-            body = await loop.run_in_executor(self._executor, encode, text, count)
+        own = self._own_families(now)
+        own_text = render_text(own)[0]  # ~100 lines: cheap next to the 10k it may spare
+        inheriting = self._inherited_until is not None  # `_publish` decides when that ends
+        if not (self._changed or expired or inheriting or own_text != self._own_text):
+            return  # the body would be the same bytes
+        self._changed = False  # a batch consumed while this renders sets it again
+        try:
+            body = await self._render(own)
+        except BaseException:
+            self._changed = True  # not published: the next check renders again
+            raise
+        self._own_text = own_text
         self._publish(body, now)
+
+    async def _render(self, own: list[Family]) -> Body:
+        text, count = render_text([*self._store.families.values(), *own])
+        parts = [text]
+        del text  # `_encode` drops the last reference as soon as it has the bytes
+        if self._executor is None:
+            return _encode(parts, count)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, _encode, parts, count)
+
+    def _own_families(self, now: float) -> list[Family]:
+        if self._host is None:
+            return []
+        own = self._translator.families(self._host.telemetry.collect(), now)
+        # A pipeline that also routes self-telemetry here must not yield a family twice.
+        return [f for f in own if f.name not in self._store.families]
 
     def _publish(self, body: Body, now: float) -> None:
         if self._inherited_until is not None:
@@ -243,6 +271,13 @@ class PrometheusExporter:
         self._settings.telemetry.count(
             SCRAPES, 1, "Requests to /metrics", exporter=self._id, code=str(status)
         )
+
+
+def _encode(parts: list[str], series: int) -> Body:
+    """Both encodings of the rendered text in `parts` (emptied: the text is freed as soon as
+    its bytes exist, so the body is never held as str and bytes through the gzip)."""
+    plain = parts.pop().encode("utf-8")
+    return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
 
 
 def _bind_setup(tls: TLSServerConfig | None) -> Hashable:

@@ -1,9 +1,14 @@
-"""The HTTP side: aiohttp serving the current pre-rendered body at `/metrics`.
+"""The HTTP side: the current pre-rendered body at `/metrics`, and `/health`.
 
-A request reads one immutable `Body` reference and writes bytes; it never renders, never
-collects, and never waits on NVML, the kubelet or a container runtime. Connections are capped
-and idle ones closed (`otelgpu.http_listener`); a client whose password check would have to
-wait behind others is answered 429 / 503 at once (`auth.AuthBusy`).
+The server runs on its own thread and event loop (`otelgpu.http_listener`): a request reads
+one immutable `Body` reference the exporter published and writes its bytes; it never renders,
+never collects, never waits on NVML, the kubelet, a container runtime, or the pipeline's loop.
+Connections are capped and idle ones closed; a client whose password check would have to wait
+behind others is answered 429 / 503 at once (`auth.AuthBusy`).
+
+`/health` answers as dcgm-exporter's does (200, body `OK`), so probes written for it keep
+working: it says the exporter serves, nothing about sources (that is the health_check
+extension's `/readyz`). It needs no password, like dcgm-exporter's.
 
 What a request is answered with (`current`, `on_scrape`, the authenticator) can be swapped
 while the socket stays open (`serve`): that is how the next exporter instance takes a running
@@ -15,18 +20,33 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-
-from aiohttp import web
+from dataclasses import dataclass
 
 from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
 from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
-from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener
+from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener, Request, Response
 
-_UNAUTHORIZED_HEADERS = {"WWW-Authenticate": 'Basic realm="otelgpu", charset="UTF-8"'}
+_TEXT = ("Content-Type", "text/plain; charset=utf-8")
+_UNAUTHORIZED = ("WWW-Authenticate", 'Basic realm="otelgpu", charset="UTF-8"')
+_METRICS_HEADERS = (("Content-Type", CONTENT_TYPE), ("Vary", "Accept-Encoding"))
+_GZIP_HEADERS = (*_METRICS_HEADERS, ("Content-Encoding", "gzip"))
+_HEALTH = Response(200, b"OK", (_TEXT, ("X-Content-Type-Options", "nosniff")))
+_NOT_FOUND = Response(404, b"404: Not Found\n", (_TEXT,))
+_NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("Allow", "GET, HEAD")))
+
+
+@dataclass(frozen=True, slots=True)
+class _Answering:
+    """What requests are answered with; replaced whole by `serve` (read once per request)."""
+
+    current: Callable[[], Body]
+    on_scrape: Callable[[int], None]
+    auth: BasicAuthenticator | None
 
 
 class MetricsServer:
-    """Serves `current()` at `/metrics`; `on_scrape(status)` is told every answer's status.
+    """Serves `current()` at `/metrics`; `on_scrape(status)` is told every answer's status
+    (from the server's thread: it must be thread-safe, as self-telemetry counters are).
 
     It owns the authenticator it is given: `stop` (or a `serve` replacing it) closes it.
     """
@@ -43,18 +63,15 @@ class MetricsServer:
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
     ) -> None:
-        self._current = current
-        self._on_scrape = on_scrape
-        self._auth = authenticator
-        app = web.Application()
-        app.router.add_get("/metrics", self._metrics)
+        self._answering = _Answering(current, on_scrape, authenticator)
         self._listener = Listener(
-            app,
+            self._handle,
             host,
             port,
             ssl_context=ssl_context,
             max_connections=max_connections,
             idle_timeout=idle_timeout,
+            name=f"otelgpu /metrics :{port}",
         )
         self.port = port
 
@@ -64,19 +81,22 @@ class MetricsServer:
         return self._listener.connections
 
     async def start(self) -> None:
-        """Binds and listens; raises OSError when the address is taken."""
+        """Binds and listens (on the server's own thread); raises OSError when the address is
+        taken."""
         await self._listener.start()
         self.port = self._listener.port
 
     async def stop(self) -> None:
-        """Closes the listener, open connections and the authenticator; idempotent."""
+        """Closes the listener, open connections, the thread and the authenticator;
+        idempotent."""
         await self._listener.stop()
-        await _close(self._auth)
-        self._auth = None
+        answering = self._answering
+        self._answering = _Answering(answering.current, answering.on_scrape, None)
+        await _close(answering.auth)
 
     def current(self) -> Body:
         """The body a scrape gets right now."""
-        return self._current()
+        return self._answering.current()
 
     async def serve(
         self,
@@ -86,35 +106,39 @@ class MetricsServer:
     ) -> None:
         """Answers from now on with these (a new exporter taking the server over); closes the
         authenticator it replaces once no check is waiting on it."""
-        replaced, self._auth = self._auth, authenticator
-        self._current, self._on_scrape = current, on_scrape
+        replaced = self._answering.auth
+        self._answering = _Answering(current, on_scrape, authenticator)
         await _close(replaced)
 
-    async def _metrics(self, request: web.Request) -> web.Response:
-        if self._auth is not None:
-            try:
-                allowed = await self._auth.check(
-                    request.headers.get("Authorization"), peer=request.remote or ""
-                )
-            except AuthBusy as busy:
-                self._on_scrape(busy.status)
-                return web.Response(
-                    status=busy.status, text=f"{busy}\n", headers={"Retry-After": "1"}
-                )
-            if not allowed:
-                self._on_scrape(401)
-                return web.Response(
-                    status=401, text="unauthorized\n", headers=_UNAUTHORIZED_HEADERS
-                )
-        body = self._current()
-        headers = {"Content-Type": CONTENT_TYPE, "Vary": "Accept-Encoding"}
-        if _accepts_gzip(request.headers.get("Accept-Encoding", "")):
-            headers["Content-Encoding"] = "gzip"
-            payload = body.gzipped
-        else:
-            payload = body.plain
-        self._on_scrape(200)
-        return web.Response(body=payload, headers=headers)
+    async def _handle(self, request: Request) -> Response:
+        if request.method not in ("GET", "HEAD"):
+            return _NOT_ALLOWED
+        if request.path == "/health":
+            return _HEALTH
+        if request.path != "/metrics":
+            return _NOT_FOUND
+        answering = self._answering
+        if answering.auth is not None:
+            refused = await _authenticate(answering.auth, request)
+            if refused is not None:
+                answering.on_scrape(refused.status)
+                return refused
+        body = answering.current()
+        answering.on_scrape(200)
+        if accepts_gzip(request.headers.get("accept-encoding", "")):
+            return Response(200, body.gzipped, _GZIP_HEADERS)
+        return Response(200, body.plain, _METRICS_HEADERS)
+
+
+async def _authenticate(auth: BasicAuthenticator, request: Request) -> Response | None:
+    """None when the request may have `/metrics`, else the refusal to send."""
+    try:
+        allowed = await auth.check(request.headers.get("authorization"), peer=request.peer)
+    except AuthBusy as busy:
+        return Response(busy.status, f"{busy}\n".encode(), (_TEXT, ("Retry-After", "1")))
+    if allowed:
+        return None
+    return Response(401, b"unauthorized\n", (_TEXT, _UNAUTHORIZED))
 
 
 async def _close(authenticator: BasicAuthenticator | None) -> None:
@@ -122,7 +146,7 @@ async def _close(authenticator: BasicAuthenticator | None) -> None:
         await asyncio.to_thread(authenticator.close)  # waits for a bcrypt check in progress
 
 
-def _accepts_gzip(accept_encoding: str) -> bool:
+def accepts_gzip(accept_encoding: str) -> bool:
     """Whether an Accept-Encoding value allows gzip (`gzip`, `*`, not `gzip;q=0`)."""
     for item in accept_encoding.split(","):
         coding, _, params = item.strip().partition(";")

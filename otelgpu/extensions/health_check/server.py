@@ -1,32 +1,51 @@
-"""The HTTP side of `health_check`: `/healthz` and `/readyz` on a capped listener.
+"""The HTTP side of `health_check`: `/healthz`, `/readyz` and the configured `path`.
 
-Readiness is asked of a callable that can be swapped while the socket stays open (`serve`),
-so the next service's extension takes the running server over on a reload and the kubelet's
-probes are never refused.
+The server runs on its own thread and event loop (`otelgpu.http_listener`), so a busy
+pipeline cannot make the kubelet's probes time out. Readiness is asked of a callable that
+must be cheap and safe to call from that thread (the service's readiness reads two values and
+copies one dict). It can be swapped while the socket stays open (`serve`), so the next
+service's extension takes the running server over on a reload and no probe is refused.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 
-from aiohttp import web
-
-from otelgpu.http_listener import Listener
+from otelgpu.http_listener import Listener, Request, Response
 
 Readiness = Callable[[], tuple[bool, list[str]]]
 
+_JSON = (("Content-Type", "application/json; charset=utf-8"),)
+_ALIVE = Response(200, b'{"status": "alive"}', _JSON)
+_STALLED = Response(503, b'{"status": "stalled", "reasons": ["event loop not running"]}', _JSON)
+# The pipeline's loop beats every second; this long without a beat means it is stuck (a busy
+# loop beats late by a fraction of a second, a reload pauses it for a few seconds).
+STALL_AFTER = 30.0
+_NOT_FOUND = Response(404, b"404: Not Found\n", (("Content-Type", "text/plain"),))
+
 
 class ProbeServer:
-    """Answers `/healthz` (alive while the loop runs) and `/readyz` (from `readiness()`)."""
+    """Answers `/healthz` (alive while the pipeline's event loop calls `beat`, at least every
+    `STALL_AFTER` seconds), and `/readyz` and `path` (from `readiness()`)."""
 
-    def __init__(self, host: str, port: int, readiness: Readiness) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        readiness: Readiness,
+        path: str = "/",
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._readiness = readiness
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
+        self._path = path
+        self._monotonic = monotonic
+        self._beat = monotonic()
         # Capped connections and a short idle timeout, as on /metrics: a flood of idle
         # connections must not make the kubelet's probes time out and restart the agent.
-        self._listener = Listener(app, host, port)
+        self._listener = Listener(self._handle, host, port, name=f"otelgpu health :{port}")
         self.port = port
 
     @property
@@ -40,17 +59,27 @@ class ProbeServer:
         self.port = self._listener.port
 
     async def stop(self) -> None:
-        """Closes the listener and open connections; idempotent."""
+        """Closes the listener, open connections and its thread; idempotent."""
         await self._listener.stop()
 
-    def serve(self, readiness: Readiness) -> None:
-        """Answers `/readyz` from `readiness` from now on (a new extension taking over)."""
-        self._readiness = readiness
+    def beat(self) -> None:
+        """The pipeline's event loop is running (called from it)."""
+        self._beat = self._monotonic()
 
-    async def _healthz(self, _request: web.Request) -> web.Response:
-        return web.json_response({"status": "alive"})
+    def serve(self, readiness: Readiness, path: str = "/") -> None:
+        """Answers `/readyz` and `path` from `readiness` from now on (a new extension taking
+        over, possibly with another `path`)."""
+        self._readiness, self._path = readiness, path
 
-    async def _readyz(self, _request: web.Request) -> web.Response:
+    async def _handle(self, request: Request) -> Response:
+        if request.path == self._path or request.path == "/readyz":
+            return self._ready()
+        if request.path == "/healthz":
+            stalled = self._monotonic() - self._beat > STALL_AFTER
+            return _STALLED if stalled else _ALIVE
+        return _NOT_FOUND
+
+    def _ready(self) -> Response:
         ready, reasons = self._readiness()
         body = {"status": "ready" if ready else "not ready", "reasons": reasons}
-        return web.json_response(body, status=200 if ready else 503)
+        return Response(200 if ready else 503, json.dumps(body).encode(), _JSON)

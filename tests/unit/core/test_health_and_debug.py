@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import urllib.error
+import urllib.request
 
 import aiohttp
+import pydantic
 import pytest
 
 from otelgpu.component import Kind
@@ -133,3 +137,88 @@ async def test_health_check_caps_idle_connections_and_probes_still_answer(
     for _, writer in idle:
         writer.close()
     await ext.shutdown()
+
+
+def _blocking_get(port: int, path: str) -> tuple[int, bytes]:
+    """A GET made from the event loop's own thread: the loop is blocked until it returns."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+async def test_root_answers_readiness_as_the_collectors_health_check(
+    telemetry: SelfTelemetry,
+) -> None:
+    host = FakeHost(telemetry)
+    ext = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint="127.0.0.1:0"),
+    )
+    await ext.start(host)
+    try:
+        assert _blocking_get(ext.port, "/")[0] == 200
+        host.ready = False
+        status, body = _blocking_get(ext.port, "/")
+        assert status == 503 and json.loads(body)["status"] == "not ready"
+    finally:
+        await ext.shutdown()
+
+
+async def test_path_option_moves_the_collector_style_answer(telemetry: SelfTelemetry) -> None:
+    host = FakeHost(telemetry)
+    config = HealthCheckExtensionConfig.model_validate(
+        {"endpoint": "127.0.0.1:0", "path": "/health/status"}
+    )
+    ext = HealthCheckExtension(make_settings("health_check", Kind.EXTENSION, telemetry), config)
+    await ext.start(host)
+    try:
+        assert _blocking_get(ext.port, "/health/status")[0] == 200
+        assert _blocking_get(ext.port, "/")[0] == 404
+        assert _blocking_get(ext.port, "/readyz")[0] == 200  # still there
+        assert _blocking_get(ext.port, "/healthz")[0] == 200
+    finally:
+        await ext.shutdown()
+
+
+@pytest.mark.parametrize("path", ["health", "/a b", "/x?y=1", ""])
+def test_path_must_be_an_absolute_path(path: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match="absolute path"):
+        HealthCheckExtensionConfig.model_validate({"path": path})
+
+
+async def test_probes_are_answered_while_the_pipeline_loop_is_blocked(
+    telemetry: SelfTelemetry,
+) -> None:
+    # The defect: the probe server ran on the pipeline's loop, so a busy pipeline delayed
+    # the kubelet's probes (a blocked loop is the extreme case: never answered).
+    ext = HealthCheckExtension(
+        make_settings("health_check", Kind.EXTENSION, telemetry),
+        HealthCheckExtensionConfig(endpoint="127.0.0.1:0"),
+    )
+    await ext.start(FakeHost(telemetry))
+    try:
+        assert _blocking_get(ext.port, "/healthz") == (200, b'{"status": "alive"}')
+        assert _blocking_get(ext.port, "/readyz")[0] == 200
+    finally:
+        await ext.shutdown()
+
+
+async def test_healthz_says_stalled_when_the_pipeline_loop_stops_beating() -> None:
+    # With probes answered from their own thread, a stuck pipeline loop must still fail the
+    # liveness probe, as it did when the server ran on that loop.
+    from otelgpu.extensions.health_check.server import STALL_AFTER, ProbeServer
+
+    now = [100.0]
+    server = ProbeServer("127.0.0.1", 0, lambda: (True, []), monotonic=lambda: now[0])
+    await server.start()
+    try:
+        assert _blocking_get(server.port, "/healthz")[0] == 200
+        now[0] += STALL_AFTER + 1
+        status, body = _blocking_get(server.port, "/healthz")
+        assert status == 503 and json.loads(body)["status"] == "stalled"
+        server.beat()
+        assert _blocking_get(server.port, "/healthz")[0] == 200
+    finally:
+        await server.stop()

@@ -1,0 +1,284 @@
+"""P7: the scrape never waits for the pipeline.
+
+The real agent runs as a child process (`python -m otelgpu run -c <pipeline>`):
+
+- nvml, simulated, collection_interval 1s: the P3 node, its whole GPUs time-sliced between
+  `--sharers` pods each so that /metrics holds ~10k series (per-process series mapped through
+  a generated /proc tree);
+- k8s_attributes against the protocol-faithful test kubelet (tests/peers/kubelet.py, gRPC on a
+  unix socket, served by this process);
+- prometheus on 127.0.0.1:<free port>;
+- otlp (gRPC, gzip) to a real rotel receiver on loopback with its blackhole exporter.
+
+A child process (so that this process's test kubelet never competes with it for the GIL)
+scrapes /metrics back to back (one keep-alive connection, plain and gzip in turn, `--gap`
+seconds between two scrapes) and times each from request to the last byte. Phases alternate, `--rounds` times: **busy** (the pipeline cycles every second) and
+**paused** (the same agent after a SIGHUP reload to collection_interval 1h: its receivers
+produce once and then nothing, so only the exporter's own work and the scrapes remain). The
+figure is the busy p99 / max over the paused ones, plain and gzip.
+
+    python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 60]
+    python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s
+
+Target: busy/paused p99 ratio <= 1.5 and busy p99 <= 5 ms. The figure line is last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import contextlib
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.node_fixture import Node
+from bench.p3_rss import kubelet_for, rotel_blackhole
+from tests.peers.rotel import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 25.0
+
+
+def pipeline(
+    node: Node, host_proc: Path, kubelet: Path, otlp: str, interval: str
+) -> dict[str, Any]:
+    port = free_port()
+    return {
+        "receivers": {"nvml": node.receiver_config(host_proc, interval)},
+        "processors": {
+            "k8s_attributes": {"pod_resources_socket": str(kubelet), "node_name": "gpu-node-1"}
+        },
+        "exporters": {
+            # per_holder: a time-sliced GPU's series once per holding pod, as P3's 10k node
+            "prometheus": {"endpoint": f"127.0.0.1:{port}", "shared_gpu_series": "per_holder"},
+            "otlp": {"endpoint": otlp, "tls": {"insecure": True}},
+        },
+        "service": {
+            "pipelines": {
+                "metrics/gpu": {
+                    "receivers": ["nvml"],
+                    "processors": ["k8s_attributes"],
+                    "exporters": ["prometheus", "otlp"],
+                }
+            }
+        },
+    }
+
+
+class Scraper:
+    """Scrapes /metrics on one keep-alive connection, plain and gzip in turn; records the
+    time of each answer (request sent to last byte read) in milliseconds."""
+
+    def __init__(self, port: int, gap: float) -> None:
+        self._port = port
+        self._gap = gap
+        self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+
+    def get(self, gzip: bool) -> tuple[float, bytes]:
+        headers = {"Accept-Encoding": "gzip"} if gzip else {"Accept-Encoding": "identity"}
+        started = time.perf_counter()
+        try:
+            self._conn.request("GET", "/metrics", headers=headers)
+            response = self._conn.getresponse()
+            body = response.read()
+        except (OSError, http.client.HTTPException):
+            self._conn.close()  # the agent closed an idle connection: reconnect once
+            self._conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=10)
+            started = time.perf_counter()
+            self._conn.request("GET", "/metrics", headers=headers)
+            response = self._conn.getresponse()
+            body = response.read()
+        elapsed = (time.perf_counter() - started) * 1000
+        if response.status != 200:
+            raise RuntimeError(f"/metrics answered {response.status}")
+        return elapsed, body
+
+    def run(self, seconds: float) -> dict[str, list[float]]:
+        times: dict[str, list[float]] = {"plain": [], "gzip": []}
+        deadline = time.monotonic() + seconds
+        gzip = False
+        while time.monotonic() < deadline:
+            elapsed, _ = self.get(gzip)
+            times["gzip" if gzip else "plain"].append(elapsed)
+            gzip = not gzip
+            time.sleep(self._gap)
+        return times
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def scrape_for(port: int, gap: float, seconds: float) -> dict[str, list[float]]:
+    """Runs in the scraping child process."""
+    scraper = Scraper(port, gap)
+    try:
+        return scraper.run(seconds)
+    finally:
+        scraper.close()
+
+
+def series_in(body: bytes) -> int:
+    return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), percentile(values, 0.99), max(values)
+
+
+async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> int:
+    deadline = time.monotonic() + READY_TIMEOUT
+    seen = 0
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode}")
+        with contextlib.suppress(OSError, http.client.HTTPException, RuntimeError):
+            scraper = Scraper(port, 0)
+            seen = series_in(scraper.get(False)[1])
+            scraper.close()
+            if seen >= want:
+                return seen
+        await asyncio.sleep(0.5)
+    raise RuntimeError(f"/metrics never reached {want} series (last seen {seen})")
+
+
+def _reload(
+    proc: subprocess.Popen[bytes], path: Path, config: dict[str, Any], interval: str
+) -> None:
+    config["receivers"]["nvml"]["collection_interval"] = interval
+    path.write_text(json.dumps(config, indent=1))
+    os.kill(proc.pid, signal.SIGHUP)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+
+
+async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) -> dict[str, Any]:
+    host_proc = node.write_host_proc(tmp / "proc")
+    async with kubelet_for(node) as kubelet:
+        config = pipeline(node, host_proc, kubelet.socket, otlp, "1s")
+        path = tmp / "pipeline.yaml"
+        path.write_text(json.dumps(config, indent=1))
+        port = int(config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
+        log = (tmp / "agent.log").open("wb")
+        spawn = multiprocessing.get_context("spawn")
+        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "otelgpu", "run", "-c", str(path)],
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            series = await _wait_series(port, args.min_series, proc)
+            await asyncio.sleep(args.warmup)
+            results: dict[str, dict[str, list[float]]] = {
+                "busy": {"plain": [], "gzip": []},
+                "paused": {"plain": [], "gzip": []},
+            }
+            for _ in range(args.rounds):
+                for phase, interval in (("busy", "1s"), ("paused", "1h")):
+                    _reload(proc, path, config, interval)
+                    await asyncio.sleep(args.settle)
+                    times = await asyncio.get_running_loop().run_in_executor(
+                        pool, scrape_for, port, args.gap, args.seconds
+                    )
+                    for kind in ("plain", "gzip"):
+                        results[phase][kind] += times[kind]
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"the agent exited with {proc.returncode}")
+        except BaseException:
+            log.close()
+            print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            raise
+        finally:
+            await asyncio.to_thread(_stop, proc)
+            pool.shutdown()
+            log.close()
+    return {"series": series, "results": results}
+
+
+async def main(args: argparse.Namespace) -> None:
+    if args.smoke:
+        node = Node(gpus=2, mig_gpus=0, pods=4, sharers=1)
+        args.seconds, args.rounds, args.warmup, args.min_series = 0.5, 1, 0.0, 1
+        args.settle = 0.5
+    else:
+        node = Node(sharers=args.sharers)
+    print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
+    with tempfile.TemporaryDirectory(prefix="p7-", dir="/tmp") as tmp_name:
+        tmp = Path(tmp_name)
+        with rotel_blackhole(tmp / "rotel") as otlp:
+            out = await measure(args, node, tmp, otlp)
+    results = out["results"]
+    figures: dict[str, dict[str, tuple[float, float, float]]] = {}
+    for phase in ("busy", "paused"):
+        figures[phase] = {}
+        for kind in ("plain", "gzip"):
+            values = results[phase][kind]
+            figures[phase][kind] = p50, p99, top = summary(values)
+            print(
+                f"{phase:6} {kind:5}: {len(values):5} scrapes, p50 {p50:7.2f} ms, "
+                f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
+            )
+    parts = []
+    ok = True
+    for kind in ("plain", "gzip"):
+        busy, paused = figures["busy"][kind], figures["paused"][kind]
+        ratio_p99, ratio_max = busy[1] / paused[1], busy[2] / paused[2]
+        ok = ok and ratio_p99 <= 1.5 and busy[1] <= 5.0
+        parts.append(
+            f"{kind} p99 {busy[1]:.2f} ms (paused {paused[1]:.2f}, ratio {ratio_p99:.2f}), "
+            f"max {busy[2]:.2f} ms (ratio {ratio_max:.2f})"
+        )
+    print(
+        f"P7 scrape while the pipeline runs vs paused, {out['series']} series, 1 s cycle, "
+        f"OTLP on: {'; '.join(parts)} (target ratio <= 1.5, p99 <= 5 ms: "
+        f"{'met' if ok else 'MISSED'})"
+    )
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=15, help="seconds per phase")
+    parser.add_argument("--rounds", type=int, default=2, help="busy+paused phase pairs")
+    parser.add_argument("--warmup", type=float, default=5, help="seconds before the first phase")
+    parser.add_argument(
+        "--settle", type=float, default=3.0, help="seconds after a SIGHUP before sampling"
+    )
+    parser.add_argument("--gap", type=float, default=0.02, help="seconds between two scrapes")
+    parser.add_argument("--sharers", type=int, default=60, help="pods sharing each whole GPU")
+    parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
+    )
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(_args()))
