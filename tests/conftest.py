@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterator
 
@@ -22,6 +23,14 @@ def _otelgpu_logger_restored() -> Iterator[None]:
     yield
     logger.handlers[:] = saved[0]
     logger.propagate, logger.level = saved[1], saved[2]
+
+
+@pytest.fixture(autouse=True)
+def _heap_thawed() -> Iterator[None]:
+    """An Agent started in this process freezes the heap (otelgpu/heap.py); thaw it after the
+    test so the test run's own garbage is still collected."""
+    yield
+    gc.unfreeze()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import logging
 import signal
 from collections.abc import Callable
 
-from otelgpu import logs
+from otelgpu import heap, logs
 from otelgpu.config.schema import AgentConfig
 from otelgpu.errors import ConfigError, StartError
 from otelgpu.kept_listeners import KeptListeners
@@ -93,6 +93,7 @@ class Agent:
         logs.configure(config.telemetry.logs.level, config.telemetry.logs.encoding)
         service = Service(config, self._registry, self._telemetry, self._listeners)
         await service.start()
+        heap.settle()  # start-up objects leave the collector's full passes (otelgpu/heap.py)
         # What this service did not take back from the previous one is not coming back. (When
         # it fails to start, they stay parked for the previous config started again.)
         await self._listeners.close_all()
