@@ -62,7 +62,9 @@ class Site:
     mutations: tuple[Mutation, ...]
 
 
-def _swap_op(attr: str, table: dict, position: int | None = None) -> Callable[[ast.AST], None]:
+def _swap_op(
+    attr: str, table: dict[type, type], position: int | None = None
+) -> Callable[[ast.AST], None]:
     def apply(node: ast.AST) -> None:
         if position is None:
             old = getattr(node, attr)
@@ -81,7 +83,8 @@ def _replace_with(make: Callable[[ast.AST], ast.AST]) -> Callable[[ast.AST], ast
 def _constant_mutations(node: ast.Constant) -> list[Mutation]:
     value = node.value
     if isinstance(value, bool):
-        return [Mutation(f"{value} -> {not value}", _replace_with(lambda _: ast.Constant(not value)))]
+        flipped = not value
+        return [Mutation(f"{value} -> {flipped}", _replace_with(lambda _: ast.Constant(flipped)))]
     if isinstance(value, int):
         new = {0: 1, 1: 0}.get(value, value + 1)
         return [Mutation(f"{value} -> {new}", _replace_with(lambda _: ast.Constant(new)))]
@@ -102,9 +105,9 @@ def _node_mutations(node: ast.AST) -> list[Mutation]:
     if isinstance(node, ast.Compare):
         for i, op in enumerate(node.ops):
             if type(op) in _COMPARE:
-                new = _COMPARE[type(op)]
+                swapped = _SYMBOL[_COMPARE[type(op)]]
                 out.append(
-                    Mutation(f"{_SYMBOL[type(op)]} -> {_SYMBOL[new]}", _swap_op("ops", _COMPARE, i))
+                    Mutation(f"{_SYMBOL[type(op)]} -> {swapped}", _swap_op("ops", _COMPARE, i))
                 )
     elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BINARY:
         new = _BINARY[type(node.op)]
@@ -121,14 +124,17 @@ def _node_mutations(node: ast.AST) -> list[Mutation]:
         out.append(Mutation("not x -> x", lambda n: n.operand))  # type: ignore[attr-defined]
     elif isinstance(node, ast.Constant):
         out.extend(_constant_mutations(node))
-    elif isinstance(node, ast.Return) and node.value is not None:
-        if not (isinstance(node.value, ast.Constant) and node.value.value is None):
-            out.append(Mutation("return value -> None", lambda n: setattr(n, "value", None)))
+    elif isinstance(node, ast.Return) and not _returns_none(node):
+        out.append(Mutation("return value -> None", lambda n: setattr(n, "value", None)))
     if isinstance(node, ast.If | ast.While):
         out.append(Mutation("condition -> not condition", _negate_test))
     if _deletable(node):
         out.append(Mutation("statement deleted", _replace_with(lambda _: ast.Pass())))
     return out
+
+
+def _returns_none(node: ast.Return) -> bool:
+    return node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None)
 
 
 def _negate_test(node: ast.AST) -> None:
@@ -213,9 +219,9 @@ def mutate(source: str, site_index: int, choice: int) -> str:
     for parent in _walk(tree):
         for field, value in ast.iter_fields(parent):
             if isinstance(value, list):
-                for i, item in enumerate(value):
+                for n, item in enumerate(value):
                     if isinstance(item, ast.AST):
-                        parents[id(item)] = (parent, field, i)
+                        parents[id(item)] = (parent, field, n)
             elif isinstance(value, ast.AST):
                 parents[id(value)] = (parent, field, None)
     for index, node in enumerate(_walk(tree)):
@@ -223,10 +229,10 @@ def mutate(source: str, site_index: int, choice: int) -> str:
             continue
         replacement = _node_mutations(node)[choice].apply(node)
         if replacement is not None and replacement is not node:
-            parent, field, i = parents[id(node)]
-            if i is None:
-                setattr(parent, field, replacement)
+            parent, name, position = parents[id(node)]
+            if position is None:
+                setattr(parent, name, replacement)
             else:
-                getattr(parent, field)[i] = replacement
+                getattr(parent, name)[position] = replacement
         return ast.unparse(ast.fix_missing_locations(tree))
     raise IndexError(f"no node at walk position {site_index}")

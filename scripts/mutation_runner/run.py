@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import random
 import shutil
@@ -76,7 +77,8 @@ def make_sandbox() -> Path:
         if entry.name == ".git":
             continue
         if entry.name in _COPIED:
-            shutil.copytree(entry, sandbox / entry.name, ignore=shutil.ignore_patterns("__pycache__"))
+            ignore = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(entry, sandbox / entry.name, ignore=ignore)
         else:
             (sandbox / entry.name).symlink_to(entry)
     return sandbox
@@ -89,10 +91,8 @@ def preload() -> None:
     import importlib
 
     for name in ("pytest", "pytest_asyncio", "hypothesis", "pydantic", "yaml", "grpc"):
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(name)
-        except ImportError:
-            pass
 
 
 def run_tests(sandbox: Path, tests: list[str], timeout: float) -> str:

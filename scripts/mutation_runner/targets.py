@@ -53,6 +53,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         "otelgpu/config/composer.py",
         [
             "tests/unit/config/test_loader.py",
+            "tests/unit/config/test_good_configs.py",  # merge keys, aliases, explicit tags
             "tests/unit/config/test_bad_configs.py",
             "tests/unit/config/test_composer_mutants.py",
         ],
