@@ -143,6 +143,8 @@ def run_module(name: str, args: argparse.Namespace, deadline: float) -> Outcome 
     tests = [t for t in tests if (ROOT / t).exists()]
     source = (ROOT / module).read_text()
     mutants = sample(all_mutants(source), args.max_mutants, args.seed)
+    if args.rerun is not None:
+        mutants = [m for m in mutants if _where(module, m) in args.rerun]
     sandbox = make_sandbox()
     target = sandbox / module
     target.unlink()  # a fresh file, so the linked/copied original is never written through
@@ -174,6 +176,20 @@ def run_module(name: str, args: argparse.Namespace, deadline: float) -> Outcome 
         shutil.rmtree(sandbox, ignore_errors=True)
 
 
+def _where(module: str, mutant: Mutant) -> str:
+    return f"{module}:{mutant.line}:{mutant.col}: {mutant.describe}"
+
+
+def survivors_of(log: Path) -> set[str]:
+    """The mutants a previous run's output lists as survived (or timed out)."""
+    found = set()
+    for line in log.read_text().splitlines():
+        kind, _, where = line.strip().partition(" ")
+        if kind in ("survived", "timeout"):
+            found.add(where.strip())
+    return found
+
+
 def report(name: str, outcome: Outcome) -> None:
     module = TARGETS[name][0]
     dead = outcome.killed + len(outcome.timeouts)  # a timeout is a mutant the tests noticed
@@ -185,9 +201,9 @@ def report(name: str, outcome: Outcome) -> None:
         flush=True,
     )
     for mutant in outcome.survived:
-        print(f"  survived {module}:{mutant.line}:{mutant.col}: {mutant.describe}", flush=True)
+        print(f"  survived {_where(module, mutant)}", flush=True)
     for mutant in outcome.timeouts:
-        print(f"  timeout  {module}:{mutant.line}:{mutant.col}: {mutant.describe}", flush=True)
+        print(f"  timeout  {_where(module, mutant)}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,6 +214,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--timeout", type=float, default=30.0, help="per mutant, at least")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument(
+        "--rerun",
+        type=lambda path: survivors_of(Path(path)),
+        metavar="LOG",
+        help="run only the mutants a previous run's output (LOG) lists as survivors",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every mutant")
     args = parser.parse_args(argv)
     names = args.modules or list(TARGETS)
