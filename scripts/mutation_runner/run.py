@@ -74,7 +74,7 @@ def make_sandbox() -> Path:
     """A temporary copy of the repository: packages copied, the rest linked read-only."""
     sandbox = Path(tempfile.mkdtemp(prefix="otelgpu-mutation-"))
     for entry in ROOT.iterdir():
-        if entry.name == ".git":
+        if entry.name.startswith("."):  # .git, caches (hypothesis keeps its examples there)
             continue
         if entry.name in _COPIED:
             ignore = shutil.ignore_patterns("__pycache__")
