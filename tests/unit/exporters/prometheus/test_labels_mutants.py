@@ -152,3 +152,16 @@ def test_a_dcgm_name_beats_colliding_plain_keys_whatever_their_order() -> None:
 def test_colliding_plain_keys_all_join_but_only_equals_join() -> None:
     assert _text("otel", {"a.b": "1", "a_b": "2"}) == '{a_b="1;2"}'
     assert _text("otel", {"a_b": "2", "a.b": "1"}) == '{a_b="1;2"}'
+
+
+def test_nothing_is_dropped_unless_asked() -> None:
+    assert LabelRenderer("otel", {}).render((("XX", "1"),), ()) == '{XX="1"}'
+
+
+def test_the_parent_uuid_of_a_mig_instance_beats_a_colliding_pod_label() -> None:
+    resource = {"hw.id": "MIG-1", "hw.parent": "GPU-1", "k8s.pod.label.UUID": "x"}
+    assert _text("dcgm", resource) == '{UUID="GPU-1",hw_id="MIG-1"}'
+
+
+def test_a_plain_key_is_not_authoritative_in_dcgm_naming() -> None:
+    assert _text("dcgm", {"pod": "x", "k8s.pod.name": "p"}) == '{pod="p"}'
