@@ -78,3 +78,16 @@ def test_a_gpu_answers_to_each_identity_it_has():
     assert resource_keys({semconv.GPU_INDEX: "2"}, {}) == [("index", "2")]
     assert resource_keys({semconv.HW_NAME: "nvidia2"}, {}) == [("name", "nvidia2")]
     assert resource_keys({semconv.HW_ID: U}, {}) == [("id", U)]
+
+
+@pytest.mark.parametrize(
+    ("device_id", "key"),
+    [
+        (f"MIG-{U}/3/0", ("mig", U, "3", "0")),
+        ("nvidia0/gi2", ("mig-name", "nvidia0", "2")),
+        ("nvidia0/gi2/vgpu1", ("mig-name", "nvidia0", "2")),
+    ],
+)
+def test_the_default_device_id_type_is_auto(device_id: str, key: tuple):
+    ref = parse_device_id(device_id)
+    assert ref is not None and ref.key == key
