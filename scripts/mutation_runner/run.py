@@ -71,7 +71,8 @@ def sample(mutants: list[Mutant], limit: int | None, seed: int) -> list[Mutant]:
 
 
 def make_sandbox() -> Path:
-    """A temporary copy of the repository: packages copied, the rest linked read-only."""
+    """A temporary copy of the repository: `otelgpu/` and `tests/` copied, the rest linked
+    (the tests in targets.py only read it)."""
     sandbox = Path(tempfile.mkdtemp(prefix="otelgpu-mutation-"))
     for entry in ROOT.iterdir():
         if entry.name.startswith("."):  # .git, caches (hypothesis keeps its examples there)
