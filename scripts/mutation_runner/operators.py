@@ -1,0 +1,238 @@
+"""Mutation operators: where a module can be changed, and the change at each place.
+
+`sites(tree)` walks a module's AST in a fixed order and lists every `Site` (a node and the
+mutations that apply to it). `mutate(source, site_index, choice)` parses the source again,
+walks it in the same order and applies one mutation, returning the mutated source text.
+Docstrings, annotations and decorators are not mutated: changing them changes no behaviour.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+# Comparison swaps: each operator to the one a slip of the keyboard (or of thought) gives.
+_COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+_BINARY: dict[type[ast.operator], type[ast.operator]] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Mult,
+    ast.Mod: ast.FloorDiv,
+    ast.BitOr: ast.BitAnd,
+    ast.BitAnd: ast.BitOr,
+}
+_SYMBOL = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+    ast.BitOr: "|", ast.BitAnd: "&", ast.And: "and", ast.Or: "or",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One change at a site: a description for the report, and the function that makes it
+    (it edits the node in place, or returns a replacement node)."""
+
+    describe: str
+    apply: Callable[[ast.AST], ast.AST | None]
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place in the module (its position) and the mutations possible there."""
+
+    index: int
+    line: int
+    col: int
+    mutations: tuple[Mutation, ...]
+
+
+def _swap_op(
+    attr: str, table: dict[type, type], position: int | None = None
+) -> Callable[[ast.AST], None]:
+    def apply(node: ast.AST) -> None:
+        if position is None:
+            old = getattr(node, attr)
+            setattr(node, attr, table[type(old)]())
+        else:
+            ops = getattr(node, attr)
+            ops[position] = table[type(ops[position])]()
+
+    return apply
+
+
+def _replace_with(make: Callable[[ast.AST], ast.AST]) -> Callable[[ast.AST], ast.AST]:
+    return lambda node: ast.copy_location(make(node), node)
+
+
+def _constant_mutations(node: ast.Constant) -> list[Mutation]:
+    value = node.value
+    if isinstance(value, bool):
+        flipped = not value
+        return [Mutation(f"{value} -> {flipped}", _replace_with(lambda _: ast.Constant(flipped)))]
+    if isinstance(value, int):
+        new = {0: 1, 1: 0}.get(value, value + 1)
+        return [Mutation(f"{value} -> {new}", _replace_with(lambda _: ast.Constant(new)))]
+    if isinstance(value, float):
+        new_f = 0.0 if value else 1.0
+        return [Mutation(f"{value} -> {new_f}", _replace_with(lambda _: ast.Constant(new_f)))]
+    if isinstance(value, str):
+        if value:
+            shown = value if len(value) <= 30 else value[:27] + "..."
+            return [Mutation(f"{shown!r} -> ''", _replace_with(lambda _: ast.Constant("")))]
+        return [Mutation("'' -> 'XX'", _replace_with(lambda _: ast.Constant("XX")))]
+    return []
+
+
+def _node_mutations(node: ast.AST) -> list[Mutation]:
+    """Every mutation of `node` itself (not of its children)."""
+    out: list[Mutation] = []
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            if type(op) in _COMPARE:
+                swapped = _SYMBOL[_COMPARE[type(op)]]
+                out.append(
+                    Mutation(f"{_SYMBOL[type(op)]} -> {swapped}", _swap_op("ops", _COMPARE, i))
+                )
+    elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BINARY:
+        new = _BINARY[type(node.op)]
+        out.append(Mutation(f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[new]}", _swap_op("op", _BINARY)))
+    elif isinstance(node, ast.BoolOp):
+        new_op = ast.Or if isinstance(node.op, ast.And) else ast.And
+        out.append(
+            Mutation(
+                f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[new_op]}",
+                lambda n: setattr(n, "op", new_op()),
+            )
+        )
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        out.append(Mutation("not x -> x", lambda n: n.operand))  # type: ignore[attr-defined]
+    elif isinstance(node, ast.Constant):
+        out.extend(_constant_mutations(node))
+    elif isinstance(node, ast.Return) and not _returns_none(node):
+        out.append(Mutation("return value -> None", lambda n: setattr(n, "value", None)))
+    if isinstance(node, ast.If | ast.While):
+        out.append(Mutation("condition -> not condition", _negate_test))
+    if _deletable(node):
+        out.append(Mutation("statement deleted", _replace_with(lambda _: ast.Pass())))
+    return out
+
+
+def _returns_none(node: ast.Return) -> bool:
+    return node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None)
+
+
+def _negate_test(node: ast.AST) -> None:
+    node.test = ast.UnaryOp(ast.Not(), node.test)  # type: ignore[attr-defined]
+
+
+def _deletable(node: ast.AST) -> bool:
+    """Calls made for their effect, and assignments (not docstrings, not `...`)."""
+    if isinstance(node, ast.Expr):
+        return isinstance(node.value, ast.Call | ast.Await)
+    return isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign) and (
+        not isinstance(node, ast.AnnAssign) or node.value is not None
+    )
+
+
+def _children(node: ast.AST) -> Iterator[ast.AST]:
+    """The children worth mutating: no docstrings, annotations, decorators or f-string
+    format specs."""
+    skip: set[int] = set()
+    body = getattr(node, "body", None)
+    if (
+        isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        skip.add(id(body[0]))
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        skip.update(id(d) for d in node.decorator_list)
+        if node.returns is not None:
+            skip.add(id(node.returns))
+    if isinstance(node, ast.ClassDef):
+        skip.update(id(d) for d in node.decorator_list)
+    if isinstance(node, ast.arg) and node.annotation is not None:
+        skip.add(id(node.annotation))
+    if isinstance(node, ast.AnnAssign):
+        skip.add(id(node.annotation))
+    if isinstance(node, ast.FormattedValue) and node.format_spec is not None:
+        skip.add(id(node.format_spec))
+    if isinstance(node, ast.ImportFrom | ast.Import) or _is_type_expression(node):
+        return
+    for child in ast.iter_child_nodes(node):
+        if id(child) not in skip:
+            yield child
+
+
+_TYPE_NAMES = frozenset({"Literal", "tuple", "dict", "list", "set", "frozenset", "Callable"})
+
+
+def _is_type_expression(node: ast.AST) -> bool:
+    """`Literal["a", "b"]`, `tuple[str, ...]`: type aliases, no behaviour to change."""
+    return (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in _TYPE_NAMES
+    )
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """Depth-first, in source order, skipping what `_children` skips."""
+    yield node
+    for child in _children(node):
+        yield from _walk(child)
+
+
+def sites(tree: ast.AST) -> list[Site]:
+    """Every mutable place of a parsed module, in a fixed order."""
+    out: list[Site] = []
+    for index, node in enumerate(_walk(tree)):
+        mutations = _node_mutations(node)
+        if mutations:
+            line, col = getattr(node, "lineno", 0), getattr(node, "col_offset", 0)
+            out.append(Site(index, line, col, tuple(mutations)))
+    return out
+
+
+def mutate(source: str, site_index: int, choice: int) -> str:
+    """`source` with mutation `choice` of the node at walk position `site_index` applied."""
+    tree = ast.parse(source)
+    parents: dict[int, tuple[ast.AST, str, int | None]] = {}
+    for parent in _walk(tree):
+        for field, value in ast.iter_fields(parent):
+            if isinstance(value, list):
+                for n, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        parents[id(item)] = (parent, field, n)
+            elif isinstance(value, ast.AST):
+                parents[id(value)] = (parent, field, None)
+    for index, node in enumerate(_walk(tree)):
+        if index != site_index:
+            continue
+        replacement = _node_mutations(node)[choice].apply(node)
+        if replacement is not None and replacement is not node:
+            parent, name, position = parents[id(node)]
+            if position is None:
+                setattr(parent, name, replacement)
+            else:
+                getattr(parent, name)[position] = replacement
+        return ast.unparse(ast.fix_missing_locations(tree))
+    raise IndexError(f"no node at walk position {site_index}")

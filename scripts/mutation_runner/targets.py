@@ -1,0 +1,61 @@
+"""The modules under mutation and the test files that cover each one.
+
+Keep each list narrow: every mutant runs these files once (stopping at the first failure), so
+a slow file here costs its run time times the module's mutant count.
+"""
+
+from __future__ import annotations
+
+CE = "tests/unit/processors/container_env"
+K8S = "tests/unit/processors/k8s_attributes"
+PROM = "tests/unit/exporters/prometheus"
+OTLP = "tests/unit/exporters/otlp"
+
+TARGETS: dict[str, tuple[str, list[str]]] = {
+    # short name: (module path, test files)
+    "secret_keys": (
+        "otelgpu/processors/container_env/secret_keys.py",
+        [f"{CE}/test_keys.py", f"{CE}/test_secret_keys_mutants.py"],
+    ),
+    "values": (
+        "otelgpu/processors/container_env/values.py",
+        [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
+    ),
+    "render": (
+        "otelgpu/exporters/prometheus/render.py",
+        [f"{PROM}/test_render.py", f"{PROM}/test_render_mutants.py"],
+    ),
+    "labels": (
+        "otelgpu/exporters/prometheus/labels.py",
+        [
+            f"{PROM}/test_labels.py",
+            f"{PROM}/test_label_hygiene.py",
+            f"{PROM}/test_labels_mutants.py",
+        ],
+    ),
+    "queue": (
+        "otelgpu/exporters/otlp/queue.py",
+        [
+            f"{OTLP}/test_otlp_queue_points.py",
+            f"{OTLP}/test_otlp_queue_handover.py",
+            f"{OTLP}/test_otlp_queue_mutants.py",
+        ],
+    ),
+    "devices": (
+        "otelgpu/processors/k8s_attributes/devices.py",
+        [f"{K8S}/test_devices.py", f"{K8S}/test_devices_mutants.py"],
+    ),
+    "snapshot": (
+        "otelgpu/processors/k8s_attributes/snapshot.py",
+        [f"{K8S}/test_snapshot.py", f"{K8S}/test_snapshot_mutants.py"],
+    ),
+    "composer": (
+        "otelgpu/config/composer.py",
+        [
+            "tests/unit/config/test_loader.py",
+            "tests/unit/config/test_good_configs.py",  # merge keys, aliases, explicit tags
+            "tests/unit/config/test_bad_configs.py",
+            "tests/unit/config/test_composer_mutants.py",
+        ],
+    ),
+}

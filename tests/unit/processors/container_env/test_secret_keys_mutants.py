@@ -1,0 +1,28 @@
+"""Key rules that mutation testing showed no test held (docs/dev/mutation.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelgpu.processors.container_env.secret_keys import is_safe_key, looks_secret, normalise
+
+
+@pytest.mark.parametrize("key", ["MYSQL_P\u200bWD", "DB_P\u00adW", "J\u200dWT"])
+def test_invisible_characters_inside_a_short_word_are_removed_before_matching(key: str) -> None:
+    # Short markers match whole words only: an invisible character left in place would split
+    # `PWD` into `P` and `WD`, and the key would pass as ordinary.
+    assert looks_secret(key)
+
+
+def test_normalise_removes_format_characters() -> None:
+    assert normalise("A\u200bB\u00adC\u200dD") == "abcd"
+
+
+@pytest.mark.parametrize("key", ["!", "~", "A!~", "x-y_z.1/2"])
+def test_printable_ascii_keys_are_safe_to_both_ends_of_the_range(key: str) -> None:
+    assert is_safe_key(key)
+
+
+@pytest.mark.parametrize("key", [" ", "\x7f", "A\x1fB", "caf\u00e9"])
+def test_keys_outside_printable_ascii_are_unsafe(key: str) -> None:
+    assert not is_safe_key(key)
