@@ -9,7 +9,8 @@ Ours, per cycle, with the real components in this process (node: bench/node_fixt
     ContainerEnvProcessor.process         in-memory runtime, env TEAM/PROJECT + a pod label
     PrometheusExporter.consume + refresh  series store update, text render and gzip (the
                                           exporter does both once per update)
-    otlp encode_bytes                     the ExportMetricsServiceRequest bytes (uncompressed)
+    otlp encode + SerializeToString      the request bytes, as the otlp exporter and its HTTP
+                                          transport make them (uncompressed)
 
 The baseline (`SdkAgent`) is an SDK agent written the natural way over the points ours
 produced: one MeterProvider per resource, both an OTLP and a Prometheus reader, see its doc.
@@ -60,7 +61,7 @@ from prometheus_client.samples import Sample
 from bench.node_fixture import Node
 from otelgpu import semconv
 from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, encode
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.model import Batch, MetricKind, point_count
@@ -150,7 +151,13 @@ class Pipeline:
         batch = self.env.process(self.k8s.process(batch))
         await self.prometheus.consume(batch)
         await self.prometheus.refresh()
-        return batch, encode_bytes(batch, self.attributes)
+        return batch, otlp_bytes(batch, self.attributes)
+
+
+def otlp_bytes(batch: Batch, cache: AttributeCache) -> bytes:
+    """What the otlp exporter does per batch: `encode`, then its transport serializes."""
+    body: bytes = encode(batch, cache).SerializeToString()
+    return body
 
 
 class SdkAgent:
@@ -355,8 +362,8 @@ async def stages(pipe: Pipeline, cycles: int) -> dict[str, float]:
         "container_env.process": await cpu_per_cycle(lambda: pipe.env.process(labelled), cycles),
         "prometheus consume": await cpu_per_cycle(prom_consume, cycles),
         "prometheus render+gzip": await cpu_per_cycle(pipe.prometheus.refresh, cycles),
-        "otlp encode_bytes": await cpu_per_cycle(
-            lambda: encode_bytes(final, pipe.attributes), cycles
+        "otlp encode + serialize": await cpu_per_cycle(
+            lambda: otlp_bytes(final, pipe.attributes), cycles
         ),
     }
 

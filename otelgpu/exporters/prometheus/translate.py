@@ -52,6 +52,7 @@ class Translator:
         self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
+        self._by_name: dict[str, tuple[MetricKind, bool, str, str, Target]] = {}
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
         """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts.
@@ -69,9 +70,10 @@ class Translator:
             else:
                 resources = [items]
             for resource in resources:
+                lines = self.labels.lines(resource)  # once per resource, not per metric
                 for metric in rm.metrics:
                     try:
-                        ok = self._ingest_metric(store, identity, resource, metric, now)
+                        ok = self._ingest_metric(store, identity, resource, lines, metric, now)
                     except (TypeError, ValueError, AttributeError):
                         ok = 0  # bad data: counted below, never raised into the pipeline
                     stored += ok
@@ -83,9 +85,10 @@ class Translator:
         """Families for the agent's self-telemetry: datapoint labels and const labels only (the
         agent's resource is the same on every series and says nothing the target labels don't)."""
         store = SeriesStore()
+        lines = self.labels.lines(())
         for metric in rm.metrics:
             try:
-                self._ingest_metric(store, 0, (), metric, now)
+                self._ingest_metric(store, 0, (), lines, metric, now)
             except (TypeError, ValueError, AttributeError):
                 continue
         return list(store.families.values())
@@ -95,16 +98,16 @@ class Translator:
         store: SeriesStore,
         identity: int,
         resource: AttrItems,
+        lines: dict[tuple[str, AttrItems, str], str],
         metric: Metric,
         now: float,
     ) -> int:
         if self._naming == "dcgm" and metric.name in catalog.DCGM_SPLIT:
             return self._ingest_split(store, identity, resource, metric, now)
-        target = self.target(metric, {})
+        target = self._plain_target(metric)
         family = store.family(target.name, target.type, target.help)
         if family is None:
             return 0
-        lines = self.labels.lines(resource)
         name, scale, batch = target.name, target.scale, store.batch
         # Family.write, inlined: this loop runs once per point of every batch.
         series, stamps, owners = family.series, family.stamps, family.owners
@@ -115,7 +118,7 @@ class Translator:
                 text = format_value(point.value * scale if scale != 1.0 else point.value)
             except (TypeError, ValueError):
                 continue  # not a number: counted as dropped by the caller
-            attributes = tuple(point.attributes.items())
+            attributes = tuple(point.attributes.items()) if point.attributes else ()
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
@@ -150,6 +153,28 @@ class Translator:
                 family.write(identity, prefix, text + "\n", now, store.batch)
                 stored += 1
         return stored
+
+    def _plain_target(self, metric: Metric) -> Target:
+        """`target(metric, {})`, looked up by name first: a metric's descriptor is the same
+        batch after batch, so this compares four fields instead of hashing a key."""
+        hit = self._by_name.get(metric.name)
+        if (
+            hit is not None
+            and hit[0] is metric.kind
+            and hit[1] == metric.monotonic
+            and hit[2] == metric.unit
+            and hit[3] == metric.description
+        ):
+            return hit[4]
+        target = self.target(metric, {})
+        self._by_name[metric.name] = (
+            metric.kind,
+            metric.monotonic,
+            metric.unit,
+            metric.description,
+            target,
+        )
+        return target
 
     def target(self, metric: Metric, attributes: Attributes) -> Target:
         """The family a point of `metric` with `attributes` belongs to (cached per metric and,
