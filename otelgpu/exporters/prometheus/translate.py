@@ -69,15 +69,11 @@ class Translator:
                 resources = [_holder_copy(rm.resource, holder) for holder in copies]
             else:
                 resources = [items]
+            points = sum(len(metric.points) for metric in rm.metrics)
             for resource in resources:
-                lines = self.labels.lines(resource)  # once per resource, not per metric
-                for metric in rm.metrics:
-                    try:
-                        ok = self._ingest_metric(store, identity, resource, lines, metric, now)
-                    except (TypeError, ValueError, AttributeError):
-                        ok = 0  # bad data: counted below, never raised into the pipeline
-                    stored += ok
-                    dropped += len(metric.points) - ok
+                ok = self._ingest_resource(store, identity, resource, rm.metrics, now)
+                stored += ok
+                dropped += points - ok
         store.commit()
         return stored, dropped
 
@@ -85,13 +81,31 @@ class Translator:
         """Families for the agent's self-telemetry: datapoint labels and const labels only (the
         agent's resource is the same on every series and says nothing the target labels don't)."""
         store = SeriesStore()
-        lines = self.labels.lines(())
-        for metric in rm.metrics:
-            try:
-                self._ingest_metric(store, 0, (), lines, metric, now)
-            except (TypeError, ValueError, AttributeError):
-                continue
+        self._ingest_resource(store, 0, (), rm.metrics, now)
         return list(store.families.values())
+
+    def _ingest_resource(
+        self,
+        store: SeriesStore,
+        identity: int,
+        resource: AttrItems,
+        metrics: tuple[Metric, ...],
+        now: float,
+    ) -> int:
+        """Every metric of one resource (copy); how many points were stored. A metric with bad
+        data stores none of its points (the caller counts them dropped), never raises."""
+        lines = self.labels.lines(resource)  # once per resource, not per metric
+        split = catalog.DCGM_SPLIT if self._naming == "dcgm" else {}
+        stored = 0
+        for metric in metrics:
+            try:
+                if metric.name in split:
+                    stored += self._ingest_split(store, identity, resource, metric, now)
+                else:
+                    stored += self._ingest_metric(store, identity, resource, lines, metric, now)
+            except (TypeError, ValueError, AttributeError):
+                continue  # bad data: never raised into the pipeline
+        return stored
 
     def _ingest_metric(
         self,
@@ -102,22 +116,36 @@ class Translator:
         metric: Metric,
         now: float,
     ) -> int:
-        if self._naming == "dcgm" and metric.name in catalog.DCGM_SPLIT:
-            return self._ingest_split(store, identity, resource, metric, now)
-        target = self._plain_target(metric)
+        """One metric whose family does not depend on its points (all but dcgm's split ones);
+        this runs for every metric of every batch, so the common cases are inlined."""
+        hit = self._by_name.get(metric.name)
+        if (
+            hit is not None
+            and hit[0] is metric.kind
+            and hit[1] == metric.monotonic
+            and hit[2] == metric.unit
+            and hit[3] == metric.description
+        ):
+            target = hit[4]
+        else:
+            target = self._plain_target(metric)
         family = store.family(target.name, target.type, target.help)
         if family is None:
             return 0
         name, scale, batch = target.name, target.scale, store.batch
-        # Family.write, inlined: this loop runs once per point of every batch.
+        # Family.write, inlined.
         series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
         stored = 0
         for point in metric.points:
-            try:
-                text = format_value(point.value * scale if scale != 1.0 else point.value)
-            except (TypeError, ValueError):
-                continue  # not a number: counted as dropped by the caller
+            value = point.value
+            if value.__class__ is float and scale == 1.0 and value - value == 0.0:
+                text = repr(value)  # format_value's common case (finite), without the call
+            else:
+                try:
+                    text = format_value(value * scale if scale != 1.0 else value)
+                except (TypeError, ValueError):
+                    continue  # not a number: counted as dropped by the caller
             attributes = tuple(point.attributes.items()) if point.attributes else ()
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
@@ -155,17 +183,8 @@ class Translator:
         return stored
 
     def _plain_target(self, metric: Metric) -> Target:
-        """`target(metric, {})`, looked up by name first: a metric's descriptor is the same
-        batch after batch, so this compares four fields instead of hashing a key."""
-        hit = self._by_name.get(metric.name)
-        if (
-            hit is not None
-            and hit[0] is metric.kind
-            and hit[1] == metric.monotonic
-            and hit[2] == metric.unit
-            and hit[3] == metric.description
-        ):
-            return hit[4]
+        """`target(metric, {})`, remembered by name for `_ingest_metric`: a metric's descriptor
+        is the same batch after batch, so it compares four fields instead of hashing a key."""
         target = self.target(metric, {})
         self._by_name[metric.name] = (
             metric.kind,
