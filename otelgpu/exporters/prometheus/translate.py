@@ -59,6 +59,7 @@ class Translator:
 
         Each resource's identity then holds exactly the lines this batch wrote for it."""
         stored = dropped = 0
+        store.begin(now)
         holders = _holders_by_device(batch) if self._per_holder else {}
         for rm in batch:
             items = tuple(rm.resource.items())
@@ -150,7 +151,7 @@ class Translator:
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
-            series[prefix] = (text + "\n", now)
+            series[prefix] = text + "\n"
             stamps[prefix] = batch
             if owners.get(prefix) != identity:
                 family.claim(identity, prefix)
@@ -178,7 +179,7 @@ class Translator:
                 attributes = tuple(point.attributes.items())
                 prefix = self.labels.line_prefix(t.name, resource, attributes, t.drop)
                 family.touched[identity] = None
-                family.write(identity, prefix, text + "\n", now, store.batch)
+                family.write(identity, prefix, text + "\n", store.batch)
                 stored += 1
         return stored
 

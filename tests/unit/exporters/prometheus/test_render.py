@@ -13,7 +13,7 @@ from otelgpu.exporters.prometheus.series import Family
 def _family(name: str, help_: str, *lines: str, type_: str = "gauge") -> Family:
     family = Family(name, type_, help_)
     for i, line in enumerate(lines):
-        family.series[line] = (f"{i}\n", 0.0)
+        family.series[line] = f"{i}\n"
     return family
 
 
