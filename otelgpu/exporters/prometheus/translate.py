@@ -70,9 +70,8 @@ class Translator:
                 resources = [_holder_copy(rm.resource, holder) for holder in copies]
             else:
                 resources = [items]
-            points = sum(len(metric.points) for metric in rm.metrics)
             for resource in resources:
-                ok = self._ingest_resource(store, identity, resource, rm.metrics, now)
+                ok, points = self._ingest_resource(store, identity, resource, rm.metrics, now)
                 stored += ok
                 dropped += points - ok
         store.commit()
@@ -82,7 +81,7 @@ class Translator:
         """Families for the agent's self-telemetry: datapoint labels and const labels only (the
         agent's resource is the same on every series and says nothing the target labels don't)."""
         store = SeriesStore()
-        self._ingest_resource(store, 0, (), rm.metrics, now)
+        self._ingest_resource(store, 0, (), rm.metrics, now)  # bad points: left out
         return list(store.families.values())
 
     def _ingest_resource(
@@ -92,21 +91,22 @@ class Translator:
         resource: AttrItems,
         metrics: tuple[Metric, ...],
         now: float,
-    ) -> int:
-        """Every metric of one resource (copy); how many points were stored. A metric with bad
-        data stores none of its points (the caller counts them dropped), never raises."""
+    ) -> tuple[int, int]:
+        """Every metric of one resource (copy); how many points it stored, of how many. A
+        metric with bad data stores none of its points, and never raises."""
         lines = self.labels.lines(resource)  # once per resource, not per metric
         split = catalog.DCGM_SPLIT if self._naming == "dcgm" else {}
-        stored = 0
+        stored = total = 0
         for metric in metrics:
+            total += len(metric.points)
             try:
                 if metric.name in split:
                     stored += self._ingest_split(store, identity, resource, metric, now)
                 else:
                     stored += self._ingest_metric(store, identity, resource, lines, metric, now)
             except (TypeError, ValueError, AttributeError):
-                continue  # bad data: never raised into the pipeline
-        return stored
+                continue  # bad data: counted as dropped, never raised into the pipeline
+        return stored, total
 
     def _ingest_metric(
         self,
