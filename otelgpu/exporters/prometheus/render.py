@@ -49,6 +49,11 @@ def render_text(families: Iterable[Family]) -> tuple[str, int]:
     return "".join(parts), count
 
 
+def render(families: Iterable[Family]) -> Body:
+    """The body of `families` in both encodings, built once (`render_text`, then `encode`)."""
+    return encode(*render_text(families))
+
+
 def encode(text: str, series: int) -> Body:
     """Both encodings of a rendered text; CPU-heavy, run it in a worker thread (zlib releases
     the GIL, so the event loop keeps serving the previous body meanwhile)."""
