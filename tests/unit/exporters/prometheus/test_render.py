@@ -76,5 +76,9 @@ def test_render_builds_both_encodings_of_the_text_once() -> None:
     families = [_family("a", "First.", 'a{x="1"} ', 'a{x="2"} '), _family("e", "Empty.")]
     body = render(families)
     text, _ = render_text(families)
-    assert (body.plain, gzip.decompress(body.gzipped), body.series) == (text.encode(), text.encode(), 2)
+    assert (body.plain, gzip.decompress(body.gzipped), body.series) == (
+        text.encode(),
+        text.encode(),
+        2,
+    )
     assert body.plain.endswith(b'a{x="2"} 1\n') and b"# TYPE e" not in body.plain
