@@ -190,10 +190,12 @@ class AttributeCache:
     """
 
     __slots__ = ("_by_content", "_by_id", "_descriptors", "_limit", "_scopes")
+    _by_id: dict[int, dict[int, tuple[Mapping[str, Any], bytes]]]
 
     def __init__(self, limit: int = 16384) -> None:
         # Holding the attribute mapping beside its bytes keeps the id from being reused.
-        self._by_id: dict[tuple[int, int], tuple[Mapping[str, Any], bytes]] = {}
+        # field tag → id of an attribute mapping → (the mapping, its encoding)
+        self._by_id = {_POINT_ATTRIBUTES: {}, _RESOURCE_ATTRIBUTES: {}}
         self._by_content: dict[tuple[Any, ...], bytes] = {}
         self._descriptors: dict[tuple[str, str, str], bytes] = {}
         self._scopes: dict[tuple[str, str], bytes] = {}
@@ -201,7 +203,8 @@ class AttributeCache:
 
     def begin_batch(self) -> None:
         """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
-        self._by_id.clear()
+        for by_id in self._by_id.values():
+            by_id.clear()
         if len(self._by_content) > self._limit:
             self._by_content.clear()
         if len(self._descriptors) > self._limit:
@@ -209,7 +212,8 @@ class AttributeCache:
 
     def point_attributes(self, attributes: Mapping[str, Any]) -> bytes:
         """A point's attributes as its repeated `attributes` fields."""
-        return self._get(_POINT_ATTRIBUTES, attributes)
+        hit = self._by_id[_POINT_ATTRIBUTES].get(id(attributes))  # the usual case, no call
+        return hit[1] if hit is not None else self._get(_POINT_ATTRIBUTES, attributes)
 
     def resource(self, attributes: Mapping[str, Any]) -> bytes:
         """The `resource` field of a ResourceMetrics holding `attributes` (present, if empty,
@@ -220,14 +224,15 @@ class AttributeCache:
         return _FIELD_1 + _length(len(fields)) + fields
 
     def _get(self, tag: int, attributes: Mapping[str, Any]) -> bytes:
-        hit = self._by_id.get((tag, id(attributes)))
+        by_id = self._by_id[tag]
+        hit = by_id.get(id(attributes))
         if hit is not None:
             return hit[1]
         key = (tag, tuple(attributes.items()), *map(type, attributes.values()))
         encoded = self._by_content.get(key)
         if encoded is None:
             encoded = self._by_content[key] = _attribute_fields(tag, attributes)
-        self._by_id[tag, id(attributes)] = (attributes, encoded)
+        by_id[id(attributes)] = (attributes, encoded)
         return encoded
 
     def descriptor(self, metric: Metric) -> bytes:
