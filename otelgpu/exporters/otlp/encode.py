@@ -105,7 +105,7 @@ def _metric(metric: Metric, cache: AttributeCache) -> bytes:
         else:
             head = (_pack_d if double else _pack_q)(tag, value)
         point = head + attributes(p.attributes) if p.attributes else head
-        parts += (_FIELD_1, _SMALL[len(point)] if len(point) < 128 else _varint(len(point)), point)
+        parts += (_FIELD_1, _SMALL[len(point)] if len(point) < 128 else _length(len(point)), point)
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
         if metric.monotonic:
@@ -118,7 +118,12 @@ def _metric(metric: Metric, cache: AttributeCache) -> bytes:
 
 
 def _length(n: int) -> bytes:
-    return _SMALL[n] if n < 128 else _varint(n)
+    """A length as a varint; one and two bytes (every length below 16 KiB) without a loop."""
+    if n < 0x80:
+        return _SMALL[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    return _varint(n)
 
 
 def _varint(n: int) -> bytes:

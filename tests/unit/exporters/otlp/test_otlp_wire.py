@@ -89,3 +89,9 @@ def test_long_fields_need_multi_byte_lengths() -> None:
         name=long, unit="", description="", kind=MetricKind.SUM, monotonic=True, points=(point,)
     )
     _same((ResourceMetrics(resource={"k": long}, metrics=(metric,) * 3),))
+
+
+def test_lengths_at_the_varint_byte_boundaries() -> None:
+    for size in (125, 126, 127, 128, 129, 16381, 16382, 16383, 16384, 16385, 2**21):
+        metric = Metric(name="m" * size, unit="", description="", kind=MetricKind.GAUGE, points=())
+        _same((ResourceMetrics(resource={"k": "v" * size}, metrics=(metric,)),))
