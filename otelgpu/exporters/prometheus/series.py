@@ -85,7 +85,7 @@ class SeriesStore:
 
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
-        self._touched: dict[str, Family] = {}
+        self.touched_families: dict[str, Family] = {}  # the families the batch wrote to
         self._keys: dict[Hashable, int] = {}
         self._retired: dict[Hashable, int] = {}
         self._next_key = 0
@@ -119,7 +119,7 @@ class SeriesStore:
             found = self.families[name] = Family(name, type_, help_)
         elif found.type != type_:
             return None
-        self._touched[name] = found
+        self.touched_families[name] = found
         return found
 
     def begin(self, now: float) -> None:
@@ -128,12 +128,12 @@ class SeriesStore:
 
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
-        for name, family in self._touched.items():
+        for name, family in self.touched_families.items():
             if family.touched:
                 self.replaced += family.settle(self.batch)
             if not family.series and self.families.get(name) is family:
                 del self.families[name]
-        self._touched.clear()
+        self.touched_families.clear()
         self.batch += 1
 
     def expire(self, now: float, max_age: float) -> int:

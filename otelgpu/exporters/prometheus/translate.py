@@ -22,7 +22,7 @@ from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
 
 SharedGpuSeries = Literal["device", "per_holder"]
@@ -93,52 +93,62 @@ class Translator:
         now: float,
     ) -> tuple[int, int]:
         """Every metric of one resource (copy); how many points it stored, of how many. A
-        metric with bad data stores none of its points, and never raises."""
+        metric with bad data stores none of its points, and never raises.
+
+        This runs for every metric of every batch, so the common path is inlined: the target
+        remembered by metric name, the family already there, `Family.write`."""
         lines = self.labels.lines(resource)  # once per resource, not per metric
         split = catalog.DCGM_SPLIT if self._naming == "dcgm" else {}
+        by_name, families, touched = self._by_name, store.families, store.touched_families
+        batch = store.batch
         stored = total = 0
         for metric in metrics:
-            total += len(metric.points)
+            points = metric.points
+            total += len(points)
             try:
                 if metric.name in split:
                     stored += self._ingest_split(store, identity, resource, metric, now)
+                    continue
+                hit = by_name.get(metric.name)
+                if (
+                    hit is not None
+                    and hit[0] is metric.kind
+                    and hit[1] == metric.monotonic
+                    and hit[2] == metric.unit
+                    and hit[3] == metric.description
+                ):
+                    target = hit[4]
                 else:
-                    stored += self._ingest_metric(store, identity, resource, lines, metric, now)
+                    target = self._plain_target(metric)
+                name = target.name
+                family = families.get(name)
+                if family is not None and family.type == target.type:
+                    touched[name] = family
+                else:
+                    family = store.family(name, target.type, target.help)
+                    if family is None:
+                        continue  # the name belongs to a family of another type
+                stored += self._write(family, identity, resource, lines, target, points, batch)
             except (TypeError, ValueError, AttributeError):
                 continue  # bad data: counted as dropped, never raised into the pipeline
         return stored, total
 
-    def _ingest_metric(
+    def _write(
         self,
-        store: SeriesStore,
+        family: Family,
         identity: int,
         resource: AttrItems,
         lines: dict[tuple[str, AttrItems, str], str],
-        metric: Metric,
-        now: float,
+        target: Target,
+        points: tuple[NumberDataPoint, ...],
+        batch: int,
     ) -> int:
-        """One metric whose family does not depend on its points (all but dcgm's split ones);
-        this runs for every metric of every batch, so the common cases are inlined."""
-        hit = self._by_name.get(metric.name)
-        if (
-            hit is not None
-            and hit[0] is metric.kind
-            and hit[1] == metric.monotonic
-            and hit[2] == metric.unit
-            and hit[3] == metric.description
-        ):
-            target = hit[4]
-        else:
-            target = self._plain_target(metric)
-        family = store.family(target.name, target.type, target.help)
-        if family is None:
-            return 0
-        name, scale, batch = target.name, target.scale, store.batch
-        # Family.write, inlined.
+        """`Family.write` of each point, inlined; how many points were numbers."""
+        name, scale = target.name, target.scale
         series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
         stored = 0
-        for point in metric.points:
+        for point in points:
             value = point.value
             if value.__class__ is float and scale == 1.0 and value - value == 0.0:
                 text = repr(value)  # format_value's common case (finite), without the call
@@ -184,7 +194,7 @@ class Translator:
         return stored
 
     def _plain_target(self, metric: Metric) -> Target:
-        """`target(metric, {})`, remembered by name for `_ingest_metric`: a metric's descriptor
+        """`target(metric, {})`, remembered by name for `_ingest_resource`: a metric's descriptor
         is the same batch after batch, so it compares four fields instead of hashing a key."""
         target = self.target(metric, {})
         self._by_name[metric.name] = (
