@@ -1,28 +1,30 @@
-"""P2: CPU per point of one full cycle, vs the OpenTelemetry Python SDK path on the same points.
+"""P2: CPU per point of one full cycle, vs a natural OpenTelemetry SDK agent on the same points.
 
-Ours, per cycle, with the real components in this process (node: bench/node_fixture.py,
-8 simulated GPUs, 3 MIG instances on each of the first 2, 2 processes per device, 500 pods):
+Ours, per cycle, with the real components in this process (node: bench/node_fixture.py;
+`--size 400`: 8 simulated GPUs, 3 MIG instances on each of the first 2, 2 processes per device,
+500 pods, ~400 points; `--size 10k`: the same node with more processes per device, ~10k points):
 
     NvmlReceiver.scrape()                 simulated NVML, processes mapped through a /proc tree
     K8sAttributesProcessor.process        snapshot from an in-memory pod-resources client
     ContainerEnvProcessor.process         in-memory runtime, env TEAM/PROJECT + a pod label
     PrometheusExporter.consume + refresh  series store update, text render and gzip (the
                                           exporter does both once per update)
-    otlp encode_bytes                     the ExportMetricsServiceRequest bytes (uncompressed)
+    otlp encode + SerializeToString      the request bytes, as the otlp exporter and its HTTP
+                                          transport make them (uncompressed)
 
-The baseline gets the points ours produced (same values, attributes = resource attributes
-merged with point attributes, merged once up front so the SDK is not charged for it): one
-observable instrument per metric name whose callback yields an Observation per point, a
-MeterProvider with an InMemoryMetricReader, `get_metrics_data()`, then `encode_metrics(...)
-.SerializeToString()`. It reads no NVML and renders no Prometheus body, so the comparison
-favours the baseline.
+The baseline (`SdkAgent`) is an SDK agent written the natural way over the points ours
+produced: one MeterProvider per resource, both an OTLP and a Prometheus reader, see its doc.
 
 CPU is `time.process_time()` (every thread: the receiver's NVML worker included), over rounds
 that alternate ours and the baseline; the medians are reported.
 
-    python bench/p2_cycle_cpu.py [--rounds 7] [--cycles 40] [--profile]
+    python bench/p2_cycle_cpu.py [--size 400|10k|both] [--rounds 7] [--cycles 20] [--profile]
+    python bench/p2_cycle_cpu.py --smoke          # tiny and quick: proves the benchmark runs
+    # instruction counts: run twice with different --cycles and subtract (setup cancels out)
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p python3.11 \
+        bench/p2_cycle_cpu.py --size 10k --only ours --cycles 5
 
-Target: ours ≤ 1/4 of the SDK path per point. The figure line is printed last.
+Target: ours <= 1/4 of the SDK agent per point, at both sizes. The figure lines are printed last.
 """
 
 from __future__ import annotations
@@ -30,27 +32,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import gzip
 import io
 import pstats
+import re
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from opentelemetry.exporter.otlp.proto.common._internal.metrics_encoder import encode_metrics
 from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as pb_service
+from opentelemetry.proto.common.v1 import common_pb2 as pb_common
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
+from opentelemetry.sdk.metrics.export import Sum as SdkSum
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from bench.node_fixture import Node
 from otelgpu import semconv
 from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, encode
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.model import Batch, MetricKind, point_count
@@ -69,7 +80,12 @@ from tests.unit.processors.k8s_attributes.fakes import (
     pod,
 )
 
-NODE = Node()
+GZIP_LEVEL = 1  # what the Prometheus exporter uses (render.py)
+SIZES = {
+    "smoke": Node(gpus=2, mig_gpus=1, pods=10),
+    "400": Node(),
+    "10k": Node(gpus=16, mig_gpus=4, procs=150, sharers=4),
+}
 
 
 def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
@@ -79,29 +95,29 @@ def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
 class Pipeline:
     """The real components of one pipeline, wired by hand so each stage can be timed."""
 
-    def __init__(self, host_proc: Path, telemetry: SelfTelemetry) -> None:
+    def __init__(self, node: Node, host_proc: Path, telemetry: SelfTelemetry) -> None:
         self.host = FakeHost(telemetry)
         # A long interval: the receiver's own loop scrapes once at start, then we drive it.
-        config = NvmlReceiverConfig.model_validate(NODE.receiver_config(host_proc, "1h"))
+        config = NvmlReceiverConfig.model_validate(node.receiver_config(host_proc, "1h"))
         self.sink = Sink()
         self.attributes = AttributeCache()  # as the otlp exporter keeps one across batches
         self.receiver = NvmlReceiver(_settings("nvml", Kind.RECEIVER, telemetry), config, self.sink)
         pods = FakePodResources()
-        listed = NODE.pod_devices()
+        listed = node.pod_devices()
         pods.set(
             *(pod(ns, name, container("main", d), container("sidecar")) for ns, name, d in listed)
         )
-        pods.devices = allocatable(NODE.allocatable())
+        pods.devices = allocatable(node.allocatable())
         self.k8s = K8sAttributesProcessor(
             _settings("k8s_attributes", Kind.PROCESSOR, telemetry),
             K8sAttributesProcessorConfig.model_validate({"node_name": "gpu-node-1"}),
             client=pods,
         )
-        runtime = NODE.fake_runtime()
+        runtime = node.fake_runtime()
         self.env = ContainerEnvProcessor(
             _settings("container_env", Kind.PROCESSOR, telemetry),
             ContainerEnvProcessorConfig.model_validate(
-                {"runtime": "containerd", **NODE.container_env_options()}
+                {"runtime": "containerd", **node.container_env_options()}
             ),
             lambda _config: [(runtime, True)],
         )
@@ -116,7 +132,8 @@ class Pipeline:
         await self.k8s.start(self.host)
         await self.env.start(self.host)
         await self.env.refresh()  # publishes the runtime snapshot now
-        for _ in range(1000):
+        deadline = time.monotonic() + 300  # minutes under valgrind on a busy machine
+        while time.monotonic() < deadline:
             # The receiver's own first scrape done (it only primes GPM), and the kubelet's.
             if self.k8s.snapshot is not None and self.sink.batches:
                 return
@@ -135,53 +152,182 @@ class Pipeline:
         batch = self.env.process(self.k8s.process(batch))
         await self.prometheus.consume(batch)
         await self.prometheus.refresh()
-        return batch, encode_bytes(batch, self.attributes)
+        return batch, otlp_bytes(batch, self.attributes)
 
 
-class SdkPath:
-    """The OpenTelemetry SDK path over a fixed batch: observable instruments → OTLP bytes."""
+def otlp_bytes(batch: Batch, cache: AttributeCache) -> bytes:
+    """What the otlp exporter does per batch: `encode`, then its transport serializes."""
+    body: bytes = encode(batch, cache).SerializeToString()
+    return body
+
+
+class SdkAgent:
+    """A natural OpenTelemetry SDK agent over a fixed batch, the baseline.
+
+    As one would write it with the SDK: one MeterProvider per resource (the resource attributes
+    on its `Resource`, not copied onto every point), one observable instrument per metric
+    whose callback yields an Observation per point (the point's own attributes), and two
+    readers on every provider, as an agent exporting both ways runs them:
+
+    - OTLP: a reader's `MetricsData` → `ExportMetricsServiceRequest` bytes. The SDK's own
+      encoder lives in `opentelemetry-exporter-otlp-proto-common`, which the project does not
+      depend on, so `_otlp_request` builds the same opentelemetry-proto messages from the
+      reader's data, the way that encoder does;
+    - Prometheus: a second reader's `MetricsData` → prometheus_client families (resource
+      attributes as labels, as our body has them) → `generate_latest`, then gzip at the level
+      ours uses (one body per cycle; the SDK agent would render per scrape).
+
+    Each reader's collection runs the callbacks, as in the SDK. The values are fixed (no NVML
+    is read), which favours the baseline.
+    """
 
     def __init__(self, batch: Batch) -> None:
-        self.reader = InMemoryMetricReader()
-        self.provider = MeterProvider(metric_readers=[self.reader])
-        meter = self.provider.get_meter("otelgpu.bench")
-        by_name: dict[str, list[tuple[float, dict[str, Any]]]] = {}
-        kinds: dict[str, tuple[MetricKind, bool, str, str]] = {}
+        self.otlp_readers: list[InMemoryMetricReader] = []
+        self.prom_readers: list[InMemoryMetricReader] = []
+        self.providers: list[MeterProvider] = []
+        self.registry = CollectorRegistry()
+        self.registry.register(_SdkCollector(self.prom_readers))
         for rm in batch:
+            otlp, prom = InMemoryMetricReader(), InMemoryMetricReader()
+            provider = MeterProvider(
+                resource=Resource(dict(rm.resource)), metric_readers=[otlp, prom]
+            )
+            meter = provider.get_meter(rm.scope, rm.scope_version or None)
             for metric in rm.metrics:
-                kinds[metric.name] = (
-                    metric.kind,
-                    metric.monotonic,
-                    metric.unit,
-                    metric.description,
+                if metric.kind is MetricKind.GAUGE:
+                    create: Callable[..., Any] = meter.create_observable_gauge
+                elif metric.monotonic:
+                    create = meter.create_observable_counter
+                else:
+                    create = meter.create_observable_up_down_counter
+                points = [(p.value, dict(p.attributes)) for p in metric.points]
+                create(
+                    metric.name,
+                    callbacks=[_callback(points)],
+                    unit=metric.unit,
+                    description=metric.description,
                 )
-                points = by_name.setdefault(metric.name, [])
-                points += [(p.value, {**rm.resource, **p.attributes}) for p in metric.points]
-        for name, points in by_name.items():
-            kind, monotonic, unit, description = kinds[name]
-            if kind is MetricKind.GAUGE:
-                create: Callable[..., Any] = meter.create_observable_gauge
-            elif monotonic:
-                create = meter.create_observable_counter
-            else:
-                create = meter.create_observable_up_down_counter
-            create(name, callbacks=[_callback(points)], unit=unit, description=description)
+            self.otlp_readers.append(otlp)
+            self.prom_readers.append(prom)
+            self.providers.append(provider)
 
-    def cycle(self) -> bytes:
-        data = self.reader.get_metrics_data()
-        assert data is not None
-        body: bytes = encode_metrics(data).SerializeToString()
-        return body
+    def cycle(self) -> tuple[bytes, bytes, bytes]:
+        """One export each way: the OTLP request bytes, the Prometheus body and its gzip."""
+        request = _otlp_request(self.otlp_readers).SerializeToString()
+        body = generate_latest(self.registry)
+        return request, body, gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
 
     def points(self) -> int:
-        data = self.reader.get_metrics_data()
-        assert data is not None
         return sum(
             len(m.data.data_points)
-            for rm in data.resource_metrics
+            for reader in self.otlp_readers
+            for rm in _data(reader).resource_metrics
             for sm in rm.scope_metrics
             for m in sm.metrics
         )
+
+    def shutdown(self) -> None:
+        for provider in self.providers:
+            provider.shutdown()
+
+
+def _data(reader: InMemoryMetricReader) -> MetricsData:
+    data = reader.get_metrics_data()
+    if data is None:
+        raise RuntimeError("an SDK reader collected nothing")
+    return data
+
+
+def _otlp_request(readers: list[InMemoryMetricReader]) -> pb_service.ExportMetricsServiceRequest:
+    """The reader's MetricsData as an OTLP request, message by message."""
+    request = pb_service.ExportMetricsServiceRequest()
+    for reader in readers:
+        for rm in _data(reader).resource_metrics:
+            out = request.resource_metrics.add()
+            out.resource.attributes.extend(_key_values(rm.resource.attributes))
+            for sm in rm.scope_metrics:
+                scope = out.scope_metrics.add()
+                scope.scope.name = sm.scope.name
+                scope.scope.version = sm.scope.version or ""
+                for metric in sm.metrics:
+                    _otlp_metric(scope.metrics.add(), metric)
+    return request
+
+
+def _otlp_metric(out: Any, metric: Any) -> None:
+    out.name, out.unit, out.description = metric.name, metric.unit or "", metric.description
+    data = metric.data
+    if isinstance(data, SdkSum):
+        target = out.sum
+        target.aggregation_temporality = data.aggregation_temporality.value
+        target.is_monotonic = data.is_monotonic
+    else:
+        target = out.gauge
+    for point in data.data_points:
+        dp = target.data_points.add()
+        dp.time_unix_nano = point.time_unix_nano
+        if point.start_time_unix_nano:
+            dp.start_time_unix_nano = point.start_time_unix_nano
+        if isinstance(point.value, int):
+            dp.as_int = point.value
+        else:
+            dp.as_double = point.value
+        dp.attributes.extend(_key_values(point.attributes))
+
+
+def _key_values(attributes: Any) -> list[pb_common.KeyValue]:
+    out = []
+    for key, value in (attributes or {}).items():
+        if isinstance(value, bool):
+            any_value = pb_common.AnyValue(bool_value=value)
+        elif isinstance(value, int):
+            any_value = pb_common.AnyValue(int_value=value)
+        elif isinstance(value, float):
+            any_value = pb_common.AnyValue(double_value=value)
+        else:
+            any_value = pb_common.AnyValue(string_value=str(value))
+        out.append(pb_common.KeyValue(key=key, value=any_value))
+    return out
+
+
+class _SdkCollector(Collector):
+    """The Prometheus reader's side: its MetricsData as prometheus_client families, the way
+    the SDK's Prometheus exporter translates them (names and label names sanitized per
+    collection), with the resource attributes as labels."""
+
+    def __init__(self, readers: list[InMemoryMetricReader]) -> None:
+        self._readers = readers
+
+    def collect(self) -> Iterator[Any]:
+        families: dict[str, Any] = {}
+        for reader in self._readers:
+            for rm in _data(reader).resource_metrics:
+                resource = {_label(k): str(v) for k, v in rm.resource.attributes.items()}
+                for sm in rm.scope_metrics:
+                    for metric in sm.metrics:
+                        _prom_points(families, resource, metric)
+        yield from families.values()
+
+
+def _prom_points(families: dict[str, Any], resource: dict[str, str], metric: Any) -> None:
+    counter = isinstance(metric.data, SdkSum) and metric.data.is_monotonic
+    name = _NOT_NAME.sub("_", metric.name)
+    family = families.get(name)
+    if family is None:
+        cls = CounterMetricFamily if counter else GaugeMetricFamily
+        family = families[name] = cls(name, metric.description, labels=None)
+    for point in metric.data.data_points:
+        labels = {**resource, **{_label(k): str(v) for k, v in point.attributes.items()}}
+        family.samples.append(
+            Sample(name + "_total" if counter else name, labels, point.value, None)
+        )
+
+
+_NOT_NAME = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+def _label(key: str) -> str:
+    return _NOT_NAME.sub("_", key)
 
 
 def _callback(
@@ -217,20 +363,20 @@ async def stages(pipe: Pipeline, cycles: int) -> dict[str, float]:
         "container_env.process": await cpu_per_cycle(lambda: pipe.env.process(labelled), cycles),
         "prometheus consume": await cpu_per_cycle(prom_consume, cycles),
         "prometheus render+gzip": await cpu_per_cycle(pipe.prometheus.refresh, cycles),
-        "otlp encode_bytes": await cpu_per_cycle(
-            lambda: encode_bytes(final, AttributeCache()), cycles
+        "otlp encode + serialize": await cpu_per_cycle(
+            lambda: otlp_bytes(final, pipe.attributes), cycles
         ),
     }
 
 
-def describe(batch: Batch, otlp: bytes, pipe: Pipeline) -> str:
+def describe(node: Node, batch: Batch, otlp: bytes, pipe: Pipeline) -> str:
     resources = len(batch)
     with_pod = sum(semconv.K8S_POD_NAME in rm.resource for rm in batch)
     with_env = sum("container.env.TEAM" in rm.resource for rm in batch)
     body = pipe.prometheus.body
     return (
-        f"node: {NODE.gpus} GPUs ({NODE.mig_gpus} with {NODE.mig_per_gpu} MIG instances), "
-        f"{NODE.procs} processes per device, {NODE.pods} pods\n"
+        f"node: {node.gpus} GPUs ({node.mig_gpus} with {node.mig_per_gpu} MIG instances), "
+        f"{node.procs} processes per device, {node.pods} pods\n"
         f"cycle output: {resources} resources ({with_pod} with pod labels, {with_env} with "
         f"container env), {point_count(batch)} points; Prometheus body {len(body.plain)} B "
         f"({body.series} series, gzip {len(body.gzipped)} B); OTLP request {len(otlp)} B"
@@ -250,28 +396,55 @@ async def profile(pipe: Pipeline, cycles: int) -> str:
     return out.getvalue()
 
 
-async def main(args: argparse.Namespace) -> None:
-    telemetry = SelfTelemetry()
+async def measure(size: str, args: argparse.Namespace) -> str | None:
+    """Runs one size; returns its figure line (None in `--only` mode)."""
+    node = SIZES[size]
     with tempfile.TemporaryDirectory(prefix="p2-proc-") as proc_dir:
-        pipe = Pipeline(NODE.write_host_proc(Path(proc_dir)), telemetry)
+        pipe = Pipeline(node, node.write_host_proc(Path(proc_dir)), SelfTelemetry())
         await pipe.start()
         try:
-            await run(pipe, args)
+            return await run(node, size, pipe, args)
         finally:
             await pipe.shutdown()
 
 
-async def run(pipe: Pipeline, args: argparse.Namespace) -> None:
+async def run(node: Node, size: str, pipe: Pipeline, args: argparse.Namespace) -> str | None:
     batch, otlp = await pipe.cycle()
     points = point_count(batch)
     again, _ = await pipe.cycle()
     if point_count(again) != points:
         raise RuntimeError(f"cycles differ: {points} points, then {point_count(again)}")
-    sdk = SdkPath(batch)
-    sdk_points = sdk.points()
-    if sdk_points != points:
-        raise RuntimeError(f"the SDK path exports {sdk_points} points, ours {points}")
-    for _ in range(3):  # warm-up: caches, label sets, the SDK's aggregations
+    if args.only == "ours":
+        for _ in range(args.cycles):
+            await pipe.cycle()
+        print(f"ours: {args.cycles} cycles of {points} points")
+        return None
+    sdk = SdkAgent(batch)
+    try:
+        return await compare(node, size, pipe, sdk, (batch, otlp), args)
+    finally:
+        sdk.shutdown()
+
+
+async def compare(
+    node: Node,
+    size: str,
+    pipe: Pipeline,
+    sdk: SdkAgent,
+    first: tuple[Batch, bytes],
+    args: argparse.Namespace,
+) -> str | None:
+    batch, otlp = first
+    points = point_count(batch)
+    if sdk.points() != points:
+        raise RuntimeError(f"the SDK agent exports {sdk.points()} points, ours {points}")
+    if args.only == "sdk":
+        for _ in range(args.cycles):
+            sdk.cycle()
+        print(f"sdk: {args.cycles} cycles of {points} points")
+        return None
+    sdk_otlp, sdk_body, _ = sdk.cycle()
+    for _ in range(2):  # warm-up: caches, label sets, the SDK's aggregations
         await pipe.cycle()
         sdk.cycle()
     ours: list[float] = []
@@ -279,35 +452,55 @@ async def run(pipe: Pipeline, args: argparse.Namespace) -> None:
     for _ in range(args.rounds):
         ours.append(await cpu_per_cycle(pipe.cycle, args.cycles) / points)
         theirs.append(await cpu_per_cycle(sdk.cycle, args.cycles) / points)
-    breakdown = await stages(pipe, args.cycles)
-    sdk.provider.shutdown()
-    print(describe(batch, otlp, pipe))
-    print(f"CPU per cycle by stage (each alone, {args.cycles} cycles):")
-    for name, seconds in breakdown.items():
-        print(f"  {name:<26} {seconds * 1e6:9.1f} µs  ({seconds / points * 1e6:6.2f} µs/point)")
+    print(f"--- size {size}")
+    print(describe(node, batch, otlp, pipe))
+    print(f"SDK agent: OTLP request {len(sdk_otlp)} B, Prometheus body {len(sdk_body)} B")
+    if not args.smoke:
+        breakdown = await stages(pipe, args.cycles)
+        print(f"CPU per cycle by stage (each alone, {args.cycles} cycles):")
+        for name, seconds in breakdown.items():
+            print(f"  {name:<26} {seconds * 1e6:9.1f} µs  ({seconds / points * 1e6:6.2f} µs/pt)")
     if args.profile:
         print(await profile(pipe, args.cycles))
     mine, base = statistics.median(ours), statistics.median(theirs)
     print(
         f"ours: {mine * 1e6:.2f} µs/point (rounds {', '.join(f'{t * 1e6:.2f}' for t in ours)})\n"
-        f"OTel SDK path: {base * 1e6:.2f} µs/point "
+        f"SDK agent: {base * 1e6:.2f} µs/point "
         f"(rounds {', '.join(f'{t * 1e6:.2f}' for t in theirs)})"
     )
     ratio = mine / base
     verdict = "met" if ratio <= 0.25 else "MISSED"
-    print(
-        f"P2 CPU per point, full cycle: ours {mine * 1e6:.2f} µs vs OTel SDK {base * 1e6:.2f} µs "
-        f"= {ratio:.3f} of the SDK path ({points} points/cycle, median of {args.rounds} x "
-        f"{args.cycles} cycles; target <= 0.25: {verdict})"
+    return (
+        f"P2 at {points} points: ours {mine * 1e6:.2f} µs/pt vs SDK agent {base * 1e6:.2f} µs/pt"
+        f" = {ratio:.3f} (median of {args.rounds} x {args.cycles} cycles; target <= 0.25: "
+        f"{verdict})"
     )
+
+
+async def main(args: argparse.Namespace) -> None:
+    sizes = ["smoke"] if args.smoke else ["400", "10k"] if args.size == "both" else [args.size]
+    lines = [await measure(size, args) for size in sizes]
+    for line in lines:
+        if line is not None:
+            print(line)
 
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size", choices=["400", "10k", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--cycles", type=int, default=40)
+    parser.add_argument("--cycles", type=int, default=20)
+    parser.add_argument(
+        "--only",
+        choices=["ours", "sdk"],
+        help="run only `--cycles` cycles of one side, no timing (for callgrind)",
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the cycle")
-    return parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="a tiny node, 1 round of 2 cycles")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rounds, args.cycles = 1, 2
+    return args
 
 
 if __name__ == "__main__":

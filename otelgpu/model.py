@@ -1,8 +1,14 @@
-"""The internal metrics model: small, immutable and shaped like OTLP.
+"""The internal metrics model: small, immutable by contract and shaped like OTLP.
 
 A batch is a tuple of `ResourceMetrics`; GPU metrics are naturally one resource per GPU (or
 MIG instance, or GPU process). Processors return new batches built with `dataclasses.replace`,
 so a batch handed to several exporters never needs copying.
+
+The classes are slotted dataclasses that are *not* `frozen`: a frozen dataclass's `__init__`
+sets each field through `object.__setattr__`, which made building the ~50k objects of a
+10k-point cycle cost twice as much (about 1 µs instead of 0.5 µs each). Nothing may assign to a
+field after construction: a batch is shared by every exporter of a pipeline (build a new object
+with `dataclasses.replace` instead). Their attribute mappings make them unhashable either way.
 
 Series identity: a receiver names what each resource *is* (`ResourceMetrics.identity`: a GPU's
 UUID, a process on a GPU); attributes that processors add later are properties of that
@@ -28,8 +34,12 @@ class MetricKind(Enum):
     GAUGE = "gauge"
     SUM = "sum"
 
+    # Members are singletons: hashing by identity is correct and skips Enum's Python-level
+    # `__hash__` (exporters key their caches by kind once per metric of every batch).
+    __hash__ = object.__hash__
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+
+@dataclass(slots=True, kw_only=True)
 class NumberDataPoint:
     """One value at one time; cumulative sums carry the time their count started."""
 
@@ -39,7 +49,7 @@ class NumberDataPoint:
     start_time_unix_nano: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Metric:
     """A named series family with its points (all of one resource)."""
 
@@ -51,7 +61,7 @@ class Metric:
     monotonic: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ResourceMetrics:
     """The metrics of one resource (a GPU, a MIG instance, a GPU process, the agent itself).
 

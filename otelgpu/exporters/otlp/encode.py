@@ -1,133 +1,270 @@
-"""The internal model → `opentelemetry-proto` messages (`ExportMetricsServiceRequest`).
+"""The internal model → an OTLP `ExportMetricsServiceRequest`, written straight to wire bytes.
 
-Written for speed because every point of every cycle passes through here: messages are
-added in place to their parent's repeated fields (a message passed to a constructor is
-copied), and the KeyValue list of an attribute set is built once and reused by every point
-and resource that carries the same attributes (merged from a prototype point, which protobuf
-copies in C rather than through Python objects). An exporter keeps one `AttributeCache`
-across batches: a GPU's attribute set is the same cycle after cycle.
+Every point of every cycle passes through here, and building opentelemetry-proto messages from
+Python costs several µs per point, so `encode_bytes` writes the protobuf wire format of the few
+fixed message shapes the agent sends itself (field numbers from opentelemetry-proto's
+`metrics/v1/metrics.proto`, `common/v1/common.proto`, `resource/v1/resource.proto`). The bytes
+are exactly what `SerializeToString` of the same messages gives (proto3: a field at its default
+is left out, fields in field-number order, a oneof member always written); the unit tests hold
+it to that byte for byte on many batches. `encode` parses them back into the message for
+callers that want one.
+
+An exporter keeps one `AttributeCache` across batches: a GPU's attribute set is the same cycle
+after cycle, so its KeyValues are encoded once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import struct
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, NumberDataPoint
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 from otelgpu.model import Batch, Metric, MetricKind
 
-_CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# Field tags: (field number << 3) | wire type (0 varint, 1 fixed64, 2 length-delimited).
+_POINT_START = 0x11  # NumberDataPoint.start_time_unix_nano = 2, fixed64
+_POINT_TIME = 0x19  # NumberDataPoint.time_unix_nano = 3, fixed64
+_POINT_DOUBLE = 0x21  # NumberDataPoint.as_double = 4, double
+_POINT_INT = 0x31  # NumberDataPoint.as_int = 6, sfixed64
+_POINT_ATTRIBUTES = 0x3A  # NumberDataPoint.attributes = 7
+_RESOURCE_ATTRIBUTES = 0x0A  # Resource.attributes = 1
+_FIELD_1 = b"\x0a"  # field 1, length-delimited: every repeated child here, and KeyValue.key
+_FIELD_2 = b"\x12"  # field 2, length-delimited: ScopeMetrics.metrics, KeyValue.value, ...
+_GAUGE = b"\x2a"  # Metric.gauge = 5
+_SUM = b"\x3a"  # Metric.sum = 7
+# Sum.aggregation_temporality = 2 (CUMULATIVE = 2), Sum.is_monotonic = 3 (true)
+_CUMULATIVE = b"\x10\x02"
+_MONOTONIC = b"\x18\x01"
+
+_pack_d = struct.Struct("<Bd").pack
+_pack_q = struct.Struct("<Bq").pack
+_pack_time = struct.Struct("<BQ").pack
+_pack_times = struct.Struct("<BQBQ").pack
+_pack_times_d = struct.Struct("<BQBQBd").pack
+_pack_times_q = struct.Struct("<BQBQBq").pack
+_pack_time_d = struct.Struct("<BQBd").pack
+_pack_time_q = struct.Struct("<BQBq").pack
+_SMALL = [bytes((n,)) for n in range(128)]
 
 
 def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsServiceRequest:
-    """One request holding every resource of `batch`: one ScopeMetrics per resource, sums
-    as cumulative with their start time, ints as `as_int` and floats as `as_double`."""
-    request = ExportMetricsServiceRequest()
-    if cache is None:
-        cache = AttributeCache()
-    cache.begin_batch()
-    add_resource = request.resource_metrics.add
-    for rm in batch:
-        out = add_resource()
-        out.resource.attributes.extend(cache.get(rm.resource).attributes)
-        scope_metrics = out.scope_metrics.add()
-        scope_metrics.scope.name = rm.scope
-        if rm.scope_version:
-            scope_metrics.scope.version = rm.scope_version
-        add_metric = scope_metrics.metrics.add
-        for metric in rm.metrics:
-            _add_points(add_metric, metric, cache)
+    """`encode_bytes` of `batch` as an opentelemetry-proto message."""
+    request: ExportMetricsServiceRequest = ExportMetricsServiceRequest.FromString(
+        encode_bytes(batch, cache)
+    )
     return request
 
 
 def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
-    """The request body of `batch` as sent on the wire (uncompressed)."""
-    body: bytes = encode(batch, cache).SerializeToString()
-    return body
+    """The request body of `batch` as sent on the wire (uncompressed): one ScopeMetrics per
+    resource, sums as cumulative with their start time, ints as `as_int` and floats as
+    `as_double`."""
+    if cache is None:
+        cache = AttributeCache()
+    cache.begin_batch()
+    out: list[bytes] = []
+    for rm in batch:
+        scope = cache.scope(rm.scope, rm.scope_version)
+        metrics = [scope]
+        for metric in rm.metrics:
+            body = _metric(metric, cache)
+            metrics += (_FIELD_2, _length(len(body)), body)
+        schema = _schema_url(rm.schema_url) if rm.schema_url else b""
+        metrics.append(schema)  # ScopeMetrics.schema_url (3)
+        scope_metrics = b"".join(metrics)
+        resource = cache.resource(rm.resource)
+        n = len(scope_metrics)
+        size = len(resource) + 1 + len(_length(n)) + n + len(schema)
+        out += (_FIELD_1, _length(size), resource, _FIELD_2, _length(n), scope_metrics, schema)
+    return b"".join(out)
 
 
-def _add_points(add_metric: Any, metric: Metric, cache: AttributeCache) -> None:
-    out = add_metric(name=metric.name, unit=metric.unit, description=metric.description)
-    if metric.kind is MetricKind.SUM:
-        data = out.sum
-        data.aggregation_temporality = _CUMULATIVE
-        data.is_monotonic = metric.monotonic
-    else:
-        data = out.gauge
-    # Marks the oneof even when the metric has no points, so the type still reaches the peer.
-    data.SetInParent()
-    add = data.data_points.add
-    prototype = cache.get
+def _metric(metric: Metric, cache: AttributeCache) -> bytes:
+    """One Metric: its descriptor, then gauge or sum with every point."""
+    attributes = cache.point_attributes
+    parts: list[bytes] = []
     for p in metric.points:
-        value = p.value
+        value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
         if isinstance(value, float):
-            dp = add(time_unix_nano=p.time_unix_nano, as_double=value)
+            tag, double = _POINT_DOUBLE, True
         elif _INT64_MIN <= value <= _INT64_MAX:
-            dp = add(time_unix_nano=p.time_unix_nano, as_int=int(value))
+            tag, double = _POINT_INT, False
         else:  # a counter past int64 still has a meaningful (if rounded) value
-            dp = add(time_unix_nano=p.time_unix_nano, as_double=float(value))
-        if p.start_time_unix_nano:
-            dp.start_time_unix_nano = p.start_time_unix_nano
-        if p.attributes:
-            dp.MergeFrom(prototype(p.attributes))
+            value, tag, double = float(value), _POINT_DOUBLE, True
+        if start and time:
+            pack = _pack_times_d if double else _pack_times_q
+            head = pack(_POINT_START, start, _POINT_TIME, time, tag, value)
+        elif time or start:
+            pack = _pack_time_d if double else _pack_time_q
+            head = pack(_POINT_START if start else _POINT_TIME, start or time, tag, value)
+        else:
+            head = (_pack_d if double else _pack_q)(tag, value)
+        point = head + attributes(p.attributes) if p.attributes else head
+        parts += (_FIELD_1, _SMALL[len(point)] if len(point) < 128 else _length(len(point)), point)
+    if metric.kind is MetricKind.SUM:
+        parts.append(_CUMULATIVE)
+        if metric.monotonic:
+            parts.append(_MONOTONIC)
+        data_tag = _SUM
+    else:
+        data_tag = _GAUGE
+    data = b"".join(parts)
+    return cache.descriptor(metric) + data_tag + _length(len(data)) + data
+
+
+def _schema_url(url: str) -> bytes:
+    """Field 3 of ResourceMetrics and of ScopeMetrics (the same tag in both): `schema_url`."""
+    data = url.encode()
+    return b"\x1a" + _length(len(data)) + data
+
+
+def _length(n: int) -> bytes:
+    """A length as a varint; one and two bytes (every length below 16 KiB) without a loop."""
+    if n < 0x80:
+        return _SMALL[n]
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    return _varint(n)
+
+
+def _varint(n: int) -> bytes:
+    """A base-128 varint; negative numbers as their 64-bit two's complement (int64 fields)."""
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(tag: bytes, text: str) -> bytes:
+    """A string field (left out when empty, as proto3 does)."""
+    if not text:
+        return b""
+    data = text.encode("utf-8")
+    return tag + _length(len(data)) + data
+
+
+def _any_value(value: Any) -> bytes:
+    """An AnyValue; anything the model does not allow becomes its text."""
+    cls = value.__class__
+    data: bytes
+    if cls is str:
+        data = value.encode("utf-8")
+        return b"\x0a" + _length(len(data)) + data  # AnyValue.string_value = 1
+    if cls is bool:
+        return b"\x10\x01" if value else b"\x10\x00"  # AnyValue.bool_value = 2
+    if cls is int and _INT64_MIN <= value <= _INT64_MAX:
+        return b"\x18" + _varint(value)  # AnyValue.int_value = 3
+    if cls is float:
+        return _pack_d(0x21, value)  # AnyValue.double_value = 4
+    data = str(value).encode("utf-8")
+    return b"\x0a" + _length(len(data)) + data
+
+
+def _key_value(key: str, value: Any) -> bytes:
+    """KeyValue.key = 1, value = 2 (always present, even when empty)."""
+    encoded = _any_value(value)
+    return _string(_FIELD_1, key) + _FIELD_2 + _length(len(encoded)) + encoded
+
+
+def _attribute_fields(tag: int, attributes: Mapping[str, Any]) -> bytes:
+    """Every attribute as a repeated KeyValue field `tag` of its parent message."""
+    prefix = _SMALL[tag]
+    out: list[bytes] = []
+    for key, value in attributes.items():
+        kv = _key_value(key, value)
+        out += (prefix, _length(len(kv)), kv)
+    return b"".join(out)
+
+
+def any_value(value: Any) -> AnyValue:
+    """An attribute value as the message `encode_bytes` writes for it."""
+    decoded: AnyValue = AnyValue.FromString(_any_value(value))
+    return decoded
 
 
 class AttributeCache:
-    """A prototype point holding only the attributes, per attribute set.
+    """The encoded attributes of each attribute set, and of each metric's descriptor.
 
-    Looked up first by object identity within a batch (receivers and processors share one
-    dict between many points), then by content, across batches. The content key carries each
-    value's type because `True == 1 == 1.0` in Python but not on the wire. Bounded: past
-    `limit` attribute sets (pods come and go) it starts over.
+    Attribute sets are looked up first by object identity within a batch (receivers and
+    processors share one dict between many points), then by content, across batches. The
+    content key carries each value's type because `True == 1 == 1.0` in Python but not on the
+    wire. Bounded: past `limit` entries (pods come and go) it starts over.
     """
 
-    __slots__ = ("_by_content", "_by_id", "_limit")
+    __slots__ = ("_by_content", "_by_id", "_descriptors", "_limit", "_scopes")
+    _by_id: dict[int, dict[int, tuple[Mapping[str, Any], bytes]]]
 
     def __init__(self, limit: int = 16384) -> None:
-        # Holding the attribute mapping beside its list keeps the id from being reused.
-        self._by_id: dict[int, tuple[Mapping[str, Any], NumberDataPoint]] = {}
-        self._by_content: dict[tuple[Any, ...], NumberDataPoint] = {}
+        # Holding the attribute mapping beside its bytes keeps the id from being reused.
+        # field tag → id of an attribute mapping → (the mapping, its encoding)
+        self._by_id = {_POINT_ATTRIBUTES: {}, _RESOURCE_ATTRIBUTES: {}}
+        self._by_content: dict[tuple[Any, ...], bytes] = {}
+        self._descriptors: dict[tuple[str, str, str], bytes] = {}
+        self._scopes: dict[tuple[str, str], bytes] = {}
         self._limit = limit
 
     def begin_batch(self) -> None:
         """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
-        self._by_id.clear()
+        for by_id in self._by_id.values():
+            by_id.clear()
         if len(self._by_content) > self._limit:
             self._by_content.clear()
+        if len(self._descriptors) > self._limit:
+            self._descriptors.clear()
 
-    def get(self, attributes: Mapping[str, Any]) -> NumberDataPoint:
-        hit = self._by_id.get(id(attributes))
+    def point_attributes(self, attributes: Mapping[str, Any]) -> bytes:
+        """A point's attributes as its repeated `attributes` fields."""
+        hit = self._by_id[_POINT_ATTRIBUTES].get(id(attributes))  # the usual case, no call
+        return hit[1] if hit is not None else self._get(_POINT_ATTRIBUTES, attributes)
+
+    def resource(self, attributes: Mapping[str, Any]) -> bytes:
+        """The `resource` field of a ResourceMetrics holding `attributes` (present, if empty,
+        when there are none: the message encoder marks it set)."""
+        if not attributes:
+            return b"\x0a\x00"
+        fields = self._get(_RESOURCE_ATTRIBUTES, attributes)
+        return _FIELD_1 + _length(len(fields)) + fields
+
+    def _get(self, tag: int, attributes: Mapping[str, Any]) -> bytes:
+        by_id = self._by_id[tag]
+        hit = by_id.get(id(attributes))
         if hit is not None:
             return hit[1]
-        items = tuple(attributes.items())
-        key = (items, *map(type, attributes.values()))
-        prototype = self._by_content.get(key)
-        if prototype is None:
-            prototype = NumberDataPoint(attributes=_key_values(items))
-            self._by_content[key] = prototype
-        self._by_id[id(attributes)] = (attributes, prototype)
-        return prototype
+        key = (tag, tuple(attributes.items()), *map(type, attributes.values()))
+        encoded = self._by_content.get(key)
+        if encoded is None:
+            encoded = self._by_content[key] = _attribute_fields(tag, attributes)
+        by_id[id(attributes)] = (attributes, encoded)
+        return encoded
 
+    def descriptor(self, metric: Metric) -> bytes:
+        """Metric.name = 1, description = 2, unit = 3."""
+        key = (metric.name, metric.description, metric.unit)
+        found = self._descriptors.get(key)
+        if found is None:
+            found = self._descriptors[key] = (
+                _string(_FIELD_1, metric.name)
+                + _string(_FIELD_2, metric.description)
+                + _string(b"\x1a", metric.unit)
+            )
+        return found
 
-def _key_values(items: Iterable[tuple[str, Any]]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=any_value(value)) for key, value in items]
-
-
-def any_value(value: Any) -> AnyValue:
-    """An attribute value on the wire; anything the model does not allow becomes its text."""
-    cls = value.__class__
-    if cls is str:
-        return AnyValue(string_value=value)
-    if cls is bool:
-        return AnyValue(bool_value=value)
-    if cls is int and _INT64_MIN <= value <= _INT64_MAX:
-        return AnyValue(int_value=value)
-    if cls is float:
-        return AnyValue(double_value=value)
-    return AnyValue(string_value=str(value))
+    def scope(self, name: str, version: str) -> bytes:
+        """ScopeMetrics.scope = 1: InstrumentationScope name = 1, version = 2 (always present:
+        the scope is always named)."""
+        found = self._scopes.get((name, version))
+        if found is None:
+            body = _string(_FIELD_1, name) + _string(_FIELD_2, version)
+            found = self._scopes[name, version] = _FIELD_1 + _length(len(body)) + body
+        return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import chain
 
 from otelgpu.exporters.prometheus.labels import replace_unsafe
 from otelgpu.exporters.prometheus.series import Family
@@ -43,9 +44,14 @@ def render_text(families: Iterable[Family]) -> tuple[str, int]:
         if family.help:
             parts.append(f"# HELP {family.name} {escape_help(family.help)}\n")
         parts.append(f"# TYPE {family.name} {family.type}\n")
-        parts.extend([prefix + value for prefix, (value, _) in family.series.items()])
+        parts += chain.from_iterable(family.series.items())  # prefix, value, prefix, ...
         count += len(family.series)
     return "".join(parts), count
+
+
+def render(families: Iterable[Family]) -> Body:
+    """The body of `families` in both encodings, built once (`render_text`, then `encode`)."""
+    return encode(*render_text(families))
 
 
 def encode(text: str, series: int) -> Body:

@@ -3,7 +3,9 @@
 A series is keyed by its whole line prefix (`name{labels} `), so two data points that render to
 the same name and labels are one series (the later value wins): the body never holds a
 duplicate series, whatever attribute collisions the translation had to resolve. Values are
-stored already formatted, so rendering a body is only string joins.
+stored already formatted (`value\n`), so a family's body is one flat join of its prefixes and
+values. When a series was last updated is not stored per series: each series keeps the number
+of the batch that last wrote it, and the store the time of each batch.
 
 Each series also belongs to the identity of the resource that wrote it (`ResourceMetrics.identity`:
 a GPU, a process). An identity's series in a family are replaced as a set on every batch that
@@ -25,8 +27,8 @@ class Family:
     name: str
     type: str  # "gauge" | "counter"
     help: str
-    # line prefix `name{labels} ` → (`value\n`, monotonic time of the last update)
-    series: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # line prefix `name{labels} ` → `value\n`
+    series: dict[str, str] = field(default_factory=dict)
     # Identities are numbered by the store (`SeriesStore.key`), so the bookkeeping below hashes
     # and compares small ints, whatever shape a receiver's identity has.
     # line prefix → the identity that last wrote it, and the batch that last wrote it
@@ -36,9 +38,9 @@ class Family:
     groups: dict[int, list[str]] = field(default_factory=dict)
     touched: dict[int, None] = field(default_factory=dict)
 
-    def write(self, key: int, prefix: str, value: str, now: float, batch: int) -> None:
+    def write(self, key: int, prefix: str, value: str, batch: int) -> None:
         """Stores one series' latest value on behalf of identity `key`, in batch `batch`."""
-        self.series[prefix] = (value, now)
+        self.series[prefix] = value
         self.stamps[prefix] = batch
         if self.owners.get(prefix) != key:
             self.claim(key, prefix)
@@ -83,11 +85,14 @@ class SeriesStore:
 
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
-        self._touched: dict[str, Family] = {}
+        self.touched_families: dict[str, Family] = {}  # the families the batch wrote to
         self._keys: dict[Hashable, int] = {}
         self._retired: dict[Hashable, int] = {}
         self._next_key = 0
         self.batch = 0  # the number of the batch being ingested
+        # batch number → the time it was ingested at (`expire` drops those past its cutoff:
+        # no series can still be stamped with them)
+        self.times: dict[int, float] = {}
         self.replaced = 0  # lines removed because their identity reported other lines
 
     def key(self, identity: Hashable) -> int:
@@ -114,31 +119,35 @@ class SeriesStore:
             found = self.families[name] = Family(name, type_, help_)
         elif found.type != type_:
             return None
-        self._touched[name] = found
+        self.touched_families[name] = found
         return found
+
+    def begin(self, now: float) -> None:
+        """Starts a batch ingested at `now` (the update time of every series it writes)."""
+        self.times[self.batch] = now
 
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
-        for name, family in self._touched.items():
+        for name, family in self.touched_families.items():
             if family.touched:
                 self.replaced += family.settle(self.batch)
             if not family.series and self.families.get(name) is family:
                 del self.families[name]
-        self._touched.clear()
+        self.touched_families.clear()
         self.batch += 1
 
     def expire(self, now: float, max_age: float) -> int:
         """Drops series not updated for `max_age` seconds (and emptied families); how many."""
         cutoff = now - max_age
+        old = {batch for batch, updated in self.times.items() if updated < cutoff}
         dropped = 0
         for name in list(self.families):
             family = self.families[name]
-            series, owners = family.series, family.owners
-            stale = [key for key, (_, updated) in series.items() if updated < cutoff]
+            series, owners, stamps = family.series, family.owners, family.stamps
+            stale = [key for key, batch in stamps.items() if batch in old] if old else []
             for key in stale:
-                del series[key]
+                del series[key], stamps[key]
                 owners.pop(key, None)
-                family.stamps.pop(key, None)
             if stale:
                 dropped += len(stale)
                 family.groups = {
@@ -148,6 +157,8 @@ class SeriesStore:
                 }
             if not series:
                 del self.families[name]
+        for batch in old:  # no series is stamped with it any more
+            del self.times[batch]
         return dropped
 
     def series_count(self) -> int:

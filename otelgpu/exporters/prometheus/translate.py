@@ -22,7 +22,7 @@ from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
+from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
 
 SharedGpuSeries = Literal["device", "per_holder"]
@@ -56,12 +56,14 @@ class Translator:
         self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels, dcgm_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
+        self._by_name: dict[str, tuple[MetricKind, bool, str, str, Target]] = {}
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
         """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts.
 
         Each resource's identity then holds exactly the lines this batch wrote for it."""
         stored = dropped = 0
+        store.begin(now)
         holders = _holders_by_device(batch) if self._per_holder else {}
         for rm in batch:
             items = tuple(rm.resource.items())
@@ -73,13 +75,9 @@ class Translator:
             else:
                 resources = [items]
             for resource in resources:
-                for metric in rm.metrics:
-                    try:
-                        ok = self._ingest_metric(store, identity, resource, metric, now)
-                    except (TypeError, ValueError, AttributeError):
-                        ok = 0  # bad data: counted below, never raised into the pipeline
-                    stored += ok
-                    dropped += len(metric.points) - ok
+                ok, points = self._ingest_resource(store, identity, resource, rm.metrics, now)
+                stored += ok
+                dropped += points - ok
         store.commit()
         return stored, dropped
 
@@ -87,44 +85,95 @@ class Translator:
         """Families for the agent's self-telemetry: datapoint labels and const labels only (the
         agent's resource is the same on every series and says nothing the target labels don't)."""
         store = SeriesStore()
-        for metric in rm.metrics:
-            try:
-                self._ingest_metric(store, 0, (), metric, now)
-            except (TypeError, ValueError, AttributeError):
-                continue
+        self._ingest_resource(store, 0, (), rm.metrics, now)  # bad points: left out
         return list(store.families.values())
 
-    def _ingest_metric(
+    def _ingest_resource(
         self,
         store: SeriesStore,
         identity: int,
         resource: AttrItems,
-        metric: Metric,
+        metrics: tuple[Metric, ...],
         now: float,
+    ) -> tuple[int, int]:
+        """Every metric of one resource (copy); how many points it stored, of how many. A
+        metric with bad data stores none of its points, and never raises.
+
+        This runs for every metric of every batch, so the common path is inlined: the target
+        remembered by metric name, the family already there, `Family.write`."""
+        lines = self.labels.lines(resource)  # once per resource, not per metric
+        split = catalog.DCGM_SPLIT if self._naming == "dcgm" else {}
+        by_name, families, touched = self._by_name, store.families, store.touched_families
+        batch = store.batch
+        stored = total = 0
+        for metric in metrics:
+            points = metric.points
+            total += len(points)
+            try:
+                if metric.name in split:
+                    stored += self._ingest_split(store, identity, resource, metric, now)
+                    continue
+                hit = by_name.get(metric.name)
+                if (
+                    hit is not None
+                    and hit[0] is metric.kind
+                    and hit[1] == metric.monotonic
+                    and hit[2] == metric.unit
+                    and hit[3] == metric.description
+                ):
+                    target = hit[4]
+                else:
+                    target = self._plain_target(metric)
+                name = target.name
+                family = families.get(name)
+                if family is not None and family.type == target.type:
+                    touched[name] = family
+                else:
+                    family = store.family(name, target.type, target.help)
+                    if family is None:
+                        continue  # the name belongs to a family of another type
+                stored += self._write(family, identity, resource, lines, target, points, batch)
+            except (TypeError, ValueError, AttributeError):
+                continue  # bad data: counted as dropped, never raised into the pipeline
+        return stored, total
+
+    def _write(
+        self,
+        family: Family,
+        identity: int,
+        resource: AttrItems,
+        lines: dict[tuple[str, AttrItems, str], str],
+        target: Target,
+        points: tuple[NumberDataPoint, ...],
+        batch: int,
     ) -> int:
-        if self._naming == "dcgm" and metric.name in catalog.DCGM_SPLIT:
-            return self._ingest_split(store, identity, resource, metric, now)
-        target = self.target(metric, {})
-        family = store.family(target.name, target.type, target.help)
-        if family is None:
-            return 0
-        lines = self.labels.lines(resource)
-        name, scale, convert, batch = target.name, target.scale, target.convert, store.batch
-        # Family.write, inlined: this loop runs once per point of every batch.
+        """`Family.write` of each point, inlined; how many points were numbers."""
+        name, scale, convert = target.name, target.scale, target.convert
         series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
         stored = 0
-        for point in metric.points:
-            try:
-                value = point.value * scale if scale != 1.0 else point.value
-                text = format_value(value if convert is None else convert(value, point.attributes))
-            except (TypeError, ValueError, OverflowError):
-                continue  # not a number: counted as dropped by the caller
-            attributes = tuple(point.attributes.items())
+        for point in points:
+            value = point.value
+            if (
+                convert is None
+                and value.__class__ is float
+                and scale == 1.0
+                and value - value == 0.0
+            ):
+                text = repr(value)  # format_value's common case (finite), without the call
+            else:
+                try:
+                    value = value * scale if scale != 1.0 else value
+                    if convert is not None:  # dcgm naming: integer fields, the XID code
+                        value = convert(value, point.attributes)
+                    text = format_value(value)
+                except (TypeError, ValueError, OverflowError):
+                    continue  # not a number: counted as dropped by the caller
+            attributes = tuple(point.attributes.items()) if point.attributes else ()
             prefix = lines.get((name, attributes, ""))
             if prefix is None:
                 prefix = self.labels.line_prefix(name, resource, attributes, "")
-            series[prefix] = (text + "\n", now)
+            series[prefix] = text + "\n"
             stamps[prefix] = batch
             if owners.get(prefix) != identity:
                 family.claim(identity, prefix)
@@ -155,9 +204,22 @@ class Translator:
                 attributes = tuple(point.attributes.items())
                 prefix = self.labels.line_prefix(t.name, resource, attributes, t.drop)
                 family.touched[identity] = None
-                family.write(identity, prefix, text + "\n", now, store.batch)
+                family.write(identity, prefix, text + "\n", store.batch)
                 stored += 1
         return stored
+
+    def _plain_target(self, metric: Metric) -> Target:
+        """`target(metric, {})`, remembered by name for `_ingest_resource`: a metric's descriptor
+        is the same batch after batch, so it compares four fields instead of hashing a key."""
+        target = self.target(metric, {})
+        self._by_name[metric.name] = (
+            metric.kind,
+            metric.monotonic,
+            metric.unit,
+            metric.description,
+            target,
+        )
+        return target
 
     def target(self, metric: Metric, attributes: Attributes) -> Target:
         """The family a point of `metric` with `attributes` belongs to (cached per metric and,

@@ -179,3 +179,17 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     assert store.key(gone.identity) != key  # forgotten: a new number, never the old one
     assert translator.labels.lines(tuple(gone.resource.items())) is not cached
     assert translator.labels.lines(tuple(kept.resource.items())) != {}
+
+
+def test_update_times_are_kept_per_batch_and_trimmed_by_expiry() -> None:
+    """A series' update time is its last batch's time: rewriting it keeps it alive, and the
+    store forgets the times of batches older than the expiry cutoff (bounded memory)."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    for now in (1.0, 100.0, 200.0, 350.0):
+        ingest(translator, store, (device(1, {}),), now=now)
+    ingest(translator, store, (device(0, {}),), now=10.0)
+    assert store.expire(now=360.0, max_age=300.0) == 1  # GPU 0 (t=10); GPU 1 rewritten at 350
+    assert [line.split("{")[0] for line in power_lines(body(store))] == ["hw_power_watts"]
+    assert sorted(store.times.values()) == [100.0, 200.0, 350.0]
+    assert store.expire(now=700.0, max_age=300.0) == 1
+    assert (body(store), store.times) == ([], {})

@@ -6,14 +6,14 @@ import gzip
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from otelgpu.exporters.prometheus.render import EMPTY, encode, escape_help, render_text
+from otelgpu.exporters.prometheus.render import EMPTY, encode, escape_help, render, render_text
 from otelgpu.exporters.prometheus.series import Family
 
 
 def _family(name: str, help_: str, *lines: str, type_: str = "gauge") -> Family:
     family = Family(name, type_, help_)
     for i, line in enumerate(lines):
-        family.series[line] = (f"{i}\n", 0.0)
+        family.series[line] = f"{i}\n"
     return family
 
 
@@ -70,3 +70,15 @@ def test_encodings_hold_the_same_text() -> None:
     assert body.series == 1
     assert encode("a 1\n", 1).gzipped == body.gzipped  # mtime 0: the same bytes every time
     assert (EMPTY.plain, gzip.decompress(EMPTY.gzipped), EMPTY.series) == (b"", b"", 0)
+
+
+def test_render_builds_both_encodings_of_the_text_once() -> None:
+    families = [_family("a", "First.", 'a{x="1"} ', 'a{x="2"} '), _family("e", "Empty.")]
+    body = render(families)
+    text, _ = render_text(families)
+    assert (body.plain, gzip.decompress(body.gzipped), body.series) == (
+        text.encode(),
+        text.encode(),
+        2,
+    )
+    assert body.plain.endswith(b'a{x="2"} 1\n') and b"# TYPE e" not in body.plain
