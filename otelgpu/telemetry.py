@@ -1,25 +1,23 @@
 """Self-telemetry: the one place where components count what they receive, drop and send.
 
-Instrumented with the OpenTelemetry SDK's metrics API, the way the Collector instruments
-itself, and read back into the pipeline's own model so the Prometheus exporter can serve it
-beside the GPU series (and the service can push it). Every empty label must be explainable
-from these series: a source that is down, points that found no holder, exports that failed.
+Counters and gauges in the shape of the OpenTelemetry metrics API (monotonic cumulative sums,
+last-value gauges), kept here in a few dicts behind a lock per instrument and read straight
+into the pipeline's own model, so the Prometheus exporter can serve them beside the GPU series
+(and the service can push them). The OpenTelemetry SDK did this before; it cost memory and
+CPU for nothing this module used, and the collection keeps the shape it had then
+(tests/unit/core/test_telemetry_golden.py). Every empty label must be explainable from these
+series: a source that is down, points that found no holder, exports that failed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from opentelemetry.metrics import CallbackOptions, Counter, Observation
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import Gauge as SdkGauge
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.metrics.export import Sum as SdkSum
-from opentelemetry.sdk.resources import Resource
 
 from otelgpu import __version__
 from otelgpu.log_limits import capped
@@ -27,8 +25,7 @@ from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 _log = logging.getLogger("otelgpu.telemetry")
 
-# Gauges the SPEC names, with their descriptions; values live in `_gauges` and are observed
-# by the SDK at collection time.
+# Gauges the SPEC names, with their descriptions, declared (in this order) at construction.
 _GAUGES = {
     "otelgpu_source_up": "1 if the source answered its last request, 0 if not",
     "otelgpu_source_last_success_timestamp_seconds": "Unix time of the source's last success",
@@ -55,6 +52,130 @@ _GAUGE_UNITS = {
 }
 
 
+# The OpenTelemetry instrument-name syntax: a name outside it is a bug at the call site.
+_NAME = re.compile(r"[a-zA-Z][-_./a-zA-Z0-9]{0,254}")
+_ATTR = (str, int, float, bool)
+
+AttributeValue = str | int | float | bool
+_GaugeKey = tuple[tuple[str, AttributeValue], ...]
+
+
+def _checked_name(name: str) -> str:
+    if _NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"self-telemetry metric name {name!r} is not an OpenTelemetry instrument name "
+            "(a letter, then up to 254 letters, digits or _.-/)"
+        )
+    return name.lower()
+
+
+def _point_attributes(attributes: Mapping[str, object]) -> dict[str, AttributeValue]:
+    """What a point may carry: scalar values; anything else (None, lists) is left out."""
+    return {k: v for k, v in attributes.items() if isinstance(v, _ATTR)}
+
+
+class _Series:
+    __slots__ = ("attributes", "start_time_unix_nano", "value")
+
+    def __init__(self, attributes: dict[str, AttributeValue], value: int | float) -> None:
+        self.attributes = attributes
+        self.start_time_unix_nano = time.time_ns()  # a cumulative sum starts at its first add
+        self.value = value
+
+
+class _Counter:
+    """A monotonic cumulative sum: one running total per attribute set."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name = _checked_name(name)
+        self.description = description
+        self._lock = threading.Lock()
+        # Keyed regardless of the attributes' order; the first add's order is the one shown.
+        self._series: dict[frozenset[tuple[str, object]], _Series] = {}
+
+    def add(self, value: int | float, attributes: Mapping[str, object]) -> None:
+        key = frozenset(attributes.items())
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                self._series[key] = _Series(_point_attributes(attributes), value)
+            else:
+                series.value += value
+
+    def read(self, now: int) -> Metric | None:
+        with self._lock:
+            series = [
+                (s.attributes, s.start_time_unix_nano, s.value) for s in self._series.values()
+            ]
+        if not series:  # just created; its first add is not in yet
+            return None
+        points = tuple(
+            NumberDataPoint(
+                attributes=dict(attributes),
+                time_unix_nano=now,
+                start_time_unix_nano=start,
+                value=value,
+            )
+            for attributes, start, value in series
+        )
+        return Metric(
+            name=self.name,
+            unit="",
+            description=self.description,
+            kind=MetricKind.SUM,
+            monotonic=True,
+            points=points,
+        )
+
+
+class _Gauge:
+    """The last value set per attribute set; a removed or non-finite one is not reported."""
+
+    def __init__(self, name: str, description: str, unit: str) -> None:
+        self.name = _checked_name(name)
+        self.description = description
+        self.unit = unit
+        self._lock = threading.Lock()
+        self._values: dict[_GaugeKey, float] = {}
+        # Attribute sets in the order they were first reported: one that goes and comes back
+        # keeps its place among the points.
+        self._reported: dict[_GaugeKey, None] = {}
+
+    def set(self, key: _GaugeKey, value: float) -> None:
+        with self._lock:
+            self._values[key] = value
+
+    def remove(self, key: _GaugeKey) -> None:
+        with self._lock:
+            self._values.pop(key, None)
+
+    def has_value(self) -> bool:
+        with self._lock:
+            return any(math.isfinite(v) for v in self._values.values())
+
+    def read(self, now: int) -> Metric | None:
+        with self._lock:
+            values = {k: v for k, v in self._values.items() if math.isfinite(v)}
+            for key in values:
+                self._reported.setdefault(key, None)
+            series = [(key, values[key]) for key in self._reported if key in values]
+        if not series:
+            return None
+        points = tuple(
+            NumberDataPoint(
+                attributes=_point_attributes(dict(key)), time_unix_nano=now, value=value
+            )
+            for key, value in series
+        )
+        return Metric(
+            name=self.name,
+            unit=self.unit,
+            description=self.description,
+            kind=MetricKind.GAUGE,
+            points=points,
+        )
+
+
 @dataclass
 class SourceState:
     """What the agent knows about one outside source (nvml, pod_resources, containerd...)."""
@@ -67,23 +188,19 @@ class SourceState:
 class SelfTelemetry:
     """Counters and gauges about the agent itself, shared by every component.
 
-    Thread-safe: NVML worker threads report through it too. Construction builds only the
-    SDK objects (no I/O, no threads); `collect` is the single read path.
+    Thread-safe: NVML worker threads and parse threads report through it too (a lock per
+    instrument; one for the set of instruments). Construction does no I/O and starts no
+    thread; `collect` is the single read path.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._now = clock
         self._lock = threading.Lock()
-        self._reader = InMemoryMetricReader()
-        self._provider = MeterProvider(
-            metric_readers=[self._reader],
-            resource=Resource({"service.name": "otelgpu", "service.version": __version__}),
-            shutdown_on_exit=False,
-        )
-        self._meter = self._provider.get_meter("otelgpu", __version__)
-        self._counters: dict[str, Counter] = {}
-        self._gauges: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
-        self._descriptions: dict[str, str] = {}
+        self._counters: dict[str, _Counter] = {}
+        self._gauges: dict[str, _Gauge] = {}  # in the order they were declared
+        # Instruments in the order they first had something to report: the order of a
+        # collection (a counter at its first add, a gauge at the first collection that sees it).
+        self._reporting: dict[int, _Counter | _Gauge] = {}
         self.sources: dict[str, SourceState] = {}
         self._claims: set[str] | None = None  # sources the starting service registered
         for name, description in _GAUGES.items():
@@ -94,7 +211,7 @@ class SelfTelemetry:
 
     def count(self, name: str, value: int, description: str = "", **attributes: str) -> None:
         """Adds `value` to the monotonic counter `name` (created on first use)."""
-        if value <= 0:
+        if not 0 < value < math.inf:  # also false for NaN
             return
         self._counter(name, description).add(value, attributes)
 
@@ -108,17 +225,20 @@ class SelfTelemetry:
             self.set_gauge("otelgpu_config_last_reload_successful", 0)
         # Added even when 0, so the series exists from the start and increase() sees the first.
         self._counter("otelgpu_config_reload_failures_total", "Configuration reloads rejected").add(
-            0 if ok else 1
+            0 if ok else 1, {}
         )
 
-    def _counter(self, name: str, description: str) -> Counter:
+    def _counter(self, name: str, description: str) -> _Counter:
+        """The counter `name`, created (and placed in the collection order) on first use: the
+        first description given is the one it keeps."""
         counter = self._counters.get(name)
         if counter is None:
             with self._lock:
                 counter = self._counters.get(name)
                 if counter is None:
-                    counter = self._meter.create_counter(name, description=description)
+                    counter = _Counter(name, description)
                     self._counters[name] = counter
+                    self._reporting[id(counter)] = counter
         return counter
 
     def receiver_points(self, receiver: str, n: int) -> None:
@@ -155,33 +275,25 @@ class SelfTelemetry:
 
     def set_gauge(self, name: str, value: float, **attributes: str) -> None:
         """Sets the current value of gauge `name` for these attributes."""
-        series = self._gauges.get(name)
-        if series is None:
-            self._declare_gauge(name, "", "")
-            series = self._gauges[name]
-        series[tuple(sorted(attributes.items()))] = value
+        gauge = self._gauges.get(name) or self._declare_gauge(name, "", "")
+        gauge.set(tuple(sorted(attributes.items())), value)
 
     def remove_gauge(self, name: str, **attributes: str) -> None:
         """Forgets the series of gauge `name` with these attributes (its subject is gone)."""
-        self._gauges.get(name, {}).pop(tuple(sorted(attributes.items())), None)
+        gauge = self._gauges.get(name)
+        if gauge is not None:
+            gauge.remove(tuple(sorted(attributes.items())))
 
     def collection_duration(self, receiver: str, seconds: float) -> None:
         """How long one collection of `receiver` took."""
         self.set_gauge("otelgpu_collection_duration_seconds", seconds, receiver=receiver)
 
-    def _declare_gauge(self, name: str, description: str, unit: str) -> None:
+    def _declare_gauge(self, name: str, description: str, unit: str) -> _Gauge:
         with self._lock:
-            if name in self._gauges:
-                return
-            self._gauges[name] = {}
-            series = self._gauges[name]
-
-            def observe(_options: CallbackOptions) -> Iterable[Observation]:
-                return [Observation(v, dict(k)) for k, v in list(series.items())]
-
-            self._meter.create_observable_gauge(
-                name, callbacks=[observe], description=description, unit=unit
-            )
+            gauge = self._gauges.get(name)
+            if gauge is None:
+                gauge = self._gauges[name] = _Gauge(name, description, unit)
+            return gauge
 
     # --- sources --------------------------------------------------------------------------
 
@@ -256,42 +368,23 @@ class SelfTelemetry:
     # --- reading --------------------------------------------------------------------------
 
     def collect(self) -> ResourceMetrics:
-        """Reads every instrument into the pipeline's model (one resource: the agent)."""
-        data = self._reader.get_metrics_data()
-        metrics: list[Metric] = []
-        resource: dict[str, str | int | float | bool] = {}
-        for rm in data.resource_metrics if data else ():
-            resource = {k: v for k, v in rm.resource.attributes.items() if isinstance(v, _ATTR)}
-            for sm in rm.scope_metrics:
-                metrics.extend(_to_metric(m) for m in sm.metrics)
-        return ResourceMetrics(resource=resource, metrics=tuple(metrics), scope="otelgpu.telemetry")
+        """Reads every instrument into the pipeline's model (one resource: the agent).
+
+        Metrics come in the order their instruments first had something to report, points
+        in the order their attribute sets first appeared; all carry one collection time.
+        """
+        with self._lock:
+            for gauge in self._gauges.values():
+                if id(gauge) not in self._reporting and gauge.has_value():
+                    self._reporting[id(gauge)] = gauge
+            instruments = list(self._reporting.values())
+        now = time.time_ns()
+        metrics = tuple(m for m in (i.read(now) for i in instruments) if m is not None)
+        resource: dict[str, str | int | float | bool] = (
+            {"service.name": "otelgpu", "service.version": __version__} if metrics else {}
+        )
+        return ResourceMetrics(resource=resource, metrics=metrics, scope="otelgpu.telemetry")
 
     def shutdown(self) -> None:
-        """Releases the SDK's resources; idempotent."""
-        self._provider.shutdown()
-
-
-_ATTR = (str, int, float, bool)
-
-
-def _to_metric(sdk_metric: object) -> Metric:
-    data = sdk_metric.data  # type: ignore[attr-defined]
-    points = tuple(
-        NumberDataPoint(
-            attributes={k: v for k, v in (p.attributes or {}).items() if isinstance(v, _ATTR)},
-            time_unix_nano=p.time_unix_nano,
-            start_time_unix_nano=p.start_time_unix_nano or 0,
-            value=p.value,
-        )
-        for p in data.data_points
-    )
-    is_sum = isinstance(data, SdkSum)
-    assert is_sum or isinstance(data, SdkGauge), f"unexpected SDK data type {type(data)}"
-    return Metric(
-        name=sdk_metric.name,  # type: ignore[attr-defined]
-        unit=sdk_metric.unit or "",  # type: ignore[attr-defined]
-        description=sdk_metric.description or "",  # type: ignore[attr-defined]
-        kind=MetricKind.SUM if is_sum else MetricKind.GAUGE,
-        monotonic=bool(is_sum and data.is_monotonic),
-        points=points,
-    )
+        """Nothing to release (no threads, no exporters of its own); kept for the service's
+        lifecycle and idempotent. A collection after it still reads every instrument."""
