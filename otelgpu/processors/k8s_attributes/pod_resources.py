@@ -195,7 +195,7 @@ def parse_list(raw: bytes, cache: PodCache | None = None) -> tuple[PodAllocation
     changes from call to call). Run off the event loop: it is the costly part. With a cache,
     only pods not in the last answer are parsed. Raises `WireError` or protobuf's
     `DecodeError` on malformed bytes."""
-    return (cache or PodCache()).update(raw)
+    return (PodCache() if cache is None else cache).update(raw)
 
 
 class PodCache:
@@ -211,6 +211,10 @@ class PodCache:
         self._by_entry: dict[bytes, PodAllocation] = {}
         self._repeats: list[bytes] | None = None  # sorted entries, kept only with repeats
         self.pods: tuple[PodAllocation, ...] = ()  # the latest answer's, sorted by entry
+
+    def __len__(self) -> int:
+        """How many distinct pod entries are kept (those of the latest answer)."""
+        return len(self._by_entry)
 
     def same_bytes(self, raw: bytes) -> bool:
         """Whether `raw` is byte for byte the last answer (cheap: no split, no thread)."""
