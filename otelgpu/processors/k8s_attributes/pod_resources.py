@@ -4,6 +4,10 @@ The adapter keeps one long-lived gRPC channel to the unix socket. A kubelet rest
 removes the socket and creates a new one (a new inode): the adapter notices the change, or
 an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned into plain
 frozen dataclasses here, so nothing else in the processor sees protobuf.
+
+A kubelet lists its pods in a new order on most calls. `List` answers are split into their
+pods' bytes (wire.py) and each pod is parsed once, then reused while its bytes come back:
+the same pods in any order give the very same tuple, in the order of their bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any, Protocol
 import grpc
 import grpc.aio
 
-from otelgpu.processors.k8s_attributes.wire import split_pods
+from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,8 +197,7 @@ MAX_NAME_LENGTH = 253  # Kubernetes names are at most 253 characters; a longer o
 def parse_list(raw: bytes, cache: PodCache | None = None) -> tuple[PodAllocation, ...]:
     """A `List` answer's bytes as pods, in the order of their bytes (not the kubelet's, which
     changes from call to call). Run off the event loop: it is the costly part. With a cache,
-    only pods not in the last answer are parsed. Raises `WireError` or protobuf's
-    `DecodeError` on malformed bytes."""
+    only pods not in the last answer are parsed. Raises `WireError` on malformed bytes."""
     return (PodCache() if cache is None else cache).update(raw)
 
 
@@ -226,11 +229,11 @@ class PodCache:
         entries = split_pods(raw)
         if not self._same_pods(entries):
             entries.sort()  # bytes order: the same pods give the same order
-            known, message = self._by_entry, _messages().PodResources
+            known = self._by_entry
             by_entry: dict[bytes, PodAllocation] = {}
             for entry in entries:
                 found = known.get(entry) or by_entry.get(entry)
-                by_entry[entry] = found or _pod(message.FromString(entry))
+                by_entry[entry] = found or _parse_pod(entry)
             self.pods = tuple(by_entry[e] for e in entries)
             self._by_entry = by_entry
             self._repeats = entries if len(by_entry) < len(entries) else None
@@ -246,6 +249,16 @@ class PodCache:
             return sorted(entries) == self._repeats
         unique = set(entries)
         return len(unique) == len(entries) and unique == self._by_entry.keys()
+
+
+def _parse_pod(entry: bytes) -> PodAllocation:
+    try:
+        message = _messages().PodResources.FromString(entry)
+    except Exception as exc:  # protobuf's DecodeError (google.protobuf ships no stubs here)
+        raise WireError(
+            f"a {len(entry)}-byte pod_resources entry is not a PodResources message: {exc}"
+        ) from None
+    return _pod(message)
 
 
 # The generated stubs are untyped: loaded by name so the type checker treats them as Any

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from google.protobuf.message import DecodeError
 
 from otelgpu.processors.k8s_attributes import pod_resources as module
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
@@ -96,16 +95,17 @@ def test_a_repeated_entry_counts_as_a_multiset():
 
 
 @pytest.mark.parametrize(
-    ("raw", "error"),
+    ("raw", "reason"),
     [
-        (answer(TRAIN) + b"\x0a\x05ab", WireError),  # an entry cut short
-        (b"\x0a\x02\x0a\x80", DecodeError),  # a pod whose own bytes are malformed
+        (answer(TRAIN) + b"\x0a\x05ab", "field 1 at byte "),  # an entry cut short
+        # a pod whose own bytes are malformed
+        (b"\x0a\x02\x0a\x80", "a 2-byte pod_resources entry is not a PodResources message"),
     ],
 )
-def test_a_malformed_answer_raises_and_leaves_the_cache_as_it_was(parsed, raw, error):
+def test_a_malformed_answer_raises_and_leaves_the_cache_as_it_was(parsed, raw, reason):
     cache = PodCache()
     first = cache.update(answer(TRAIN, IDLE))
-    with pytest.raises(error):
+    with pytest.raises(WireError, match=reason):
         cache.update(raw)
     assert cache.pods is first and len(cache) == 2
     assert cache.update(answer(IDLE, TRAIN)) is first
