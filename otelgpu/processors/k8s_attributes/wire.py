@@ -115,10 +115,11 @@ def _skip_group(raw: bytes, pos: int, field: int, depth: int) -> int:
     if depth > _MAX_GROUP_DEPTH:
         raise WireError(f"byte {pos}: groups nested deeper than {_MAX_GROUP_DEPTH}")
     while pos < len(raw):
+        at = pos
         inner, wire_type, pos = _tag(raw, pos, in_group=True)
         if wire_type == _END_GROUP:
             if inner != field:
-                raise WireError(f"byte {pos}: group {field} closed as group {inner}")
+                raise WireError(f"byte {at}: group {field} closed as group {inner}")
             return pos
         pos = _skip(raw, pos, inner, wire_type, depth)
     raise WireError(f"group {field} is never closed")

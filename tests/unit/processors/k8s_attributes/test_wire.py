@@ -137,7 +137,7 @@ def test_any_bytes_split_and_parse_as_protobuf_parses_them(raw: bytes):
         (b"\x0e", "byte 0: field 1 has wire type 6, which does not exist"),
         (b"\x0c", "byte 1: field 1 ends a group that was never started"),
         (b"\x0b\x10\x01", "group 1 is never closed"),
-        (b"\x0b\x14", "byte 2: group 1 closed as group 2"),
+        (b"\x0b\x14", "byte 1: group 1 closed as group 2"),
         (b"\x11\x01\x02", "byte 1: field 2 is cut short"),
         (b"\x1a\x09ab", "field 3 at byte 2: length 9 runs past the end of the 4-byte answer"),
         (b"\x0b" * 101, "byte 101: groups nested deeper than 100"),
