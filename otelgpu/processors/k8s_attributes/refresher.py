@@ -8,9 +8,10 @@ refreshes wait while it backs off, so a rate-limited kubelet (RESOURCE_EXHAUSTED
 pressed harder. Every tick (≤ 1 s) publishes the snapshot's age.
 
 An answer equal to the last one handed on (the same pods, in any order, and the same
-allocatable devices) is not handed on again: the snapshot it would build is the one in use, and on a node with a
-thousand pods the build costs more than everything else the processor does in a cycle. The
-answer still counts as a success (the source is up, the snapshot's age restarts).
+allocatable devices) is not handed on again: the snapshot it would build is the one in use,
+and on a node with a thousand pods the build costs more than everything else the processor
+does in a cycle. The answer still counts as a success (the source is up, the snapshot's age
+restarts).
 """
 
 from __future__ import annotations
