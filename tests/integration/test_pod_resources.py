@@ -285,9 +285,9 @@ async def test_a_large_answer_is_parsed_and_indexed_off_the_event_loop(
     threads: dict[str, str] = {}
     parse, build = module.parse_list, processor_module.build_snapshot
 
-    def recording_parse(raw: bytes):
+    def recording_parse(raw: bytes, *cache):
         threads["parse"] = threading.current_thread().name
-        return parse(raw)
+        return parse(raw, *cache)
 
     def recording_build(*args, **kwargs):
         threads["build"] = threading.current_thread().name

@@ -4,6 +4,10 @@ The adapter keeps one long-lived gRPC channel to the unix socket. A kubelet rest
 removes the socket and creates a new one (a new inode): the adapter notices the change, or
 an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned into plain
 frozen dataclasses here, so nothing else in the processor sees protobuf.
+
+A kubelet lists its pods in a new order on most calls. `List` answers are split into their
+pods' bytes (wire.py) and each pod is parsed once, then reused while its bytes come back:
+the same pods in any order give the very same tuple, in the order of their bytes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, Protocol
 
 import grpc
 import grpc.aio
+
+from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +111,17 @@ class GrpcPodResourcesClient:
         self._stub: Any = None
         self._socket_id: tuple[int, int] | None = None
         self._allocatable_served = True
-        self._last_list: tuple[bytes, tuple[PodAllocation, ...]] = (b"", ())
+        self._pods = PodCache()
 
     async def list(self) -> tuple[PodAllocation, ...]:
-        # The answer arrives as bytes and is parsed and converted in a worker thread: at
-        # tens of thousands of pods that is hundreds of milliseconds the event loop (and so
-        # every scrape) must not wait for. The same bytes as last time are not parsed again:
-        # the same tuple is returned, which the refresher recognises at once.
+        # The answer arrives as bytes and is split, parsed and converted in a worker thread:
+        # at tens of thousands of pods that is hundreds of milliseconds the event loop (and
+        # so every scrape) must not wait for. The same pods as last time, in any order, give
+        # back the same tuple, which the refresher recognises at once.
         raw = await self._call("List", _messages().ListPodResourcesRequest(), raw=True)
-        if raw == self._last_list[0]:
-            return self._last_list[1]
-        pods = await asyncio.to_thread(parse_list, raw)
-        self._last_list = (raw, pods)
-        return pods
+        if self._pods.same_bytes(raw):
+            return self._pods.pods
+        return await asyncio.to_thread(parse_list, raw, self._pods)
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if not self._allocatable_served:
@@ -190,10 +194,71 @@ _SERVICE = "v1.PodResourcesLister"
 MAX_NAME_LENGTH = 253  # Kubernetes names are at most 253 characters; a longer one is cut
 
 
-def parse_list(raw: bytes) -> tuple[PodAllocation, ...]:
-    """A `List` answer's bytes as pods (run off the event loop: it is the costly part)."""
-    answer = _messages().ListPodResourcesResponse.FromString(raw)
-    return tuple(_pod(p) for p in answer.pod_resources)
+def parse_list(raw: bytes, cache: PodCache | None = None) -> tuple[PodAllocation, ...]:
+    """A `List` answer's bytes as pods, in the order of their bytes (not the kubelet's, which
+    changes from call to call). Run off the event loop: it is the costly part. With a cache,
+    only pods not in the last answer are parsed. Raises `WireError` on malformed bytes."""
+    return (PodCache() if cache is None else cache).update(raw)
+
+
+class PodCache:
+    """The pods of the last `List` answer, parsed, by the bytes of each pod's entry.
+
+    Only the pods of the latest answer are kept, so it holds one answer's worth at most. A
+    pod whose entry changed in any byte is parsed afresh. Not for concurrent use: the client
+    asks one `List` at a time.
+    """
+
+    def __init__(self) -> None:
+        self._raw = b""
+        self._by_entry: dict[bytes, PodAllocation] = {}
+        self._repeats: list[bytes] | None = None  # sorted entries, kept only with repeats
+        self.pods: tuple[PodAllocation, ...] = ()  # the latest answer's, sorted by entry
+
+    def __len__(self) -> int:
+        """How many distinct pod entries are kept (those of the latest answer)."""
+        return len(self._by_entry)
+
+    def same_bytes(self, raw: bytes) -> bool:
+        """Whether `raw` is byte for byte the last answer (cheap: no split, no thread)."""
+        return raw == self._raw
+
+    def update(self, raw: bytes) -> tuple[PodAllocation, ...]:
+        """The pods of `raw`; the very tuple of last time when the same pods came back in
+        any order (as a multiset: a repeated entry counts). Unchanged on error."""
+        entries = split_pods(raw)
+        if not self._same_pods(entries):
+            entries.sort()  # bytes order: the same pods give the same order
+            known = self._by_entry
+            by_entry: dict[bytes, PodAllocation] = {}
+            for entry in entries:
+                found = known.get(entry) or by_entry.get(entry)
+                by_entry[entry] = found or _parse_pod(entry)
+            self.pods = tuple(by_entry[e] for e in entries)
+            self._by_entry = by_entry
+            self._repeats = entries if len(by_entry) < len(entries) else None
+        self._raw = raw
+        return self.pods
+
+    def _same_pods(self, entries: list[bytes]) -> bool:
+        # A set comparison (hashing, no sort) when no entry repeats, which is every real
+        # answer: equal sizes, equal sets and no repeats make equal multisets.
+        if len(entries) != len(self.pods):
+            return False
+        if self._repeats is not None:
+            return sorted(entries) == self._repeats
+        unique = set(entries)
+        return len(unique) == len(entries) and unique == self._by_entry.keys()
+
+
+def _parse_pod(entry: bytes) -> PodAllocation:
+    try:
+        message = _messages().PodResources.FromString(entry)
+    except Exception as exc:  # protobuf's DecodeError (google.protobuf ships no stubs here)
+        raise WireError(
+            f"a {len(entry)}-byte pod_resources entry is not a PodResources message: {exc}"
+        ) from None
+    return _pod(message)
 
 
 # The generated stubs are untyped: loaded by name so the type checker treats them as Any

@@ -7,10 +7,11 @@ change of state), and backs off exponentially with jitter before asking again; o
 refreshes wait while it backs off, so a rate-limited kubelet (RESOURCE_EXHAUSTED) is not
 pressed harder. Every tick (≤ 1 s) publishes the snapshot's age.
 
-An answer equal to the last one handed on (the same pods and allocatable devices) is not
-handed on again: the snapshot it would build is the one in use, and on a node with a
-thousand pods the build costs more than everything else the processor does in a cycle. The
-answer still counts as a success (the source is up, the snapshot's age restarts).
+An answer equal to the last one handed on (the same pods, in any order, and the same
+allocatable devices) is not handed on again: the snapshot it would build is the one in use,
+and on a node with a thousand pods the build costs more than everything else the processor
+does in a cycle. The answer still counts as a success (the source is up, the snapshot's age
+restarts).
 """
 
 from __future__ import annotations
@@ -113,8 +114,8 @@ class SnapshotRefresher:
                 allocatable = await self._client.allocatable()
             # Tuples of frozen values: equal answers build equal snapshots. The comparison
             # is cheap when unchanged (the client hands back the same tuple for the same
-            # bytes, and `==` on a tuple checks identity first) and stops at the first
-            # difference otherwise.
+            # pods, whatever order the kubelet listed them in, and `==` on a tuple checks
+            # identity first) and stops at the first difference otherwise.
             answer = (pods, allocatable)
             if answer != self._last_answer:
                 await self._on_answer(pods, allocatable)

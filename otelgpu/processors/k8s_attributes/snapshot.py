@@ -12,6 +12,9 @@ one allocation label set per holder, with that holder's share (1/N) and replica 
 
 DRA claim devices (`dynamic_resources`) are holders by the same rules as device-plugin
 devices; each holder remembers which path gave it the device (`device_plugin` or `dra`).
+
+The snapshot does not depend on the order of the pods (a kubelet lists them in a new order on
+most calls): holders, replica IDs and every mapping are sorted.
 """
 
 from __future__ import annotations
@@ -130,9 +133,10 @@ def build_snapshot(
     forms: dict[str, int] = {}
     unmapped: dict[str, int] = {}
     n_pods = 0
+    dra = _Dra(node_name, unmapped)
     for pod in pods:
         n_pods += 1
-        found = _pod_devices(pod, wanted, id_type, forms, _Dra(node_name, unmapped))
+        found = _pod_devices(pod, wanted, id_type, forms, dra)
         for key, holder, replica, source in found:
             replicas = holders.setdefault(key, {}).setdefault(holder, set())
             if replica:
@@ -141,10 +145,13 @@ def build_snapshot(
             if sources.get((key, holder)) != DRA:
                 sources[(key, holder)] = source
     known = None if allocatable is None else frozenset(_keys(allocatable, wanted, id_type))
-    by_key = {key: tuple(sorted(hs)) for key, hs in holders.items()}
+    # Sorted keys and counts: the same pods in any order give an identical snapshot, down to
+    # the order its mappings iterate in (holders are sorted within each device too).
+    by_key = {key: tuple(sorted(holders[key])) for key in sorted(holders)}
     allocations = {key: allocation(holders[key], node_name, sources, key) for key in by_key}
     dra_keys = frozenset(k for (k, _), source in sources.items() if source == DRA)
-    return Snapshot(by_key, allocations, known, forms, n_pods, dra_keys, unmapped)
+    counts = dict(sorted(forms.items())), dict(sorted(unmapped.items()))
+    return Snapshot(by_key, allocations, known, counts[0], n_pods, dra_keys, counts[1])
 
 
 def allocation(
@@ -208,6 +215,8 @@ def _pod_devices(
 ) -> list[tuple[Key, Holder, str, str]]:
     owner: dict[str, tuple[Key, Holder, str, str]] = {}
     for container in pod.containers:
+        if not (container.claims or container.devices):
+            continue  # most containers of a busy node hold nothing: cheap to pass over
         holder = Holder(pod.namespace, pod.name, container.name)
         for claim in container.claims:
             key = dra.key(claim, forms)
