@@ -1,5 +1,9 @@
 """Splits a `ListPodResourcesResponse` into its pods' bytes without parsing them.
 
+protobuf's own parser does the splitting (the answer read as `repeated bytes pod_resources = 1`,
+a few tens of microseconds for a thousand pods); when it refuses the bytes, the reader below
+walks them again to say what was wrong and at which byte.
+
 A kubelet builds the `List` answer from a Go map, so the same pods come back in a new order
 on most calls. Splitting the answer into its `pod_resources` entries (field 1) lets the client
 see that the set of pods is the same, and parse only the pods that changed. Only the outer
@@ -10,6 +14,10 @@ message is read here: tags and lengths (varints), nothing inside a pod. Other to
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 POD_RESOURCES = 1  # ListPodResourcesResponse.pod_resources
 _POD_TAG = POD_RESOURCES << 3 | 2
@@ -23,8 +31,43 @@ class WireError(ValueError):
     """The bytes are not a well-formed protobuf message; says what was wrong and at which byte."""
 
 
+def _entries_type() -> Any:
+    """A message class of one field, `repeated bytes pod_resources = 1`: protobuf then hands
+    each pod's bytes over unparsed."""
+    proto = descriptor_pb2.FileDescriptorProto(
+        name="otelgpu/pod_entries.proto", package="otelgpu.internal", syntax="proto3"
+    )
+    entries = proto.message_type.add(name="PodEntries")
+    entries.field.add(
+        name="pod_resources",
+        number=POD_RESOURCES,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    return message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("otelgpu.internal.PodEntries")
+    )
+
+
+_ENTRIES = _entries_type()
+
+
 def split_pods(raw: bytes) -> list[bytes]:
-    """The bytes of each `pod_resources` entry of a `List` answer, in the answer's order."""
+    """The bytes of each `pod_resources` entry of a `List` answer, in the answer's order.
+    WireError (what and where) when the bytes are not a protobuf message."""
+    entries = _ENTRIES()
+    try:
+        entries.ParseFromString(raw)
+    except DecodeError:
+        read_pods(raw)  # raises the WireError that says where
+        raise WireError(f"the {len(raw)}-byte answer is not a protobuf message") from None
+    return list(entries.pod_resources)
+
+
+def read_pods(raw: bytes) -> list[bytes]:
+    """`split_pods` by hand: tags and lengths only; names the fault and its byte."""
     pods: list[bytes] = []
     append = pods.append
     pos, start, end = 0, 0, len(raw)

@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
-from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
+from otelgpu.processors.k8s_attributes.wire import WireError, read_pods, split_pods
 from tests.peers.kubelet import claim, claim_device, container, pod
 
 names = st.text(max_size=20)
@@ -76,6 +76,7 @@ def test_each_pod_entry_is_what_protobuf_serializes(
     )
     entries = split_pods(raw)
     assert entries == [p.SerializeToString() for p, _ in parts]
+    assert read_pods(raw) == entries  # the hand reader that explains refusals agrees
     whole = pb.ListPodResourcesResponse.FromString(raw).pod_resources
     assert [pb.PodResources.FromString(e) for e in entries] == list(whole)
 
@@ -148,3 +149,19 @@ def test_malformed_answers_are_refused_saying_where(raw: bytes, reason: str):
         split_pods(raw)
     with pytest.raises(DecodeError):  # and protobuf agrees they are malformed
         pb.ListPodResourcesResponse.FromString(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(wire_bytes)
+def test_the_hand_reader_refuses_what_protobuf_refuses(raw: bytes):
+    """split_pods asks protobuf; read_pods only explains a refusal, so they must agree on what
+    is well formed (and on the entries when it is)."""
+    try:
+        ours: list[bytes] | None = read_pods(raw)
+    except WireError:
+        ours = None
+    try:
+        theirs: list[bytes] | None = split_pods(raw)
+    except WireError:
+        theirs = None
+    assert ours == theirs
