@@ -41,6 +41,7 @@ import json
 import os
 import re
 import signal
+import site
 import socket
 import statistics
 import subprocess
@@ -163,7 +164,7 @@ def import_breakdown(modules: list[str], env: dict[str, str]) -> list[tuple[str,
     for module in modules:
         by_group[group_of(module)].append(module)
     out = subprocess.run(
-        [sys.executable, "-c", _MEASURE],
+        [*PYTHON, "-c", _MEASURE],
         cwd=ROOT,
         input=json.dumps(list(by_group.items())),
         capture_output=True,
@@ -345,7 +346,7 @@ async def run_agent(
                 # -X importtime: the log then lists every module the agent imported, for the
                 # "interpreter + the agent's imports" baseline.
                 [
-                    sys.executable,
+                    *PYTHON,
                     "-X",
                     "importtime",
                     "-m",
@@ -429,10 +430,20 @@ def report(result: Result) -> str:
     )
 
 
+# How the agent's interpreter starts. By default without `site` (-S), its packages found through
+# PYTHONPATH instead: `site` runs every .pth file of the machine's site-packages, and a build
+# machine's own hooks (this one's sandbox CA injector imports certifi, importlib.resources,
+# tempfile and more: ~5 MiB) are not in the image. `--site-hooks` keeps them.
+PYTHON = [sys.executable, "-S"]
+
+
 def agent_env(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
     """(the agent's whole environment, the image settings in it)."""
     chosen = {} if args.no_image_env else image_env()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "PYDANTIC_"))}
+    if not args.site_hooks:
+        paths = [str(ROOT), *site.getsitepackages()]
+        env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env | chosen, chosen
 
 
@@ -456,6 +467,9 @@ async def main(args: argparse.Namespace) -> None:
     env, chosen = agent_env(args)
     settings = " ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
     print(f"agent environment from the Dockerfile: {settings}")
+    print(
+        f"agent interpreter: {' '.join(PYTHON)}" + ("" if args.site_hooks else " (no site hooks)")
+    )
     bare = import_rss(["otelgpu.cli"], env)
     if args.smoke:
         variants = {"small": Node(gpus=2, mig_gpus=1, mig_per_gpu=2, procs=1, pods=10)}
@@ -516,9 +530,16 @@ def _args() -> argparse.Namespace:
         action="store_true",
         help="run without the Dockerfile's MALLOC_*/PYDANTIC_*",
     )
+    parser.add_argument(
+        "--site-hooks",
+        action="store_true",
+        help="start the agent with `site` (this machine's .pth hooks too; the image has none)",
+    )
     parser.add_argument("--small-only", action="store_true", help="skip the 10k variant")
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
     args = parser.parse_args()
+    if args.site_hooks:
+        PYTHON[:] = [sys.executable]
     if args.smoke:
         args.warmup, args.seconds = 1, 2
     return args
