@@ -22,7 +22,7 @@ keeps one renderer (and its label hygiene) for both formats. What changes:
 from __future__ import annotations
 
 import gzip
-import math
+import re
 import threading
 from dataclasses import dataclass, field
 
@@ -39,13 +39,15 @@ class _Family:
     name: str
     type: str = "untyped"
     help: str | None = None
-    samples: list[str] = field(default_factory=list)
+    samples: list[str] = field(default_factory=list)  # blocks of whole lines, each `...\n`
 
 
 def to_openmetrics(classic: bytes | str) -> str:
     """The OpenMetrics 1.0 text of a classic exposition (as `render_text` writes it)."""
     text = classic.decode("utf-8") if isinstance(classic, bytes) else classic
-    families = _families(text)
+    families = _blocks(text)
+    if families is None:  # not the renderer's regular shape: line by line
+        families = _lines(text)
     names = {f.name for f in families}
     out: list[str] = []
     for family in families:
@@ -54,35 +56,83 @@ def to_openmetrics(classic: bytes | str) -> str:
         if family.help:
             help_ = family.help.replace('"', _QUOTE)
             out.append(f"# HELP {name} {help_}\n")
-        out.extend(_sample(line) for line in family.samples)
+        out.extend(family.samples)
     out.append("# EOF\n")
     return "".join(out)
 
 
-def _families(text: str) -> list[_Family]:
-    """The classic text split in families (metadata and the samples that follow it)."""
+# A sample line with a timestamp (a match inside a label value is a false alarm, which only
+# costs the slow path), and a counter sample whose value OpenMetrics refuses. Both start with
+# a literal, so `re` scans for it in C: 10k series take a few milliseconds.
+_STAMPED = re.compile(r"\} \S+ \S+\n")
+_STAMPED_BARE = re.compile(r"\n[^{ \n]+ \S+ \S+\n")
+_NOT_COUNTABLE = re.compile(r" (?:-[^ \n]*|NaN)\n")
+
+
+def _blocks(text: str) -> list[_Family] | None:
+    """Families whose samples are taken as whole blocks between metadata lines (the fast path
+    for what `render_text` writes), or None when a block is not samples of its family alone,
+    without timestamps or blank lines."""
+    if text and not text.endswith("\n"):
+        return None
+    families: list[_Family] = []
+    current: _Family | None = None
+    pos, size = 0, len(text)
+    while pos < size:
+        if text.startswith("#", pos):
+            line_end = text.index("\n", pos)
+            current = _metadata_line(text[pos:line_end], current, families)
+            pos = line_end + 1
+            continue
+        end = text.find("\n#", pos) + 1 or size  # the samples up to the next `#` line
+        block = text[pos:end]
+        if current is None or not _regular(block, current):
+            return None
+        current.samples.append(block)
+        pos = end
+    return families
+
+
+def _metadata_line(line: str, current: _Family | None, families: list[_Family]) -> _Family | None:
+    """Applies one `#` line; returns the family the next samples belong to."""
+    parts = line.split(" ", 3)
+    if len(parts) < 3 or parts[0] != "#" or parts[1] not in ("HELP", "TYPE"):
+        return current  # other comments are not allowed in OpenMetrics
+    if current is None or current.name != parts[2] or current.samples:
+        current = _Family(parts[2])
+        families.append(current)
+    if parts[1] == "TYPE":
+        current.type = parts[3] if len(parts) > 3 else "untyped"
+    else:
+        current.help = parts[3] if len(parts) > 3 else ""
+    return current
+
+
+def _regular(block: str, family: _Family) -> bool:
+    if family.type not in ("gauge", "counter", "untyped") or "\n\n" in block:
+        return False
+    lines = "\n" + block
+    if _STAMPED.search(block) or _STAMPED_BARE.search(lines):
+        return False
+    own = lines.count(f"\n{family.name}{{") + lines.count(f"\n{family.name} ")
+    return own == block.count("\n")
+
+
+def _lines(text: str) -> list[_Family]:
+    """The classic text split in families line by line (any valid classic text)."""
     families: list[_Family] = []
     current: _Family | None = None
     for line in text.split("\n"):
         if not line:
             continue
         if line.startswith("#"):
-            parts = line.split(" ", 3)
-            if len(parts) < 3 or parts[1] not in ("HELP", "TYPE"):
-                continue  # other comments are not allowed in OpenMetrics
-            if current is None or current.name != parts[2] or current.samples:
-                current = _Family(parts[2])
-                families.append(current)
-            if parts[1] == "TYPE":
-                current.type = parts[3] if len(parts) > 3 else "untyped"
-            else:
-                current.help = parts[3] if len(parts) > 3 else ""
+            current = _metadata_line(line, current, families)
             continue
         name = _sample_name(line)
         if current is None or not _belongs(name, current):
             current = _Family(name)
             families.append(current)
-        current.samples.append(line + "\n")
+        current.samples.append(_sample(line))
     return families
 
 
@@ -111,7 +161,7 @@ def _metadata(family: _Family, names: set[str]) -> tuple[str, str]:
             and base
             and base not in names
             and base + "_created" not in names
-            and all(_countable(line) for line in family.samples)
+            and not any(_NOT_COUNTABLE.search(block) for block in family.samples)
         ):
             return base, "counter"
         return family.name, "unknown"
@@ -130,19 +180,12 @@ def _split(line: str) -> tuple[str, list[str]]:
     return line[:space], line[space:].split()
 
 
-def _countable(line: str) -> bool:
-    try:
-        value = float(_split(line.rstrip("\n"))[1][0])
-    except (ValueError, IndexError):
-        return False
-    return not math.isnan(value) and value >= 0
-
-
 def _sample(line: str) -> str:
-    """The sample line in OpenMetrics: the same, but a timestamp in seconds."""
-    head, tail = _split(line.rstrip("\n"))
+    """The sample line (without its newline) in OpenMetrics: the same, but a timestamp in
+    seconds."""
+    head, tail = _split(line)
     if len(tail) < 2:
-        return line
+        return line + "\n"
     try:
         seconds = int(tail[1]) / 1000
     except ValueError:

@@ -14,6 +14,7 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families as parse_classic
 
 from otelgpu.component import Kind
+from otelgpu.exporters.prometheus import openmetrics
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.openmetrics import Exposition, encode, to_openmetrics
@@ -61,9 +62,17 @@ def body_of(naming: str, *batches: Batch, with_self_telemetry: bool = True) -> b
     return asyncio.run(render())
 
 
-def check(classic: bytes) -> dict[str, str]:
-    """Parses both formats, compares their samples; the OpenMetrics family types by name."""
+def check(classic: bytes, fast: bool = True) -> dict[str, str]:
+    """Parses both formats, compares their samples; the OpenMetrics family types by name.
+    `fast`: the body is in the renderer's shape, which takes the block-wise path; the
+    line-by-line path must give the same text."""
     om = to_openmetrics(classic)
+    text = classic.decode()
+    assert (openmetrics._blocks(text) is not None) == fast
+    assert [(f.name, f.type, f.help, "".join(f.samples)) for f in openmetrics._lines(text)] == [
+        (f.name, f.type, f.help, "".join(f.samples))
+        for f in openmetrics._blocks(text) or openmetrics._lines(text)
+    ]
     assert om.endswith("# EOF\n")
     families = list(parse_om(om))
     # untyped: prometheus_client's classic parser would append `_total` to counter samples
@@ -121,7 +130,7 @@ def test_counters_that_cannot_be_openmetrics_counters_become_unknown() -> None:
         "# TYPE n_total counter\nn_total NaN\n"  # OpenMetrics counters cannot be NaN
         "# TYPE m_total counter\nm_total -1\n"  # nor negative
     )
-    assert check(classic.encode()) == {
+    assert check(classic.encode(), fast=True) == {
         "c_total": "unknown",
         "c": "gauge",
         "n_total": "unknown",
