@@ -137,3 +137,21 @@ def test_promtool_finds_the_classic_body_clean(agent: int) -> None:
     assert b"otelgpu_prometheus_series" in body
     lint = subprocess.run(["promtool", "check", "metrics"], input=body, capture_output=True)
     assert (lint.returncode, lint.stdout + lint.stderr) == (0, b"")
+
+
+@pytest.mark.parametrize("agent", ["otel"], indirect=True)
+async def test_prometheus2_also_gets_openmetrics_with_the_same_names(
+    agent: int, tmp_path: Path
+) -> None:
+    server = PrometheusServer(tmp_path / "prom2", Scrape(target=f"127.0.0.1:{agent}"))
+    try:
+        await server.start()  # the system's Prometheus (Debian bookworm: 2.42)
+        await scraped_fine(server)
+        energy = await server.wait_for("hw_energy_joules_total", lambda r: len(r) == 2)
+        assert names(energy) == {"hw_energy_joules_total"}
+        await server.wait_for(
+            'otelgpu_prometheus_scrapes_total{code="200",format="openmetrics"}',
+            lambda r: len(r) == 1,
+        )
+    finally:
+        await server.stop()
