@@ -39,6 +39,7 @@ _GAUGES = {
     "otelgpu_config_last_reload_success_timestamp_seconds": (
         "Unix time the running configuration was loaded (at start or by a reload)"
     ),
+    "otelgpu_prometheus_series": "Series the prometheus exporter holds (and serves)",
     "otelgpu_gpu_processes_outside_allocation": (
         "GPU processes running outside every allocation of their GPU (in a container the "
         "kubelet did not give the GPU to, or on the host)"

@@ -61,8 +61,9 @@ class Scrape:
 class PrometheusServer:
     """`await start()`, `await query(expr)`, `await wait_for(expr, predicate)`, `stop()`."""
 
-    def __init__(self, root: Path, *scrapes: Scrape) -> None:
+    def __init__(self, root: Path, *scrapes: Scrape, binary: str | None = None) -> None:
         self.root = root
+        self.binary = binary  # None: the system's (Debian bookworm: 2.42)
         self.scrapes = scrapes
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -81,7 +82,7 @@ class PrometheusServer:
 
     async def start(self, timeout: float = 30.0) -> None:
         """Starts the server and waits until its API answers ready."""
-        binary = prometheus_binary()
+        binary = self.binary or prometheus_binary()
         self.root.mkdir(parents=True, exist_ok=True)
         config = self.root / "prometheus.yml"
         config.write_text(json.dumps(self._config()))  # JSON is YAML

@@ -10,6 +10,13 @@ Scrapes are served from the server's own thread and only ever read the last publ
 delay them. Only one body is kept: the text is dropped as soon as it is encoded, and the old
 body as soon as the new one is published (a scrape still sending it keeps it until done).
 
+OpenMetrics (`openmetrics.py`): while some scraper asked for it within `OPENMETRICS_WANTED`
+seconds, each new body is also converted to OpenMetrics (and gzipped) here, off the scrape
+path, and published with the classic one as one `Exposition`. An agent nobody scrapes with
+OpenMetrics holds the classic body only; the first OpenMetrics scrape after a quiet period
+converts the current body once (on the server's thread) and the next scrapes of that body
+version reuse it.
+
 On a reload (Settings.listeners set) the old instance parks its running server instead of
 closing it, and the new one, when endpoint and TLS are unchanged, takes it over together with
 the last body, which it keeps serving until its own store holds series (at most
@@ -31,15 +38,21 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
+from otelgpu.exporters.prometheus.openmetrics import Exposition
+from otelgpu.exporters.prometheus.openmetrics import encode as openmetrics_body
 from otelgpu.exporters.prometheus.render import EMPTY, Body, render_text
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.server import MetricsServer
+from otelgpu.exporters.prometheus.server import OPENMETRICS, MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Batch
 from otelgpu.tasks import cancel_and_wait
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
 _GZIP_LEVEL = 1  # as render.encode: ~155 kB for 10k series in ~5 ms; higher costs 3x the CPU
+# Seconds after the last OpenMetrics scrape during which new bodies are pre-converted: longer
+# than any sane scrape interval, short enough that a one-off `curl` does not double the memory
+# held for long.
+OPENMETRICS_WANTED = 600.0
 
 SCRAPES = "otelgpu_prometheus_scrapes_total"
 SERIES = "otelgpu_prometheus_series"
@@ -72,7 +85,8 @@ class PrometheusExporter:
             config.namespace,
         )
         self._store = SeriesStore()
-        self._body = EMPTY
+        self._exposition = Exposition(EMPTY)
+        self._openmetrics_asked: float | None = None  # clock() of the last OpenMetrics scrape
         self._stale = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._server: MetricsServer | None = None
@@ -98,8 +112,13 @@ class PrometheusExporter:
 
     @property
     def body(self) -> Body:
-        """The body scrapes get right now."""
-        return self._body
+        """The classic body scrapes get right now."""
+        return self._exposition.classic
+
+    @property
+    def exposition(self) -> Exposition:
+        """The body version scrapes get right now, in both formats."""
+        return self._exposition
 
     async def start(self, host: Host) -> None:
         self._host = host
@@ -136,10 +155,10 @@ class PrometheusExporter:
             kept = await listeners.take(address, port, self._setup, MetricsServer)
         if kept is not None:
             self._server, self._serving = kept, True  # first: if anything below fails, parked again
-            self._body = kept.current()
+            self._exposition = kept.current()
             self._inherited_until = self._clock() + self._config.metric_expiration
             self._authenticator = None
-            await kept.serve(lambda: self._body, self._count_scrape, authenticator)
+            await kept.serve(lambda: self._exposition, self._count_scrape, authenticator)
             await self.refresh()
             return True
         await self.refresh()  # before binding: the first scrape gets a body
@@ -147,7 +166,7 @@ class PrometheusExporter:
         self._server = MetricsServer(
             host=address,
             port=port,
-            current=lambda: self._body,
+            current=lambda: self._exposition,
             on_scrape=self._count_scrape,
             ssl_context=ssl_context,
             authenticator=authenticator,
@@ -217,21 +236,25 @@ class PrometheusExporter:
             return  # the body would be the same bytes
         self._changed = False  # a batch consumed while this renders sets it again
         try:
-            body = await self._render(own)
+            exposition = await self._render(own, self._openmetrics_wanted(now))
         except BaseException:
             self._changed = True  # not published: the next check renders again
             raise
         self._own_text = own_text
-        self._publish(body, now)
+        self._publish(exposition, now)
 
-    async def _render(self, own: list[Family]) -> Body:
+    def _openmetrics_wanted(self, now: float) -> bool:
+        asked = self._openmetrics_asked
+        return asked is not None and now - asked < OPENMETRICS_WANTED
+
+    async def _render(self, own: list[Family], openmetrics: bool) -> Exposition:
         text, count = render_text([*self._store.families.values(), *own])
         parts = [text]
         del text  # `_encode` drops the last reference as soon as it has the bytes
         if self._executor is None:
-            return _encode(parts, count)
+            return _encode(parts, count, openmetrics)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, _encode, parts, count)
+        return await loop.run_in_executor(self._executor, _encode, parts, count, openmetrics)
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:
@@ -240,14 +263,14 @@ class PrometheusExporter:
         # A pipeline that also routes self-telemetry here must not yield a family twice.
         return [f for f in own if f.name not in self._store.families]
 
-    def _publish(self, body: Body, now: float) -> None:
+    def _publish(self, exposition: Exposition, now: float) -> None:
         if self._inherited_until is not None:
             # After a reload: the previous instance's last body is better than one without
             # the series the new pipeline has not delivered yet.
             if self._store.series_count() == 0 and now < self._inherited_until:
                 return
             self._inherited_until = None
-        self._body = body
+        self._exposition = exposition
 
     async def _render_loop(self) -> None:
         while True:
@@ -267,17 +290,27 @@ class PrometheusExporter:
             await self._sleep(self.refresh_interval)
             self._stale.set()
 
-    def _count_scrape(self, status: int) -> None:
+    def _count_scrape(self, status: int, format_: str) -> None:
+        """Called from the server's thread (a float store is atomic; telemetry is locked)."""
+        if format_ == OPENMETRICS:
+            self._openmetrics_asked = self._clock()
         self._settings.telemetry.count(
-            SCRAPES, 1, "Requests to /metrics", exporter=self._id, code=str(status)
+            SCRAPES,
+            1,
+            "Requests to /metrics, by status code and format negotiated (text, openmetrics)",
+            exporter=self._id,
+            code=str(status),
+            format=format_,
         )
 
 
-def _encode(parts: list[str], series: int) -> Body:
+def _encode(parts: list[str], series: int, openmetrics: bool) -> Exposition:
     """Both encodings of the rendered text in `parts` (emptied: the text is freed as soon as
-    its bytes exist, so the body is never held as str and bytes through the gzip)."""
+    its bytes exist, so the body is never held as str and bytes through the gzip), and the
+    OpenMetrics body too when `openmetrics`."""
     plain = parts.pop().encode("utf-8")
-    return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
+    body = Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
+    return Exposition(body, openmetrics_body(body) if openmetrics else None)
 
 
 def _bind_setup(tls: TLSServerConfig | None) -> Hashable:

@@ -1,14 +1,21 @@
 """The HTTP side: the current pre-rendered body at `/metrics`, and `/health`.
 
 The server runs on its own thread and event loop (`otelgpu.http_listener`): a request reads
-one immutable `Body` reference the exporter published and writes its bytes; it never renders,
-never collects, never waits on NVML, the kubelet, a container runtime, or the pipeline's loop.
+one `Exposition` reference the exporter published and writes its bytes; it never renders
+(only an OpenMetrics scrape of a body no one converted yet converts it, once), never
+collects, never waits on NVML, the kubelet, a container runtime, or the pipeline's loop.
 Connections are capped and idle ones closed; a client whose password check would have to wait
 behind others is answered 429 / 503 at once (`auth.AuthBusy`).
 
 `/health` answers as dcgm-exporter's does (200, body `OK`), so probes written for it keep
 working: it says the exporter serves, nothing about sources (that is the health_check
 extension's `/readyz`). It needs no password, like dcgm-exporter's.
+
+Formats (`negotiate`): OpenMetrics 1.0 when the Accept header prefers
+`application/openmetrics-text` (what Prometheus 2.x and 3.x send by default), classic text
+otherwise (no Accept, `*/*`, `text/plain`). Our names are legacy-valid, so they read the same
+under the `allow-utf-8`, `underscores` and `values` escapings: the answer names the requested
+one (or `underscores` when none or `dots` was asked; `dots` would rename every `_`).
 
 What a request is answered with (`current`, `on_scrape`, the authenticator) can be swapped
 while the socket stays open (`serve`): that is how the next exporter instance takes a running
@@ -22,14 +29,19 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from otelgpu.exporters.prometheus import openmetrics
 from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
+from otelgpu.exporters.prometheus.openmetrics import Exposition
 from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
 from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener, Request, Response
 
 _TEXT = ("Content-Type", "text/plain; charset=utf-8")
 _UNAUTHORIZED = ("WWW-Authenticate", 'Basic realm="otelgpu", charset="UTF-8"')
-_METRICS_HEADERS = (("Content-Type", CONTENT_TYPE), ("Vary", "Accept-Encoding"))
-_GZIP_HEADERS = (*_METRICS_HEADERS, ("Content-Encoding", "gzip"))
+_VARY = ("Vary", "Accept, Accept-Encoding")
+_GZIP = ("Content-Encoding", "gzip")
+TEXT = "text"  # the `format` label of the scrape counter
+OPENMETRICS = "openmetrics"
+_ESCAPINGS = ("allow-utf-8", "underscores", "values")  # identity on legacy-valid names
 _HEALTH = Response(200, b"OK", (_TEXT, ("X-Content-Type-Options", "nosniff")))
 _NOT_FOUND = Response(404, b"404: Not Found\n", (_TEXT,))
 _NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("Allow", "GET, HEAD")))
@@ -39,14 +51,17 @@ _NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("Allow", "GE
 class _Answering:
     """What requests are answered with; replaced whole by `serve` (read once per request)."""
 
-    current: Callable[[], Body]
-    on_scrape: Callable[[int], None]
+    current: Callable[[], Exposition | Body]
+    on_scrape: Callable[[int, str], None]
     auth: BasicAuthenticator | None
 
 
 class MetricsServer:
-    """Serves `current()` at `/metrics`; `on_scrape(status)` is told every answer's status
-    (from the server's thread: it must be thread-safe, as self-telemetry counters are).
+    """Serves `current()` at `/metrics`; `on_scrape(status, format)` is told every answer's
+    status and the format negotiated (`TEXT` or `OPENMETRICS`), from the server's thread: it
+    must be thread-safe, as self-telemetry counters are. `current` returns an `Exposition`
+    (the exporter's, which keeps its OpenMetrics rendering) or a bare classic `Body` (then an
+    OpenMetrics scrape converts it every time: for tests and tools, not for the exporter).
 
     It owns the authenticator it is given: `stop` (or a `serve` replacing it) closes it.
     """
@@ -56,8 +71,8 @@ class MetricsServer:
         *,
         host: str,
         port: int,
-        current: Callable[[], Body],
-        on_scrape: Callable[[int], None],
+        current: Callable[[], Exposition | Body],
+        on_scrape: Callable[[int, str], None],
         ssl_context: ssl.SSLContext | None = None,
         authenticator: BasicAuthenticator | None = None,
         max_connections: int = MAX_CONNECTIONS,
@@ -94,14 +109,14 @@ class MetricsServer:
         self._answering = _Answering(answering.current, answering.on_scrape, None)
         await _close(answering.auth)
 
-    def current(self) -> Body:
+    def current(self) -> Exposition:
         """The body a scrape gets right now."""
-        return self._answering.current()
+        return _exposition(self._answering.current())
 
     async def serve(
         self,
-        current: Callable[[], Body],
-        on_scrape: Callable[[int], None],
+        current: Callable[[], Exposition | Body],
+        on_scrape: Callable[[int, str], None],
         authenticator: BasicAuthenticator | None,
     ) -> None:
         """Answers from now on with these (a new exporter taking the server over); closes the
@@ -118,16 +133,74 @@ class MetricsServer:
         if request.path != "/metrics":
             return _NOT_FOUND
         answering = self._answering
+        format_, content_type = negotiate(request.headers.get("accept", ""))
         if answering.auth is not None:
             refused = await _authenticate(answering.auth, request)
             if refused is not None:
-                answering.on_scrape(refused.status)
+                answering.on_scrape(refused.status, format_)
                 return refused
-        body = answering.current()
-        answering.on_scrape(200)
+        exposition = _exposition(answering.current())
+        body = exposition.classic if format_ == TEXT else exposition.openmetrics()
+        answering.on_scrape(200, format_)
+        headers: tuple[tuple[str, str], ...] = (("Content-Type", content_type), _VARY)
         if accepts_gzip(request.headers.get("accept-encoding", "")):
-            return Response(200, body.gzipped, _GZIP_HEADERS)
-        return Response(200, body.plain, _METRICS_HEADERS)
+            return Response(200, body.gzipped, (*headers, _GZIP))
+        return Response(200, body.plain, headers)
+
+
+def _exposition(current: Exposition | Body) -> Exposition:
+    return current if isinstance(current, Exposition) else Exposition(current)
+
+
+def negotiate(accept: str) -> tuple[str, str]:
+    """The format (`TEXT` or `OPENMETRICS`) and Content-Type to answer an Accept header with:
+    the supported media range with the highest q (the first listed among equals); classic
+    text when none is supported or the best is `*/*`."""
+    best: tuple[float, str, str] | None = None
+    for item in accept.split(","):
+        media, _, rest = item.partition(";")
+        params = _params(rest)
+        q = _quality(params.get("q", "1"))
+        answer = _answer(media.strip().lower(), params)
+        if answer is not None and q > 0 and (best is None or q > best[0]):
+            best = (q, *answer)
+    return (best[1], best[2]) if best else (TEXT, CONTENT_TYPE)
+
+
+def _answer(media: str, params: dict[str, str]) -> tuple[str, str] | None:
+    """What one media range is answered with, or None when we cannot serve it."""
+    version = params.get("version")
+    escaping = params.get("escaping", "underscores")
+    if escaping not in _ESCAPINGS:
+        escaping = "underscores"
+    if media in ("application/openmetrics-text", "application/*"):
+        if version not in (None, "1.0.0", "0.0.1"):
+            return None
+        content_type = openmetrics.CONTENT_TYPE.replace("1.0.0", version or "1.0.0")
+        return OPENMETRICS, f"{content_type}; escaping={escaping}"
+    if media in ("text/plain", "text/*", "*/*"):
+        if version == "1.0.0":  # the same bytes: 1.0.0 differs only for non-legacy names
+            return TEXT, f"text/plain; version=1.0.0; charset=utf-8; escaping={escaping}"
+        if version in (None, "0.0.4"):
+            return TEXT, CONTENT_TYPE
+    return None
+
+
+def _params(text: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for pair in text.split(";"):
+        key, eq, value = pair.partition("=")
+        if eq:
+            params[key.strip().lower()] = value.strip().strip('"')
+    return params
+
+
+def _quality(text: str) -> float:
+    try:
+        q = float(text)
+    except ValueError:
+        return 0.0
+    return q if 0.0 <= q <= 1.0 else 0.0
 
 
 async def _authenticate(auth: BasicAuthenticator, request: Request) -> Response | None:

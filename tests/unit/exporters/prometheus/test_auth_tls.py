@@ -143,7 +143,10 @@ async def test_https_with_basic_auth(secured: PrometheusExporter, cert: tuple[Pa
     )
     await secured.refresh()
     body = secured.body.plain
-    assert b'otelgpu_prometheus_scrapes_total{code="401",exporter="prometheus"} 2' in body
+    assert (
+        b'otelgpu_prometheus_scrapes_total{code="401",exporter="prometheus",format="text"} 2'
+        in body
+    )
     assert PASSWORD.encode() not in body
 
 

@@ -40,7 +40,7 @@ async def serve() -> AsyncIterator[Callable[..., Any]]:
 
     async def start(**options: Any) -> MetricsServer:
         server = MetricsServer(
-            host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda _: None, **options
+            host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda *_: None, **options
         )
         await server.start()
         servers.append(server)

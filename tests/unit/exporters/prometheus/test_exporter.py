@@ -118,7 +118,7 @@ async def test_scrapes_are_counted(exporter: PrometheusExporter) -> None:
     await scrape(exporter)
     await exporter.refresh()
     assert (
-        b'otelgpu_prometheus_scrapes_total{code="200",exporter="prometheus"} 2'
+        b'otelgpu_prometheus_scrapes_total{code="200",exporter="prometheus",format="text"} 2'
         in exporter.body.plain
     )
 

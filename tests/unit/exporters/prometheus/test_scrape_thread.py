@@ -135,7 +135,7 @@ BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
 
 @pytest.fixture
 async def server() -> AsyncIterator[MetricsServer]:
-    srv = MetricsServer(host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda _: None)
+    srv = MetricsServer(host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda *_: None)
     await srv.start()
     yield srv
     await srv.stop()
@@ -179,7 +179,7 @@ async def test_stop_with_open_connections_logs_no_error(caplog: pytest.LogCaptur
     # The defect (found by tests/e2e SIGTERM): stopping cancelled the connection handlers, and
     # Python 3.11's start_server logs a cancelled handler as "Exception in callback" with a
     # traceback.
-    srv = MetricsServer(host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda _: None)
+    srv = MetricsServer(host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda *_: None)
     await srv.start()
     idle = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
     kept = socket.create_connection(("127.0.0.1", srv.port), timeout=BOUND)
@@ -202,7 +202,7 @@ async def test_a_failed_render_is_retried_at_the_next_check(
     from otelgpu.exporters.prometheus import exporter as module
 
     real = module._encode
-    monkeypatch.setattr(module, "_encode", lambda parts, count: 1 / 0)
+    monkeypatch.setattr(module, "_encode", lambda *_: 1 / 0)
     await exporter.consume(batch(gpu(0)))
     with pytest.raises(ZeroDivisionError):
         await exporter.refresh()

@@ -1,0 +1,227 @@
+"""OpenMetrics 1.0 text, made from the classic (0.0.4) body the exporter already rendered.
+
+The exporter renders one classic exposition per update; a scraper that prefers OpenMetrics
+(Prometheus 2.x/3.x by default) gets this conversion of it. Working from the rendered text
+keeps one renderer (and its label hygiene) for both formats. What changes:
+
+- counters: OpenMetrics names the family without `_total` (`# TYPE hw_energy_joules counter`)
+  while the sample keeps it (`hw_energy_joules_total{...}`), so Prometheus stores the same
+  series name as from classic text. A counter whose name does not end in `_total` (dcgm
+  naming keeps dcgm-exporter's names, e.g. `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`) cannot be
+  an OpenMetrics counter without renaming its samples, so it is typed `unknown`: the sample
+  name dashboards query stays the same (`rate()` works on it as before; only the metadata
+  type differs). The same happens to a `_total` counter whose family name would clash with
+  another family (`foo` next to `foo_total`) or whose value is negative or NaN.
+- `untyped` becomes `unknown`; gauges stay gauges.
+- HELP: OpenMetrics also escapes `"` (classic text escapes only `\\` and newline).
+- timestamps (none today) go from milliseconds to seconds.
+- no `# UNIT` (optional in OpenMetrics; a wrong one fails the whole scrape in Prometheus 3).
+- `# EOF` ends the body.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import threading
+from dataclasses import dataclass, field
+
+from otelgpu.exporters.prometheus.render import Body
+
+CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+_GZIP_LEVEL = 1  # as the classic body: CPU matters more than bytes on a node agent
+_TOTAL = "_total"
+_QUOTE = '\\"'  # classic HELP leaves `"` as is; OpenMetrics escapes it like label values
+
+
+@dataclass(slots=True)
+class _Family:
+    name: str
+    type: str = "untyped"
+    help: str | None = None
+    samples: list[str] = field(default_factory=list)  # blocks of whole lines, each `...\n`
+
+
+def to_openmetrics(classic: bytes | str) -> str:
+    """The OpenMetrics 1.0 text of a classic exposition (as `render_text` writes it)."""
+    text = classic.decode("utf-8") if isinstance(classic, bytes) else classic
+    families = _blocks(text)
+    if families is None:  # not the renderer's regular shape: line by line
+        families = _lines(text)
+    names = {f.name for f in families}
+    out: list[str] = []
+    for family in families:
+        name, type_ = _metadata(family, names)
+        out.append(f"# TYPE {name} {type_}\n")
+        if family.help:
+            help_ = family.help.replace('"', _QUOTE)
+            out.append(f"# HELP {name} {help_}\n")
+        out.extend(family.samples)
+    out.append("# EOF\n")
+    return "".join(out)
+
+
+# A sample line with a timestamp (a match inside a label value is a false alarm, which only
+# costs the slow path), and a counter sample whose value OpenMetrics refuses. Both start with
+# a literal, so `re` scans for it in C: 10k series take a few milliseconds.
+_STAMPED = re.compile(r"\} \S+ \S+\n")
+_STAMPED_BARE = re.compile(r"\n[^{ \n]+ \S+ \S+\n")
+_NOT_COUNTABLE = re.compile(r" (?:-[^ \n]*|NaN)\n")
+
+
+def _blocks(text: str) -> list[_Family] | None:
+    """Families whose samples are taken as whole blocks between metadata lines (the fast path
+    for what `render_text` writes), or None when a block is not samples of its family alone,
+    without timestamps or blank lines."""
+    if text and not text.endswith("\n"):
+        return None
+    families: list[_Family] = []
+    current: _Family | None = None
+    pos, size = 0, len(text)
+    while pos < size:
+        if text.startswith("#", pos):
+            line_end = text.index("\n", pos)
+            current = _metadata_line(text[pos:line_end], current, families)
+            pos = line_end + 1
+            continue
+        end = text.find("\n#", pos) + 1 or size  # the samples up to the next `#` line
+        block = text[pos:end]
+        if current is None or not _regular(block, current):
+            return None
+        current.samples.append(block)
+        pos = end
+    return families
+
+
+def _metadata_line(line: str, current: _Family | None, families: list[_Family]) -> _Family | None:
+    """Applies one `#` line; returns the family the next samples belong to."""
+    parts = line.split(" ", 3)
+    if len(parts) < 3 or parts[0] != "#" or parts[1] not in ("HELP", "TYPE"):
+        return current  # other comments are not allowed in OpenMetrics
+    if current is None or current.name != parts[2] or current.samples:
+        current = _Family(parts[2])
+        families.append(current)
+    if parts[1] == "TYPE":
+        current.type = parts[3] if len(parts) > 3 else "untyped"
+    else:
+        current.help = parts[3] if len(parts) > 3 else ""
+    return current
+
+
+def _regular(block: str, family: _Family) -> bool:
+    if family.type not in ("gauge", "counter", "untyped") or "\n\n" in block:
+        return False
+    lines = "\n" + block
+    if _STAMPED.search(block) or _STAMPED_BARE.search(lines):
+        return False
+    own = lines.count(f"\n{family.name}{{") + lines.count(f"\n{family.name} ")
+    return own == block.count("\n")
+
+
+def _lines(text: str) -> list[_Family]:
+    """The classic text split in families line by line (any valid classic text)."""
+    families: list[_Family] = []
+    current: _Family | None = None
+    for line in text.split("\n"):
+        if not line:
+            continue
+        if line.startswith("#"):
+            current = _metadata_line(line, current, families)
+            continue
+        name = _sample_name(line)
+        if current is None or not _belongs(name, current):
+            current = _Family(name)
+            families.append(current)
+        current.samples.append(_sample(line))
+    return families
+
+
+def _sample_name(line: str) -> str:
+    end = len(line)
+    for stop in ("{", " "):
+        at = line.find(stop)
+        if at != -1:
+            end = min(end, at)
+    return line[:end]
+
+
+def _belongs(name: str, family: _Family) -> bool:
+    if name == family.name:
+        return True
+    suffixes = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("_sum", "_count")}
+    return any(name == family.name + s for s in suffixes.get(family.type, ()))
+
+
+def _metadata(family: _Family, names: set[str]) -> tuple[str, str]:
+    """The OpenMetrics family name and type of a classic family."""
+    if family.type == "counter":
+        base = family.name[: -len(_TOTAL)]
+        if (
+            family.name.endswith(_TOTAL)
+            and base
+            and base not in names
+            and base + "_created" not in names
+            and not any(_NOT_COUNTABLE.search(block) for block in family.samples)
+        ):
+            return base, "counter"
+        return family.name, "unknown"
+    if family.type in ("gauge", "histogram", "summary"):
+        return family.name, family.type
+    return family.name, "unknown"
+
+
+def _split(line: str) -> tuple[str, list[str]]:
+    """A sample line (without its newline) as `name{labels}` and the value [timestamp]."""
+    space = line.find(" ")
+    brace = line.find("{")
+    if brace != -1 and (space == -1 or brace < space):
+        end = line.rindex("}") + 1  # values and timestamps hold no `}`
+        return line[:end], line[end:].split()
+    return line[:space], line[space:].split()
+
+
+def _sample(line: str) -> str:
+    """The sample line (without its newline) in OpenMetrics: the same, but a timestamp in
+    seconds."""
+    head, tail = _split(line)
+    if len(tail) < 2:
+        return line + "\n"
+    try:
+        seconds = int(tail[1]) / 1000
+    except ValueError:
+        return f"{head} {tail[0]}\n"  # a timestamp OpenMetrics cannot carry is left out
+    return f"{head} {tail[0]} {seconds!r}\n"
+
+
+def encode(classic: Body) -> Body:
+    """The OpenMetrics body (plain and gzip) of a classic one; CPU work for a worker thread."""
+    plain = to_openmetrics(classic.plain).encode("utf-8")
+    return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), classic.series)
+
+
+class Exposition:
+    """One body version in both formats: the classic body, and its OpenMetrics rendering,
+    made at most once (pre-rendered by the exporter while scrapers ask for OpenMetrics, else
+    converted by the first scrape that asks and kept for the scrapes after it)."""
+
+    __slots__ = ("_lock", "_openmetrics", "classic")
+
+    def __init__(self, classic: Body, openmetrics: Body | None = None) -> None:
+        self.classic = classic
+        self._openmetrics = openmetrics
+        self._lock = threading.Lock()
+
+    @property
+    def converted(self) -> bool:
+        """Whether the OpenMetrics body exists already."""
+        return self._openmetrics is not None
+
+    def openmetrics(self) -> Body:
+        """The OpenMetrics body, converted now when no one asked before (thread-safe)."""
+        body = self._openmetrics
+        if body is not None:
+            return body
+        with self._lock:
+            if self._openmetrics is None:
+                self._openmetrics = encode(self.classic)
+            return self._openmetrics
