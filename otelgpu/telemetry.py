@@ -40,6 +40,10 @@ _GAUGES = {
         "Unix time the running configuration was loaded (at start or by a reload)"
     ),
     "otelgpu_prometheus_series": "Series the prometheus exporter holds (and serves)",
+    "otelgpu_container_env_snapshot_age_seconds": (
+        "Age of the runtime snapshot container_env labels from (it grows while the runtime is down)"
+    ),
+    "otelgpu_container_env_containers": "Workload containers in the latest snapshot of the runtime",
     "otelgpu_gpu_processes_outside_allocation": (
         "GPU processes running outside every allocation of their GPU (in a container the "
         "kubelet did not give the GPU to, or on the host)"
@@ -50,6 +54,7 @@ _GAUGE_UNITS = {
     "otelgpu_pod_resources_snapshot_age_seconds": "s",
     "otelgpu_config_last_reload_success_timestamp_seconds": "s",
     "otelgpu_collection_duration_seconds": "s",
+    "otelgpu_container_env_snapshot_age_seconds": "s",
 }
 
 

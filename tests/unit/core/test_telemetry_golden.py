@@ -279,3 +279,33 @@ def test_increments_from_many_threads_during_collections_are_all_counted() -> No
     assert [(p.attributes, p.value) for p in shared] == [({"worker": "all"}, threads * per_thread)]
     own = {p.attributes["worker"]: p.value for p in metrics["otelgpu_own_total"].points}
     assert own == {str(i): 2 * per_thread for i in range(threads)}
+
+
+def test_every_gauge_a_component_sets_has_help() -> None:
+    """promtool and OpenMetrics want HELP on every family: a gauge set by a component that the
+    telemetry table does not describe would be served without it."""
+    import re
+    from pathlib import Path
+
+    import otelgpu
+    from otelgpu.processors.container_env import audit, source
+    from otelgpu.processors.container_env.processor import OUTSIDE_ALLOCATION
+    from otelgpu.telemetry import SelfTelemetry
+
+    telemetry = SelfTelemetry()
+    for name in (audit.CONTAINERS, source.AGE_GAUGE, OUTSIDE_ALLOCATION):
+        telemetry.set_gauge(name, 1, processor="container_env", runtime="containerd")
+    described = {m.name: m.description for m in telemetry.collect().metrics}
+    for name in (audit.CONTAINERS, source.AGE_GAUGE, OUTSIDE_ALLOCATION):
+        assert described[name], name
+    # and every literal name passed to set_gauge in the package is one the table knows
+    root = Path(otelgpu.__file__).parent
+    literals = {
+        m.group(1)
+        for path in root.rglob("*.py")
+        for m in re.finditer(r'set_gauge\(\s*"([a-z_]+)"', path.read_text())
+    }
+    for name in literals:
+        telemetry.set_gauge(name, 1)
+    described = {m.name: m.description for m in telemetry.collect().metrics}
+    assert all(described[name] for name in literals), literals
