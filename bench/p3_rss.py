@@ -441,7 +441,7 @@ def agent_env(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]
     """(the agent's whole environment, the image settings in it)."""
     chosen = {} if args.no_image_env else image_env()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "PYDANTIC_"))}
-    if not args.site_hooks:
+    if not getattr(args, "site_hooks", True):  # p5 borrows this, and keeps site
         paths = [str(ROOT), *site.getsitepackages()]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env | chosen, chosen

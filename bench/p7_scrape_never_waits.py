@@ -17,7 +17,7 @@ seconds between two scrapes) and times each from request to the last byte. Phase
 produce once and then nothing, so only the exporter's own work and the scrapes remain). The
 figure is the busy p99 / max over the paused ones, plain and gzip.
 
-    python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 60]
+    python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 20]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s
 
 Target: busy/paused p99 ratio <= 1.5 and busy p99 <= 5 ms. The figure line is last.
@@ -272,7 +272,9 @@ def _args() -> argparse.Namespace:
         "--settle", type=float, default=3.0, help="seconds after a SIGHUP before sampling"
     )
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between two scrapes")
-    parser.add_argument("--sharers", type=int, default=60, help="pods sharing each whole GPU")
+    parser.add_argument(
+        "--sharers", type=int, default=20, help="pods sharing each whole GPU (~10k series)"
+    )
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
     parser.add_argument(
         "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
