@@ -31,6 +31,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{PROM}/test_labels.py",
             f"{PROM}/test_label_hygiene.py",
             f"{PROM}/test_labels_mutants.py",
+            f"{PROM}/test_dcgm_labels.py",  # dcgm naming's derived labels (MIG device, err_msg)
         ],
     ),
     "queue": (
