@@ -107,10 +107,10 @@ def _attrs(key: str, value: AttrValue) -> dict[str, AttrValue]:
 
 # field name → (point attributes, factor to the catalog unit), as sources._FIELD_POINT.
 PARITY_FIELD_POINTS: Mapping[str, tuple[Mapping[str, AttrValue], float]] = {
-    "NVML_FI_DEV_ECC_SBE_AGG_TOTAL": (_attrs(ERROR_TYPE, "ecc_corrected"), 1.0),
-    "NVML_FI_DEV_ECC_DBE_AGG_TOTAL": (_attrs(ERROR_TYPE, "ecc_uncorrected"), 1.0),
-    "NVML_FI_DEV_RETIRED_SBE": (_attrs(ERROR_TYPE, "ecc_corrected"), 1.0),
-    "NVML_FI_DEV_RETIRED_DBE": (_attrs(ERROR_TYPE, "ecc_uncorrected"), 1.0),
+    "NVML_FI_DEV_ECC_SBE_AGG_TOTAL": (_attrs(ERROR_TYPE, "corrected"), 1.0),
+    "NVML_FI_DEV_ECC_DBE_AGG_TOTAL": (_attrs(ERROR_TYPE, "uncorrected"), 1.0),
+    "NVML_FI_DEV_RETIRED_SBE": (_attrs(ERROR_TYPE, "corrected"), 1.0),
+    "NVML_FI_DEV_RETIRED_DBE": (_attrs(ERROR_TYPE, "uncorrected"), 1.0),
     **{f: (_attrs(ERROR_TYPE, kind), 1.0) for f, (kind, _) in NVLINK_TOTALS.items()},
     **{f: (_attrs(VIOLATION_POLICY, p), _NS) for f, (p, _) in VIOLATIONS.items()},
 }
@@ -202,14 +202,14 @@ PARITY_ROWS: tuple[Row, ...] = (
         "nvidia.gpu.ecc.aggregate.errors", "{error}",
         "field:NVML_FI_DEV_ECC_SBE_AGG_TOTAL,NVML_FI_DEV_ECC_DBE_AGG_TOTAL", "",
         "ECC errors over the GPU's lifetime (kept in the InfoROM across driver reloads); "
-        "error.type is ecc_corrected or ecc_uncorrected.",
+        "error.type is corrected or uncorrected.",
         ERROR_TYPE,
     ),
     _c(
         "nvidia.gpu.memory.retired_pages", "{page}",
         "field:NVML_FI_DEV_RETIRED_SBE,NVML_FI_DEV_RETIRED_DBE", "",
         "Memory pages retired (GPUs before Ampere; later ones remap rows); error.type is "
-        "ecc_corrected (multiple single-bit errors) or ecc_uncorrected (a double-bit error).",
+        "corrected (multiple single-bit errors) or uncorrected (a double-bit error).",
         ERROR_TYPE,
     ),
     _g(
@@ -288,13 +288,13 @@ PARITY_DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
     "nvidia.gpu.ecc.aggregate.errors": (
         ERROR_TYPE,
         {
-            "ecc_corrected": "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-            "ecc_uncorrected": "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+            "corrected": "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+            "uncorrected": "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
         },
     ),
     "nvidia.gpu.memory.retired_pages": (
         ERROR_TYPE,
-        {"ecc_corrected": "DCGM_FI_DEV_RETIRED_SBE", "ecc_uncorrected": "DCGM_FI_DEV_RETIRED_DBE"},
+        {"corrected": "DCGM_FI_DEV_RETIRED_SBE", "uncorrected": "DCGM_FI_DEV_RETIRED_DBE"},
     ),
 }
 

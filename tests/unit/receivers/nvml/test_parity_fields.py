@@ -129,12 +129,12 @@ async def test_ecc_lifetime_retired_pages_and_pending_flags(make_receiver: MakeR
     sim(receiver).set_reading(1, "NVML_FI_DEV_REMAPPED_PENDING", 1)
     first, second = by_id(await receiver.scrape()).values()
     assert points(second, "nvidia.gpu.ecc.aggregate.errors") == {
-        ("ecc_corrected",): 3,
-        ("ecc_uncorrected",): 0,
+        ("corrected",): 3,
+        ("uncorrected",): 0,
     }
     assert points(second, "nvidia.gpu.memory.retired_pages") == {
-        ("ecc_corrected",): 1,
-        ("ecc_uncorrected",): 0,
+        ("corrected",): 1,
+        ("uncorrected",): 0,
     }
     assert value(first, "nvidia.gpu.memory.retired_pages.pending") == 0
     assert value(second, "nvidia.gpu.memory.retired_pages.pending") == 1
@@ -234,7 +234,7 @@ def test_dcgm_names_of_the_split_parity_metrics() -> None:
     assert dcgm_name("nvidia.gpu.nvlink.errors", {"error.type": "crc_data"}) == (
         "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
     )
-    assert dcgm_name("nvidia.gpu.memory.retired_pages", {"error.type": "ecc_uncorrected"}) == (
+    assert dcgm_name("nvidia.gpu.memory.retired_pages", {"error.type": "uncorrected"}) == (
         "DCGM_FI_DEV_RETIRED_DBE"
     )
 
