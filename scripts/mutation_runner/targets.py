@@ -44,11 +44,17 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     ),
     "devices": (
         "otelgpu/processors/k8s_attributes/devices.py",
-        [f"{K8S}/test_devices.py", f"{K8S}/test_devices_mutants.py"],
+        # test_dra: the DRA device-name rules that live in this module too
+        [f"{K8S}/test_devices.py", f"{K8S}/test_devices_mutants.py", f"{K8S}/test_dra.py"],
     ),
     "snapshot": (
         "otelgpu/processors/k8s_attributes/snapshot.py",
-        [f"{K8S}/test_snapshot.py", f"{K8S}/test_snapshot_mutants.py"],
+        [
+            f"{K8S}/test_snapshot.py",
+            f"{K8S}/test_snapshot_mutants.py",
+            f"{K8S}/test_dra.py",  # DRA claims in the snapshot
+            f"{K8S}/test_order_independence.py",  # the same pods in any order
+        ],
     ),
     "composer": (
         "otelgpu/config/composer.py",

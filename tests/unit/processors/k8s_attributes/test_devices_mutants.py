@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from otelgpu import semconv
-from otelgpu.processors.k8s_attributes.devices import parse_device_id, resource_keys
+from otelgpu.processors.k8s_attributes.devices import (
+    parse_device_id,
+    parse_dra_device,
+    resource_keys,
+)
 
 U = "GPU-8f6c3a2e-1111-4b17-9c2e-5da9abb51763"
 M = "MIG-1c2d3e4f-aaaa-5b6c-8d9e-0f1a2b3c4d5e"
@@ -91,3 +95,26 @@ def test_a_gpu_answers_to_each_identity_it_has():
 def test_the_default_device_id_type_is_auto(device_id: str, key: tuple):
     ref = parse_device_id(device_id)
     assert ref is not None and ref.key == key
+
+
+def test_cdi_names_are_read_only_when_the_kubelet_sent_neither_driver_nor_device() -> None:
+    cdi = ("k8s.gpu.nvidia.com/device=gpu-3",)
+    assert parse_dra_device("", "", cdi)[0] == ("minor", "3")  # a kubelet before 1.31
+    # A newer kubelet that names the driver but no device: the CDI name is not a second source.
+    key, reason = parse_dra_device("gpu.nvidia.com", "", cdi)
+    assert key is None and reason
+    key, _ = parse_dra_device("", "gpu-5", cdi)
+    assert key != ("minor", "3")
+
+
+def test_a_mig_instance_without_its_placement_start_has_no_placement_key() -> None:
+    mig = {
+        semconv.HW_ID: "MIG-1",
+        semconv.HW_PARENT: "GPU-1",
+        semconv.GPU_MINOR: "2",
+        semconv.MIG_GPU_INSTANCE_ID: "1",
+        semconv.MIG_COMPUTE_INSTANCE_ID: "0",
+    }
+    assert not [k for k in resource_keys(mig, {}) if k[0] == "mig-placement"]
+    placed = {**mig, semconv.MIG_PLACEMENT_START: "4"}
+    assert ("mig-placement", "2", "4") in resource_keys(placed, {})

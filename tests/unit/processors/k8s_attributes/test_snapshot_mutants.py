@@ -109,3 +109,22 @@ def test_resource_filter_memo_is_bounded_but_answers_stay_right():
     answers = [wanted(f"example.com/r{i}") for i in range(1100)]
     assert answers.count(True) == 1 + 10 + 100 + 100  # r1, r10-r19, r100-r199, r1000-r1099
     assert wanted("example.com/r1050") and not wanted("example.com/r2000")
+
+
+def test_claim_devices_are_counted_by_form() -> None:
+    from otelgpu.processors.k8s_attributes.pod_resources import (
+        ClaimDevice,
+        ContainerAllocation,
+        PodAllocation,
+    )
+
+    def pod(name: str, device: str) -> PodAllocation:
+        claim = ClaimDevice("gpu.nvidia.com", "node-a", device)
+        return PodAllocation("ml", name, (ContainerAllocation("c", (), (claim,)),))
+
+    pods = [pod("a", "gpu-1"), pod("b", "gpu-2"), pod("c", "gpu-1-mig-1g24gb-19-4")]
+    snap = build_snapshot(pods, None, wanted=ResourceFilter(["nvidia.com/gpu"]), id_type="auto")
+    assert snap.forms == {"dra-gpu": 2, "dra-mig": 1}
+    # a claim is no replica: its holder's series carry no nvidia.gpu.replica
+    ((attrs, share),) = snap.allocations[("minor", "1")].holders
+    assert semconv.GPU_REPLICA not in attrs and share == 1.0
