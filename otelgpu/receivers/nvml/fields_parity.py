@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from otelgpu.model import AttrValue, MetricKind
 
-ERROR_TYPE = "error.type"  # same key as metrics.ERROR_TYPE (hardware semantic conventions)
+ERROR_TYPE = "error.type"  # hardware semantic conventions (hw.errors); metrics.py uses it too
 CLOCK_EVENT_REASON = "nvidia.gpu.clock.event.reason"
 VIOLATION_POLICY = "nvidia.gpu.clock.violation.policy"
 NVLINK_LINK = "nvidia.gpu.nvlink.link"  # the link number, an int

@@ -28,15 +28,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from otelgpu.model import AttrValue, MetricKind
-from otelgpu.receivers.nvml.fields_parity import HEALTH_REASON, PARITY_DCGM_SPLIT, PARITY_ROWS
+from otelgpu.receivers.nvml.fields_parity import (
+    ERROR_TYPE,
+    HEALTH_REASON,
+    HW_STATE,
+    PARITY_DCGM_SPLIT,
+    PARITY_ROWS,
+)
 
-# Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only).
-ERROR_TYPE = "error.type"  # hardware semantic conventions' key for hw.errors
+# Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only;
+# ERROR_TYPE and HW_STATE are defined in fields_parity.py, which this module must not be
+# imported by, and used by both).
 GPU_TASK = "hw.gpu.task"  # hardware semantic conventions: general | encoder | decoder
 XID_CODE = "nvidia.xid.code"  # the XID number, as an int
 SENSOR_LOCATION = "hw.sensor_location"  # hardware conventions: gpu | memory
 IO_DIRECTION = "network.io.direction"  # transmit | receive
-HW_STATE = "hw.state"  # hardware conventions' hw.status state: ok | degraded | failed
 
 GAUGE = MetricKind.GAUGE
 SUM = MetricKind.SUM

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from otelgpu.model import Attributes
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.fields_parity import (
+    ERROR_TYPE,
     PARITY_FIELD_IDS,
     PARITY_FIELD_POINTS,
     PARITY_GPM_IDS,
 )
 from otelgpu.receivers.nvml.metrics import (
     BY_NAME,
-    ERROR_TYPE,
     GPU_TASK,
     IO_DIRECTION,
     SENSOR_LOCATION,
