@@ -437,11 +437,15 @@ def report(result: Result) -> str:
 PYTHON = [sys.executable, "-S"]
 
 
-def agent_env(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
-    """(the agent's whole environment, the image settings in it)."""
-    chosen = {} if args.no_image_env else image_env()
+def agent_env(
+    *, image: bool = True, site_hooks: bool = True
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(the agent's whole environment, the image settings in it): the Dockerfile's allocator
+    settings unless `image` is off; without `site_hooks`, packages found through PYTHONPATH
+    (for an interpreter started with -S, see PYTHON)."""
+    chosen = image_env() if image else {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "PYDANTIC_"))}
-    if not getattr(args, "site_hooks", True):  # p5 borrows this, and keeps site
+    if not site_hooks:
         paths = [str(ROOT), *site.getsitepackages()]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env | chosen, chosen
@@ -464,7 +468,7 @@ def print_breakdown(result: Result, rows: list[tuple[str, int, float]]) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    env, chosen = agent_env(args)
+    env, chosen = agent_env(image=not args.no_image_env, site_hooks=args.site_hooks)
     settings = " ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
     print(f"agent environment from the Dockerfile: {settings}")
     print(

@@ -174,7 +174,7 @@ async def main(args: argparse.Namespace) -> None:
         if args.smoke
         else Node(sharers=60, procs=args.procs)
     )
-    env, _ = agent_env(argparse.Namespace(no_image_env=False))
+    env, _ = agent_env()
     with tempfile.TemporaryDirectory(prefix="p5-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
         with (
