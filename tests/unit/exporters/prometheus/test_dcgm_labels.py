@@ -8,7 +8,7 @@ import re
 import pytest
 
 from otelgpu import semconv
-from otelgpu.exporters.prometheus import dcgm
+from otelgpu.exporters.prometheus import dcgm, dcgm_xid
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
@@ -125,9 +125,9 @@ def test_every_dcgm_field_says_whether_it_is_an_integer() -> None:
 
 
 def test_xid_message_table() -> None:
-    assert len(dcgm.XID_MESSAGES) == 173
-    assert dcgm.XID_MESSAGES[79] == "GPU has fallen off the bus"
-    assert dcgm.xid_message(-1) == dcgm.xid_message(173) == "Unknown Error"
+    assert len(dcgm_xid.XID_MESSAGES) == 173
+    assert dcgm_xid.XID_MESSAGES[79] == "GPU has fallen off the bus"
+    assert dcgm_xid.xid_message(-1) == dcgm_xid.xid_message(173) == "Unknown Error"
 
 
 def test_metric_kind_of_an_unused_helper() -> None:
