@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from otelgpu.component import ComponentID, Kind, Settings
 from otelgpu.model import point_count
-from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.sources import Plan
@@ -162,7 +162,7 @@ def simulated(cycles: int) -> None:
     print(f"P6 simulated backend: agent / bare loop {a / b:.2f}x (receiver overhead; no target)")
 
 
-def real(cycles: int, client: nvml.RealNvml) -> None:
+def real(cycles: int, client: real_nvml.RealNvml) -> None:
     handles = [client.device_handle(i) for i in range(client.device_count())]
     names = {client.name(h) for h in handles}
     print(f"{len(handles)} GPU(s): {', '.join(sorted(names))}; driver {client.driver_version()}")
@@ -194,7 +194,7 @@ def main() -> int:
     if args.smoke:
         simulated(10)
         return 0
-    client = nvml.RealNvml()
+    client = real_nvml.RealNvml()
     try:
         client.init()
         count = client.device_count()

@@ -13,6 +13,7 @@ from otelgpu.component import Kind
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME
+from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.sources import FIELD_IDS
 from otelgpu.telemetry import SelfTelemetry
@@ -37,8 +38,8 @@ EXPECT_GPU = "OTELGPU_EXPECT_GPU"
 
 
 @pytest.fixture(scope="module")
-def real_nvml() -> Iterator[nvml.RealNvml]:
-    client = nvml.RealNvml()
+def real_nvml() -> Iterator[RealNvml]:
+    client = RealNvml()
     try:
         client.init()
     except nvml.NvmlError as exc:
@@ -57,7 +58,7 @@ def _receiver(telemetry: SelfTelemetry, **config: object) -> NvmlReceiver:
 
 
 async def test_every_gpu_reports_the_core_metrics(
-    real_nvml: nvml.RealNvml, telemetry: SelfTelemetry
+    real_nvml: RealNvml, telemetry: SelfTelemetry
 ) -> None:
     receiver = _receiver(telemetry, metrics={n: {"enabled": True} for n in BY_NAME})
     try:
@@ -81,14 +82,14 @@ async def test_every_gpu_reports_the_core_metrics(
     assert telemetry.sources["nvml"].up is True
 
 
-def test_batched_field_values_answer_per_field(real_nvml: nvml.RealNvml) -> None:
+def test_batched_field_values_answer_per_field(real_nvml: RealNvml) -> None:
     handle = real_nvml.device_handle(0)
     answer = real_nvml.field_values(handle, list(FIELD_IDS.values()))
     assert [a.field_id for a in answer] == list(FIELD_IDS.values())
     assert all(a.code in (nvml.SUCCESS, *nvml.UNSUPPORTED_CODES) for a in answer)
 
 
-def test_mig_and_event_calls_answer(real_nvml: nvml.RealNvml) -> None:
+def test_mig_and_event_calls_answer(real_nvml: RealNvml) -> None:
     handle = real_nvml.device_handle(0)
     for mig in real_nvml.mig_instances(handle):
         assert mig.uuid.startswith("MIG-") and mig.profile
@@ -103,7 +104,7 @@ def test_mig_and_event_calls_answer(real_nvml: nvml.RealNvml) -> None:
 
 
 async def test_processes_on_the_gpu_are_listed(
-    real_nvml: nvml.RealNvml, telemetry: SelfTelemetry
+    real_nvml: RealNvml, telemetry: SelfTelemetry
 ) -> None:
     receiver = _receiver(telemetry, processes=True)
     try:

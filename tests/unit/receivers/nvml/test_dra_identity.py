@@ -14,7 +14,8 @@ import pytest
 from otelgpu import semconv
 from otelgpu.receivers.nvml.config import SimulatedConfig
 from otelgpu.receivers.nvml.devices import discover
-from otelgpu.receivers.nvml.nvml import ERROR_NOT_SUPPORTED, RealNvml
+from otelgpu.receivers.nvml.nvml import ERROR_NOT_SUPPORTED
+from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from tests.unit.receivers.nvml.test_real_backend import GPU0, FakePynvml, two_gpus
 

@@ -9,7 +9,7 @@ import pytest
 
 from otelgpu.receivers.nvml import receiver as receiver_module
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
-from otelgpu.receivers.nvml.nvml import RealNvml
+from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import make_client
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.telemetry import SelfTelemetry

@@ -16,7 +16,8 @@ from otelgpu.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, dcgm_name
-from otelgpu.receivers.nvml.nvml import NvmlError, RealNvml
+from otelgpu.receivers.nvml.nvml import NvmlError
+from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings

@@ -25,15 +25,15 @@ import pynvml as real  # the installed binding: its structures give the fake the
 import pytest
 
 from otelgpu.component import Kind
-from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.nvml import (
     FieldValue,
     MigInstance,
     NvmlError,
     ProcessUtilization,
-    RealNvml,
 )
+from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
@@ -227,7 +227,7 @@ class FakePynvml(types.ModuleType):
             values[slot].fieldId = field_id
             values[slot].nvmlReturn = code
             values[slot].valueType = value_type
-            member = nvml._VALUE_MEMBERS.get(value_type, "ullVal")
+            member = real_nvml._VALUE_MEMBERS.get(value_type, "ullVal")
             setattr(values[slot].value, member, number)
         return values
 

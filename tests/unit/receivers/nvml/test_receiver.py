@@ -11,7 +11,7 @@ import pytest
 
 from otelgpu.component import Kind
 from otelgpu.model import MetricKind
-from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml import receiver as receiver_module
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import CATALOG
@@ -345,7 +345,7 @@ async def test_library_appearing_later_is_picked_up(
 async def test_real_backend_without_driver_is_down_not_dead(
     telemetry: SelfTelemetry, clock: FakeClock, sink: Sink
 ) -> None:
-    class NoLibrary(nvml.RealNvml):
+    class NoLibrary(real_nvml.RealNvml):
         def init(self) -> None:
             raise nvml.NvmlError(nvml.ERROR_LIBRARY_NOT_FOUND, "NVML Shared Library Not Found")
 

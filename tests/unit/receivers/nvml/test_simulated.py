@@ -6,7 +6,7 @@ import pytest
 
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import SimulatedConfig
-from otelgpu.receivers.nvml.nvml import mig_profile
+from otelgpu.receivers.nvml.real_nvml import mig_profile
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.receivers.nvml.sources import FIELD_IDS
 
