@@ -21,11 +21,11 @@ keeps one renderer (and its label hygiene) for both formats. What changes:
 
 from __future__ import annotations
 
-import gzip
 import re
 import threading
 from dataclasses import dataclass, field
 
+from otelgpu.compression import gzip_bytes
 from otelgpu.exporters.prometheus.render import Body
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -196,7 +196,7 @@ def _sample(line: str) -> str:
 def encode(classic: Body) -> Body:
     """The OpenMetrics body (plain and gzip) of a classic one; CPU work for a worker thread."""
     plain = to_openmetrics(classic.plain).encode("utf-8")
-    return Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), classic.series)
+    return Body(plain, gzip_bytes(plain, _GZIP_LEVEL), classic.series)
 
 
 class Exposition:

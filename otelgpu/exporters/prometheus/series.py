@@ -7,6 +7,10 @@ stored already formatted (`value\n`), so a family's body is one flat join of its
 values. When a series was last updated is not stored per series: each series keeps the number
 of the batch that last wrote it, and the store the time of each batch.
 
+Every change to which identity owns which line (a claim, a line removed, a family dropped)
+counts one more in the store's `Layout`: a replayed write (`replay.py`) trusts a plan's
+ownership only while that count is the one it last checked it at.
+
 Each series also belongs to the identity of the resource that wrote it (`ResourceMetrics.identity`:
 a GPU, a process). An identity's series in a family are replaced as a set on every batch that
 reports it: a line it wrote last time and not this time (the GPU's pod changed, a holder left a
@@ -18,6 +22,15 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+
+
+class Layout:
+    """How many times line ownership changed in a store (see the module doc)."""
+
+    __slots__ = ("version",)
+
+    def __init__(self) -> None:
+        self.version = 0
 
 
 @dataclass(slots=True)
@@ -37,6 +50,7 @@ class Family:
     # identity → the prefixes it wrote; the identities the batch being ingested reported
     groups: dict[int, list[str]] = field(default_factory=dict)
     touched: dict[int, None] = field(default_factory=dict)
+    layout: Layout = field(default_factory=Layout)  # the store's (shared by its families)
 
     def write(self, key: int, prefix: str, value: str, batch: int) -> None:
         """Stores one series' latest value on behalf of identity `key`, in batch `batch`."""
@@ -47,6 +61,7 @@ class Family:
 
     def claim(self, key: int, prefix: str) -> None:
         """Makes `prefix` one of identity `key`'s lines (it wrote it for the first time)."""
+        self.layout.version += 1
         self.owners[prefix] = key
         group = self.groups.get(key)
         if group is None:
@@ -77,6 +92,8 @@ class Family:
                     removed += 1
             groups[key] = keep
         self.touched.clear()
+        if removed:
+            self.layout.version += 1
         return removed
 
 
@@ -94,6 +111,7 @@ class SeriesStore:
         # no series can still be stamped with them)
         self.times: dict[int, float] = {}
         self.replaced = 0  # lines removed because their identity reported other lines
+        self.layout = Layout()
 
     def key(self, identity: Hashable) -> int:
         """The number of a resource identity (stable while it keeps reporting)."""
@@ -116,7 +134,7 @@ class SeriesStore:
         (two OTel metrics that translate to one name: the first one keeps it)."""
         found = self.families.get(name)
         if found is None:
-            found = self.families[name] = Family(name, type_, help_)
+            found = self.families[name] = Family(name, type_, help_, layout=self.layout)
         elif found.type != type_:
             return None
         self.touched_families[name] = found
@@ -133,6 +151,7 @@ class SeriesStore:
                 self.replaced += family.settle(self.batch)
             if not family.series and self.families.get(name) is family:
                 del self.families[name]
+                self.layout.version += 1
         self.touched_families.clear()
         self.batch += 1
 
@@ -159,6 +178,8 @@ class SeriesStore:
                 del self.families[name]
         for batch in old:  # no series is stamped with it any more
             del self.times[batch]
+        if dropped:
+            self.layout.version += 1
         return dropped
 
     def series_count(self) -> int:

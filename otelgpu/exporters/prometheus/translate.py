@@ -13,7 +13,7 @@ and its replica ID; sums over such copies count the GPU once per holder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -21,11 +21,13 @@ from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
+from otelgpu.exporters.prometheus.replay import Plan, Settle, Step, replay
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
 from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
 
 SharedGpuSeries = Literal["device", "per_holder"]
+PLAN_SWEEP = 64  # batches: plans unused for this long are forgotten
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,36 +52,81 @@ class Translator:
         shared_gpu_series: SharedGpuSeries = "device",
         dcgm_labels: Mapping[str, str] | None = None,
         namespace: str = "",
+        replay: bool = True,
     ) -> None:
         self._naming = naming
+        self._replay = replay  # False: the general path only (tests hold the two equal)
         self._namespace = namespace
         self._per_holder = shared_gpu_series == "per_holder"
         self.labels = LabelRenderer(naming, const_labels, dcgm_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
         self._by_name: dict[str, tuple[MetricKind, bool, str, str, Target]] = {}
+        self._plans: dict[AttrItems, Plan] = {}
+        self._settle = Settle()
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
         """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts.
 
-        Each resource's identity then holds exactly the lines this batch wrote for it."""
+        Each resource's identity then holds exactly the lines this batch wrote for it. A
+        resource seen before in the same shape is replayed from its plan (`replay.py`)."""
         stored = dropped = 0
         store.begin(now)
+        number = store.batch
         holders = _holders_by_device(batch) if self._per_holder else {}
+        plans, settle = self._plans, self._settle
         for rm in batch:
             items = tuple(rm.resource.items())
             # No identity from the receiver: its attributes as they are here are the identity.
             identity = store.key(rm.identity if rm.identity is not None else items)
             copies = holders.get(rm.resource.get(semconv.HW_ID)) if holders else None
             if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in rm.resource:
-                resources = [_holder_copy(rm.resource, holder) for holder in copies]
-            else:
-                resources = [items]
-            for resource in resources:
-                ok, points = self._ingest_resource(store, identity, resource, rm.metrics, now)
-                stored += ok
-                dropped += points - ok
+                for resource in [_holder_copy(rm.resource, holder) for holder in copies]:
+                    ok, points, _ = self._ingest_resource(
+                        store, identity, resource, rm.metrics, now
+                    )
+                    stored += ok
+                    dropped += points - ok
+                    settle.reported(identity, None, 0)
+                continue
+            plan = plans.get(items) if self._replay else None
+            if plan is not None and plan.identity == identity:
+                self.labels.lines(items)  # keeps the label cache's generation in use
+                split = self._splitter(store, identity, items, now)
+                done = replay(plan, rm.metrics, number, store.layout, split)
+                if done is not None:
+                    settle.reported(identity, plan, plan.used)
+                    plan.used = number
+                    stored += done[0]
+                    dropped += done[1] - done[0]
+                    continue
+            ok, points, steps = self._ingest_resource(
+                store, identity, items, rm.metrics, now, record=True
+            )
+            stored += ok
+            dropped += points - ok
+            settle.reported(identity, None, 0)
+            if steps is not None:
+                families = tuple({id(s[7]): s[7] for s in steps if s[7] is not None}.values())
+                plans[items] = Plan(identity, items, steps, families, number, store.layout.version)
+        settle.finish(number, store.touched_families)
         store.commit()
+        if number % PLAN_SWEEP == 0:
+            self._sweep(number)
         return stored, dropped
+
+    def _splitter(
+        self, store: SeriesStore, identity: int, resource: AttrItems, now: float
+    ) -> Callable[[Metric], int]:
+        """The general path of one of dcgm's split metrics, for a replay."""
+        return lambda metric: self._ingest_split(store, identity, resource, metric, now)
+
+    def _sweep(self, number: int) -> None:
+        """Forgets plans (and what `Settle` knows of identities) unused for `PLAN_SWEEP`
+        batches: pods that come and go do not grow them."""
+        cutoff = number - PLAN_SWEEP
+        self._plans = {k: p for k, p in self._plans.items() if p.used > cutoff}
+        live = {p.identity for p in self._plans.values()}
+        self._settle.forget(live.__contains__)
 
     def families(self, rm: ResourceMetrics, now: float) -> list[Family]:
         """Families for the agent's self-telemetry: datapoint labels and const labels only (the
@@ -95,23 +142,28 @@ class Translator:
         resource: AttrItems,
         metrics: tuple[Metric, ...],
         now: float,
-    ) -> tuple[int, int]:
-        """Every metric of one resource (copy); how many points it stored, of how many. A
-        metric with bad data stores none of its points, and never raises.
+        record: bool = False,
+    ) -> tuple[int, int, tuple[Step, ...] | None]:
+        """Every metric of one resource (copy); how many points it stored, of how many, and
+        (with `record`) the plan's steps when every point was stored (else None). A metric with
+        bad data stores none of its points, and never raises.
 
-        This runs for every metric of every batch, so the common path is inlined: the target
-        remembered by metric name, the family already there, `Family.write`."""
+        This is the general path: the target remembered by metric name, the family already
+        there, `Family.write` inlined."""
         lines = self.labels.lines(resource)  # once per resource, not per metric
         split = catalog.DCGM_SPLIT if self._naming == "dcgm" else {}
         by_name, families, touched = self._by_name, store.families, store.touched_families
         batch = store.batch
         stored = total = 0
+        steps: list[Step] | None = [] if record else None
         for metric in metrics:
             points = metric.points
             total += len(points)
             try:
                 if metric.name in split:
                     stored += self._ingest_split(store, identity, resource, metric, now)
+                    if steps is not None:
+                        steps.append(_step(metric, None, None, (), []))
                     continue
                 hit = by_name.get(metric.name)
                 if (
@@ -131,11 +183,21 @@ class Translator:
                 else:
                     family = store.family(name, target.type, target.help)
                     if family is None:
-                        continue  # the name belongs to a family of another type
-                stored += self._write(family, identity, resource, lines, target, points, batch)
+                        steps = None  # the name belongs to a family of another type
+                        continue
+                prefixes: list[str] | None = [] if steps is not None else None
+                written = self._write(
+                    family, identity, resource, lines, target, points, batch, prefixes
+                )
+                stored += written
+                if steps is not None and prefixes is not None and written == len(points):
+                    steps.append(_step(metric, target, family, points, prefixes))
+                else:
+                    steps = None
             except (TypeError, ValueError, AttributeError):
+                steps = None
                 continue  # bad data: counted as dropped, never raised into the pipeline
-        return stored, total
+        return stored, total, (tuple(steps) if steps is not None else None)
 
     def _write(
         self,
@@ -146,8 +208,10 @@ class Translator:
         target: Target,
         points: tuple[NumberDataPoint, ...],
         batch: int,
+        record: list[str] | None = None,
     ) -> int:
-        """`Family.write` of each point, inlined; how many points were numbers."""
+        """`Family.write` of each point, inlined; how many points were numbers. With `record`,
+        the prefix of every point stored is appended to it."""
         name, scale, convert = target.name, target.scale, target.convert
         series, stamps, owners = family.series, family.stamps, family.owners
         family.touched[identity] = None
@@ -177,6 +241,8 @@ class Translator:
             stamps[prefix] = batch
             if owners.get(prefix) != identity:
                 family.claim(identity, prefix)
+            if record is not None:
+                record.append(prefix)
             stored += 1
         return stored
 
@@ -248,6 +314,34 @@ class Translator:
                 )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(namespaced(self._namespace, name), type_, metric.description)
+
+
+def _step(
+    metric: Metric,
+    target: Target | None,
+    family: Family | None,
+    points: tuple[NumberDataPoint, ...],
+    prefixes: list[str],
+) -> Step:
+    """One metric of a plan (`replay.Step`); no target: a split metric, replayed generally.
+    One point: its attributes and prefix themselves (the replay skips a loop)."""
+    scale, convert = (target.scale, target.convert) if target is not None else (1.0, None)
+    attributes: Attributes | tuple[Attributes, ...] = tuple(p.attributes for p in points)
+    lines: str | tuple[str, ...] = tuple(prefixes)
+    if len(points) == 1 and family is not None:
+        attributes, lines = points[0].attributes, prefixes[0]
+    return (
+        metric.name,
+        metric.kind,
+        metric.monotonic,
+        metric.unit,
+        metric.description,
+        scale,
+        convert,
+        family,
+        attributes,
+        lines,
+    )
 
 
 def _is_allocation(rm: ResourceMetrics) -> bool:

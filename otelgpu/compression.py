@@ -1,0 +1,38 @@
+"""gzip for bodies the agent builds once and sends many times (`/metrics`, OpenMetrics).
+
+The `/metrics` body at 10k series is ~2.6 MB, and it is compressed again after every update.
+Python's zlib at level 1 takes ~5 ms for it, as long as ingesting and rendering the update
+together; ISA-L's deflate (the `isal` package, Intel's Intelligent Storage Acceleration
+Library: wheels for x86-64 and arm64) writes the same gzip format in ~1.3 ms, for a body ~14 %
+larger (~182 kB instead of ~160 kB). Any gzip reader decompresses either.
+
+The agent uses ISA-L where the package is installed (a dependency on x86-64 and arm64, where
+it ships wheels) and zlib otherwise; `GZIP_IMPLEMENTATION` says which:
+`python -c "from otelgpu.compression import GZIP_IMPLEMENTATION as g; print(g)"`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+_GZIP_WBITS = 31  # deflate in a gzip wrapper (header with mtime 0, CRC-32 and size trailer)
+
+
+def _compressors() -> tuple[str, Callable[..., Any]]:
+    try:
+        from isal import isal_zlib  # only the codec, not `isal.igzip` (its import costs ~2 MiB)
+    except ImportError:
+        return "zlib", zlib.compressobj
+    return "isal", isal_zlib.compressobj
+
+
+GZIP_IMPLEMENTATION, _compressobj = _compressors()
+
+
+def gzip_bytes(data: bytes, level: int = 1) -> bytes:
+    """`data` as one gzip member (level 0 to 3 with ISA-L, 0 to 9 with zlib; higher is clamped)."""
+    level = min(level, 3) if GZIP_IMPLEMENTATION == "isal" else level
+    compressor = _compressobj(level, zlib.DEFLATED, _GZIP_WBITS)
+    return bytes(compressor.compress(data) + compressor.flush())

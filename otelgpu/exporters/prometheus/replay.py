@@ -1,0 +1,200 @@
+"""Replaying a resource's writes: the steady-state path of Prometheus ingest.
+
+A receiver reports the same shape every cycle: the same resource attributes, the same metrics
+in the same order, the same point attributes; only the values move. The first time a resource
+is ingested, `Translator` takes the general path (targets, families, label lines, claims) and
+records what it wrote as a `Plan`: per metric, its descriptor and, per point, the point's
+attributes and the line prefix it went to. When the next batch brings the same resource, the
+plan is replayed: each point's value is formatted and stored under the recorded prefix, with
+no lookups, claims or label rendering.
+
+A replay is only taken when it writes exactly what the general path would:
+- the metrics, their names, kinds and units, point counts and point attributes equal the
+  plan's, and
+  every value is a number (anything else: the general path, which drops what it must);
+- the identity still owns every line of the plan (a line another identity wrote since, or one
+  that expired, needs a claim: the general path makes it);
+- `Settle` (below) runs the store's set replacement when the identity's resources differ from
+  the ones it reported last time, so a holder that left a shared GPU still leaves at once.
+
+Equivalence with the general path is what the tests check: random batch sequences ingested
+with and without replay leave identical stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from otelgpu.exporters.prometheus.dcgm import Convert
+from otelgpu.exporters.prometheus.labels import AttrItems
+from otelgpu.exporters.prometheus.series import Family, Layout, format_value
+from otelgpu.model import Attributes, Metric, MetricKind
+
+# One metric of a plan:
+# (name, kind, monotonic, unit, description, scale, convert, family, attributes, prefixes).
+# A metric with one point (most of them: one value per GPU) keeps that point's attributes and
+# line prefix themselves (`prefixes` a str); with several, a tuple of each, in point order.
+# `family` None: a metric whose family depends on a point attribute (dcgm's split fields);
+# the replay hands it to the general path.
+Step = tuple[
+    str,
+    MetricKind,
+    bool,
+    str,
+    str,
+    float,
+    Convert | None,
+    Family | None,
+    Attributes | tuple[Attributes, ...],
+    str | tuple[str, ...],
+]
+Split = Callable[[Metric], int]  # the general path of one split metric: points stored
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the general path wrote for one resource of one identity."""
+
+    identity: int
+    resource: AttrItems
+    steps: tuple[Step, ...]
+    families: tuple[Family, ...]  # every family the plan writes to (for `Settle`)
+    used: int  # the batch that last wrote it (built or replayed)
+    layout: int  # the store's `Layout.version` when its lines were last known to be its own
+
+
+def replay(
+    plan: Plan, metrics: tuple[Metric, ...], batch: int, layout: Layout, split: Split
+) -> tuple[int, int] | None:
+    """Writes `metrics` along `plan`; (points stored, points), or None when the batch's shape
+    or data differ from the plan's (the caller then takes the general path, which rewrites all
+    of it: whatever this call wrote before it stopped is written again)."""
+    steps = plan.steps
+    if len(metrics) != len(steps):
+        return None
+    identity = plan.identity
+    # Ownership changed somewhere since this plan last checked: check each of its lines.
+    check = plan.layout != layout.version
+    stored = total = 0
+    for metric, step in zip(metrics, steps, strict=True):
+        name, kind, monotonic, unit, _, scale, convert, family, attrs, prefixes = step
+        # The description is not compared: it is the family's HELP, fixed when the family was
+        # made, so a new one changes nothing the general path would write either.
+        if (
+            metric.name != name
+            or metric.kind is not kind
+            or metric.monotonic != monotonic
+            or metric.unit != unit
+        ):
+            return None
+        points = metric.points
+        total += len(points)
+        if family is None:
+            stored += split(metric)
+            continue
+        if prefixes.__class__ is str:  # one point: no loop
+            if len(points) != 1:
+                return None
+            point = points[0]
+            attributes = point.attributes
+            if attributes is not attrs and attributes != attrs:
+                return None
+            if check and family.owners.get(prefixes) != identity:
+                return None  # taken over or expired since: the general path claims it back
+            value = point.value
+            if (
+                convert is None
+                and value.__class__ is float
+                and scale == 1.0
+                and value - value == 0.0  # finite: `format_value`'s common case, inlined
+            ):
+                family.series[prefixes] = repr(value) + "\n"
+            elif not _write(family, prefixes, value, attributes, scale, convert):
+                return None
+            family.stamps[prefixes] = batch
+            stored += 1
+            continue
+        if len(points) != len(prefixes):
+            return None
+        owners = family.owners
+        for point, expected, prefix in zip(points, attrs, prefixes, strict=True):
+            attributes = point.attributes
+            if attributes is not expected and attributes != expected:
+                return None
+            if check and owners.get(prefix) != identity:
+                return None
+            if not _write(family, prefix, point.value, attributes, scale, convert):
+                return None
+            family.stamps[prefix] = batch
+        stored += len(points)
+    plan.layout = layout.version
+    return stored, total
+
+
+def _write(
+    family: Family,
+    prefix: str,
+    value: float,
+    attributes: Attributes,
+    scale: float,
+    convert: Convert | None,
+) -> bool:
+    """One value, formatted as the general path does; False when it is not a number (the
+    general path then drops the metric)."""
+    try:
+        value = value * scale if scale != 1.0 else value
+        if convert is not None:
+            value = convert(value, attributes)
+        family.series[prefix] = format_value(value) + "\n"
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+class Settle:
+    """Decides, per identity, whether its replayed resources need the store's set replacement.
+
+    A replay writes the lines the identity wrote last time and marks nothing for settling, so it
+    is only complete when the identity reports the same resources as the last time it reported:
+    every one of them replayed, each last written in that same batch, as many as then. Any other
+    case (a holder left, a resource changed shape, two resources with the same attributes)
+    marks the replayed plans' families, and the store's commit removes what was not rewritten,
+    exactly as after the general path.
+    """
+
+    def __init__(self) -> None:
+        # identity → (the batch it last reported in, how many resources it reported)
+        self._last: dict[int, tuple[int, int]] = {}
+        self._replayed: list[tuple[Plan, int]] = []  # plan, the batch it was last used before
+        self._counts: dict[int, int] = {}
+        self._general: set[int] = set()
+
+    def reported(self, identity: int, plan: Plan | None, before: int) -> None:
+        """One resource of `identity` was ingested: replayed from `plan` (last used in
+        `before`) or, with no plan, on the general path."""
+        self._counts[identity] = self._counts.get(identity, 0) + 1
+        if plan is None:
+            self._general.add(identity)
+        else:
+            self._replayed.append((plan, before))
+
+    def finish(self, batch: int, touched: dict[str, Family]) -> None:
+        """Marks what needs settling (in the families and in the store's `touched`, the
+        families its commit settles); remembers this batch's identities for the next one."""
+        counts, last = self._counts, self._last
+        for plan, before in self._replayed:
+            identity = plan.identity
+            if identity in self._general or last.get(identity) != (before, counts[identity]):
+                for family in plan.families:
+                    family.touched[identity] = None
+                    touched[family.name] = family
+        for identity, count in counts.items():
+            last[identity] = (batch, count)
+        self._replayed.clear()
+        self._counts.clear()
+        self._general.clear()
+
+    def forget(self, keep: Callable[[int], bool]) -> None:
+        """Drops what it knows of identities `keep` refuses (bounded like the plans)."""
+        self._last = {i: seen for i, seen in self._last.items() if keep(i)}

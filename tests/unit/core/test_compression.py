@@ -1,0 +1,52 @@
+"""gzip of bodies (otelgpu/compression.py): ISA-L where installed, zlib otherwise, and any gzip
+reader gets the bytes back."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import platform
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from otelgpu import compression
+
+
+@given(data=st.binary(max_size=5000), level=st.integers(0, 9))
+def test_any_gzip_reader_gets_the_bytes_back(data: bytes, level: int) -> None:
+    packed = compression.gzip_bytes(data, level)
+    assert packed[:2] == b"\x1f\x8b"  # a gzip member, not a bare deflate stream
+    assert gzip.decompress(packed) == data
+
+
+def test_a_large_body_is_compressed() -> None:
+    body = b"".join(
+        b'gpu_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i, i) for i in range(5000)
+    )
+    packed = compression.gzip_bytes(body)
+    assert len(packed) < len(body) / 5 and gzip.decompress(packed) == body
+
+
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "aarch64"), reason="isal is a dependency only there"
+)
+def test_isal_is_used_where_it_is_a_dependency() -> None:
+    assert compression.GZIP_IMPLEMENTATION == "isal"
+
+
+def test_without_isal_zlib_writes_the_same_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "isal", None)  # import isal → ImportError
+    try:
+        fallback = importlib.reload(compression)
+        assert fallback.GZIP_IMPLEMENTATION == "zlib"
+        assert gzip.decompress(fallback.gzip_bytes(b"abc" * 1000, 1)) == b"abc" * 1000
+    finally:
+        monkeypatch.undo()
+        importlib.reload(compression)
+    assert compression.GZIP_IMPLEMENTATION != "zlib" or platform.machine() not in (
+        "x86_64",
+        "aarch64",
+    )

@@ -1,0 +1,192 @@
+"""Replaying a resource's plan (replay.py) writes exactly what the general path writes.
+
+The property: any sequence of batches (resources coming, going, sharing identities, changing
+labels, shapes, values that are not numbers, expiry and cache rotations in between), ingested by
+a translator that replays and by one that never does, leaves the same series, owners, update
+stamps and body, and the same (stored, dropped) counts.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otelgpu import semconv
+from otelgpu.exporters.prometheus.render import render_text
+from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.exporters.prometheus.translate import Translator
+from otelgpu.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from tests.unit.exporters.prometheus.batches import gpu, held_by
+
+TASKS = ({"hw.gpu.task": "general"}, {"hw.gpu.task": "encoder"}, {"hw.gpu.task": "decoder"})
+SHARED_TASK = TASKS[0]  # one dict object reused batch after batch, as the receiver does
+VALUES = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0.0, 0.5, True, "n/a", None]),
+)
+
+
+@st.composite
+def metrics(draw: st.DrawFn) -> tuple[Metric, ...]:
+    """A GPU's metrics: a few shapes, sometimes with bad values or a changed descriptor."""
+    chosen = draw(st.lists(st.sampled_from(range(6)), min_size=1, max_size=5, unique=True))
+    out = []
+    for which in chosen:
+        if which == 0:  # dcgm splits this one by task; several points
+            tasks = draw(st.lists(st.sampled_from(range(3)), min_size=1, max_size=3, unique=True))
+            points = tuple(_point(TASKS[t], draw(VALUES)) for t in tasks)
+            out.append(_metric("hw.gpu.utilization", "1", MetricKind.GAUGE, points))
+        elif which == 1:
+            attributes = SHARED_TASK if draw(st.booleans()) else dict(SHARED_TASK)
+            out.append(
+                _metric("hw.power", "W", MetricKind.GAUGE, (_point(attributes, draw(VALUES)),))
+            )
+        elif which == 2:  # a counter; its unit sometimes changes (a new family name)
+            unit = draw(st.sampled_from(["J", "mJ"]))
+            out.append(
+                _metric("hw.energy", unit, MetricKind.SUM, (_point({}, draw(VALUES)),), True)
+            )
+        elif which == 3:  # the same name as a gauge and as a counter: type conflicts
+            kind = draw(st.sampled_from([MetricKind.GAUGE, MetricKind.SUM]))
+            out.append(
+                _metric("x.y", "1", kind, (_point({}, draw(VALUES)),), kind is MetricKind.SUM)
+            )
+        elif which == 4:  # two points that render to one line (the later wins)
+            points = (_point({"a": "1"}, draw(VALUES)), _point({"a": 1}, draw(VALUES)))
+            out.append(_metric("dup.points", "1", MetricKind.GAUGE, points))
+        else:
+            points = (_point({}, draw(VALUES)),)
+            out.append(
+                _metric(
+                    f"hw.temperature.{draw(st.integers(0, 1))}", "Cel", MetricKind.GAUGE, points
+                )
+            )
+    return tuple(out)
+
+
+@st.composite
+def batches(draw: st.DrawFn) -> list[tuple[ResourceMetrics, ...]]:
+    """Batches over a small pool: GPUs whose holder changes, shared identities (allocation
+    series of a shared GPU, one resource per holder), resources without identity."""
+    count = draw(st.integers(1, 6))
+    out = []
+    for _ in range(count):
+        resources = []
+        for slot in draw(st.lists(st.integers(0, 5), max_size=6)):
+            labels: dict[str, AttrValue] = dict(held_by(draw(st.sampled_from(["a", "b", "c"]))))
+            resource = gpu(slot % 3, **labels)
+            identity: object = draw(
+                st.sampled_from([resource[semconv.HW_ID], ("alloc", slot % 2), None])
+            )
+            resources.append(
+                ResourceMetrics(resource=resource, metrics=draw(metrics()), identity=identity)
+            )
+        out.append(tuple(resources))
+    return out
+
+
+def _point(attributes: dict[str, AttrValue], value: object) -> NumberDataPoint:
+    return NumberDataPoint(attributes=attributes, time_unix_nano=1, value=value)  # type: ignore[arg-type]
+
+
+def _metric(
+    name: str, unit: str, kind: MetricKind, points: tuple[NumberDataPoint, ...], mono: bool = False
+) -> Metric:
+    return Metric(name=name, unit=unit, description="d", kind=kind, points=points, monotonic=mono)
+
+
+def state(store: SeriesStore) -> object:
+    """What a store holds that anyone can observe: lines, owners, stamps, the set each identity
+    owns (stale entries of `groups`, lines another identity took since, are bookkeeping)."""
+    families = {}
+    for name, family in store.families.items():
+        owned = {
+            key: sorted(p for p in group if family.owners.get(p) == key)
+            for key, group in family.groups.items()
+        }
+        families[name] = (
+            family.type,
+            dict(family.series),
+            dict(family.owners),
+            dict(family.stamps),
+            {key: lines for key, lines in owned.items() if lines},
+        )
+    return families, render_text(store.families.values()), store.replaced
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sequence=batches(), naming=st.sampled_from(["otel", "dcgm"]), data=st.data())
+def test_replay_leaves_the_store_the_general_path_leaves(
+    sequence: list[tuple[ResourceMetrics, ...]], naming: str, data: st.DataObject
+) -> None:
+    fast, general = SeriesStore(), SeriesStore()
+    replaying = Translator(naming, {}, replay=True)  # type: ignore[arg-type]
+    plain = Translator(naming, {}, replay=False)  # type: ignore[arg-type]
+    now = 0.0
+    for batch in sequence:
+        for _ in range(data.draw(st.integers(1, 3))):  # the same batch again: replays
+            now += 1.0
+            assert replaying.ingest(fast, batch, now) == plain.ingest(general, batch, now)
+            assert state(fast) == state(general)
+        if data.draw(st.booleans()):
+            assert fast.expire(now, 2.5) == general.expire(now, 2.5)
+        if data.draw(st.booleans()):
+            for translator, store in ((replaying, fast), (plain, general)):
+                translator.labels.rotate()
+                store.rotate()
+        assert state(fast) == state(general)
+
+
+def test_a_steady_node_is_replayed_and_its_values_move() -> None:
+    """The fast path is really taken (no claims, no label rendering), and writes the new values."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point(SHARED_TASK, 1.0),)),)
+    gpu0 = gpu(0)
+    translator.ingest(store, (ResourceMetrics(resource=gpu0, metrics=power, identity="g"),), 1.0)
+    version = store.layout.version
+    rendered = translator.labels.line_prefix
+    translator.labels.line_prefix = None  # type: ignore[assignment,method-assign]  # a replay renders nothing
+    moved = (_metric("hw.power", "W", MetricKind.GAUGE, (_point(SHARED_TASK, 2.5),)),)
+    again = (ResourceMetrics(resource=dict(gpu0), metrics=moved, identity="g"),)
+    assert translator.ingest(store, again, 2.0) == (1, 0)
+    translator.labels.line_prefix = rendered  # type: ignore[method-assign]
+    assert store.layout.version == version  # nothing claimed, nothing removed
+    (line,) = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    assert line.endswith(" 2.5")
+
+
+def test_a_holder_leaving_a_shared_identity_leaves_at_once_when_the_other_replays() -> None:
+    """Two resources share one identity; the next batch has one of them, replayed: the other's
+    line must go at once (the set is replaced), as on the general path."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    share = _metric("nvidia.gpu.allocation", "1", MetricKind.GAUGE, (_point({}, 0.5),))
+
+    def holder(pod: str) -> ResourceMetrics:
+        return ResourceMetrics(resource=gpu(0, **held_by(pod)), metrics=(share,), identity="s")
+
+    translator.ingest(store, (holder("a"), holder("b")), 1.0)
+    translator.ingest(store, (holder("a"), holder("b")), 2.0)  # both replayed
+    translator.ingest(store, (holder("a"),), 3.0)  # "a" replays; "b" left
+    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    assert len(lines) == 1 and 'k8s_pod_name="a"' in lines[0]
+
+
+def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
+    """Identity `b` (other attributes, the same rendered labels) writes the line `a`'s plan
+    holds, then stops: `a`'s next replay must claim it back, not write a line `b` still owns
+    (`b`'s expiry or set replacement would then delete `a`'s series)."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point({}, 1.0),)),)
+    a = ResourceMetrics(resource=gpu(0), metrics=power, identity="a")
+    alike = {**gpu(0), semconv.GPU_INDEX: 0}  # the int 0 renders as "0", like a's "0"
+    b = ResourceMetrics(resource=alike, metrics=power, identity="b")
+    translator.ingest(store, (a,), 1.0)
+    translator.ingest(store, (a,), 2.0)  # replayed
+    translator.ingest(store, (b,), 3.0)  # b takes the line
+    translator.ingest(store, (a,), 4.0)  # a writes it again: it must own it again
+    (family,) = store.families.values()
+    assert list(family.owners.values()) == [store.key("a")]
+    version = store.layout.version
+    translator.ingest(store, (a,), 5.0)  # owned again: a plain replay, nothing claimed
+    assert store.layout.version == version
