@@ -25,30 +25,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from otelgpu.exporters.prometheus.dcgm import Convert
 from otelgpu.exporters.prometheus.labels import AttrItems
 from otelgpu.exporters.prometheus.series import Family, Layout, format_value
 from otelgpu.model import Attributes, Metric, MetricKind
 
-# One metric of a plan:
-# (name, kind, monotonic, unit, description, scale, convert, family, attributes, prefixes).
-# A metric with one point (most of them: one value per GPU) keeps that point's attributes and
-# line prefix themselves (`prefixes` a str); with several, a tuple of each, in point order.
-# `family` None: a metric whose family depends on a point attribute (dcgm's split fields);
-# the replay hands it to the general path.
-Step = tuple[
-    str,
-    MetricKind,
-    bool,
-    str,
-    str,
-    float,
-    Convert | None,
-    Family | None,
-    Attributes | tuple[Attributes, ...],
-    str | tuple[str, ...],
-]
+# One metric of a plan: (form, descriptor, family, attributes, prefixes, scale, convert).
+# The descriptor is (name, unit, kind, monotonic): what chose the family (the description is
+# its HELP, fixed when the family was made, so a new one changes nothing the general path
+# would write either).
+ONE = 0  # one point, its value written as it is: `attributes` and `prefixes` are that point's
+SEVERAL = 1  # any number of points, or scaled/converted values: a tuple of each, point order
+SPLIT = 2  # the family depends on a point attribute (dcgm's split fields): the general path
+Descriptor = tuple[str, str, MetricKind, bool]
+# (family, attributes, prefixes) by form: ONE (Family, Attributes, str); SEVERAL (Family,
+# tuple[Attributes, ...], tuple[str, ...]); SPLIT (None, (), ()). Typed Any: the form says which.
+Step = tuple[int, Descriptor, Any, Any, Any, float, "Convert | None"]
 Split = Callable[[Metric], int]  # the general path of one split metric: points stored
 
 
@@ -59,6 +53,7 @@ class Plan:
     identity: int
     resource: AttrItems
     steps: tuple[Step, ...]
+    points: int  # how many points its ONE and SEVERAL steps write
     families: tuple[Family, ...]  # every family the plan writes to (for `Settle`)
     used: int  # the batch that last wrote it (built or replayed)
     layout: int  # the store's `Layout.version` when its lines were last known to be its own
@@ -76,24 +71,14 @@ def replay(
     identity = plan.identity
     # Ownership changed somewhere since this plan last checked: check each of its lines.
     check = plan.layout != layout.version
-    stored = total = 0
-    for metric, step in zip(metrics, steps, strict=True):
-        name, kind, monotonic, unit, _, scale, convert, family, attrs, prefixes = step
-        # The description is not compared: it is the family's HELP, fixed when the family was
-        # made, so a new one changes nothing the general path would write either.
-        if (
-            metric.name != name
-            or metric.kind is not kind
-            or metric.monotonic != monotonic
-            or metric.unit != unit
-        ):
+    stored = total = plan.points
+    for metric, (form, descriptor, family, attrs, prefixes, scale, convert) in zip(
+        metrics, steps, strict=True
+    ):
+        if (metric.name, metric.unit, metric.kind, metric.monotonic) != descriptor:
             return None
-        points = metric.points
-        total += len(points)
-        if family is None:
-            stored += split(metric)
-            continue
-        if prefixes.__class__ is str:  # one point: no loop
+        if form == ONE:  # the common case, inlined: no loop, no call
+            points = metric.points
             if len(points) != 1:
                 return None
             point = points[0]
@@ -102,34 +87,57 @@ def replay(
                 return None
             if check and family.owners.get(prefixes) != identity:
                 return None  # taken over or expired since: the general path claims it back
+            # `format_value`'s common cases inlined: an int, a finite float (repr is its text)
             value = point.value
-            if (
-                convert is None
-                and value.__class__ is float
-                and scale == 1.0
-                and value - value == 0.0  # finite: `format_value`'s common case, inlined
-            ):
+            kind = value.__class__
+            if kind is int or (kind is float and value - value == 0.0):
                 family.series[prefixes] = repr(value) + "\n"
-            elif not _write(family, prefixes, value, attributes, scale, convert):
+            elif not _write(family, prefixes, value, attributes, 1.0, None):
                 return None
             family.stamps[prefixes] = batch
-            stored += 1
-            continue
-        if len(points) != len(prefixes):
-            return None
-        owners = family.owners
-        for point, expected, prefix in zip(points, attrs, prefixes, strict=True):
-            attributes = point.attributes
-            if attributes is not expected and attributes != expected:
+        elif form == SEVERAL:
+            if not _several(
+                identity, check, family, attrs, prefixes, scale, convert, metric, batch
+            ):
                 return None
-            if check and owners.get(prefix) != identity:
-                return None
-            if not _write(family, prefix, point.value, attributes, scale, convert):
-                return None
-            family.stamps[prefix] = batch
-        stored += len(points)
+        else:
+            total += len(metric.points)
+            stored += split(metric)
     plan.layout = layout.version
     return stored, total
+
+
+def _several(
+    identity: int,
+    check: bool,
+    family: Family,
+    attrs: tuple[Attributes, ...],
+    prefixes: tuple[str, ...],
+    scale: float,
+    convert: Convert | None,
+    metric: Metric,
+    batch: int,
+) -> bool:
+    """A SEVERAL step; False where the general path must take over."""
+    points = metric.points
+    if len(points) != len(prefixes):
+        return False
+    owners, stamps, series = family.owners, family.stamps, family.series
+    plain = scale == 1.0 and convert is None
+    for point, expected, prefix in zip(points, attrs, prefixes, strict=True):
+        attributes = point.attributes
+        if attributes is not expected and attributes != expected:
+            return False
+        if check and owners.get(prefix) != identity:
+            return False
+        value = point.value
+        kind = value.__class__
+        if plain and (kind is int or (kind is float and value - value == 0.0)):
+            series[prefix] = repr(value) + "\n"
+        elif not _write(family, prefix, value, attributes, scale, convert):
+            return False
+        stamps[prefix] = batch
+    return True
 
 
 def _write(

@@ -21,7 +21,7 @@ from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
-from otelgpu.exporters.prometheus.replay import Plan, Settle, Step, replay
+from otelgpu.exporters.prometheus.replay import ONE, SEVERAL, SPLIT, Plan, Settle, Step, replay
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
 from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import metrics as catalog
@@ -106,8 +106,7 @@ class Translator:
             dropped += points - ok
             settle.reported(identity, None, 0)
             if steps is not None:
-                families = tuple({id(s[7]): s[7] for s in steps if s[7] is not None}.values())
-                plans[items] = Plan(identity, items, steps, families, number, store.layout.version)
+                plans[items] = _plan(identity, items, steps, number, store.layout.version)
         settle.finish(number, store.touched_families)
         store.commit()
         if number % PLAN_SWEEP == 0:
@@ -316,6 +315,13 @@ class Translator:
         return Target(namespaced(self._namespace, name), type_, metric.description)
 
 
+def _plan(identity: int, items: AttrItems, steps: tuple[Step, ...], used: int, layout: int) -> Plan:
+    """A plan of the steps the general path just took for one resource."""
+    families = {id(s[2]): s[2] for s in steps if s[2] is not None}
+    points = sum(1 if s[0] == ONE else len(s[4]) for s in steps if s[0] != SPLIT)
+    return Plan(identity, items, steps, points, tuple(families.values()), used, layout)
+
+
 def _step(
     metric: Metric,
     target: Target | None,
@@ -323,25 +329,14 @@ def _step(
     points: tuple[NumberDataPoint, ...],
     prefixes: list[str],
 ) -> Step:
-    """One metric of a plan (`replay.Step`); no target: a split metric, replayed generally.
-    One point: its attributes and prefix themselves (the replay skips a loop)."""
-    scale, convert = (target.scale, target.convert) if target is not None else (1.0, None)
-    attributes: Attributes | tuple[Attributes, ...] = tuple(p.attributes for p in points)
-    lines: str | tuple[str, ...] = tuple(prefixes)
-    if len(points) == 1 and family is not None:
-        attributes, lines = points[0].attributes, prefixes[0]
-    return (
-        metric.name,
-        metric.kind,
-        metric.monotonic,
-        metric.unit,
-        metric.description,
-        scale,
-        convert,
-        family,
-        attributes,
-        lines,
-    )
+    """One metric of a plan (`replay.Step`); no target: a split metric, replayed generally."""
+    descriptor = (metric.name, metric.unit, metric.kind, metric.monotonic)
+    if target is None or family is None:
+        return (SPLIT, descriptor, None, (), (), 1.0, None)
+    if len(points) == 1 and target.scale == 1.0 and target.convert is None:
+        return (ONE, descriptor, family, points[0].attributes, prefixes[0], 1.0, None)
+    attributes = tuple(p.attributes for p in points)
+    return (SEVERAL, descriptor, family, attributes, tuple(prefixes), target.scale, target.convert)
 
 
 def _is_allocation(rm: ResourceMetrics) -> bool:
