@@ -25,6 +25,11 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         "otelgpu/exporters/prometheus/render.py",
         [f"{PROM}/test_render.py", f"{PROM}/test_render_mutants.py"],
     ),
+    "replay": (
+        "otelgpu/exporters/prometheus/replay.py",
+        # test_replay holds the replay equal to the general path; test_identity: the set rules
+        [f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+    ),
     "labels": (
         "otelgpu/exporters/prometheus/labels.py",
         [

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from otelgpu import semconv
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
-from otelgpu.exporters.prometheus.translate import Translator
+from otelgpu.exporters.prometheus.translate import PLAN_SWEEP, Translator
 from otelgpu.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
 
@@ -190,3 +190,17 @@ def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     version = store.layout.version
     translator.ingest(store, (a,), 5.0)  # owned again: a plain replay, nothing claimed
     assert store.layout.version == version
+
+
+def test_plans_of_resources_gone_for_a_sweep_are_forgotten() -> None:
+    """Pods that come and go do not grow the plans (nor what `Settle` remembers of them)."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point({}, 1.0),)),)
+    steady = ResourceMetrics(resource=gpu(0), metrics=power, identity="steady")
+    for n in range(8 * PLAN_SWEEP):  # a new pod every batch, each seen once
+        gone = ResourceMetrics(resource=gpu(1, **held_by(f"p{n}")), metrics=power, identity=n)
+        translator.ingest(store, (steady, gone), float(n))
+    # A sweep every PLAN_SWEEP batches keeps the plans of the last PLAN_SWEEP batches.
+    assert len(translator._plans) <= 2 * PLAN_SWEEP + 1
+    assert len(translator._settle._last) <= 2 * PLAN_SWEEP + 1
+    assert any(plan.identity == store.key("steady") for plan in translator._plans.values())
