@@ -49,6 +49,7 @@ AttrItems = tuple[tuple[str, AttrValue], ...]
 
 MAX_VALUE_LENGTH = 1024
 _HASH_HEX = 16
+_NAMES_KEPT = 4096  # attribute keys whose label names are remembered (`LabelRenderer._name`)
 # Label names with a meaning of their own to Prometheus (module doc, rule 5).
 RESERVED_NAMES = frozenset({"le", "quantile"})
 # Characters the text format cannot carry in a label value or a HELP line (module doc).
@@ -104,6 +105,8 @@ class LabelRenderer:
         self._current: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
         self._previous: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
         self._truncated = 0
+        # (key, mig) → `_name`'s answer: keys are few and each is named for every series
+        self._names: dict[tuple[str, bool], tuple[str, bool]] = {}
 
     def take_truncated(self) -> int:
         """Label values cut to `MAX_VALUE_LENGTH` since the last call: once per series, when its
@@ -164,6 +167,14 @@ class LabelRenderer:
 
     def _name(self, key: str, mig: bool) -> tuple[str, bool]:
         """The label name of an attribute key, and whether that name is authoritative."""
+        found = self._names.get((key, mig))
+        if found is None:
+            if len(self._names) >= _NAMES_KEPT:  # keys sent by peers: keep the memo bounded
+                self._names.clear()
+            found = self._names[(key, mig)] = self._name_of(key, mig)
+        return found
+
+    def _name_of(self, key: str, mig: bool) -> tuple[str, bool]:
         if self._naming == "otel":
             name, authoritative = sanitize_label(key), False
         else:

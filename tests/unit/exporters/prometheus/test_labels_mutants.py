@@ -165,3 +165,15 @@ def test_the_parent_uuid_of_a_mig_instance_beats_a_colliding_pod_label() -> None
 
 def test_a_plain_key_is_not_authoritative_in_dcgm_naming() -> None:
     assert _text("dcgm", {"pod": "x", "k8s.pod.name": "p"}) == '{pod="p"}'
+
+
+def test_the_label_name_memo_stays_bounded_and_right() -> None:
+    """Keys a peer sends are unbounded: the memo of label names is cleared when full, and a
+    name looked up after that is still the right one."""
+    from otelgpu.exporters.prometheus.labels import _NAMES_KEPT
+
+    renderer = LabelRenderer("otel", {})
+    for n in range(_NAMES_KEPT + 10):
+        assert renderer.render((), ((f"k.{n}", "v"),)) == f'{{k_{n}="v"}}'
+    assert len(renderer._names) <= _NAMES_KEPT
+    assert renderer.render((), (("le", "1"),)) == '{key_le="1"}'
