@@ -55,12 +55,13 @@ class Plan:
     steps: tuple[Step, ...]
     points: int  # how many points its ONE and SEVERAL steps write
     families: tuple[Family, ...]  # every family the plan writes to (for `Settle`)
+    split: bool  # whether a step is SPLIT (the replay then needs the general path's `Split`)
     used: int  # the batch that last wrote it (built or replayed)
     layout: int  # the store's `Layout.version` when its lines were last known to be its own
 
 
 def replay(
-    plan: Plan, metrics: tuple[Metric, ...], batch: int, layout: Layout, split: Split
+    plan: Plan, metrics: tuple[Metric, ...], batch: int, layout: Layout, split: Split | None
 ) -> tuple[int, int] | None:
     """Writes `metrics` along `plan`; (points stored, points), or None when the batch's shape
     or data differ from the plan's (the caller then takes the general path, which rewrites all
@@ -100,9 +101,11 @@ def replay(
                 identity, check, family, attrs, prefixes, scale, convert, metric, batch
             ):
                 return None
-        else:
+        elif split is not None:
             total += len(metric.points)
             stored += split(metric)
+        else:
+            return None  # a SPLIT step without the general path to hand it to
     plan.layout = layout.version
     return stored, total
 

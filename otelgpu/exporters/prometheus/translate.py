@@ -90,8 +90,9 @@ class Translator:
                 continue
             plan = plans.get(items) if self._replay else None
             if plan is not None and plan.identity == identity:
-                self.labels.lines(items)  # keeps the label cache's generation in use
-                split = self._splitter(store, identity, items, now)
+                # The plan holds its lines: a steady resource leaves the label cache, which
+                # forgets it after two rotations (the general path renders it again if needed).
+                split = self._splitter(store, identity, items, now) if plan.split else None
                 done = replay(plan, rm.metrics, number, store.layout, split)
                 if done is not None:
                     settle.reported(identity, plan, plan.used)
@@ -319,7 +320,8 @@ def _plan(identity: int, items: AttrItems, steps: tuple[Step, ...], used: int, l
     """A plan of the steps the general path just took for one resource."""
     families = {id(s[2]): s[2] for s in steps if s[2] is not None}
     points = sum(1 if s[0] == ONE else len(s[4]) for s in steps if s[0] != SPLIT)
-    return Plan(identity, items, steps, points, tuple(families.values()), used, layout)
+    split = any(s[0] == SPLIT for s in steps)
+    return Plan(identity, items, steps, points, tuple(families.values()), split, used, layout)
 
 
 def _step(

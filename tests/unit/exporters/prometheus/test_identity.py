@@ -164,8 +164,9 @@ def test_per_holder_copies_a_shared_gpu_once_per_holder_with_vgpu() -> None:
 
 def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     """Mutation survivor (issue 14): `rotate()` could do nothing and no test noticed. The
-    label cache and the identity numbers keep what is in use and let go of the rest."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    label cache and the identity numbers keep what is in use and let go of the rest. (The
+    general path only: a replayed resource's lines live in its plan, see test_replay.)"""
+    store, translator = SeriesStore(), Translator("otel", {}, replay=False)
     gone, kept = device(0, held_by("old")), device(1, held_by("x"))
     ingest(translator, store, (gone, kept))
     key, kept_key = store.key(gone.identity), store.key(kept.identity)
