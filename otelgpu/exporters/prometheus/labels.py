@@ -135,6 +135,12 @@ class LabelRenderer:
             prefix = cache[key] = name + self.render(resource, attributes, drop) + " "
         return prefix
 
+    def forget(self, resource: AttrItems) -> None:
+        """Drops the line-prefix cache of one resource (its lines are kept elsewhere: a
+        replay plan holds them; a later `lines` call starts it afresh)."""
+        self._current.pop(resource, None)
+        self._previous.pop(resource, None)
+
     def rotate(self) -> None:
         """Starts a new cache generation; entries unused for a whole generation are dropped."""
         self._previous, self._current = self._current, {}

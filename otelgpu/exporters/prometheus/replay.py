@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from otelgpu.exporters.prometheus.dcgm import Convert
-from otelgpu.exporters.prometheus.labels import AttrItems
 from otelgpu.exporters.prometheus.series import Family, Layout, format_value
-from otelgpu.model import Attributes, Metric, MetricKind
+from otelgpu.model import Attributes, Metric, MetricKind, NumberDataPoint
 
 # One metric of a plan: (form, descriptor, family, attributes, prefixes, scale, convert).
 # The descriptor is (name, unit, kind, monotonic): what chose the family (the description is
@@ -51,13 +50,42 @@ class Plan:
     """What the general path wrote for one resource of one identity."""
 
     identity: int
-    resource: AttrItems
     steps: tuple[Step, ...]
     points: int  # how many points its ONE and SEVERAL steps write
     families: tuple[Family, ...]  # every family the plan writes to (for `Settle`)
     split: bool  # whether a step is SPLIT (the replay then needs the general path's `Split`)
     used: int  # the batch that last wrote it (built or replayed)
     layout: int  # the store's `Layout.version` when its lines were last known to be its own
+
+
+def step(
+    descriptors: dict[Descriptor, Descriptor],
+    metric: Metric,
+    family: Family | None,
+    points: tuple[NumberDataPoint, ...],
+    prefixes: list[str],
+    scale: float,
+    convert: Convert | None,
+) -> Step:
+    """The step of one metric the general path just wrote: to `family` (None: a split metric),
+    its points under `prefixes`. `descriptors` shares equal descriptors between plans (every
+    GPU's plan has the same ones)."""
+    key = (metric.name, metric.unit, metric.kind, metric.monotonic)
+    descriptor = descriptors.setdefault(key, key)
+    if family is None:
+        return (SPLIT, descriptor, None, (), (), 1.0, None)
+    if len(points) == 1 and scale == 1.0 and convert is None:
+        return (ONE, descriptor, family, points[0].attributes, prefixes[0], 1.0, None)
+    attributes = tuple(p.attributes for p in points)
+    return (SEVERAL, descriptor, family, attributes, tuple(prefixes), scale, convert)
+
+
+def plan_of(identity: int, steps: tuple[Step, ...], used: int, layout: int) -> Plan:
+    """A plan of the steps the general path just took for one resource."""
+    families = {id(s[2]): s[2] for s in steps if s[2] is not None}
+    points = sum(1 if s[0] == ONE else len(s[4]) for s in steps if s[0] != SPLIT)
+    split = any(s[0] == SPLIT for s in steps)
+    return Plan(identity, steps, points, tuple(families.values()), split, used, layout)
 
 
 def replay(

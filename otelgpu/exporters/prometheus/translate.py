@@ -21,9 +21,25 @@ from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
-from otelgpu.exporters.prometheus.replay import ONE, SEVERAL, SPLIT, Plan, Settle, Step, replay
+from otelgpu.exporters.prometheus.replay import (
+    Descriptor,
+    Plan,
+    Settle,
+    Step,
+    plan_of,
+    replay,
+    step,
+)
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.model import (
+    Attributes,
+    AttrValue,
+    Batch,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+)
 from otelgpu.receivers.nvml import metrics as catalog
 
 SharedGpuSeries = Literal["device", "per_holder"]
@@ -61,8 +77,9 @@ class Translator:
         self.labels = LabelRenderer(naming, const_labels, dcgm_labels)
         self._targets: dict[tuple[str, str, MetricKind, bool, str, object], Target] = {}
         self._by_name: dict[str, tuple[MetricKind, bool, str, str, Target]] = {}
-        self._plans: dict[AttrItems, Plan] = {}
+        self._plans: dict[tuple[AttrValue, ...], Plan] = {}  # by resource shape (`ingest`)
         self._settle = Settle()
+        self._descriptors: dict[Descriptor, Descriptor] = {}
 
     def ingest(self, store: SeriesStore, batch: Batch, now: float) -> tuple[int, int]:
         """Stores every point of `batch` as updated at `now`; (stored, dropped) point counts.
@@ -75,24 +92,30 @@ class Translator:
         holders = _holders_by_device(batch) if self._per_holder else {}
         plans, settle = self._plans, self._settle
         for rm in batch:
-            items = tuple(rm.resource.items())
-            # No identity from the receiver: its attributes as they are here are the identity.
-            identity = store.key(rm.identity if rm.identity is not None else items)
-            copies = holders.get(rm.resource.get(semconv.HW_ID)) if holders else None
-            if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in rm.resource:
-                for resource in [_holder_copy(rm.resource, holder) for holder in copies]:
-                    ok, points, _ = self._ingest_resource(
-                        store, identity, resource, rm.metrics, now
-                    )
+            resource = rm.resource
+            # The plan's key: the attributes as keys then values (equal exactly when the
+            # attributes are; a quarter of the memory of the (key, value) pairs).
+            shape = (*resource, *resource.values())
+            items: AttrItems | None = None
+            if rm.identity is not None:
+                identity = store.key(rm.identity)
+            else:  # no identity from the receiver: its attributes as they are here are it
+                items = tuple(resource.items())
+                identity = store.key(items)
+            copies = holders.get(resource.get(semconv.HW_ID)) if holders else None
+            if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in resource:
+                for copy in [_holder_copy(resource, holder) for holder in copies]:
+                    ok, points, _ = self._ingest_resource(store, identity, copy, rm.metrics, now)
                     stored += ok
                     dropped += points - ok
                     settle.reported(identity, None, 0)
                 continue
-            plan = plans.get(items) if self._replay else None
+            plan = plans.get(shape) if self._replay else None
             if plan is not None and plan.identity == identity:
-                # The plan holds its lines: a steady resource leaves the label cache, which
-                # forgets it after two rotations (the general path renders it again if needed).
-                split = self._splitter(store, identity, items, now) if plan.split else None
+                split = None
+                if plan.split:
+                    items = items or tuple(resource.items())
+                    split = self._splitter(store, identity, items, now)
                 done = replay(plan, rm.metrics, number, store.layout, split)
                 if done is not None:
                     settle.reported(identity, plan, plan.used)
@@ -100,19 +123,38 @@ class Translator:
                     stored += done[0]
                     dropped += done[1] - done[0]
                     continue
+            items = items or tuple(resource.items())
             ok, points, steps = self._ingest_resource(
-                store, identity, items, rm.metrics, now, record=True
+                store, identity, items, rm.metrics, now, record=self._replay
             )
             stored += ok
             dropped += points - ok
             settle.reported(identity, None, 0)
             if steps is not None:
-                plans[items] = _plan(identity, items, steps, number, store.layout.version)
+                plans[shape] = plan_of(identity, steps, number, store.layout.version)
+                # Its lines are in the plan now: the label cache need not hold them too (at 10k
+                # series that is ~7 MiB). A change of shape renders the resource's lines again.
+                self.labels.forget(items)
         settle.finish(number, store.touched_families)
         store.commit()
         if number % PLAN_SWEEP == 0:
             self._sweep(number)
         return stored, dropped
+
+    def _step(
+        self,
+        metric: Metric,
+        target: Target | None,
+        family: Family | None,
+        points: tuple[NumberDataPoint, ...],
+        prefixes: list[str],
+    ) -> Step:
+        """One metric of a plan; no target: a split metric (the replay hands it back)."""
+        if target is None or family is None:
+            return step(self._descriptors, metric, None, points, prefixes, 1.0, None)
+        return step(
+            self._descriptors, metric, family, points, prefixes, target.scale, target.convert
+        )
 
     def _splitter(
         self, store: SeriesStore, identity: int, resource: AttrItems, now: float
@@ -163,7 +205,7 @@ class Translator:
                 if metric.name in split:
                     stored += self._ingest_split(store, identity, resource, metric, now)
                     if steps is not None:
-                        steps.append(_step(metric, None, None, (), []))
+                        steps.append(self._step(metric, None, None, (), []))
                     continue
                 hit = by_name.get(metric.name)
                 if (
@@ -191,7 +233,7 @@ class Translator:
                 )
                 stored += written
                 if steps is not None and prefixes is not None and written == len(points):
-                    steps.append(_step(metric, target, family, points, prefixes))
+                    steps.append(self._step(metric, target, family, points, prefixes))
                 else:
                     steps = None
             except (TypeError, ValueError, AttributeError):
@@ -314,31 +356,6 @@ class Translator:
                 )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(namespaced(self._namespace, name), type_, metric.description)
-
-
-def _plan(identity: int, items: AttrItems, steps: tuple[Step, ...], used: int, layout: int) -> Plan:
-    """A plan of the steps the general path just took for one resource."""
-    families = {id(s[2]): s[2] for s in steps if s[2] is not None}
-    points = sum(1 if s[0] == ONE else len(s[4]) for s in steps if s[0] != SPLIT)
-    split = any(s[0] == SPLIT for s in steps)
-    return Plan(identity, items, steps, points, tuple(families.values()), split, used, layout)
-
-
-def _step(
-    metric: Metric,
-    target: Target | None,
-    family: Family | None,
-    points: tuple[NumberDataPoint, ...],
-    prefixes: list[str],
-) -> Step:
-    """One metric of a plan (`replay.Step`); no target: a split metric, replayed generally."""
-    descriptor = (metric.name, metric.unit, metric.kind, metric.monotonic)
-    if target is None or family is None:
-        return (SPLIT, descriptor, None, (), (), 1.0, None)
-    if len(points) == 1 and target.scale == 1.0 and target.convert is None:
-        return (ONE, descriptor, family, points[0].attributes, prefixes[0], 1.0, None)
-    attributes = tuple(p.attributes for p in points)
-    return (SEVERAL, descriptor, family, attributes, tuple(prefixes), target.scale, target.convert)
 
 
 def _is_allocation(rm: ResourceMetrics) -> bool:
