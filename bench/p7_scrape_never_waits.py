@@ -80,32 +80,51 @@ def pipeline(
 
 
 class Scraper:
-    """Scrapes /metrics on one keep-alive connection, plain and gzip in turn; records the
-    time of each answer (request sent to last byte read) in milliseconds."""
+    """Scrapes /metrics on one keep-alive connection, plain and gzip in turn, as Prometheus
+    does: the whole body is read into one buffer reused from scrape to scrape (Prometheus
+    keeps a pool of scrape buffers), with reads as large as what is left of the body. Each
+    answer is timed from the request sent to its last byte read, in milliseconds.
+
+    (Before: `response.read()` allocated a new body each time, ~6 MB for 10k series here, and
+    the page faults of that fresh allocation were part of every plain figure, busy and paused.)
+    """
 
     def __init__(self, port: int, gap: float) -> None:
         self._port = port
         self._gap = gap
         self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        self._buffer = bytearray(1 << 20)
 
-    def get(self, gzip: bool) -> tuple[float, bytes]:
-        headers = {"Accept-Encoding": "gzip"} if gzip else {"Accept-Encoding": "identity"}
+    def get(self, gzip: bool, *, keep: bool = False) -> tuple[float, bytes]:
+        """The time of one answer and, when `keep`, its body."""
+        headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
         started = time.perf_counter()
         try:
-            self._conn.request("GET", "/metrics", headers=headers)
-            response = self._conn.getresponse()
-            body = response.read()
+            size = self._exchange(headers)
         except (OSError, http.client.HTTPException):
             self._conn.close()  # the agent closed an idle connection: reconnect once
             self._conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=10)
             started = time.perf_counter()
-            self._conn.request("GET", "/metrics", headers=headers)
-            response = self._conn.getresponse()
-            body = response.read()
+            size = self._exchange(headers)
         elapsed = (time.perf_counter() - started) * 1000
-        if response.status != 200:
-            raise RuntimeError(f"/metrics answered {response.status}")
-        return elapsed, body
+        return elapsed, bytes(self._buffer[:size]) if keep else b""
+
+    def _exchange(self, headers: dict[str, str]) -> int:
+        self._conn.request("GET", "/metrics", headers=headers)
+        response = self._conn.getresponse()
+        if response.status != 200 or response.length is None:
+            raise RuntimeError(f"/metrics answered {response.status} (length {response.length})")
+        size = response.length
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size * 2)
+        view = memoryview(self._buffer)
+        got = 0
+        while got < size:
+            read = response.readinto(view[got:size])
+            if not read:
+                raise http.client.IncompleteRead(bytes(view[:got]), size - got)
+            got += read
+        return size
 
     def run(self, seconds: float) -> dict[str, list[float]]:
         times: dict[str, list[float]] = {"plain": [], "gzip": []}
@@ -144,6 +163,15 @@ def summary(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), percentile(values, 0.99), max(values)
 
 
+def body_sizes(port: int) -> tuple[int, int]:
+    """Bytes of one plain and one gzip answer."""
+    scraper = Scraper(port, 0)
+    try:
+        return len(scraper.get(False, keep=True)[1]), len(scraper.get(True, keep=True)[1])
+    finally:
+        scraper.close()
+
+
 async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> int:
     deadline = time.monotonic() + READY_TIMEOUT
     seen = 0
@@ -152,7 +180,7 @@ async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> i
             raise RuntimeError(f"the agent exited with {proc.returncode}")
         with contextlib.suppress(OSError, http.client.HTTPException, RuntimeError):
             scraper = Scraper(port, 0)
-            seen = series_in(scraper.get(False)[1])
+            seen = series_in(scraper.get(False, keep=True)[1])
             scraper.close()
             if seen >= want:
                 return seen
@@ -197,6 +225,7 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         try:
             series = await _wait_series(port, args.min_series, proc)
             await asyncio.sleep(args.warmup)
+            plain_bytes, gzip_bytes = await asyncio.to_thread(body_sizes, port)
             results: dict[str, dict[str, list[float]]] = {
                 "busy": {"plain": [], "gzip": []},
                 "paused": {"plain": [], "gzip": []},
@@ -220,7 +249,12 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             await asyncio.to_thread(_stop, proc)
             pool.shutdown()
             log.close()
-    return {"series": series, "results": results}
+    return {
+        "series": series,
+        "results": results,
+        "plain_bytes": plain_bytes,
+        "gzip_bytes": gzip_bytes,
+    }
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -230,12 +264,14 @@ async def main(args: argparse.Namespace) -> None:
         args.settle = 0.5
     else:
         node = Node(sharers=args.sharers)
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (before)")
     print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
     with tempfile.TemporaryDirectory(prefix="p7-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
         with rotel_blackhole(tmp / "rotel") as otlp:
             out = await measure(args, node, tmp, otlp)
     results = out["results"]
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after)")
     figures: dict[str, dict[str, tuple[float, float, float]]] = {}
     for phase in ("busy", "paused"):
         figures[phase] = {}
@@ -251,15 +287,21 @@ async def main(args: argparse.Namespace) -> None:
     for kind in ("plain", "gzip"):
         busy, paused = figures["busy"][kind], figures["paused"][kind]
         ratio_p99, ratio_max = busy[1] / paused[1], busy[2] / paused[2]
-        ok = ok and ratio_p99 <= 1.5 and busy[1] <= 5.0
+        met = ratio_p99 <= 1.5 and busy[1] <= 5.0
+        ok = ok and met
+        print(
+            f"{kind:5} busy/paused: p99 ratio {ratio_p99:.2f} (<= 1.5: "
+            f"{'ok' if ratio_p99 <= 1.5 else 'MISSED'}), busy p99 {busy[1]:.2f} ms (<= 5 ms: "
+            f"{'ok' if busy[1] <= 5.0 else 'MISSED'}), max ratio {ratio_max:.2f}"
+        )
         parts.append(
             f"{kind} p99 {busy[1]:.2f} ms (paused {paused[1]:.2f}, ratio {ratio_p99:.2f}), "
-            f"max {busy[2]:.2f} ms (ratio {ratio_max:.2f})"
+            f"max {busy[2]:.2f} ms (ratio {ratio_max:.2f}) {'met' if met else 'MISSED'}"
         )
     print(
-        f"P7 scrape while the pipeline runs vs paused, {out['series']} series, 1 s cycle, "
-        f"OTLP on: {'; '.join(parts)} (target ratio <= 1.5, p99 <= 5 ms: "
-        f"{'met' if ok else 'MISSED'})"
+        f"P7 scrape while the pipeline runs vs paused, {out['series']} series "
+        f"({out['plain_bytes']} B plain, {out['gzip_bytes']} B gzip), 1 s cycle, OTLP on: "
+        f"{'; '.join(parts)} (target ratio <= 1.5, p99 <= 5 ms: {'met' if ok else 'MISSED'})"
     )
 
 
