@@ -34,10 +34,12 @@ import json
 import multiprocessing
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,46 @@ def scrape_for(port: int, gap: float, seconds: float) -> dict[str, list[float]]:
         scraper.close()
 
 
+def floor_for(sizes: tuple[int, int], gap: float, seconds: float) -> dict[str, list[float]]:
+    """Runs in the scraping child process: what moving bodies of these sizes through loopback
+    TCP costs on this machine right now, with no HTTP and no agent: a thread in this process
+    answers each one-byte request with `sendall`, the client reads into a reused buffer.
+    The plain figure cannot go below this."""
+    listening = socket.create_server(("127.0.0.1", 0))
+    bodies = [b"x" * size for size in sizes]
+
+    def serve() -> None:
+        conn, _ = listening.accept()
+        with conn:
+            while (asked := conn.recv(1)) != b"":
+                conn.sendall(bodies[asked[0]])
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    times: dict[str, list[float]] = {"plain": [], "gzip": []}
+    buffer = memoryview(bytearray(max(sizes)))
+    with socket.create_connection(listening.getsockname()) as client:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for index, kind in enumerate(("plain", "gzip")):
+                started = time.perf_counter()
+                client.sendall(bytes([index]))
+                got = 0
+                while got < sizes[index]:
+                    got += client.recv_into(buffer[got : sizes[index]])
+                times[kind].append((time.perf_counter() - started) * 1000)
+                time.sleep(gap)
+    server.join()
+    listening.close()
+    return times
+
+
+def agent_cpu(pid: int) -> float:
+    """CPU seconds the agent has used (every thread), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def series_in(body: bytes) -> int:
     return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
 
@@ -226,6 +268,7 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             series = await _wait_series(port, args.min_series, proc)
             await asyncio.sleep(args.warmup)
             plain_bytes, gzip_bytes = await asyncio.to_thread(body_sizes, port)
+            cpu_used = {"busy": 0.0, "paused": 0.0}
             results: dict[str, dict[str, list[float]]] = {
                 "busy": {"plain": [], "gzip": []},
                 "paused": {"plain": [], "gzip": []},
@@ -234,13 +277,19 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
                 for phase, interval in (("busy", "1s"), ("paused", "1h")):
                     _reload(proc, path, config, interval)
                     await asyncio.sleep(args.settle)
+                    cpu = agent_cpu(proc.pid)
                     times = await asyncio.get_running_loop().run_in_executor(
                         pool, scrape_for, port, args.gap, args.seconds
                     )
+                    cpu_used[phase] += agent_cpu(proc.pid) - cpu
                     for kind in ("plain", "gzip"):
                         results[phase][kind] += times[kind]
                     if proc.poll() is not None:
                         raise RuntimeError(f"the agent exited with {proc.returncode}")
+            # (the agent is paused meanwhile)
+            floor = await asyncio.get_running_loop().run_in_executor(
+                pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5.0)
+            )
         except BaseException:
             log.close()
             print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
@@ -252,6 +301,8 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
     return {
         "series": series,
         "results": results,
+        "floor": floor,
+        "cpu_per_second": {k: v / (args.rounds * args.seconds) for k, v in cpu_used.items()},
         "plain_bytes": plain_bytes,
         "gzip_bytes": gzip_bytes,
     }
@@ -282,6 +333,17 @@ async def main(args: argparse.Namespace) -> None:
                 f"{phase:6} {kind:5}: {len(values):5} scrapes, p50 {p50:7.2f} ms, "
                 f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
             )
+    for kind in ("plain", "gzip"):
+        p50, p99, top = summary(out["floor"][kind])
+        print(
+            f"floor  {kind:5}: the same bytes over bare loopback TCP, no HTTP: p50 {p50:7.2f} ms, "
+            f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
+        )
+    cpu = out["cpu_per_second"]
+    print(
+        f"agent CPU while scraped: busy {cpu['busy'] * 1000:.0f} ms/s, "
+        f"paused {cpu['paused'] * 1000:.0f} ms/s"
+    )
     parts = []
     ok = True
     for kind in ("plain", "gzip"):
