@@ -12,10 +12,20 @@ The real agent runs as a child process (`python -m otelgpu run -c <pipeline>`):
 
 A child process (so that this process's test kubelet never competes with it for the GIL)
 scrapes /metrics back to back (one keep-alive connection, plain and gzip in turn, `--gap`
-seconds between two scrapes) and times each from request to the last byte. Phases alternate, `--rounds` times: **busy** (the pipeline cycles every second) and
-**paused** (the same agent after a SIGHUP reload to collection_interval 1h: its receivers
-produce once and then nothing, so only the exporter's own work and the scrapes remain). The
-figure is the busy p99 / max over the paused ones, plain and gzip.
+seconds between two scrapes) and times each from request to the last byte. The client reads
+as Prometheus does: keep-alive, the whole body into one buffer kept from scrape to scrape, with
+reads as large as what is left of the body (`Scraper`; before, `http.client`'s `read()` built a
+new ~6 MB bytes object per plain scrape, busy and paused alike). Phases alternate, `--rounds`
+times: **busy** (the pipeline cycles every second) and **paused** (the same agent after a SIGHUP
+reload to collection_interval 1h: its receivers produce once and then nothing, so only the
+exporter's own work and the scrapes remain). The figure is the busy p99 / max over the paused
+ones, plain and gzip.
+
+Printed besides: p50/p99/max of each phase and kind, the body sizes, the agent's CPU per second
+in each phase (what the GIL switch interval could cost the pipeline shows there), the load
+average before and after (the machine is shared: compare figures of one run), and the **floor**:
+the same numbers of bytes over bare loopback TCP in the scraping process, no HTTP, no agent.
+A plain p99 near the floor's is as good as this machine allows.
 
     python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 20]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s

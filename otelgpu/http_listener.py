@@ -73,7 +73,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One answer; `body` is sent as is (never copied into a bigger buffer first)."""
+    """One answer. A `body` over 256 KiB is sent as is, never copied; a smaller one is joined
+    to its head, so that it leaves in one send."""
 
     status: int
     body: bytes = b""
