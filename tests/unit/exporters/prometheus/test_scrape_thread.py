@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import logging
+import os
 import socket
 import threading
 import urllib.error
@@ -25,7 +26,7 @@ import pytest
 
 from otelgpu.component import Kind
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
-from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.exporters.prometheus.exporter import RENDER_NICE, PrometheusExporter
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.telemetry import SelfTelemetry
@@ -113,6 +114,20 @@ async def test_a_scrape_shows_in_the_next_body(exporter: PrometheusExporter) -> 
     get(exporter.port, "/metrics")
     await exporter.refresh()  # the scrape counter moved: a new body
     assert b'otelgpu_prometheus_scrapes_total{code="200"' in exporter.body.plain
+
+
+async def test_the_render_thread_yields_the_cpu_to_scrapes(exporter: PrometheusExporter) -> None:
+    """The gzip of a 10k body is tens of ms of CPU nobody waits for: its thread runs at a lower
+    priority (nice) than the agent's, the thread serving scrapes at the agent's own."""
+    await exporter.consume(batch(gpu(0)))
+    await exporter.refresh()  # encodes on the render thread
+    get(exporter.port, "/metrics")
+    threads = {t.name.split(" :")[0]: t.native_id for t in threading.enumerate()}
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    render, serving = threads["prometheus render_0"], threads["otelgpu /metrics"]
+    assert render is not None and serving is not None
+    assert os.getpriority(os.PRIO_PROCESS, render) == min(19, own + RENDER_NICE)
+    assert os.getpriority(os.PRIO_PROCESS, serving) == own
 
 
 def _threads() -> set[str]:

@@ -1,0 +1,166 @@
+"""The HTTP listener's serving path under a busy pipeline (issue 15, P7).
+
+The defects: a scrape needed the GIL once per send and once per refill of the socket buffer,
+and each time could wait a whole switch interval while the pipeline thread computed, so a
+busy pipeline doubled the scrape's p99. The listener now asks for a send buffer that takes a
+whole body where the kernel allows it, sends a small answer's head and body in one call, and
+bounds the wait for the GIL with a shorter switch interval.
+
+No timings are asserted: what is checked is which socket calls the serving thread makes, and
+that answers complete while the pipeline's thread spins in Python holding the GIL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from otelgpu import http_listener
+from otelgpu.http_listener import Listener, Request, Response, choose_send_buffer
+
+SMALL = b"x" * (100 * 1024)  # a 10k-series gzip body is ~170 kB
+BIG = b"y" * (2 * 1024 * 1024)
+MiB = 1024 * 1024
+
+
+async def answer(request: Request) -> Response:
+    return Response(200, BIG if request.path == "/big" else SMALL)
+
+
+@pytest.fixture(autouse=True)
+def _switch_interval_restored() -> Iterator[None]:
+    saved = sys.getswitchinterval()
+    yield
+    sys.setswitchinterval(saved)
+
+
+@pytest.fixture
+async def listener() -> AsyncIterator[Listener]:
+    server = Listener(answer, "127.0.0.1", 0)
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def fetch(port: int, *paths: str) -> list[bytes]:
+    """GETs on one keep-alive connection (blocking: run it in a thread)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        bodies = []
+        for path in paths:
+            conn.request("GET", path)
+            bodies.append(conn.getresponse().read())
+        return bodies
+    finally:
+        conn.close()
+
+
+class SocketCalls:
+    """Records `send` / `setsockopt` calls made on the listener's side of connections."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, port: int) -> None:
+        self.sends: list[bytes] = []
+        self.options: list[tuple[int, int, int]] = []
+        send, setsockopt = socket.socket.send, socket.socket.setsockopt
+
+        def spy_send(sock: socket.socket, data: Any, *args: Any) -> int:
+            if self._ours(sock, port):
+                self.sends.append(bytes(data))
+            return send(sock, data, *args)
+
+        def spy_setsockopt(sock: socket.socket, level: int, option: int, value: Any) -> None:
+            if self._ours(sock, port):
+                self.options.append((level, option, value))
+            setsockopt(sock, level, option, value)
+
+        monkeypatch.setattr(socket.socket, "send", spy_send)
+        monkeypatch.setattr(socket.socket, "setsockopt", spy_setsockopt)
+
+    @staticmethod
+    def _ours(sock: socket.socket, port: int) -> bool:
+        if sock.family != socket.AF_INET:  # e.g. the event loop's self-pipe
+            return False
+        try:
+            return bool(sock.getsockname()[1] == port)
+        except OSError:
+            return False
+
+
+def test_a_send_buffer_is_asked_only_where_it_beats_autotuning() -> None:
+    default_kernel = (212_992, 4 * MiB)  # net.core.wmem_max, tcp_wmem's maximum
+    assert choose_send_buffer(*default_kernel) is None  # 416 KiB locked < 4 MiB autotuned
+    assert choose_send_buffer(4 * MiB, 4 * MiB) == 4 * MiB  # granted 8 MiB > 4 MiB
+    assert choose_send_buffer(64 * MiB, 4 * MiB) == 8 * MiB  # never more than a body needs
+    assert choose_send_buffer(2 * MiB, 4 * MiB) is None  # 4 MiB: no better than autotuning
+
+
+async def test_accepted_connections_get_the_send_buffer(
+    listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_listener, "send_buffer_size", lambda: 3 * MiB)
+    calls = SocketCalls(monkeypatch, listener.port)
+    assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
+    assert (socket.SOL_SOCKET, socket.SO_SNDBUF, 3 * MiB) in calls.options
+
+
+async def test_no_send_buffer_is_asked_where_autotuning_is_better(
+    listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http_listener, "send_buffer_size", lambda: None)
+    calls = SocketCalls(monkeypatch, listener.port)
+    assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
+    assert not [c for c in calls.options if c[1] == socket.SO_SNDBUF]
+
+
+async def test_a_small_answer_leaves_in_one_send_a_big_one_is_not_copied(
+    listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = SocketCalls(monkeypatch, listener.port)
+    assert await asyncio.to_thread(fetch, listener.port, "/", "/big") == [SMALL, BIG]
+    heads = [i for i, data in enumerate(calls.sends) if data.startswith(b"HTTP/1.1 200")]
+    assert len(heads) == 2
+    assert SMALL[:1000] in calls.sends[heads[0]]  # the small body went with its head
+    assert calls.sends[heads[1]].endswith(b"\r\n\r\n")  # the big body went as its own object
+    assert calls.sends[heads[1] + 1].startswith(BIG[:1000])
+
+
+async def test_answers_complete_while_the_pipeline_thread_spins_holding_the_gil(
+    listener: Listener,
+) -> None:
+    """The test's loop thread stands for the pipeline: a pure-Python loop, never awaiting,
+    only ever giving the GIL up when the interpreter forces it. Every answer comes back."""
+    done = threading.Event()
+    bodies: list[bytes] = []
+
+    def scrape() -> None:
+        try:  # a listener that never answered ends this with the client's timeout
+            bodies.extend(fetch(listener.port, *["/big", "/"] * 10))
+        finally:
+            done.set()
+
+    client = threading.Thread(target=scrape)
+    client.start()
+    spins = 0
+    while not done.is_set():  # never yields to this loop: only the listener's own can answer
+        spins += 1
+    client.join()
+    assert bodies == [BIG, SMALL] * 10
+    assert spins > 0  # the loop thread did run Python throughout
+
+
+async def test_start_bounds_the_wait_for_the_gil() -> None:
+    sys.setswitchinterval(0.005)  # the interpreter's default
+    server = Listener(answer, "127.0.0.1", 0)
+    await server.start()
+    try:
+        assert sys.getswitchinterval() == pytest.approx(http_listener.SWITCH_INTERVAL)
+        assert http_listener.SWITCH_INTERVAL < 0.001
+    finally:
+        await server.stop()
