@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import hashlib
 import os
 import ssl
@@ -38,6 +37,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 from otelgpu.component import Host, Settings
+from otelgpu.compression import gzip_bytes
 from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
@@ -52,7 +52,7 @@ from otelgpu.model import Batch
 from otelgpu.tasks import cancel_and_wait
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
-_GZIP_LEVEL = 1  # as render.encode: ~155 kB for 10k series in ~5 ms; higher costs 3x the CPU
+_GZIP_LEVEL = 1  # as render.encode (see there and otelgpu/compression.py)
 # Seconds after the last OpenMetrics scrape during which new bodies are pre-converted: longer
 # than any sane scrape interval, short enough that a one-off `curl` does not double the memory
 # held for long.
@@ -319,7 +319,7 @@ def _encode(parts: list[str], series: int, openmetrics: bool) -> Exposition:
     its bytes exist, so the body is never held as str and bytes through the gzip), and the
     OpenMetrics body too when `openmetrics`."""
     plain = parts.pop().encode("utf-8")
-    body = Body(plain, gzip.compress(plain, compresslevel=_GZIP_LEVEL, mtime=0), series)
+    body = Body(plain, gzip_bytes(plain, _GZIP_LEVEL), series)
     return Exposition(body, openmetrics_body(body) if openmetrics else None)
 
 
