@@ -8,12 +8,15 @@ stamps and body, and the same (stored, dropped) counts.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelgpu import semconv
 from otelgpu.exporters.prometheus.render import render_text
-from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.translate import PLAN_SWEEP, Translator
 from otelgpu.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
@@ -30,7 +33,7 @@ VALUES = st.one_of(
 @st.composite
 def metrics(draw: st.DrawFn) -> tuple[Metric, ...]:
     """A GPU's metrics: a few shapes, sometimes with bad values or a changed descriptor."""
-    chosen = draw(st.lists(st.sampled_from(range(6)), min_size=1, max_size=5, unique=True))
+    chosen = draw(st.lists(st.sampled_from(range(7)), min_size=1, max_size=5, unique=True))
     out = []
     for which in chosen:
         if which == 0:  # dcgm splits this one by task; several points
@@ -55,6 +58,9 @@ def metrics(draw: st.DrawFn) -> tuple[Metric, ...]:
         elif which == 4:  # two points that render to one line (the later wins)
             points = (_point({"a": "1"}, draw(VALUES)), _point({"a": 1}, draw(VALUES)))
             out.append(_metric("dup.points", "1", MetricKind.GAUGE, points))
+        elif which == 6:  # dcgm naming scales it (bytes to MiB) and makes it an integer
+            points = (_point({}, draw(VALUES)),)
+            out.append(_metric("hw.gpu.memory.usage", "By", MetricKind.GAUGE, points))
         else:
             points = (_point({}, draw(VALUES)),)
             out.append(
@@ -115,6 +121,27 @@ def state(store: SeriesStore) -> object:
     return families, render_text(store.families.values()), store.replaced
 
 
+def revalued(
+    batch: tuple[ResourceMetrics, ...], data: st.DataObject
+) -> tuple[ResourceMetrics, ...]:
+    """The next cycle of `batch`: the same resources and shapes with new values (some not
+    numbers), point attributes sometimes equal copies instead of the same dicts."""
+    out = []
+    for rm in batch:
+        metrics = []
+        for metric in rm.metrics:
+            points = tuple(
+                _point(
+                    dict(p.attributes) if data.draw(st.booleans()) else p.attributes,  # type: ignore[arg-type]
+                    data.draw(VALUES),
+                )
+                for p in metric.points
+            )
+            metrics.append(replace(metric, points=points))
+        out.append(replace(rm, resource=dict(rm.resource), metrics=tuple(metrics)))
+    return tuple(out)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sequence=batches(), naming=st.sampled_from(["otel", "dcgm"]), data=st.data())
 def test_replay_leaves_the_store_the_general_path_leaves(
@@ -125,10 +152,11 @@ def test_replay_leaves_the_store_the_general_path_leaves(
     plain = Translator(naming, {}, replay=False)  # type: ignore[arg-type]
     now = 0.0
     for batch in sequence:
-        for _ in range(data.draw(st.integers(1, 3))):  # the same batch again: replays
+        for _ in range(data.draw(st.integers(1, 4))):  # its next cycles: replays
             now += 1.0
             assert replaying.ingest(fast, batch, now) == plain.ingest(general, batch, now)
             assert state(fast) == state(general)
+            batch = revalued(batch, data)
         if data.draw(st.booleans()):
             assert fast.expire(now, 2.5) == general.expire(now, 2.5)
         if data.draw(st.booleans()):
@@ -225,3 +253,82 @@ def test_a_planned_resource_leaves_the_label_cache_and_a_change_renders_it_again
     assert before.split("\n")[2] in after.split("\n")  # the power line, rendered again alike
     assert "hw_energy_joules_total{" in after
     assert translator.labels._current == {}  # planned again
+
+
+def _steady_node(cycle: int) -> tuple[ResourceMetrics, ...]:
+    """A node's batch as receivers send it cycle after cycle: the same resources and shapes,
+    new values; point attributes the same dicts (the nvml receiver's) or equal new ones."""
+    task = {"hw.gpu.task": "general"}
+    out = []
+    for index in range(2):
+        metrics = (
+            _metric("hw.power", "W", MetricKind.GAUGE, (_point(SHARED_TASK, 300.5 + cycle),)),
+            _metric("hw.gpu.memory.usage", "By", MetricKind.GAUGE, (_point({}, 2**30 + cycle),)),
+            _metric(
+                "hw.gpu.utilization",
+                "1",
+                MetricKind.GAUGE,
+                tuple(_point(dict(t), cycle / 10) for t in TASKS),  # equal, not the same dicts
+            ),
+            _metric("hw.energy", "J", MetricKind.SUM, (_point(dict(task), 10.0 * cycle),), True),
+        )
+        out.append(ResourceMetrics(resource=gpu(index), metrics=metrics, identity=f"gpu{index}"))
+        for pod in ("a", "b"):  # a shared GPU: one allocation resource per holder, one identity
+            share = (_metric("nvidia.gpu.allocation", "1", MetricKind.GAUGE, (_point({}, 0.5),)),)
+            holder = gpu(index, **held_by(pod))
+            out.append(ResourceMetrics(resource=holder, metrics=share, identity=("a", index)))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("naming", ["otel", "dcgm"])
+def test_a_steady_node_takes_no_general_path_after_its_first_batch(
+    naming: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first batch every resource is replayed: no general path, no claim, no set
+    replacement (settle), no label rendering, whatever the forms (one point, several, scaled
+    dcgm integers, ints, dcgm's split families)."""
+    store, translator = SeriesStore(), Translator(naming, {})  # type: ignore[arg-type]
+    translator.ingest(store, _steady_node(0), 0.0)
+    calls: list[str] = []
+    general = Translator._ingest_resource
+
+    def spy_general(self: Translator, *args: object, **kwargs: object) -> object:
+        calls.append("general")
+        return general(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    settle, claim = Family.settle, Family.claim
+    monkeypatch.setattr(Translator, "_ingest_resource", spy_general)
+    monkeypatch.setattr(
+        Family, "settle", lambda f, b: calls.append(f"settle {f.name}") or settle(f, b)
+    )
+    monkeypatch.setattr(Family, "claim", lambda f, k, p: calls.append("claim") or claim(f, k, p))
+    for cycle in range(1, 4):
+        stored, dropped = translator.ingest(store, _steady_node(cycle), float(cycle))
+        assert (stored, dropped) == (16, 0)
+    split_families = {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL"}
+    # dcgm's split families go through the general path of that one metric (and settle there)
+    assert [c for c in calls if c.removeprefix("settle ") not in split_families] == []
+    text = render_text(store.families.values())[0]
+    assert "300.5" not in text and "303.5" in text  # the values moved
+    assert store.series_count() == 16
+
+
+def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
+    """Identity "s" reports holders a and b (both replayed), then a and c, where c writes
+    another family: a is replayed, c takes the general path; b's line must still go at once."""
+    store, translator = SeriesStore(), Translator("otel", {})
+    share = (_metric("nvidia.gpu.allocation", "1", MetricKind.GAUGE, (_point({}, 0.5),)),)
+    other = (_metric("nvidia.gpu.other", "1", MetricKind.GAUGE, (_point({}, 1.0),)),)
+
+    def holder(pod: str, metrics: tuple[Metric, ...] = share) -> ResourceMetrics:
+        return ResourceMetrics(resource=gpu(0, **held_by(pod)), metrics=metrics, identity="s")
+
+    translator.ingest(store, (holder("a"), holder("b")), 1.0)
+    translator.ingest(store, (holder("a"), holder("b")), 2.0)
+    translator.ingest(store, (holder("a"), holder("c", other)), 3.0)
+    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    assert sorted(x.split("{")[0] for x in lines) == [
+        "nvidia_gpu_allocation_ratio",
+        "nvidia_gpu_other_ratio",
+    ]
+    assert 'k8s_pod_name="b"' not in "\n".join(lines)
