@@ -44,7 +44,13 @@ from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_con
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
 from otelgpu.exporters.prometheus.openmetrics import Exposition
 from otelgpu.exporters.prometheus.openmetrics import encode as openmetrics_body
-from otelgpu.exporters.prometheus.render import EMPTY, Body, render_text
+from otelgpu.exporters.prometheus.render import (
+    EMPTY,
+    Body,
+    join_chunks,
+    render_chunks,
+    render_text,
+)
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.server import OPENMETRICS, MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
@@ -258,13 +264,12 @@ class PrometheusExporter:
         return asked is not None and now - asked < OPENMETRICS_WANTED
 
     async def _render(self, own: list[Family], openmetrics: bool) -> Exposition:
-        text, count = render_text([*self._store.families.values(), *own])
-        parts = [text]
-        del text  # `_encode` drops the last reference as soon as it has the bytes
+        # In small chunks on this loop (no long hold of the GIL), joined in the render thread
+        chunks, count = render_chunks([*self._store.families.values(), *own])
         if self._executor is None:
-            return _encode(parts, count, openmetrics)
+            return _encode(chunks, count, openmetrics)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, _encode, parts, count, openmetrics)
+        return await loop.run_in_executor(self._executor, _encode, chunks, count, openmetrics)
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:
@@ -314,11 +319,11 @@ class PrometheusExporter:
         )
 
 
-def _encode(parts: list[str], series: int, openmetrics: bool) -> Exposition:
-    """Both encodings of the rendered text in `parts` (emptied: the text is freed as soon as
-    its bytes exist, so the body is never held as str and bytes through the gzip), and the
-    OpenMetrics body too when `openmetrics`."""
-    plain = parts.pop().encode("utf-8")
+def _encode(chunks: list[bytes], series: int, openmetrics: bool) -> Exposition:
+    """Both encodings of the rendered body in `chunks` (emptied: they are freed as soon as the
+    body exists; the join and the gzip let go of the GIL), and the OpenMetrics body too when
+    `openmetrics`."""
+    plain = join_chunks(chunks)
     body = Body(plain, gzip_bytes(plain, _GZIP_LEVEL), series)
     return Exposition(body, openmetrics_body(body) if openmetrics else None)
 

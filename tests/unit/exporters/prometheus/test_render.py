@@ -82,3 +82,25 @@ def test_render_builds_both_encodings_of_the_text_once() -> None:
         2,
     )
     assert body.plain.endswith(b'a{x="2"} 1\n') and b"# TYPE e" not in body.plain
+
+
+def test_chunks_are_the_text_cut_small() -> None:
+    """`render_chunks` joined is `render_text` encoded; no chunk holds more than CHUNK_SERIES
+    series (each is built on the pipeline loop while scrapes wait for the GIL)."""
+    from otelgpu.exporters.prometheus.render import CHUNK_SERIES, join_chunks, render_chunks
+
+    families = [
+        _family(
+            "a_total",
+            "help\\n",
+            *(f'a_total{{i="{i}"}} ' for i in range(3 * CHUNK_SERIES + 5)),
+            type_="counter",
+        ),
+        _family("b", "", "b ", 'b{x="1"} '),
+    ]
+    chunks, count = render_chunks(families)
+    text, expected = render_text(families)
+    assert count == expected == 3 * CHUNK_SERIES + 7
+    assert max(chunk.count(b"\n") for chunk in chunks) <= CHUNK_SERIES + 2
+    assert len(chunks) >= 5
+    assert join_chunks(chunks) == text.encode() and chunks == []
