@@ -63,6 +63,9 @@ _GZIP_LEVEL = 1  # as render.encode (see there and otelgpu/compression.py)
 # than any sane scrape interval, short enough that a one-off `curl` does not double the memory
 # held for long.
 OPENMETRICS_WANTED = 600.0
+# Plain (not gzip) bodies are held for this long after a plain scrape had to inflate one; the
+# rest of the time only the gzip bytes are (at 10k series the plain ones are 2.6 to 7 MB).
+PLAIN_WANTED = 600.0
 # How much lower the render thread's CPU priority (nice) is than the agent's: the gzip of a 10k
 # body is tens of milliseconds of CPU that no one waits for, while a scrape is waited for; on a
 # busy node (or a container with little CPU) the scheduler should run the scrape first.
@@ -101,6 +104,7 @@ class PrometheusExporter:
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY)
         self._openmetrics_asked: float | None = None  # clock() of the last OpenMetrics scrape
+        self._plain_asked: float | None = None  # clock() when a plain scrape last inflated a body
         self._stale = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._server: MetricsServer | None = None
@@ -251,8 +255,11 @@ class PrometheusExporter:
         if not (self._changed or expired or inheriting or own_text != self._own_text):
             return  # the body would be the same bytes
         self._changed = False  # a batch consumed while this renders sets it again
+        if self._exposition.inflated():
+            self._plain_asked = now  # someone scrapes without gzip: keep plain bodies a while
+        keep_plain = self._plain_asked is not None and now - self._plain_asked < PLAIN_WANTED
         try:
-            exposition = await self._render(own, self._openmetrics_wanted(now))
+            exposition = await self._render(own, self._openmetrics_wanted(now), keep_plain)
         except BaseException:
             self._changed = True  # not published: the next check renders again
             raise
@@ -263,13 +270,15 @@ class PrometheusExporter:
         asked = self._openmetrics_asked
         return asked is not None and now - asked < OPENMETRICS_WANTED
 
-    async def _render(self, own: list[Family], openmetrics: bool) -> Exposition:
+    async def _render(self, own: list[Family], openmetrics: bool, plain: bool) -> Exposition:
         # In small chunks on this loop (no long hold of the GIL), joined in the render thread
         chunks, count = render_chunks([*self._store.families.values(), *own])
         if self._executor is None:
-            return _encode(chunks, count, openmetrics)
+            return _encode(chunks, count, openmetrics, plain)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, _encode, chunks, count, openmetrics)
+        return await loop.run_in_executor(
+            self._executor, _encode, chunks, count, openmetrics, plain
+        )
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:
@@ -319,13 +328,17 @@ class PrometheusExporter:
         )
 
 
-def _encode(chunks: list[bytes], series: int, openmetrics: bool) -> Exposition:
-    """Both encodings of the rendered body in `chunks` (emptied: they are freed as soon as the
-    body exists; the join and the gzip let go of the GIL), and the OpenMetrics body too when
-    `openmetrics`."""
-    plain = join_chunks(chunks)
-    body = Body(plain, gzip_bytes(plain, _GZIP_LEVEL), series)
-    return Exposition(body, openmetrics_body(body) if openmetrics else None)
+def _encode(chunks: list[bytes], series: int, openmetrics: bool, plain: bool) -> Exposition:
+    """The gzip body of the rendered text in `chunks` (emptied: they are freed as soon as the
+    body exists; the join and the gzip let go of the GIL), its plain bytes too when `plain`,
+    and the OpenMetrics body when `openmetrics`."""
+    text = join_chunks(chunks)
+    body = Body(text, gzip_bytes(text, _GZIP_LEVEL), series)
+    converted = openmetrics_body(body) if openmetrics else None
+    if not plain:  # no one scrapes without gzip: hold only the gzip bytes (Body.plain)
+        body = body.without_plain()
+        converted = converted.without_plain() if converted is not None else None
+    return Exposition(body, converted)
 
 
 def _lower_priority() -> None:

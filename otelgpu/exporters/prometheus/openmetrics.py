@@ -211,6 +211,11 @@ class Exposition:
         self._openmetrics = openmetrics
         self._lock = threading.Lock()
 
+    def inflated(self) -> bool:
+        """Whether a plain request had to inflate one of its bodies (see `Body`)."""
+        converted = self._openmetrics
+        return self.classic.inflated or (converted is not None and converted.inflated)
+
     @property
     def converted(self) -> bool:
         """Whether the OpenMetrics body exists already."""

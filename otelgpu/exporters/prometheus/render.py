@@ -8,11 +8,11 @@ without series are left out entirely.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import chain, islice
 
-from otelgpu.compression import gzip_bytes
+from otelgpu.compression import gunzip_bytes, gzip_bytes
 from otelgpu.exporters.prometheus.labels import replace_unsafe
 from otelgpu.exporters.prometheus.series import Family
 
@@ -24,13 +24,44 @@ _GZIP_LEVEL = 1
 CHUNK_SERIES = 256  # series per chunk of `render_chunks` (~0.1 ms of GIL to join and encode)
 
 
-@dataclass(frozen=True, slots=True)
 class Body:
-    """One rendered body in both encodings; replaced whole, never mutated."""
+    """One rendered body; replaced whole, never mutated (but for the cache below).
 
-    plain: bytes
-    gzipped: bytes
-    series: int
+    The gzip bytes are always held (every Prometheus scrape asks for them). The plain bytes
+    are held only when given: the exporter drops them while no scraper has asked for plain text
+    recently (at 10k series they are 2.6 to 7 MB), and then the first plain request inflates
+    them from the gzip (~1-2 ms), keeps them for the scrapes of this body, and says so
+    (`inflated`), so that the exporter holds plain bodies again for a while."""
+
+    __slots__ = ("_lock", "_plain", "gzipped", "inflated", "series")
+
+    def __init__(self, plain: bytes | None, gzipped: bytes, series: int) -> None:
+        self._plain = plain
+        self.gzipped = gzipped
+        self.series = series
+        self.inflated = False  # a plain request found no plain bytes and inflated them
+        self._lock = threading.Lock()
+
+    @property
+    def plain(self) -> bytes:
+        """The plain bytes (inflated from the gzip on first use when not held; thread-safe)."""
+        plain = self._plain
+        if plain is None:
+            with self._lock:
+                if self._plain is None:
+                    self._plain = gunzip_bytes(self.gzipped)
+                    self.inflated = True
+                plain = self._plain
+        return plain
+
+    @property
+    def holds_plain(self) -> bool:
+        """Whether the plain bytes are held (given, or inflated since)."""
+        return self._plain is not None
+
+    def without_plain(self) -> Body:
+        """This body holding its gzip bytes only."""
+        return Body(None, self.gzipped, self.series)
 
 
 EMPTY = Body(b"", gzip_bytes(b""), 0)

@@ -26,7 +26,7 @@ import pytest
 
 from otelgpu.component import Kind
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
-from otelgpu.exporters.prometheus.exporter import RENDER_NICE, PrometheusExporter
+from otelgpu.exporters.prometheus.exporter import PLAIN_WANTED, RENDER_NICE, PrometheusExporter
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.telemetry import SelfTelemetry
@@ -224,3 +224,34 @@ async def test_a_failed_render_is_retried_at_the_next_check(
     monkeypatch.setattr(module, "_encode", real)
     await exporter.refresh()  # no new batch: still renders, the last one never got out
     assert b"hw_gpu_utilization_ratio{" in exporter.body.plain
+
+
+async def test_plain_bytes_are_held_only_while_someone_scrapes_without_gzip(
+    exporter: PrometheusExporter, clock: FakeClock
+) -> None:
+    """Prometheus always asks for gzip: at 10k series the plain body is 2.6 to 7 MB held for
+    nothing. It is dropped until a plain scrape inflates one; then kept for PLAIN_WANTED."""
+    await exporter.consume(batch(gpu(0)))
+    await exporter.refresh()
+    zipped = get(exporter.port, "/metrics", **{"Accept-Encoding": "gzip"})[2]
+    assert not exporter.body.holds_plain  # gzip scrapes only: no plain bytes held
+    status, _, plain = get(exporter.port, "/metrics")  # curl: inflated on demand
+    assert status == 200 and plain == gzip.decompress(zipped)
+    assert exporter.body.inflated
+    await exporter.consume(batch(gpu(0), gpu(1)))
+    await exporter.refresh()
+    assert exporter.body.holds_plain and not exporter.body.inflated  # rendered with plain
+    await clock.advance(PLAIN_WANTED + 1)
+    await exporter.consume(batch(gpu(0)))
+    await exporter.refresh()
+    assert not exporter.body.holds_plain  # nobody asked for plain again: dropped again
+    assert get(exporter.port, "/metrics")[2] == exporter.body.plain
+
+
+def test_a_body_without_plain_bytes_inflates_them_once() -> None:
+    text = b"".join(b'g{i="%d"} 1\n' % i for i in range(1000))
+    body = Body(None, gzip.compress(text), 1000)
+    assert not body.holds_plain and not body.inflated
+    first = body.plain
+    assert first == text and body.inflated and body.plain is first  # kept for its scrapes
+    assert body.without_plain().holds_plain is False
