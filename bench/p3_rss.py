@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
+from bench import p3_census
 from bench.node_fixture import Node
 from tests.peers.kubelet import FakeKubelet, container, pod
 from tests.peers.rotel import free_port, rotel_binary
@@ -298,6 +299,17 @@ def pipeline(
     }
 
 
+def _census(proc: subprocess.Popen[bytes], out: Path, series: int, label: str) -> None:
+    """Asks the agent for its census (SIGUSR2), waits for it, prints it."""
+    os.kill(proc.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 300
+    while not out.with_suffix(".done").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the agent wrote no census")
+        time.sleep(0.5)
+    p3_census.print_census(label, out, series)
+
+
 def _port(config: dict[str, Any]) -> int:
     return int(config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
 
@@ -341,27 +353,23 @@ async def run_agent(
     async with kubelet_for(node) as kubelet:
         config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], peers["otlp"])
         (tmp / "pipeline.yaml").write_text(json.dumps(config, indent=1))
+        # -X importtime: the log then lists every module the agent imported, for the
+        # "interpreter + the agent's imports" baseline. With --census, the agent starts
+        # through p3_census.BOOT, tracing allocations.
+        start = ["-X", "tracemalloc=25", "-c", p3_census.BOOT] if args.census else ["-m", "otelgpu"]
+        env = peers["env"] | {"P3_CENSUS_OUT": str(tmp / "census")}
         with (tmp / "agent.log").open("wb") as log:
             proc = subprocess.Popen(
-                # -X importtime: the log then lists every module the agent imported, for the
-                # "interpreter + the agent's imports" baseline.
-                [
-                    *PYTHON,
-                    "-X",
-                    "importtime",
-                    "-m",
-                    "otelgpu",
-                    "run",
-                    "-c",
-                    str(tmp / "pipeline.yaml"),
-                ],
+                [*PYTHON, "-X", "importtime", *start, "run", "-c", str(tmp / "pipeline.yaml")],
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=peers["env"],
+                env=env,
             )
         try:
             result = await _sample(label, proc, _port(config), args)
+            if args.census:
+                await asyncio.to_thread(_census, proc, tmp / "census", result.series, label)
         except BaseException:
             print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
@@ -375,7 +383,8 @@ async def _sample(
     label: str, proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace
 ) -> Result:
     async with aiohttp.ClientSession() as session:
-        await _wait_ready(session, proc, port)
+        # tracemalloc (--census) slows the agent's start several times
+        await _wait_ready(session, proc, port, AGENT_READY_TIMEOUT * (5 if args.census else 1))
         await _tick(session, proc, port, args.warmup)
         rss: list[float] = []
         body = ""
@@ -392,10 +401,10 @@ async def _sample(
 
 
 async def _wait_ready(
-    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int, timeout: float
 ) -> None:
     """Until /metrics carries container env labels (every component is up and matching)."""
-    deadline = time.monotonic() + AGENT_READY_TIMEOUT
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the agent exited with {proc.returncode}")
@@ -541,6 +550,12 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--small-only", action="store_true", help="skip the 10k variant")
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
+    parser.add_argument(
+        "--census",
+        action="store_true",
+        help="trace allocations (tracemalloc) and print who allocated and who holds the data "
+        "(bench/p3_census.py); the RSS figures of such a run include tracemalloc's own cost",
+    )
     args = parser.parse_args()
     if args.site_hooks:
         PYTHON[:] = [sys.executable]
