@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -241,7 +242,9 @@ class AttributeCache:
         hit = by_id.get(id(attributes))
         if hit is not None:
             return hit[1]
-        key = (tag, tuple(attributes.items()), *map(type, attributes.values()))
+        # One flat tuple (keys and values alternating, then the value types): a tuple of
+        # pairs would cost a 72-byte object per attribute in every cached key (P3).
+        key = (tag, *chain.from_iterable(attributes.items()), *map(type, attributes.values()))
         encoded = self._by_content.get(key)
         if encoded is None:
             encoded = self._by_content[key] = _attribute_fields(tag, attributes)
