@@ -10,7 +10,8 @@ agent writes two files next to the path in `P3_CENSUS_OUT`:
 - `<out>.json`: what each running component *holds*: the bytes reachable from it
   (`sys.getsizeof` over `gc.get_referents`, stopping at modules, classes, functions, the
   service, the event loop and other components), with its biggest attributes two levels
-  down. Reachable bytes count Python objects only: what a C library keeps (gRPC core,
+  down, each also with its marginal bytes (what the holder would hold less without it:
+  objects it shares with a sibling are not counted). Reachable bytes count Python objects only: what a C library keeps (gRPC core,
   OpenSSL, upb) shows in RSS and not here.
 
 Allocation and holding differ: the strings a receiver builds and the Prometheus exporter keeps
@@ -50,19 +51,27 @@ def reach(root, stop):
 
 
 def parts(obj, stop, depth):
+    # Each attribute's bytes on its own, and its marginal bytes: what the object would hold
+    # less without it (objects shared with a sibling attribute are not marginal to either).
     out = {}
     fields = getattr(obj, "__dict__", None) or {
         s: getattr(obj, s) for s in getattr(type(obj), "__slots__", ()) if hasattr(obj, s)
     }
+    if isinstance(obj, dict) and len(obj) < 100:
+        fields = {str(k)[:30]: v for k, v in obj.items()}
+    stop = stop | {id(obj)}
+    everything = reach(list(fields.values()), stop)
     for name, value in fields.items():
-        size = reach(value, stop | {id(obj)})
-        if size < 32 * 1024:
+        size = reach(value, stop)
+        if size < 64 * 1024:
             continue
-        entry = {"bytes": size, "type": type(value).__name__}
-        if isinstance(value, dict):
+        others = [v for n, v in fields.items() if n != name]
+        entry = {"bytes": size, "marginal": everything - reach(others, stop),
+                 "type": type(value).__name__}
+        if isinstance(value, (dict, list, tuple)):
             entry["len"] = len(value)
         if depth > 1:
-            entry["parts"] = parts(value, stop | {id(obj)}, depth - 1)
+            entry["parts"] = parts(value, stop, depth - 1)
         out[name] = entry
     return out
 
@@ -152,8 +161,8 @@ def _top(table: dict[str, int], n: int) -> list[tuple[str, int]]:
 
 
 def _print_parts(parts: dict[str, Any], indent: int) -> None:
-    for name, entry in sorted(parts.items(), key=lambda kv: -kv[1]["bytes"]):
-        size = f"{entry['bytes'] / MIB:6.2f} MiB"
+    for name, entry in sorted(parts.items(), key=lambda kv: -kv[1]["bytes"])[:8]:
+        size = f"{entry['bytes'] / MIB:6.2f} MiB (marginal {entry['marginal'] / MIB:6.2f})"
         length = f" len {entry['len']}" if "len" in entry else ""
         print(f"{' ' * indent}{name:<{40 - indent}} {size}  {entry['type']}{length}")
         _print_parts(entry.get("parts", {}), indent + 2)

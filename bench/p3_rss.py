@@ -84,10 +84,42 @@ class Result:
     cpu: float  # the agent's CPU seconds per wall second over the window
     rss_file: float = 0.0  # of the last sample: file-backed pages (shared libraries, mostly)
     modules: list[str] = field(default_factory=list)
+    regions: dict[str, float] = field(default_factory=dict)  # memory_map() of the last sample
+    threads: int = 0
 
     @property
     def median(self) -> float:
         return statistics.median(self.rss)
+
+
+_MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$")
+
+
+def memory_map(pid: int) -> dict[str, float]:
+    """Resident bytes by mapping, from /proc/<pid>/smaps: `[heap]` (glibc's main arena),
+    `[anon]` (other arenas, pymalloc's arenas, big buffers, thread stacks), and each file
+    (shared libraries) by its base name."""
+    out: dict[str, float] = {}
+    name = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        match = _MAPPING.match(line)
+        if match:
+            path = match[1].strip()
+            base = path.rsplit("/", 1)[-1].split(".cpython-")[0]
+            name = base if path.startswith("/") else (path or "[anon]")
+        elif line.startswith("Rss:"):
+            out[name] = out.get(name, 0.0) + float(line.split()[1]) * 1024
+    return out
+
+
+def print_map(result: Result) -> None:
+    """The biggest resident mappings of the last sample, one line."""
+    top = sorted(result.regions.items(), key=lambda kv: -kv[1])[:8]
+    rest = sum(result.regions.values()) - sum(size for _, size in top)
+    parts = [f"{name} {size / MIB:.1f}" for name, size in top] + [f"other {rest / MIB:.1f}"]
+    print(
+        f"  {result.label} resident by mapping (MiB): {', '.join(parts)}; {result.threads} threads"
+    )
 
 
 def status_field(pid: int, name: str) -> float:
@@ -395,9 +427,23 @@ async def _sample(
             await asyncio.sleep(1.0)
         hwm = status_field(proc.pid, "VmHWM")
         rss_file = status_field(proc.pid, "RssFile")
+        regions = memory_map(proc.pid)
+        threads = len(list(Path(f"/proc/{proc.pid}/task").iterdir()))
         load = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - wall)
     series, labelled, sent, queue = parse_body(body)
-    return Result(label, rss, hwm, series, labelled, sent, queue, load, rss_file)
+    return Result(
+        label,
+        rss,
+        hwm,
+        series,
+        labelled,
+        sent,
+        queue,
+        load,
+        rss_file,
+        regions=regions,
+        threads=threads,
+    )
 
 
 async def _wait_ready(
@@ -478,8 +524,10 @@ def print_breakdown(result: Result, rows: list[tuple[str, int, float]]) -> None:
 async def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
     env, chosen = agent_env(image=not args.no_image_env, site_hooks=args.site_hooks)
+    extra = dict(item.split("=", 1) for item in args.env)
+    env, chosen = env | extra, chosen | extra
     settings = " ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
-    print(f"agent environment from the Dockerfile: {settings}")
+    print(f"agent environment from the Dockerfile (and --env): {settings}")
     print(
         f"agent interpreter: {' '.join(PYTHON)}" + ("" if args.site_hooks else " (no site hooks)")
     )
@@ -502,6 +550,7 @@ async def main(args: argparse.Namespace) -> None:
             for label, node in variants.items():
                 results[label] = await run_agent(label, node, args, peers)
                 print(report(results[label]))
+                print_map(results[label])
     first = results["small"]
     rows = import_breakdown(first.modules, env)
     print(f"bare `python -c 'import otelgpu.cli'`: {bare / MIB:.1f} MiB")
@@ -547,6 +596,13 @@ def _args() -> argparse.Namespace:
         "--site-hooks",
         action="store_true",
         help="start the agent with `site` (this machine's .pth hooks too; the image has none)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more variable in the agent's environment (allocator experiments); repeatable",
     )
     parser.add_argument("--small-only", action="store_true", help="skip the 10k variant")
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
