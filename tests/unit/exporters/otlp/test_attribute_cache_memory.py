@@ -3,9 +3,10 @@ series, kept across batches)."""
 
 from __future__ import annotations
 
+import sys
 import tracemalloc
 
-from otelgpu.exporters.otlp.encode import AttributeCache
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.test_otlp_wire import _same
 
@@ -68,3 +69,28 @@ def test_the_flat_key_keeps_types_and_positions_apart() -> None:
             ),
         )
         _same(batch, cache)
+
+
+def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
+    # The identity lookups hold each attribute mapping while a batch is encoded; afterwards
+    # they must let go, or the previous batch lives on until the next one.
+    resource: dict[str, object] = {"host.name": "n1"}
+    point: dict[str, object] = {"gpu": "0"}
+    batch: Batch = (
+        ResourceMetrics(
+            resource=resource,
+            metrics=(
+                Metric(
+                    name="m",
+                    unit="1",
+                    description="",
+                    kind=MetricKind.GAUGE,
+                    points=(NumberDataPoint(value=1, time_unix_nano=5, attributes=point),),
+                ),
+            ),
+        ),
+    )
+    before = sys.getrefcount(resource), sys.getrefcount(point)
+    cache = AttributeCache()
+    encode_bytes(batch, cache)
+    assert (sys.getrefcount(resource), sys.getrefcount(point)) == before
