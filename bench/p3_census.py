@@ -60,14 +60,15 @@ def parts(obj, stop, depth):
     if isinstance(obj, dict) and len(obj) < 100:
         fields = {str(k)[:30]: v for k, v in obj.items()}
     stop = stop | {id(obj)}
-    everything = reach(list(fields.values()), stop)
+    everything = reach(list(fields.values()), stop) if len(fields) <= 12 else 0
     for name, value in fields.items():
         size = reach(value, stop)
         if size < 64 * 1024:
             continue
-        others = [v for n, v in fields.items() if n != name]
-        entry = {"bytes": size, "marginal": everything - reach(others, stop),
-                 "type": type(value).__name__}
+        entry = {"bytes": size, "type": type(value).__name__}
+        if len(fields) <= 12:  # one walk of the siblings per field: only for small objects
+            others = [v for n, v in fields.items() if n != name]
+            entry["marginal"] = everything - reach(others, stop)
         if isinstance(value, (dict, list, tuple)):
             entry["len"] = len(value)
         if depth > 1:
@@ -162,7 +163,8 @@ def _top(table: dict[str, int], n: int) -> list[tuple[str, int]]:
 
 def _print_parts(parts: dict[str, Any], indent: int) -> None:
     for name, entry in sorted(parts.items(), key=lambda kv: -kv[1]["bytes"])[:8]:
-        size = f"{entry['bytes'] / MIB:6.2f} MiB (marginal {entry['marginal'] / MIB:6.2f})"
+        marginal = f"{entry['marginal'] / MIB:6.2f}" if "marginal" in entry else "     -"
+        size = f"{entry['bytes'] / MIB:6.2f} MiB (marginal {marginal})"
         length = f" len {entry['len']}" if "len" in entry else ""
         print(f"{' ' * indent}{name:<{40 - indent}} {size}  {entry['type']}{length}")
         _print_parts(entry.get("parts", {}), indent + 2)

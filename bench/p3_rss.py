@@ -334,7 +334,7 @@ def pipeline(
 def _census(proc: subprocess.Popen[bytes], out: Path, series: int, label: str) -> None:
     """Asks the agent for its census (SIGUSR2), waits for it, prints it."""
     os.kill(proc.pid, signal.SIGUSR2)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900  # walking a 10k agent's objects under tracemalloc: minutes
     while not out.with_suffix(".done").exists():
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the agent wrote no census")
