@@ -182,6 +182,8 @@ class OtlpExporter:
                     self._telemetry.exporter_result(self._id, sent, failed)
                     if self._closing.is_set():
                         self._unsent_at_shutdown += failed
+            # Not kept alive while the loop waits for the next batch (a whole cycle's batch).
+            item = None
 
     async def _deliver(self, item: Item) -> tuple[int, int]:
         """Sends one batch with retries; returns (sent, failed) points."""

@@ -93,4 +93,5 @@ def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
     before = sys.getrefcount(resource), sys.getrefcount(point)
     cache = AttributeCache()
     encode_bytes(batch, cache)
-    assert (sys.getrefcount(resource), sys.getrefcount(point)) == before
+    after = sys.getrefcount(resource), sys.getrefcount(point)  # outside `assert` (pytest's rewrite)
+    assert after == before

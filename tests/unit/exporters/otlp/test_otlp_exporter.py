@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -118,6 +119,22 @@ async def test_the_transport_gets_the_encoded_bytes_not_a_parsed_message(
     await clock.advance(0)
     assert transport.raw == [encode_bytes(numbered_batch(4, 3))]
     assert type(transport.raw[0]) is bytes
+
+
+async def test_a_sent_batch_is_not_kept_alive_while_waiting_for_the_next(
+    started: Any, clock: FakeClock
+) -> None:
+    # The consumer's loop variable held the last batch until the next one came: a whole
+    # cycle's batch (5.5 MiB at 10k series) kept for nothing (P3).
+    transport = ScriptedTransport()
+    exporter = await started(transport)
+    resource = numbered_batch(1, 3)[0]
+    baseline = sys.getrefcount(resource)  # outside `assert`: pytest's rewrite holds operands
+    await exporter.consume((resource,))
+    await clock.advance(0)
+    assert transport.seqs() == [1]  # sent, and the consumer waits for the next batch
+    after = sys.getrefcount(resource)
+    assert after == baseline
 
 
 async def test_a_full_queue_refuses_new_batches_and_counts_their_points(
