@@ -57,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
+from bench import p3_census
 from bench.node_fixture import Node
 from tests.peers.kubelet import FakeKubelet, container, pod
 from tests.peers.rotel import free_port, rotel_binary
@@ -83,10 +84,42 @@ class Result:
     cpu: float  # the agent's CPU seconds per wall second over the window
     rss_file: float = 0.0  # of the last sample: file-backed pages (shared libraries, mostly)
     modules: list[str] = field(default_factory=list)
+    regions: dict[str, float] = field(default_factory=dict)  # memory_map() of the last sample
+    threads: int = 0
 
     @property
     def median(self) -> float:
         return statistics.median(self.rss)
+
+
+_MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$")
+
+
+def memory_map(pid: int) -> dict[str, float]:
+    """Resident bytes by mapping, from /proc/<pid>/smaps: `[heap]` (glibc's main arena),
+    `[anon]` (other arenas, pymalloc's arenas, big buffers, thread stacks), and each file
+    (shared libraries) by its base name."""
+    out: dict[str, float] = {}
+    name = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        match = _MAPPING.match(line)
+        if match:
+            path = match[1].strip()
+            base = path.rsplit("/", 1)[-1].split(".cpython-")[0]
+            name = base if path.startswith("/") else (path or "[anon]")
+        elif line.startswith("Rss:"):
+            out[name] = out.get(name, 0.0) + float(line.split()[1]) * 1024
+    return out
+
+
+def print_map(result: Result) -> None:
+    """The biggest resident mappings of the last sample, one line."""
+    top = sorted(result.regions.items(), key=lambda kv: -kv[1])[:8]
+    rest = sum(result.regions.values()) - sum(size for _, size in top)
+    parts = [f"{name} {size / MIB:.1f}" for name, size in top] + [f"other {rest / MIB:.1f}"]
+    print(
+        f"  {result.label} resident by mapping (MiB): {', '.join(parts)}; {result.threads} threads"
+    )
 
 
 def status_field(pid: int, name: str) -> float:
@@ -298,6 +331,17 @@ def pipeline(
     }
 
 
+def _census(proc: subprocess.Popen[bytes], out: Path, series: int, label: str) -> None:
+    """Asks the agent for its census (SIGUSR2), waits for it, prints it."""
+    os.kill(proc.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 900  # walking a 10k agent's objects under tracemalloc: minutes
+    while not out.with_suffix(".done").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the agent wrote no census")
+        time.sleep(0.5)
+    p3_census.print_census(label, out, series)
+
+
 def _port(config: dict[str, Any]) -> int:
     return int(config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1])
 
@@ -341,27 +385,23 @@ async def run_agent(
     async with kubelet_for(node) as kubelet:
         config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], peers["otlp"])
         (tmp / "pipeline.yaml").write_text(json.dumps(config, indent=1))
+        # -X importtime: the log then lists every module the agent imported, for the
+        # "interpreter + the agent's imports" baseline. With --census, the agent starts
+        # through p3_census.BOOT, tracing allocations.
+        start = ["-X", "tracemalloc=25", "-c", p3_census.BOOT] if args.census else ["-m", "otelgpu"]
+        env = peers["env"] | {"P3_CENSUS_OUT": str(tmp / "census")}
         with (tmp / "agent.log").open("wb") as log:
             proc = subprocess.Popen(
-                # -X importtime: the log then lists every module the agent imported, for the
-                # "interpreter + the agent's imports" baseline.
-                [
-                    *PYTHON,
-                    "-X",
-                    "importtime",
-                    "-m",
-                    "otelgpu",
-                    "run",
-                    "-c",
-                    str(tmp / "pipeline.yaml"),
-                ],
+                [*PYTHON, "-X", "importtime", *start, "run", "-c", str(tmp / "pipeline.yaml")],
                 cwd=ROOT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=peers["env"],
+                env=env,
             )
         try:
             result = await _sample(label, proc, _port(config), args)
+            if args.census:
+                await asyncio.to_thread(_census, proc, tmp / "census", result.series, label)
         except BaseException:
             print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
@@ -375,7 +415,8 @@ async def _sample(
     label: str, proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace
 ) -> Result:
     async with aiohttp.ClientSession() as session:
-        await _wait_ready(session, proc, port)
+        # tracemalloc (--census) slows the agent's start several times
+        await _wait_ready(session, proc, port, AGENT_READY_TIMEOUT * (5 if args.census else 1))
         await _tick(session, proc, port, args.warmup)
         rss: list[float] = []
         body = ""
@@ -386,16 +427,30 @@ async def _sample(
             await asyncio.sleep(1.0)
         hwm = status_field(proc.pid, "VmHWM")
         rss_file = status_field(proc.pid, "RssFile")
+        regions = memory_map(proc.pid)
+        threads = len(list(Path(f"/proc/{proc.pid}/task").iterdir()))
         load = (cpu_seconds(proc.pid) - cpu) / (time.monotonic() - wall)
     series, labelled, sent, queue = parse_body(body)
-    return Result(label, rss, hwm, series, labelled, sent, queue, load, rss_file)
+    return Result(
+        label,
+        rss,
+        hwm,
+        series,
+        labelled,
+        sent,
+        queue,
+        load,
+        rss_file,
+        regions=regions,
+        threads=threads,
+    )
 
 
 async def _wait_ready(
-    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int, timeout: float
 ) -> None:
     """Until /metrics carries container env labels (every component is up and matching)."""
-    deadline = time.monotonic() + AGENT_READY_TIMEOUT
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the agent exited with {proc.returncode}")
@@ -469,8 +524,10 @@ def print_breakdown(result: Result, rows: list[tuple[str, int, float]]) -> None:
 async def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
     env, chosen = agent_env(image=not args.no_image_env, site_hooks=args.site_hooks)
+    extra = dict(item.split("=", 1) for item in args.env)
+    env, chosen = env | extra, chosen | extra
     settings = " ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
-    print(f"agent environment from the Dockerfile: {settings}")
+    print(f"agent environment from the Dockerfile (and --env): {settings}")
     print(
         f"agent interpreter: {' '.join(PYTHON)}" + ("" if args.site_hooks else " (no site hooks)")
     )
@@ -493,6 +550,7 @@ async def main(args: argparse.Namespace) -> None:
             for label, node in variants.items():
                 results[label] = await run_agent(label, node, args, peers)
                 print(report(results[label]))
+                print_map(results[label])
     first = results["small"]
     rows = import_breakdown(first.modules, env)
     print(f"bare `python -c 'import otelgpu.cli'`: {bare / MIB:.1f} MiB")
@@ -539,8 +597,21 @@ def _args() -> argparse.Namespace:
         action="store_true",
         help="start the agent with `site` (this machine's .pth hooks too; the image has none)",
     )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="one more variable in the agent's environment (allocator experiments); repeatable",
+    )
     parser.add_argument("--small-only", action="store_true", help="skip the 10k variant")
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
+    parser.add_argument(
+        "--census",
+        action="store_true",
+        help="trace allocations (tracemalloc) and print who allocated and who holds the data "
+        "(bench/p3_census.py); the RSS figures of such a run include tracemalloc's own cost",
+    )
     args = parser.parse_args()
     if args.site_hooks:
         PYTHON[:] = [sys.executable]

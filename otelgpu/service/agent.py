@@ -25,6 +25,7 @@ from otelgpu.errors import ConfigError, StartError
 from otelgpu.kept_listeners import KeptListeners
 from otelgpu.registry import Registry
 from otelgpu.service.service import Service
+from otelgpu.tasks import cancel_and_wait
 from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.agent")
@@ -64,9 +65,11 @@ class Agent:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        trimmer: asyncio.Task[None] | None = None
         try:
             self.service = await self._start(config)
             self._loaded(True)
+            trimmer = asyncio.create_task(self._trim_heap(), name="heap-trim")
             while not self._stop.is_set():
                 await self._wait_for_signal()
                 if self._reload.is_set() and not self._stop.is_set():
@@ -75,8 +78,15 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+            await cancel_and_wait(trimmer)
             await self._stop_service()
             self._telemetry.shutdown()
+
+    async def _trim_heap(self) -> None:
+        """Hands freed C-heap pages back to the system now and then (otelgpu/heap.py)."""
+        while True:
+            await asyncio.sleep(heap.TRIM_INTERVAL)
+            heap.trim()
 
     def _loaded(self, ok: bool) -> None:
         assert self._telemetry is not None
@@ -94,6 +104,7 @@ class Agent:
         service = Service(config, self._registry, self._telemetry, self._listeners)
         await service.start()
         heap.settle()  # start-up objects leave the collector's full passes (otelgpu/heap.py)
+        heap.trim()  # and what loading and starting freed goes back to the system
         # What this service did not take back from the previous one is not coming back. (When
         # it fails to start, they stay parked for the previous config started again.)
         await self._listeners.close_all()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from itertools import chain
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -69,6 +70,13 @@ def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
     if cache is None:
         cache = AttributeCache()
     cache.begin_batch()
+    try:
+        return _request(batch, cache)
+    finally:
+        cache.end_batch()
+
+
+def _request(batch: Batch, cache: AttributeCache) -> bytes:
     out: list[bytes] = []
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
@@ -216,12 +224,17 @@ class AttributeCache:
 
     def begin_batch(self) -> None:
         """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
-        for by_id in self._by_id.values():
-            by_id.clear()
+        self.end_batch()
         if len(self._by_content) > self._limit:
             self._by_content.clear()
         if len(self._descriptors) > self._limit:
             self._descriptors.clear()
+
+    def end_batch(self) -> None:
+        """Lets go of the batch's attribute mappings (held only to keep their ids unique while
+        it is encoded), so a sent batch is not kept alive until the next one (P3)."""
+        for by_id in self._by_id.values():
+            by_id.clear()
 
     def point_attributes(self, attributes: Mapping[str, Any]) -> bytes:
         """A point's attributes as its repeated `attributes` fields."""
@@ -241,7 +254,9 @@ class AttributeCache:
         hit = by_id.get(id(attributes))
         if hit is not None:
             return hit[1]
-        key = (tag, tuple(attributes.items()), *map(type, attributes.values()))
+        # One flat tuple (keys and values alternating, then the value types): a tuple of
+        # pairs would cost a 72-byte object per attribute in every cached key (P3).
+        key = (tag, *chain.from_iterable(attributes.items()), *map(type, attributes.values()))
         encoded = self._by_content.get(key)
         if encoded is None:
             encoded = self._by_content[key] = _attribute_fields(tag, attributes)

@@ -13,14 +13,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-
 from otelgpu.component import Host, Settings
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
-from otelgpu.exporters.otlp.encode import AttributeCache, encode
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.retry import Backoff
 from otelgpu.log_limits import capped
@@ -41,7 +37,8 @@ class Transport(Protocol):
     """One OTLP endpoint (gRPC or HTTP).
 
     `open` connects lazily (it may read TLS files, and raises if they are unusable);
-    `export` sends one request within `timeout` seconds and raises `ExportError` saying
+    `export` sends one request, given as the uncompressed protobuf bytes of an
+    `ExportMetricsServiceRequest`, within `timeout` seconds and raises `ExportError` saying
     whether a retry may succeed (and after how long, if the server said); `close` releases
     the connection, is idempotent and safe without `open`.
     """
@@ -49,8 +46,8 @@ class Transport(Protocol):
     async def open(self) -> None:
         """Prepares the connection; no request is sent."""
 
-    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
-        """Sends `request`; raises ExportError on failure."""
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
+        """Sends the serialized request `request`; raises ExportError on failure."""
 
     async def close(self) -> None:
         """Releases the connection."""
@@ -185,10 +182,15 @@ class OtlpExporter:
                     self._telemetry.exporter_result(self._id, sent, failed)
                     if self._closing.is_set():
                         self._unsent_at_shutdown += failed
+            # Not kept alive while the loop waits for the next batch (a whole cycle's batch).
+            item = None
 
     async def _deliver(self, item: Item) -> tuple[int, int]:
         """Sends one batch with retries; returns (sent, failed) points."""
-        request = encode(item.batch, self._attributes)
+        # Wire bytes, sent as they are: parsing them into a protobuf message only for the
+        # transport to serialize it again would cost ~4x their size in memory and the CPU of
+        # both steps, every cycle.
+        request = encode_bytes(item.batch, self._attributes)
         backoff = Backoff(self._config.retry_on_failure, self._monotonic())
         while True:
             try:

@@ -9,9 +9,8 @@ import grpc
 from google.rpc.error_details_pb2 import RetryInfo  # type: ignore[import-untyped]
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
 )
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2_grpc import MetricsServiceStub
 
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
@@ -30,6 +29,10 @@ RETRYABLE = frozenset(
     }
 )
 _STATUS_DETAILS = "grpc-status-details-bin"
+# The method the generated MetricsServiceStub calls. Requests go out as the bytes the exporter
+# encoded (no request serializer): the stub would want a message, parsed from those very bytes
+# only to be serialized again.
+EXPORT_METHOD = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
 
 
 class GrpcTransport:
@@ -40,7 +43,7 @@ class GrpcTransport:
         # gRPC metadata keys are lowercase on the wire; grpcio refuses uppercase ones.
         self._metadata = tuple((k.lower(), v) for k, v in config.header_items())
         self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+        self._export: Any = None
 
     async def open(self) -> None:
         target, plaintext = self._config.target()
@@ -55,7 +58,9 @@ class GrpcTransport:
         else:
             credentials = _credentials(self._config)
             self._channel = grpc.aio.secure_channel(target, credentials, options, compression)
-        self._stub = MetricsServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._export = self._channel.unary_unary(
+            EXPORT_METHOD, response_deserializer=ExportMetricsServiceResponse.FromString
+        )
 
     def _channel_options(self) -> list[tuple[str, int | str]]:
         # Our own retry loop decides when to try again: gRPC's transparent retries are off,
@@ -73,18 +78,18 @@ class GrpcTransport:
             options += [("grpc.ssl_target_name_override", name), ("grpc.default_authority", name)]
         return options
 
-    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
-        if self._stub is None:
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
+        if self._export is None:
             raise ExportError("the gRPC channel is not open", retryable=False)
         try:
-            response = await self._stub.Export(request, timeout=timeout, metadata=self._metadata)
+            response = await self._export(request, timeout=timeout, metadata=self._metadata)
         except grpc.aio.AioRpcError as err:
             raise classify(err.code(), err.details() or "", err.trailing_metadata()) from None
         partial = response.partial_success
         return ExportResponse(partial.rejected_data_points, partial.error_message)
 
     async def close(self) -> None:
-        channel, self._channel, self._stub = self._channel, None, None
+        channel, self._channel, self._export = self._channel, None, None
         if channel is not None:
             await channel.close()
 

@@ -1,8 +1,8 @@
 """The `otlp_http` exporter's transport: binary protobuf POSTed with an aiohttp session.
 
 opentelemetry-exporter-otlp-proto-http is built on blocking `requests`, which would stall the
-event loop, so the request body comes from `opentelemetry-proto` and only the HTTP client
-is aiohttp.
+event loop, so the request body is the exporter's own encoding (`encode.encode_bytes`) and
+only the HTTP client is aiohttp.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from pathlib import Path
 import aiohttp
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
 )
 
@@ -53,10 +52,10 @@ class HttpTransport:
             tls = ssl_context(self._config.tls)
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls))
 
-    async def export(self, request: ExportMetricsServiceRequest, timeout: float) -> ExportResponse:
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
         if self._session is None:
             raise ExportError("the HTTP session is not open", retryable=False)
-        body = request.SerializeToString()
+        body = request
         if self._gzip:
             body = gzip.compress(body, compresslevel=_GZIP_LEVEL, mtime=0)
         try:

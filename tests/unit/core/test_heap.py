@@ -1,10 +1,13 @@
-"""Start-up objects leave the cyclic collector's full passes; reload garbage is still freed."""
+"""Start-up objects leave the cyclic collector's full passes; reload garbage is still freed; freed
+C-heap pages go back to the system."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import platform
 import weakref
+from pathlib import Path
 
 import pytest
 
@@ -51,3 +54,47 @@ async def test_the_agent_settles_after_each_start(monkeypatch: pytest.MonkeyPatc
     assert calls == [1, 1]
     agent.request_stop()
     await running
+
+
+def _rss_anon() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+def test_trim_hands_free_pages_between_live_blocks_back() -> None:
+    assert platform.libc_ver()[0] == "glibc"  # the image and this machine: trim must work
+    # 64 KiB blocks stay in the heap (below glibc's mmap threshold); freeing every other one
+    # leaves holes glibc keeps, since live blocks sit above them.
+    blocks: list[bytes | None] = [bytes(64 << 10) for _ in range(1200)]
+    for i in range(0, len(blocks), 2):
+        blocks[i] = None
+    heap.trim()  # whatever came before this test
+    before = _rss_anon()
+    blocks.extend(bytes(64 << 10) for _ in range(600))  # refill, then free: holes again
+    for i in range(len(blocks) - 600, len(blocks), 2):
+        blocks[i] = None
+    grown = _rss_anon()
+    assert heap.trim() is True
+    assert _rss_anon() < grown - (8 << 20), (before, grown, _rss_anon())
+
+
+async def test_the_agent_trims_after_start_and_every_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[float] = []
+    monkeypatch.setattr(heap, "trim", lambda: calls.append(asyncio.get_running_loop().time()))
+    monkeypatch.setattr(heap, "TRIM_INTERVAL", 0.05)
+    agent = Agent(lambda: config("v1"), core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    try:
+        async with asyncio.timeout(10):  # a bound, not a timing: a missing trimmer fails here
+            while len(calls) < 4:
+                await asyncio.sleep(0.01)
+    finally:
+        agent.request_stop()
+    await running
+    after_stop = len(calls)
+    await asyncio.sleep(0.2)
+    assert len(calls) == after_stop  # the trimmer stopped with the agent

@@ -21,8 +21,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 
 from otelgpu.component import Kind
 from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp import encode, factory
+from otelgpu.exporters.otlp import factory
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.telemetry import SelfTelemetry
@@ -93,8 +94,8 @@ async def _transport(endpoint: str, **options: Any) -> GrpcTransport:
     return transport
 
 
-def _request() -> ExportMetricsServiceRequest:
-    return encode(numbered_batch(7, 2))
+def _request() -> bytes:
+    return encode_bytes(numbered_batch(7, 2))
 
 
 RETRYABLE_CODES = {
@@ -156,7 +157,7 @@ async def test_request_metadata_partial_success_and_compression(
             response = await transport.export(_request(), timeout=5)
         finally:
             await transport.close()
-        assert servicer.requests[-1] == _request()
+        assert servicer.requests[-1] == ExportMetricsServiceRequest.FromString(_request())
         assert servicer.metadata[-1]["x-scope-orgid"] == "team-a"
         assert servicer.metadata[-1]["authorization"] == "Bearer s3cret"
     assert response == ExportResponse()

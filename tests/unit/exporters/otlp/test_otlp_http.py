@@ -22,6 +22,7 @@ from otelgpu.component import Kind
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp import encode, http_factory
 from otelgpu.exporters.otlp.config import OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.http_client import HttpTransport, parse_retry_after
 from otelgpu.telemetry import SelfTelemetry
@@ -67,7 +68,7 @@ async def _export(endpoint: str, **options: Any) -> ExportResponse:
     transport = HttpTransport(config)
     await transport.open()
     try:
-        return await transport.export(encode(numbered_batch(3, 2)), timeout=5)
+        return await transport.export(encode_bytes(numbered_batch(3, 2)), timeout=5)
     finally:
         await transport.close()
 

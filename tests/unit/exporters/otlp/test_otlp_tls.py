@@ -17,8 +17,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp import encode
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
@@ -69,7 +69,7 @@ async def _ok(_: web.Request) -> web.Response:
 async def _export(transport: Transport) -> ExportResponse:
     await transport.open()
     try:
-        return await transport.export(encode(numbered_batch(0, 1)), timeout=5)
+        return await transport.export(encode_bytes(numbered_batch(0, 1)), timeout=5)
     finally:
         await transport.close()
 

@@ -1,0 +1,97 @@
+"""The exporter's AttributeCache stays small per cached attribute (P3: thousands of sets at 10k
+series, kept across batches)."""
+
+from __future__ import annotations
+
+import sys
+import tracemalloc
+
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from tests.unit.exporters.otlp.test_otlp_wire import _same
+
+SETS, ATTRIBUTES = 500, 20
+
+
+def _attribute_sets() -> list[dict[str, object]]:
+    return [
+        {f"k8s.attr.{i}": f"value-{r}-{i}-of-some-length" for i in range(ATTRIBUTES)}
+        for r in range(SETS)
+    ]
+
+
+def test_a_cached_attribute_costs_less_than_90_bytes_beyond_its_strings() -> None:
+    # Key and value strings belong to the batch; what the cache adds is its key, the encoded
+    # bytes and its dict slot. A key made of one (key, value) tuple per attribute cost ~120 B
+    # per attribute; a flat key ~70.
+    sets = _attribute_sets()
+    cache = AttributeCache()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for attributes in sets:
+            cache.resource(attributes)
+        cache.begin_batch()  # forgets this batch's identities: only the content entries stay
+        added = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    per_attribute = added / (SETS * ATTRIBUTES)
+    assert per_attribute < 90, f"{per_attribute:.0f} B per cached attribute"
+
+
+def test_the_flat_key_keeps_types_and_positions_apart() -> None:
+    # True == 1 == 1.0 and equal flattened pairs must not share an encoding.
+    cache = AttributeCache()
+    lookalikes: list[dict[str, object]] = [
+        {"a": 1},
+        {"a": True},
+        {"a": 1.0},
+        {"a": "1"},
+        {"a": "b", "c": "d"},
+        {"a": "c", "b": "d"},
+        {"c": "d", "a": "b"},
+    ]
+    for attributes in lookalikes + lookalikes:  # the second round hits the cache
+        batch: Batch = (
+            ResourceMetrics(
+                resource=attributes,
+                metrics=(
+                    Metric(
+                        name="m",
+                        unit="1",
+                        description="",
+                        kind=MetricKind.GAUGE,
+                        points=(
+                            NumberDataPoint(value=1, time_unix_nano=5, attributes=dict(attributes)),
+                        ),
+                    ),
+                ),
+            ),
+        )
+        _same(batch, cache)
+
+
+def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
+    # The identity lookups hold each attribute mapping while a batch is encoded; afterwards
+    # they must let go, or the previous batch lives on until the next one.
+    resource: dict[str, object] = {"host.name": "n1"}
+    point: dict[str, object] = {"gpu": "0"}
+    batch: Batch = (
+        ResourceMetrics(
+            resource=resource,
+            metrics=(
+                Metric(
+                    name="m",
+                    unit="1",
+                    description="",
+                    kind=MetricKind.GAUGE,
+                    points=(NumberDataPoint(value=1, time_unix_nano=5, attributes=point),),
+                ),
+            ),
+        ),
+    )
+    before = sys.getrefcount(resource), sys.getrefcount(point)
+    cache = AttributeCache()
+    encode_bytes(batch, cache)
+    after = sys.getrefcount(resource), sys.getrefcount(point)  # outside `assert` (pytest's rewrite)
+    assert after == before
