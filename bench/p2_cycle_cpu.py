@@ -9,8 +9,8 @@ Ours, per cycle, with the real components in this process (node: bench/node_fixt
     ContainerEnvProcessor.process         in-memory runtime, env TEAM/PROJECT + a pod label
     PrometheusExporter.consume + refresh  series store update, text render and gzip (the
                                           exporter does both once per update)
-    otlp encode + SerializeToString      the request bytes, as the otlp exporter and its HTTP
-                                          transport make them (uncompressed)
+    otlp encode_bytes                     the request bytes, as the otlp exporter makes them
+                                          (uncompressed)
 
 The baseline (`SdkAgent`) is an SDK agent written the natural way over the points ours
 produced: one MeterProvider per resource, both an OTLP and a Prometheus reader, see its doc.
@@ -61,7 +61,7 @@ from prometheus_client.samples import Sample
 from bench.node_fixture import Node
 from otelgpu import semconv
 from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.exporters.otlp.encode import AttributeCache, encode
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.model import Batch, MetricKind, point_count
@@ -156,9 +156,9 @@ class Pipeline:
 
 
 def otlp_bytes(batch: Batch, cache: AttributeCache) -> bytes:
-    """What the otlp exporter does per batch: `encode`, then its transport serializes."""
-    body: bytes = encode(batch, cache).SerializeToString()
-    return body
+    """What the otlp exporter does per batch: `encode_bytes`, the request's wire bytes (its
+    transports send them as they are)."""
+    return encode_bytes(batch, cache)
 
 
 class SdkAgent:
@@ -363,7 +363,7 @@ async def stages(pipe: Pipeline, cycles: int) -> dict[str, float]:
         "container_env.process": await cpu_per_cycle(lambda: pipe.env.process(labelled), cycles),
         "prometheus consume": await cpu_per_cycle(prom_consume, cycles),
         "prometheus render+gzip": await cpu_per_cycle(pipe.prometheus.refresh, cycles),
-        "otlp encode + serialize": await cpu_per_cycle(
+        "otlp encode_bytes": await cpu_per_cycle(
             lambda: otlp_bytes(final, pipe.attributes), cycles
         ),
     }
