@@ -8,6 +8,7 @@ stamps and body, and the same (stored, dropped) counts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -332,3 +333,45 @@ def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
         "nvidia_gpu_other_ratio",
     ]
     assert 'k8s_pod_name="b"' not in "\n".join(lines)
+
+
+def test_replayed_values_are_spelled_as_the_format_wants() -> None:
+    """NaN and the infinities are Go's spelling on a replay too (`format_value`), one point
+    or several; ints stay ints; booleans are numbers."""
+    store, translator = SeriesStore(), Translator("otel", {})
+
+    def node(one: object, several: tuple[object, object]) -> tuple[ResourceMetrics, ...]:
+        metrics = (
+            _metric("hw.power", "W", MetricKind.GAUGE, (_point({}, one),)),
+            _metric(
+                "x.y",
+                "1",
+                MetricKind.GAUGE,
+                tuple(_point({"i": i}, v) for i, v in enumerate(several)),
+            ),
+        )
+        return (ResourceMetrics(resource=gpu(0), metrics=metrics, identity="g"),)
+
+    translator.ingest(store, node(1.0, (1.0, 2.0)), 1.0)  # the plan
+    for one, several, expected in (
+        (math.nan, (math.inf, -math.inf), ["NaN", "+Inf", "-Inf"]),
+        (7, (True, 2**70), ["7", "1.0", str(2**70)]),
+    ):
+        assert translator.ingest(store, node(one, several), 2.0) == (3, 0)
+        lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+        assert [line.rsplit(" ", 1)[1] for line in lines] == expected
+
+
+def test_a_point_whose_attributes_changed_is_not_replayed_under_its_old_line() -> None:
+    """The same GPU and metric, another XID code on the point: a new line, the old one gone."""
+    store, translator = SeriesStore(), Translator("otel", {})
+
+    def xid(code: int) -> tuple[ResourceMetrics, ...]:
+        metric = _metric("nvidia.gpu.xid", "1", MetricKind.GAUGE, (_point({"code": code}, 1.0),))
+        return (ResourceMetrics(resource=gpu(0), metrics=(metric,), identity="g"),)
+
+    translator.ingest(store, xid(31), 1.0)
+    translator.ingest(store, xid(31), 2.0)
+    translator.ingest(store, xid(43), 3.0)
+    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    assert len(lines) == 1 and 'code="43"' in lines[0]
