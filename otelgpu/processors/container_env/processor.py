@@ -28,7 +28,7 @@ from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.keys import KeySelector
 from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRuntime
-from otelgpu.processors.container_env.snapshot import Match, Snapshot
+from otelgpu.processors.container_env.snapshot import Match, Snapshot, WorkloadKey
 from otelgpu.processors.container_env.source import RuntimeSource
 from otelgpu.scraper import Clock, RealClock
 from otelgpu.tasks import cancel_and_wait
@@ -72,6 +72,10 @@ class ContainerEnvProcessor:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._missed: set[object] = set()
+        # (namespace, pod, container) → the device it was last seen on, and since when; and
+        # when the listing behind the current snapshot began (`_newer_than_snapshot`)
+        self._where: dict[WorkloadKey, tuple[object, float]] = {}
+        self._listed_from = float("-inf")
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
@@ -175,6 +179,9 @@ class ContainerEnvProcessor:
         if cid and (match := snapshot.by_id.get(cid)) is not None:
             return match, "by_id"
         if named and (match := snapshot.by_workload.get(workload)) is not None:
+            if self._newer_than_snapshot(workload, rm.resource.get(semconv.HW_ID)):
+                self._note_miss(("holder", workload))  # one early refresh settles it
+                return None, "holder_changed"
             return match, "by_workload"
         if not cid and not named:
             return None, "no_container" if workload[1] else ""
@@ -182,6 +189,26 @@ class ContainerEnvProcessor:
             return None, "runtime_down"
         self._note_miss(cid or workload)
         return None, "container_not_found"
+
+    def _newer_than_snapshot(self, workload: WorkloadKey, device: object) -> bool:
+        """Whether `workload` moved to `device` after the current snapshot's listing began.
+
+        A pod deleted and created again under its name on another GPU is the same (namespace,
+        pod, container) to the kubelet; until the runtime is listed again, the snapshot may
+        still hold the old pod's container, whose labels must not be lent to the new one. So a
+        name seen on another device than before is matched by name only with a snapshot whose
+        listing started after it moved (the next refresh, asked for at once): its labels are
+        absent for that long, never borrowed. (A name seen for the first time, or recreated on
+        the same GPU, is matched at once: the snapshot is then at most one refresh old.)"""
+        seen = self._where.get(workload)
+        if seen is not None and seen[0] == device:
+            return seen[1] >= self._listed_from
+        if len(self._where) >= _MAX_REMEMBERED_MISSES:
+            self._where.clear()
+        moved = self._clock.monotonic() if seen is not None else float("-inf")
+        self._where[workload] = (device, moved)
+        self._missed.discard(("holder", workload))  # this move may ask for a refresh again
+        return moved >= self._listed_from
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the
@@ -228,9 +255,11 @@ class ContainerEnvProcessor:
     async def refresh(self) -> None:
         """Refreshes every runtime once and publishes the merged snapshot."""
         async with self._refreshing:  # one refresh at a time: the caches are not shared-safe
+            started = self._clock.monotonic()
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
+        self._listed_from = started
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)

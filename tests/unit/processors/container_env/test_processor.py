@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -260,4 +261,29 @@ async def test_process_before_start_passes_batches_through(telemetry: SelfTeleme
     proc = make_processor(telemetry, [(_node(), True)])
     rm = by_id(CID)
     assert proc.process((rm,)) == (rm,)
+    await proc.shutdown()
+
+
+async def test_a_pod_recreated_on_another_gpu_never_borrows_the_old_pods_labels(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """R5/R10 (seen in the node e2e under load): train-0 is deleted and created again under
+    its name on another GPU; the kubelet says so before the runtime is listed again, and the
+    snapshot still holds the old, running container. Its TEAM must not go on the new GPU:
+    absent until a listing that began after the move, then the new pod's."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    assert one(proc.process((on_gpu0,)))["container.env.TEAM"] == "ml"
+    moved = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-3"})
+    calls = rt.list_calls
+    assert "container.env.TEAM" not in one(proc.process((moved,)))  # the old snapshot's
+    assert counter(telemetry, UNMATCHED, reason="holder_changed") == 2
+    rt.stop(CID)
+    rt.sandbox("t" * 64, "ml", "train-0", created=5.0)
+    rt.workload("d" * 64, "ml", "train-0", "trainer", sandbox_id="t" * 64, env={"TEAM": "new"})
+    await clock.advance(1.0)  # the early refresh the move asked for
+    assert rt.list_calls == calls + 1
+    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"
+    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"  # steady again
     await proc.shutdown()
