@@ -43,7 +43,7 @@ from prometheus_client.registry import Collector
 
 from otelgpu import semconv
 from otelgpu.compression import GZIP_IMPLEMENTATION, gzip_bytes
-from otelgpu.exporters.prometheus.render import Body, join_chunks, render_chunks
+from otelgpu.exporters.prometheus.render import body_of, join_chunks, render_chunks
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -125,7 +125,7 @@ class Ours:
         chunks, count = render_chunks(self.store.families.values())  # as the exporter does
         rendered = time.process_time()
         plain = join_chunks(chunks)
-        body = Body(plain, gzip_bytes(plain, GZIP_LEVEL), count)
+        body = body_of(plain, count)
         self.parts["ingest"].append(ingested - started)
         self.parts["render"].append(rendered - ingested)
         self.parts["join+gzip"].append(time.process_time() - rendered)

@@ -37,7 +37,6 @@ from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 from otelgpu.component import Host, Settings
-from otelgpu.compression import gzip_bytes
 from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
@@ -47,6 +46,7 @@ from otelgpu.exporters.prometheus.openmetrics import encode as openmetrics_body
 from otelgpu.exporters.prometheus.render import (
     EMPTY,
     Body,
+    body_of,
     join_chunks,
     render_chunks,
     render_text,
@@ -58,7 +58,6 @@ from otelgpu.model import Batch
 from otelgpu.tasks import cancel_and_wait
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
-_GZIP_LEVEL = 1  # as render.encode (see there and otelgpu/compression.py)
 # Seconds after the last OpenMetrics scrape during which new bodies are pre-converted: longer
 # than any sane scrape interval, short enough that a one-off `curl` does not double the memory
 # held for long.
@@ -333,7 +332,7 @@ def _encode(chunks: list[bytes], series: int, openmetrics: bool, plain: bool) ->
     body exists; the join and the gzip let go of the GIL), its plain bytes too when `plain`,
     and the OpenMetrics body when `openmetrics`."""
     text = join_chunks(chunks)
-    body = Body(text, gzip_bytes(text, _GZIP_LEVEL), series)
+    body = body_of(text, series)
     converted = openmetrics_body(body) if openmetrics else None
     if not plain:  # no one scrapes without gzip: hold only the gzip bytes (Body.plain)
         body = body.without_plain()

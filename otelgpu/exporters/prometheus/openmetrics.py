@@ -25,11 +25,9 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from otelgpu.compression import gzip_bytes
-from otelgpu.exporters.prometheus.render import Body
+from otelgpu.exporters.prometheus.render import Body, body_of
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-_GZIP_LEVEL = 1  # as the classic body: CPU matters more than bytes on a node agent
 _TOTAL = "_total"
 _QUOTE = '\\"'  # classic HELP leaves `"` as is; OpenMetrics escapes it like label values
 
@@ -196,7 +194,7 @@ def _sample(line: str) -> str:
 def encode(classic: Body) -> Body:
     """The OpenMetrics body (plain and gzip) of a classic one; CPU work for a worker thread."""
     plain = to_openmetrics(classic.plain).encode("utf-8")
-    return Body(plain, gzip_bytes(plain, _GZIP_LEVEL), classic.series)
+    return body_of(plain, classic.series)
 
 
 class Exposition:

@@ -116,11 +116,15 @@ def render(families: Iterable[Family]) -> Body:
     return encode(*render_text(families))
 
 
+def body_of(plain: bytes, series: int) -> Body:
+    """The body of `plain` bytes: gzipped here (CPU-heavy; zlib and ISA-L let go of the GIL)."""
+    return Body(plain, gzip_bytes(plain, _GZIP_LEVEL), series)
+
+
 def encode(text: str, series: int) -> Body:
     """Both encodings of a rendered text; CPU-heavy, run it in a worker thread (zlib releases
     the GIL, so the event loop keeps serving the previous body meanwhile)."""
-    plain = text.encode("utf-8")
-    return Body(plain, gzip_bytes(plain, _GZIP_LEVEL), series)
+    return body_of(text.encode("utf-8"), series)
 
 
 def escape_help(text: str) -> str:
