@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from otelgpu.exporters.prometheus.dcgm import Convert
-from otelgpu.exporters.prometheus.series import Family, Layout, format_value
+from otelgpu.exporters.prometheus.series import Family, Layout, format_point
 from otelgpu.model import Attributes, Metric, MetricKind, NumberDataPoint
 
 # One metric of a plan: (form, descriptor, family, attributes, prefixes, scale, convert).
@@ -182,10 +182,7 @@ def _write(
     """One value, formatted as the general path does; False when it is not a number (the
     general path then drops the metric)."""
     try:
-        value = value * scale if scale != 1.0 else value
-        if convert is not None:
-            value = convert(value, attributes)
-        family.series[prefix] = format_value(value) + "\n"
+        family.series[prefix] = format_point(value, attributes, scale, convert) + "\n"
     except (TypeError, ValueError, OverflowError):
         return False
     return True

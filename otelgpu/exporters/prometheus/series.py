@@ -20,8 +20,10 @@ shared GPU) leaves the body at once. Expiry only removes identities that stopped
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+
+from otelgpu.model import Attributes
 
 
 class Layout:
@@ -185,6 +187,22 @@ class SeriesStore:
     def series_count(self) -> int:
         """How many series the next body will hold (self-telemetry aside)."""
         return sum(len(f.series) for f in self.families.values())
+
+
+def format_point(
+    value: float,
+    attributes: Attributes,
+    scale: float = 1.0,
+    convert: Callable[[float, Attributes], float] | None = None,
+) -> str:
+    """A point's sample text: its value times `scale`, then `convert`ed (dcgm naming's integer
+    fields, the XID code), as `format_value` spells it. Raises TypeError, ValueError or
+    OverflowError when the value is not a number."""
+    if scale != 1.0:
+        value = value * scale
+    if convert is not None:
+        value = convert(value, attributes)
+    return format_value(value)
 
 
 def format_value(value: float) -> str:

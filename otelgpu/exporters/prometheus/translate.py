@@ -30,7 +30,7 @@ from otelgpu.exporters.prometheus.replay import (
     replay,
     step,
 )
-from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_value
+from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_point
 from otelgpu.model import (
     Attributes,
     AttrValue,
@@ -269,10 +269,7 @@ class Translator:
                 text = repr(value)  # format_value's common case (finite), without the call
             else:
                 try:
-                    value = value * scale if scale != 1.0 else value
-                    if convert is not None:  # dcgm naming: integer fields, the XID code
-                        value = convert(value, point.attributes)
-                    text = format_value(value)
+                    text = format_point(value, point.attributes, scale, convert)
                 except (TypeError, ValueError, OverflowError):
                     continue  # not a number: counted as dropped by the caller
             attributes = tuple(point.attributes.items()) if point.attributes else ()
@@ -302,10 +299,7 @@ class Translator:
             t = self.target(metric, point.attributes)
             family = store.family(t.name, t.type, t.help)
             try:
-                value = point.value * t.scale if t.scale != 1.0 else point.value
-                text = format_value(
-                    value if t.convert is None else t.convert(value, point.attributes)
-                )
+                text = format_point(point.value, point.attributes, t.scale, t.convert)
             except (TypeError, ValueError, OverflowError):
                 continue
             if family is not None:
