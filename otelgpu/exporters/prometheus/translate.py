@@ -93,9 +93,6 @@ class Translator:
         plans, settle = self._plans, self._settle
         for rm in batch:
             resource = rm.resource
-            # The plan's key: the attributes as keys then values (equal exactly when the
-            # attributes are; a quarter of the memory of the (key, value) pairs).
-            shape = (*resource, *resource.values())
             items: AttrItems | None = None
             if rm.identity is not None:
                 identity = store.key(rm.identity)
@@ -110,11 +107,14 @@ class Translator:
                     dropped += points - ok
                     settle.reported(identity, None, 0)
                 continue
+            # The plan's key: the attributes as keys then values (equal exactly when the
+            # attributes are; a quarter of the memory of the (key, value) pairs).
+            shape = (*resource, *resource.values())
             plan = plans.get(shape) if self._replay else None
             if plan is not None and plan.identity == identity:
                 split = None
                 if plan.split:
-                    items = items or tuple(resource.items())
+                    items = tuple(resource.items()) if items is None else items
                     split = self._splitter(store, identity, items, now)
                 done = replay(plan, rm.metrics, number, store.layout, split)
                 if done is not None:
@@ -123,7 +123,7 @@ class Translator:
                     stored += done[0]
                     dropped += done[1] - done[0]
                     continue
-            items = items or tuple(resource.items())
+            items = tuple(resource.items()) if items is None else items
             ok, points, steps = self._ingest_resource(
                 store, identity, items, rm.metrics, now, record=self._replay
             )
