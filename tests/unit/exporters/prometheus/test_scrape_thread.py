@@ -24,15 +24,12 @@ from email.message import Message
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PLAIN_WANTED, RENDER_NICE, PrometheusExporter
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
-from otelgpu.telemetry import SelfTelemetry
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.prometheus.batches import batch, gpu
+from tests.unit.exporters.prometheus.test_exporter import make
 
 BOUND = 5.0  # seconds a request may take before the failing case gives up
 
@@ -45,12 +42,6 @@ def get(port: int, path: str, **headers: str) -> tuple[int, Message, bytes]:
             return response.status, response.headers, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.headers, error.read()
-
-
-def make(telemetry: SelfTelemetry, clock: FakeClock, **config: object) -> PrometheusExporter:
-    cfg = PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0", **config})
-    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
-    return PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
 
 
 @pytest.fixture
