@@ -26,8 +26,9 @@ Values are made safe for every parser of the text format (`escape`, `cap`):
   `…` and the first 16 hex digits of the SHA-256 of the whole value, so two long values that
   share a beginning stay two series. Kubernetes names are at most 253 characters and label
   values 63, so only hostile or broken data is cut. Cuts are counted when a series' line is
-  rendered: the first time, and again if its cache entry was retired (the series went away, or
-  its resource was replayed from a plan for two rotations) and its resource changed since
+  rendered: the first time, and again if its cache entry was let go (the series went away for
+  a whole rotation, or its resource got a replay plan, which holds its lines) and its resource
+  changed since
   (`LabelRenderer.take_truncated`; the exporter publishes them as
   `otelgpu_prometheus_truncated_label_values_total`).
 
