@@ -193,7 +193,7 @@ def _sample(line: str) -> str:
 
 def encode(classic: Body) -> Body:
     """The OpenMetrics body (plain and gzip) of a classic one; CPU work for a worker thread."""
-    plain = to_openmetrics(classic.plain).encode("utf-8")
+    plain = to_openmetrics(classic.text()).encode("utf-8")  # not a plain scrape: not kept
     return body_of(plain, classic.series)
 
 

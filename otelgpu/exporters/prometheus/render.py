@@ -54,6 +54,12 @@ class Body:
                 plain = self._plain
         return plain
 
+    def text(self) -> bytes:
+        """The plain bytes for this process's own use (a conversion): inflated when not held,
+        but neither kept nor counted as a plain scrape (`inflated`)."""
+        plain = self._plain
+        return plain if plain is not None else gunzip_bytes(self.gzipped)
+
     @property
     def holds_plain(self) -> bool:
         """Whether the plain bytes are held (given, or inflated since)."""

@@ -246,3 +246,14 @@ def test_a_body_without_plain_bytes_inflates_them_once() -> None:
     first = body.plain
     assert first == text and body.inflated and body.plain is first  # kept for its scrapes
     assert body.without_plain().holds_plain is False
+
+
+def test_converting_to_openmetrics_is_not_taken_for_a_plain_scrape() -> None:
+    """The first OpenMetrics scrape after a quiet period converts the classic body: that must
+    not make the exporter hold plain classic bodies again for PLAIN_WANTED."""
+    from otelgpu.exporters.prometheus.openmetrics import Exposition
+
+    classic = Body(None, gzip.compress(b"# TYPE g gauge\ng 1\n"), 1)
+    converted = Exposition(classic).openmetrics()
+    assert converted.plain.endswith(b"# EOF\n")
+    assert not classic.inflated and not classic.holds_plain
