@@ -137,7 +137,8 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("stdlib", ()),  # sys.stdlib_module_names, less the ssl group
     ("pydantic", ("pydantic", "pydantic_core", "annotated_types", "typing_extensions")),
     ("yaml", ("yaml", "_yaml")),
-    ("grpc", ("grpc",)),
+    ("grpc (only if something loads it)", ("grpc",)),
+    ("h2 (otelgpu.rpc's HTTP/2)", ("h2", "hpack", "hyperframe")),
     ("protobuf + OTLP protos", ("google", "opentelemetry.proto")),
     ("OTel API + SDK (self-telemetry)", ("opentelemetry", "importlib_metadata", "zipp")),
     ("aiohttp and its deps", ("aiohttp", "multidict", "yarl", "frozenlist", "aiosignal")),

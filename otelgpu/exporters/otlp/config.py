@@ -76,28 +76,19 @@ class TLSConfig(ClientTLSConfig):
     """`tls` of the `otlp` exporter.
 
     insecure: plaintext gRPC (no TLS at all); default false, as in the Collector.
-    min_version: "1.0", "1.1" or "1.2" (gRPC always negotiates TLS 1.2 or 1.3, which satisfies
-    them); min_version "1.3" and a max_version below "1.3" are refused, because grpcio has no
-    setting to enforce them.
-    insecure_skip_verify: refused, because grpcio cannot skip verifying the server; trust the
-    server's CA with ca_file / ca_pem instead (or use otlp_http, which can).
+    min_version: "1.0", "1.1" or "1.2" all mean TLS 1.2 or later here, because gRPC runs on
+    HTTP/2, which needs 1.2; "1.3" is enforced. max_version "1.0" or "1.1" is refused for the
+    same reason. insecure_skip_verify: accept any server certificate (as in the Collector).
     """
 
     insecure: bool = False
 
     @model_validator(mode="after")
-    def _grpc_can(self) -> TLSConfig:
-        if self.insecure_skip_verify:
+    def _http2_can(self) -> TLSConfig:
+        if self.max_version in ("1.0", "1.1"):
             raise ValueError(
-                "insecure_skip_verify is not supported by the gRPC transport (grpcio always "
-                "verifies the server): trust the server's CA with ca_file or ca_pem, or use "
-                "the otlp_http exporter"
-            )
-        if self.min_version == "1.3" or self.max_version not in ("", "1.3"):
-            raise ValueError(
-                "min_version 1.3 and max_version below 1.3 cannot be enforced by the gRPC "
-                "transport (grpcio negotiates TLS 1.2 or 1.3 and has no version setting); "
-                "use the otlp_http exporter"
+                f"max_version {self.max_version} is below what gRPC can use: it runs on "
+                "HTTP/2, which needs TLS 1.2 or later"
             )
         return self
 

@@ -1,109 +1,100 @@
-"""The `otlp` exporter's transport: the OTLP MetricsService stub over a `grpc.aio` channel."""
+"""The `otlp` exporter's transport: `MetricsService/Export` as a unary gRPC call over one
+long-lived HTTP/2 connection (otelgpu.rpc)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import ssl
 
-import grpc
 from google.rpc.error_details_pb2 import RetryInfo  # type: ignore[import-untyped]
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
+from otelgpu import __version__
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse
+from otelgpu.exporters.otlp.tls import ssl_context
+from otelgpu.rpc import Address, Channel, Metadata, RpcError, StatusCode
 
 # The codes the OTLP specification calls retryable; RESOURCE_EXHAUSTED only when the server
 # says when to come back (RetryInfo), since otherwise it means "this will never fit".
 RETRYABLE = frozenset(
     {
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.ABORTED,
-        grpc.StatusCode.OUT_OF_RANGE,
-        grpc.StatusCode.DATA_LOSS,
-        grpc.StatusCode.DEADLINE_EXCEEDED,
-        grpc.StatusCode.CANCELLED,
+        StatusCode.UNAVAILABLE,
+        StatusCode.ABORTED,
+        StatusCode.OUT_OF_RANGE,
+        StatusCode.DATA_LOSS,
+        StatusCode.DEADLINE_EXCEEDED,
+        StatusCode.CANCELLED,
     }
 )
 _STATUS_DETAILS = "grpc-status-details-bin"
-# The method the generated MetricsServiceStub calls. Requests go out as the bytes the exporter
-# encoded (no request serializer): the stub would want a message, parsed from those very bytes
-# only to be serialized again.
 EXPORT_METHOD = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+# An OTLP receiver's answer is a small message; the Collector's receivers accept 4 MiB answers.
+_MAX_ANSWER = 4 * 2**20
 
 
 class GrpcTransport:
-    """Sends requests with `MetricsService/Export` over one long-lived channel."""
+    """Sends requests with `MetricsService/Export` over one long-lived connection. A lost
+    connection is dialled again by the next request; when to send it is the retry loop's call."""
 
     def __init__(self, config: OtlpExporterConfig) -> None:
         self._config = config
-        # gRPC metadata keys are lowercase on the wire; grpcio refuses uppercase ones.
-        self._metadata = tuple((k.lower(), v) for k, v in config.header_items())
-        self._channel: grpc.aio.Channel | None = None
-        self._export: Any = None
+        # gRPC metadata keys are lowercase on the wire (HTTP/2 header names).
+        self._metadata: Metadata = tuple((k.lower(), v) for k, v in config.header_items())
+        self._channel: Channel | None = None
 
     async def open(self) -> None:
         target, plaintext = self._config.target()
-        compression = (
-            grpc.Compression.Gzip
-            if self._config.compression == "gzip"
-            else grpc.Compression.NoCompression
+        host, _, port = target.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal
+        name = self._config.tls.server_name_override
+        address = Address(
+            host=host,
+            port=int(port),
+            tls=None if plaintext else _tls_context(self._config),
+            server_hostname=name,
         )
-        options = self._channel_options()
-        if plaintext:
-            self._channel = grpc.aio.insecure_channel(target, options, compression)
-        else:
-            credentials = _credentials(self._config)
-            self._channel = grpc.aio.secure_channel(target, credentials, options, compression)
-        self._export = self._channel.unary_unary(
-            EXPORT_METHOD, response_deserializer=ExportMetricsServiceResponse.FromString
+        self._channel = Channel(
+            address,
+            # The certificate is checked against the override, and it is the :authority sent.
+            authority=name or target,
+            max_receive=_MAX_ANSWER,
+            compress=self._config.compression == "gzip",
+            user_agent=f"otelgpu/{__version__}",
         )
-
-    def _channel_options(self) -> list[tuple[str, int | str]]:
-        # Our own retry loop decides when to try again: gRPC's transparent retries are off,
-        # and its reconnect backoff is kept shorter than our first wait so that a retry after
-        # an outage finds the channel ready to connect instead of still backing off.
-        backoff_ms = max(10, int(self._config.retry_on_failure.initial_interval * 500))
-        options: list[tuple[str, int | str]] = [
-            ("grpc.enable_retries", 0),
-            ("grpc.initial_reconnect_backoff_ms", backoff_ms),
-            ("grpc.min_reconnect_backoff_ms", backoff_ms),
-            ("grpc.max_reconnect_backoff_ms", backoff_ms),
-        ]
-        if name := self._config.tls.server_name_override:
-            # The certificate is checked against this name, and it is the :authority sent.
-            options += [("grpc.ssl_target_name_override", name), ("grpc.default_authority", name)]
-        return options
 
     async def export(self, request: bytes, timeout: float) -> ExportResponse:
-        if self._export is None:
+        if self._channel is None:
             raise ExportError("the gRPC channel is not open", retryable=False)
         try:
-            response = await self._export(request, timeout=timeout, metadata=self._metadata)
-        except grpc.aio.AioRpcError as err:
-            raise classify(err.code(), err.details() or "", err.trailing_metadata()) from None
-        partial = response.partial_success
+            raw = await self._channel.unary(
+                EXPORT_METHOD, request, timeout=timeout, metadata=self._metadata
+            )
+        except RpcError as err:
+            raise classify(err.code, err.details, err.trailers) from None
+        try:
+            partial = ExportMetricsServiceResponse.FromString(raw).partial_success
+        except Exception as exc:  # protobuf's DecodeError: the data was sent, the answer is bad
+            return ExportResponse(0, f"an undecodable ExportMetricsServiceResponse: {exc}")
         return ExportResponse(partial.rejected_data_points, partial.error_message)
 
     async def close(self) -> None:
-        channel, self._channel, self._export = self._channel, None, None
+        channel, self._channel = self._channel, None
         if channel is not None:
             await channel.close()
 
 
-def classify(code: grpc.StatusCode, details: str, trailers: Any) -> ExportError:
+def classify(code: StatusCode, details: str, trailers: Metadata) -> ExportError:
     """The ExportError for a failed call: retryable per the OTLP spec, with RetryInfo's delay."""
     delay = retry_delay(trailers)
-    retryable = code in RETRYABLE or (
-        code is grpc.StatusCode.RESOURCE_EXHAUSTED and delay is not None
-    )
+    retryable = code in RETRYABLE or (code is StatusCode.RESOURCE_EXHAUSTED and delay is not None)
     return ExportError(f"gRPC {code.name}: {details}", retryable=retryable, retry_after=delay)
 
 
-def retry_delay(trailers: Any) -> float | None:
+def retry_delay(trailers: Metadata) -> float | None:
     """The delay of a `google.rpc.RetryInfo` in the call's status details, if any."""
     for key, value in trailers or ():
         if key != _STATUS_DETAILS or not isinstance(value, bytes):
@@ -119,17 +110,9 @@ def retry_delay(trailers: Any) -> float | None:
     return None
 
 
-def _credentials(config: OtlpExporterConfig) -> grpc.ChannelCredentials:
-    tls = config.tls
-    return grpc.ssl_channel_credentials(
-        root_certificates=_read(tls.ca_file, tls.ca_pem),
-        private_key=_read(tls.key_file, tls.key_pem_text()),
-        certificate_chain=_read(tls.cert_file, tls.cert_pem),
-    )
-
-
-def _read(path: str, pem: str) -> bytes | None:
-    """A file's bytes, or the `_pem` text given in its place (the config allows one)."""
-    if path:
-        return Path(path).read_bytes()
-    return pem.encode() if pem else None
+def _tls_context(config: OtlpExporterConfig) -> ssl.SSLContext:
+    """The `tls` settings' context, speaking HTTP/2 (ALPN h2), which needs TLS 1.2 or later."""
+    context = ssl_context(config.tls)
+    context.minimum_version = max(context.minimum_version, ssl.TLSVersion.TLSv1_2)
+    context.set_alpn_protocols(["h2"])
+    return context

@@ -10,9 +10,7 @@ from __future__ import annotations
 import email.utils
 import gzip
 import ssl
-import tempfile
 import time
-from pathlib import Path
 
 import aiohttp
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
@@ -21,8 +19,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp.config import HttpTLSConfig, OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.config import OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse
+from otelgpu.exporters.otlp.tls import ssl_context
 
 # The OTLP/HTTP specification's retryable statuses; every other error status is permanent.
 RETRYABLE = frozenset({429, 502, 503, 504})
@@ -116,42 +115,3 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-_TLS_VERSIONS = {
-    "1.0": ssl.TLSVersion.TLSv1,
-    "1.1": ssl.TLSVersion.TLSv1_1,
-    "1.2": ssl.TLSVersion.TLSv1_2,
-    "1.3": ssl.TLSVersion.TLSv1_3,
-}
-
-
-def ssl_context(tls: HttpTLSConfig) -> ssl.SSLContext:
-    """The client TLS context (`min_version` or later) for an https:// endpoint."""
-    context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=tls.ca_pem or None)
-    context.minimum_version = _TLS_VERSIONS[tls.min_version]
-    if tls.max_version:
-        context.maximum_version = _TLS_VERSIONS[tls.max_version]
-    if tls.cert_file or tls.cert_pem:
-        _load_client_cert(context, tls)
-    if tls.insecure_skip_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _load_client_cert(context: ssl.SSLContext, tls: HttpTLSConfig) -> None:
-    """Loads the client certificate and key; `ssl` reads them from files only, so PEM text
-    is written to a private temporary directory for the call and removed right after."""
-    if not (tls.cert_pem or tls.has_pem("key")):
-        context.load_cert_chain(tls.cert_file, tls.key_file)
-        return
-    with tempfile.TemporaryDirectory(prefix="otelgpu-tls-") as directory:  # mode 0700
-        cert = tls.cert_file or _write(Path(directory, "cert.pem"), tls.cert_pem)
-        key = tls.key_file or _write(Path(directory, "key.pem"), tls.key_pem_text())
-        context.load_cert_chain(cert, key)
-
-
-def _write(path: Path, text: str) -> str:
-    path.write_text(text, encoding="utf-8")
-    return str(path)

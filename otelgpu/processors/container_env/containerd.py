@@ -8,15 +8,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import grpc
-import grpc.aio
-
 from otelgpu.processors.container_env.runtime import (
     ContainerRef,
     ContainerSpec,
     RuntimeUnavailable,
     decode_oci_spec,
 )
+from otelgpu.rpc import Address, Channel, RpcError
 
 CONTAINERS = "containerd.services.containers.v1.Containers"
 TASKS = "containerd.services.tasks.v1.Tasks"
@@ -36,19 +34,13 @@ LIVE_TASK_STATES = frozenset({_RUNNING, _PAUSED, _PAUSING})
 # containerd answers List with every container's full OCI spec; a busy node's answer
 # exceeds gRPC's 4 MiB default long before it is unreasonable.
 _MAX_MESSAGE = 256 * 2**20
-_CHANNEL_OPTIONS = (
-    ("grpc.max_receive_message_length", _MAX_MESSAGE),
-    # A restarted containerd should be seen at the next refresh, not after gRPC's backoff.
-    ("grpc.initial_reconnect_backoff_ms", 200),
-    ("grpc.max_reconnect_backoff_ms", 1000),
-)
 
 
 class ContainerdRuntime:
     """`ContainerRuntime` over containerd's containers and tasks services in one namespace
     (`k8s.io`): every container record, running when its task is alive.
 
-    The channel is opened on first use and dropped after any failure, so a containerd that
+    The connection is opened on first use and dropped after any failure, so a containerd that
     was restarted (a new socket at the same path) is reached on the next refresh.
     """
 
@@ -56,7 +48,7 @@ class ContainerdRuntime:
         self._socket = socket
         self._metadata = ((NAMESPACE_HEADER, namespace),)
         self._timeout = timeout
-        self._channel: grpc.aio.Channel | None = None
+        self._channel: Channel | None = None
 
     @property
     def name(self) -> str:
@@ -103,17 +95,15 @@ class ContainerdRuntime:
         if not os.path.exists(self._socket):
             raise RuntimeUnavailable(f"socket {self._socket} does not exist")
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(
-                f"unix://{self._socket}", options=_CHANNEL_OPTIONS
-            )
-        call = self._channel.unary_unary(f"/{path}")
+            self._channel = Channel(Address(path=self._socket), max_receive=_MAX_MESSAGE)
         try:
-            response: bytes = await call(request, metadata=self._metadata, timeout=self._timeout)
-        except grpc.aio.AioRpcError as exc:
+            return await self._channel.unary(
+                f"/{path}", request, metadata=self._metadata, timeout=self._timeout
+            )
+        except RpcError as exc:
             await self.close()
-            detail = f"{exc.code().name} {exc.details() or ''}".strip()
+            detail = f"{exc.code.name} {exc.details}".strip()
             raise RuntimeUnavailable(f"{name}: {detail}") from exc
-        return response
 
 
 # Per service: the generated module, the List request and the List answer.

@@ -1,6 +1,6 @@
 """The kubelet pod-resources v1 API, behind the narrow `PodResourcesClient` Protocol.
 
-The adapter keeps one long-lived gRPC channel to the unix socket. A kubelet restart
+The adapter keeps one long-lived gRPC connection (otelgpu.rpc) to the unix socket. A kubelet restart
 removes the socket and creates a new one (a new inode): the adapter notices the change, or
 an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned into plain
 frozen dataclasses here, so nothing else in the processor sees protobuf.
@@ -19,10 +19,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import grpc
-import grpc.aio
-
 from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
+from otelgpu.rpc import Address, Channel, RpcError
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,20 +93,14 @@ class PodResourcesClient(Protocol):
 
 
 class GrpcPodResourcesClient:
-    """`PodResourcesClient` over grpc.aio on the kubelet's unix socket."""
+    """`PodResourcesClient` over unary gRPC calls on the kubelet's unix socket. A failed call
+    fails at once; the refresher's back-off decides when to dial again."""
 
     def __init__(self, socket_path: str, *, timeout: float, max_receive_message_size: int) -> None:
         self._path = socket_path
         self._timeout = timeout
-        self._options = [
-            ("grpc.max_receive_message_length", max_receive_message_size),
-            # The socket comes back within seconds of a kubelet restart; don't let gRPC's
-            # own reconnect backoff (up to 2 minutes) outlast it.
-            ("grpc.initial_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 2000),
-        ]
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: Any = None
+        self._max_receive = max_receive_message_size
+        self._channel: Channel | None = None
         self._socket_id: tuple[int, int] | None = None
         self._allocatable_served = True
         self._pods = PodCache()
@@ -118,7 +110,7 @@ class GrpcPodResourcesClient:
         # at tens of thousands of pods that is hundreds of milliseconds the event loop (and
         # so every scrape) must not wait for. The same pods as last time, in any order, give
         # back the same tuple, which the refresher recognises at once.
-        raw = await self._call("List", _messages().ListPodResourcesRequest(), raw=True)
+        raw = await self._call("List", _messages().ListPodResourcesRequest())
         if self._pods.same_bytes(raw):
             return self._pods.pods
         return await asyncio.to_thread(parse_list, raw, self._pods)
@@ -126,10 +118,9 @@ class GrpcPodResourcesClient:
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if not self._allocatable_served:
             return None
+        pb = _messages()
         try:
-            answer = await self._call(
-                "GetAllocatableResources", _messages().AllocatableResourcesRequest()
-            )
+            raw = await self._call("GetAllocatableResources", pb.AllocatableResourcesRequest())
         except PodResourcesError as exc:
             if exc.code != "UNIMPLEMENTED":
                 raise
@@ -137,34 +128,31 @@ class GrpcPodResourcesClient:
             # on this connection.
             self._allocatable_served = False
             return None
+        try:
+            answer = pb.AllocatableResourcesResponse.FromString(raw)
+        except Exception as exc:  # protobuf's DecodeError (google.protobuf ships no stubs here)
+            raise PodResourcesError("INTERNAL", f"an undecodable answer: {exc}") from None
         return tuple(_devices(d) for d in answer.devices)
 
     async def close(self) -> None:
-        channel, self._channel, self._stub, self._socket_id = self._channel, None, None, None
+        channel, self._channel, self._socket_id = self._channel, None, None
         if channel is not None:
             await channel.close()
 
-    async def _call(self, method: str, request: Any, *, raw: bool = False) -> Any:
-        stub = await self._connect()
+    async def _call(self, method: str, request: Any) -> bytes:
+        """The answer's bytes; parsing is left to the caller (List's runs off the loop)."""
+        channel = await self._connect()
         try:
-            if raw:  # the same RPC, its answer left as bytes
-                assert self._channel is not None
-                call = self._channel.unary_unary(
-                    f"/{_SERVICE}/{method}", request_serializer=type(request).SerializeToString
-                )
-                return await call(request, timeout=self._timeout)
-            return await getattr(stub, method)(request, timeout=self._timeout)
-        except grpc.aio.AioRpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.UNAVAILABLE:
+            return await channel.unary(
+                f"/{_SERVICE}/{method}", request.SerializeToString(), timeout=self._timeout
+            )
+        except RpcError as exc:
+            if exc.code.name == "UNAVAILABLE":
                 await self.close()  # the kubelet went away: dial afresh next time
-            raise PodResourcesError(code.name, exc.details() or "") from exc
-        except grpc.aio.UsageError as exc:  # the channel was closed under us
-            await self.close()
-            raise PodResourcesError("UNAVAILABLE", str(exc)) from exc
+            raise PodResourcesError(exc.code.name, exc.details) from exc
 
-    async def _connect(self) -> Any:
-        """The stub on a channel to the socket file that exists now."""
+    async def _connect(self) -> Channel:
+        """The channel to the socket file that exists now."""
         try:
             info = os.stat(self._path)
         except FileNotFoundError:
@@ -180,13 +168,12 @@ class GrpcPodResourcesClient:
         if self._channel is not None and socket_id != self._socket_id:
             await self.close()  # the kubelet restarted and made a new socket
         if self._channel is None:
-            self._channel = grpc.aio.insecure_channel(
-                "unix://" + os.path.abspath(self._path), options=self._options
+            self._channel = Channel(
+                Address(path=os.path.abspath(self._path)), max_receive=self._max_receive
             )
-            self._stub = _services().PodResourcesListerStub(self._channel)
             self._socket_id = socket_id
             self._allocatable_served = True
-        return self._stub
+        return self._channel
 
 
 _PROTO = "otelgpu.processors.k8s_attributes._proto"
@@ -265,10 +252,6 @@ def _parse_pod(entry: bytes) -> PodAllocation:
 # instead of checking generated code.
 def _messages() -> Any:
     return importlib.import_module(f"{_PROTO}.podresources_pb2")
-
-
-def _services() -> Any:
-    return importlib.import_module(f"{_PROTO}.podresources_pb2_grpc")
 
 
 def _devices(message: Any) -> DeviceAllocation:

@@ -156,3 +156,24 @@ def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> Non
     assert "otelgpu.processors.container_env.containerd" in modules
     assert {"aiohttp", "otelgpu.exporters.otlp.http_client"} & modules == set()
     assert "otelgpu.processors.container_env.docker" not in modules
+
+
+def test_the_grpc_peers_are_reached_without_loading_a_grpc_runtime() -> None:
+    # grpcio costs ~10 MiB of resident code plus its threads (P3); every gRPC peer of the agent
+    # is asked unary calls, which otelgpu.rpc makes on h2.
+    modules = _modules_after(
+        "import asyncio\n"
+        "from otelgpu.exporters.otlp.config import OtlpExporterConfig\n"
+        "from otelgpu.exporters.otlp.grpc_client import GrpcTransport\n"
+        "from otelgpu.processors.container_env.containerd import ContainerdRuntime\n"
+        "from otelgpu.processors.k8s_attributes.pod_resources import GrpcPodResourcesClient\n"
+        "async def main():\n"
+        "    t = GrpcTransport(OtlpExporterConfig(endpoint='127.0.0.1:1', tls={'insecure': True}))\n"
+        "    await t.open()\n"
+        "    await t.close()\n"
+        "    ContainerdRuntime('/nonexistent', 'k8s.io', 1.0)\n"
+        "    GrpcPodResourcesClient('/nonexistent', timeout=1, max_receive_message_size=1)\n"
+        "asyncio.run(main())"
+    )
+    assert {"otelgpu.rpc.channel", "h2.connection"} <= modules
+    assert {m for m in modules if m == "grpc" or m.startswith("grpc.")} == set()

@@ -66,11 +66,14 @@ def test_grpc_scheme_decides_plaintext(endpoint: str, target: tuple[str, bool]) 
         (OtlpExporterConfig, {"tls": {"cert_pem": "x"}}, "must be set together"),
         (
             OtlpExporterConfig,
-            {"tls": {"insecure_skip_verify": True}},
-            "grpcio always verifies the server",
+            {"tls": {"min_version": "1.1", "max_version": "1.1"}},
+            "HTTP/2, which needs TLS 1.2",
         ),
-        (OtlpExporterConfig, {"tls": {"min_version": "1.3"}}, "cannot be enforced by the gRPC"),
-        (OtlpExporterConfig, {"tls": {"max_version": "1.2"}}, "cannot be enforced by the gRPC"),
+        (
+            OtlpExporterConfig,
+            {"tls": {"min_version": "1.0", "max_version": "1.0"}},
+            "HTTP/2, which needs TLS 1.2",
+        ),
         (OtlpHttpExporterConfig, {"tls": {"min_version": "1.3", "max_version": "1.2"}}, "lower"),
         (OtlpExporterConfig, {"tls": {"ca_file": "a", "ca_pem": "b"}}, "ca_file or ca_pem, not"),
         (OtlpExporterConfig, {"tls": {"min_version": "1.4"}}, "'1.0', '1.1', '1.2' or '1.3'"),
