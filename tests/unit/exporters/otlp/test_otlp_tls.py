@@ -184,3 +184,16 @@ def _client_cert() -> tuple[str, str]:
         serialization.NoEncryption(),
     )
     return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
+
+
+async def test_grpc_skips_verification_when_told_and_takes_any_version_range(
+    grpc_tls: int, cert: tuple[Path, Path]
+) -> None:
+    def config(tls: dict[str, object]) -> OtlpExporterConfig:
+        return OtlpExporterConfig.model_validate({"endpoint": f"localhost:{grpc_tls}", "tls": tls})
+
+    assert await _export(GrpcTransport(config({"insecure_skip_verify": True}))) == ExportResponse()
+    trusted = str(cert[0])
+    for versions in ({"min_version": "1.3"}, {"max_version": "1.2"}, {"min_version": "1.0"}):
+        transport = GrpcTransport(config({"ca_file": trusted, **versions}))
+        assert await _export(transport) == ExportResponse(), versions
