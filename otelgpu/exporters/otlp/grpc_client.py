@@ -112,7 +112,6 @@ def retry_delay(trailers: Metadata) -> float | None:
 
 def _tls_context(config: OtlpExporterConfig) -> ssl.SSLContext:
     """The `tls` settings' context, speaking HTTP/2 (ALPN h2), which needs TLS 1.2 or later."""
-    context = ssl_context(config.tls)
-    context.minimum_version = max(context.minimum_version, ssl.TLSVersion.TLSv1_2)
+    context = ssl_context(config.tls, floor="1.2")
     context.set_alpn_protocols(["h2"])
     return context

@@ -16,10 +16,11 @@ _TLS_VERSIONS = {
 }
 
 
-def ssl_context(tls: ClientTLSConfig) -> ssl.SSLContext:
-    """The client TLS context (`min_version` or later) for an https:// or gRPC endpoint."""
+def ssl_context(tls: ClientTLSConfig, *, floor: str = "1.0") -> ssl.SSLContext:
+    """The client TLS context (`min_version` or later, and never below `floor`) for an
+    https:// or gRPC endpoint."""
     context = ssl.create_default_context(cafile=tls.ca_file or None, cadata=tls.ca_pem or None)
-    context.minimum_version = _TLS_VERSIONS[tls.min_version]
+    context.minimum_version = _TLS_VERSIONS[max(tls.min_version, floor)]
     if tls.max_version:
         context.maximum_version = _TLS_VERSIONS[tls.max_version]
     if tls.cert_file or tls.cert_pem:
