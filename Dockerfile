@@ -47,7 +47,7 @@ ENV PATH=/opt/otelgpu/bin:$PATH \
     NVIDIA_DRIVER_CAPABILITIES=utility
 # Allocator settings (bench/p3_rss.py runs the agent with them; the DaemonSet repeats them):
 # glibc gives each thread that allocates its own arena (up to 8 per core), and the agent's
-# worker threads (NVML, parsing, gRPC) would each keep one mostly empty: two are enough. A
+# worker threads (NVML, parsing, rendering) would each keep one mostly empty: two are enough. A
 # fixed mmap threshold returns big buffers (/metrics bodies, OTLP requests) to the system
 # when freed instead of leaving them in the heap (glibc raises the threshold on its own).
 ENV MALLOC_ARENA_MAX=2 \
