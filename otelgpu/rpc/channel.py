@@ -229,6 +229,9 @@ class _Connection:
             await self._send(stream_id, stream, body)
             await stream.ended.wait()
         except (h2.exceptions.ProtocolError, OSError) as exc:
+            # The connection's state is in doubt (stream IDs used up, a broken socket): the
+            # next call dials a new one.
+            self._lost = self._lost or repr(exc)
             if stream.error is None:
                 stream.error = RpcError(StatusCode.UNAVAILABLE, f"{self._target}: {exc!r}")
         except asyncio.CancelledError:  # the deadline passed, or the caller gave up
@@ -286,7 +289,8 @@ class _Connection:
         elif isinstance(event, h2.events.StreamEnded) and stream is not None:
             stream.ended.set()
         elif isinstance(event, h2.events.StreamReset) and stream is not None:
-            self._fail(stream, event.error_code, "the server reset the call")
+            if not stream.ended.is_set():  # a reset after a whole answer changes nothing
+                self._fail(stream, event.error_code, "the server reset the call")
         elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
             self._window_open.set()
         elif isinstance(event, h2.events.ConnectionTerminated):
