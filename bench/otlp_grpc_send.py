@@ -3,13 +3,14 @@
 The agent sends each batch as `MetricsService/Export` (otelgpu/exporters/otlp/grpc_client.py). It
 used to do so with grpcio; it now uses otelgpu.rpc, which saves ~10 MiB of resident code and
 threads (P3) but frames HTTP/2 in Python. This benchmark prices that: the same request bytes
-(the P2 pipeline's real request at 400 and 10k points), sent to the same server (a grpcio server
+(the P2 pipeline's real request at 400 and 10k points, and a 100-byte "tiny" one, the size of
+the kubelet's and containerd's requests), sent to the same server (a grpcio server
 in another process that answers every Export with an empty response), with gzip as the exporter
 sends by default and without, in rounds that alternate the two clients. CPU is this process's
 `time.process_time()` per export (every thread: grpcio's own included); wall time per export is
 printed too.
 
-    python bench/otlp_grpc_send.py [--sizes 400,10k] [--rounds 5] [--sends 20]
+    python bench/otlp_grpc_send.py [--sizes tiny,400,10k] [--rounds 5] [--sends 20]
     python bench/otlp_grpc_send.py --smoke      # tiny and quick: proves the benchmark runs
 
 grpcio is in the test extra (the tests' servers use it), not in the agent's dependencies.
@@ -134,8 +135,9 @@ async def main(args: argparse.Namespace) -> None:
                 raise RuntimeError("the grpcio server did not start")
             last = ""
             for size in args.sizes.split(","):
-                request = await request_bytes(SIZES[size])
-                print(f"{size}: request {len(request) / 1e6:.2f} MB")
+                # "tiny": a call such as the kubelet's or containerd's List request
+                request = b"\n\x00" * 50 if size == "tiny" else await request_bytes(SIZES[size])
+                print(f"{size}: request {len(request):,} bytes")
                 for gzip in (True, False):
                     last = await compare(socket, request, gzip, args.rounds, args.sends)
                     print(f"  {last}")
@@ -147,7 +149,7 @@ async def main(args: argparse.Namespace) -> None:
 
 def _args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="400,10k")
+    parser.add_argument("--sizes", default="tiny,400,10k")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--sends", type=int, default=20)
     parser.add_argument("--smoke", action="store_true", help="400 points, 1 round of 2 sends")

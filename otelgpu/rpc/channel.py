@@ -133,7 +133,6 @@ class Channel:
             ("te", "trailers"),
             ("content-type", "application/grpc"),
             ("user-agent", self._user_agent),
-            ("grpc-accept-encoding", "identity,gzip"),
             # The server learns the deadline too, so it can stop work nobody waits for.
             ("grpc-timeout", f"{max(1, min(int(timeout * 1000), 99_999_999))}m"),
         ]
@@ -224,9 +223,8 @@ class _Connection:
         stream_id = self._h2.get_next_available_stream_id()
         stream = self._streams[stream_id] = _Stream(limit=max_receive)
         try:
-            self._h2.send_headers(stream_id, headers)
-            self._flush()
-            await self._send(stream_id, stream, body)
+            self._h2.send_headers(stream_id, headers)  # written with the first DATA frame:
+            await self._send(stream_id, stream, body)  # one send for a small call
             await stream.ended.wait()
         except (h2.exceptions.ProtocolError, OSError) as exc:
             # The connection's state is in doubt (stream IDs used up, a broken socket): the
