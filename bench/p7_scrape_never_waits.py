@@ -27,7 +27,8 @@ average before and after (the machine is shared: compare figures of one run), an
 the same numbers of bytes over bare loopback TCP in the scraping process, no HTTP, no agent.
 A plain p99 near the floor's is as good as this machine allows.
 
-Inside the agent (it runs under `bench/p7_probe.py`, which records without changing it): its
+Inside the agent (it runs under `bench/p7_probe.py`, which records without changing it;
+`--no-probe` runs it bare, and prints none of this): its
 garbage collections per phase (rate, pause p99 and max by generation, the objects a full pass
 walks), the slowest 2 % of busy scrapes of each kind with what overlapped them (a collection,
 the receiver's collect, the Prometheus ingest/render/gzip, the OTLP encode) against the share
@@ -347,15 +348,13 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         spawn = multiprocessing.get_context("spawn")
         pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn)
         probe = tmp / "probe.json"
+        launcher = (
+            ["-m", "otelgpu"]
+            if args.no_probe
+            else [str(ROOT / "bench" / "p7_probe.py"), str(probe)]
+        )
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "bench" / "p7_probe.py"),
-                str(probe),
-                "run",
-                "-c",
-                str(path),
-            ],
+            [sys.executable, *launcher, "run", "-c", str(path)],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -426,6 +425,8 @@ async def main(args: argparse.Namespace) -> None:
     else:
         node = Node(sharers=args.sharers)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (before)")
+    if os.environ.get("P7_EXPERIMENT") and args.no_probe:
+        raise SystemExit("P7_EXPERIMENT needs the probe (drop --no-probe)")
     if os.environ.get("P7_EXPERIMENT"):
         print(f"experiment (bench/p7_probe.py): {os.environ['P7_EXPERIMENT']}")
     print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
@@ -501,6 +502,11 @@ def _args() -> argparse.Namespace:
         "--sharers", type=int, default=20, help="pods sharing each whole GPU (~10k series)"
     )
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="run the agent as `python -m otelgpu`, without bench/p7_probe.py's hooks",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
     )
