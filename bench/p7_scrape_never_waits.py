@@ -27,6 +27,16 @@ average before and after (the machine is shared: compare figures of one run), an
 the same numbers of bytes over bare loopback TCP in the scraping process, no HTTP, no agent.
 A plain p99 near the floor's is as good as this machine allows.
 
+Inside the agent (it runs under `bench/p7_probe.py`, which records without changing it;
+`--no-probe` runs it bare, and prints none of this): its
+garbage collections per phase (rate, pause p99 and max by generation, the objects a full pass
+walks), the slowest 2 % of busy scrapes of each kind with what overlapped them (a collection,
+the receiver's collect, the Prometheus ingest/render/gzip, the OTLP encode) against the share
+of all busy scrapes those overlap, and each agent thread's CPU, run-queue wait and how often the
+HTTP thread blocked per scrape. `P7_EXPERIMENT=alt=2;<setting>` runs an A/B inside one run
+(the setting in odd 2 s slots of the clock, the defaults in even ones) and prints the p99 of
+each half: on a shared machine that is fairer than comparing two runs (docs/dev/p7.md).
+
     python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 20]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s
 
@@ -41,6 +51,7 @@ import concurrent.futures
 import contextlib
 import http.client
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -58,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.node_fixture import Node
 from bench.p3_rss import kubelet_for, rotel_blackhole
+from bench.p7_probe import inside_report
 from tests.peers.rotel import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,12 +151,17 @@ class Scraper:
         return size
 
     def run(self, seconds: float) -> dict[str, list[float]]:
-        times: dict[str, list[float]] = {"plain": [], "gzip": []}
+        """Milliseconds of each answer by kind, and (under `<kind>_at`) the monotonic clock
+        when each was asked, to line scrapes up with what happened in the agent."""
+        times: dict[str, list[float]] = {"plain": [], "gzip": [], "plain_at": [], "gzip_at": []}
         deadline = time.monotonic() + seconds
         gzip = False
         while time.monotonic() < deadline:
+            asked = time.monotonic()
             elapsed, _ = self.get(gzip)
-            times["gzip" if gzip else "plain"].append(elapsed)
+            kind = "gzip" if gzip else "plain"
+            times[kind].append(elapsed)
+            times[f"{kind}_at"].append(asked)
             gzip = not gzip
             time.sleep(self._gap)
         return times
@@ -200,6 +217,68 @@ def agent_cpu(pid: int) -> float:
     """CPU seconds the agent has used (every thread), from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def agent_threads(pid: int) -> dict[int, tuple[float, float, float]]:
+    """Each agent thread's CPU seconds, seconds spent runnable but waiting for a core
+    (schedstat's run delay) and times it blocked (voluntary context switches: waiting for
+    the GIL or for the network), by thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            delay = int((task / "schedstat").read_text().split()[1]) / 1e9
+            status = (task / "status").read_text()
+            blocked = float(status.split("voluntary_ctxt_switches:")[1].split()[0])
+            out[int(task.name)] = (cpu, delay, blocked)
+    return out
+
+
+def thread_lines(out: dict[str, Any], seconds: float) -> list[str]:
+    """Per phase, the agent's threads by role (as the probe named them; the others together):
+    CPU ms/s, ms/s waiting for a core, and for the HTTP thread how often it blocked a scrape."""
+    names = out["probe"]["thread_ids"]
+    lines = []
+    for phase in ("busy", "paused"):
+        roles: dict[str, list[float]] = {}
+        for tid, use in out["thread_use"][phase].items():
+            role = roles.setdefault(names.get(str(tid), "other"), [0.0, 0.0, 0.0])
+            for index in range(3):
+                role[index] += use[index]
+        scrapes = sum(len(out["results"][phase][kind]) for kind in ("plain", "gzip"))
+        parts = [
+            f"{role} {cpu * 1000 / seconds:.0f}/{delay * 1000 / seconds:.1f}"
+            for role, (cpu, delay, _) in sorted(roles.items())
+        ]
+        blocked = roles.get("http", [0.0, 0.0, 0.0])[2] / max(1, scrapes)
+        lines.append(
+            f"agent threads {phase:6} (CPU ms/s / waiting for a core ms/s): {', '.join(parts)}; "
+            f"the HTTP thread blocked {blocked:.1f} times a scrape"
+        )
+    return lines
+
+
+def alternate_report(results: dict[str, dict[str, list[float]]], period: float) -> list[str]:
+    """With `P7_EXPERIMENT=alt=SECONDS;...` the agent holds the experiment's settings in odd
+    slots of the monotonic clock (B) and its defaults in even ones (A): p99 of each half."""
+    lines = []
+    p99: dict[tuple[str, str, int], float] = {}
+    for phase in ("busy", "paused"):
+        for kind in ("plain", "gzip"):
+            halves: tuple[list[float], list[float]] = ([], [])
+            for at, ms in zip(results[phase][f"{kind}_at"], results[phase][kind], strict=True):
+                halves[int(at // period) % 2].append(ms)
+            for arm in (0, 1):
+                p99[phase, kind, arm] = percentile(halves[arm], 0.99) if halves[arm] else math.nan
+    for kind in ("plain", "gzip"):
+        parts = []
+        for arm, name in ((0, "A"), (1, "B")):
+            busy, paused = p99["busy", kind, arm], p99["paused", kind, arm]
+            ratio = busy / paused if paused else math.nan
+            parts.append(f"{name} busy {busy:.2f} paused {paused:.2f} ratio {ratio:.2f}")
+        lines.append(f"alternating {kind:5} p99 ms: {'; '.join(parts)}")
+    return lines
 
 
 def series_in(body: bytes) -> int:
@@ -268,8 +347,14 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         log = (tmp / "agent.log").open("wb")
         spawn = multiprocessing.get_context("spawn")
         pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn)
+        probe = tmp / "probe.json"
+        launcher = (
+            ["-m", "otelgpu"]
+            if args.no_probe
+            else [str(ROOT / "bench" / "p7_probe.py"), str(probe)]
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "otelgpu", "run", "-c", str(path)],
+            [sys.executable, *launcher, "run", "-c", str(path)],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -279,21 +364,31 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             await asyncio.sleep(args.warmup)
             plain_bytes, gzip_bytes = await asyncio.to_thread(body_sizes, port)
             cpu_used = {"busy": 0.0, "paused": 0.0}
+            keys = ("plain", "gzip", "plain_at", "gzip_at")
             results: dict[str, dict[str, list[float]]] = {
-                "busy": {"plain": [], "gzip": []},
-                "paused": {"plain": [], "gzip": []},
+                phase: {key: [] for key in keys} for phase in ("busy", "paused")
             }
+            windows: list[tuple[str, float, float]] = []
+            thread_use: dict[str, dict[int, list[float]]] = {"busy": {}, "paused": {}}
             for _ in range(args.rounds):
                 for phase, interval in (("busy", "1s"), ("paused", "1h")):
                     _reload(proc, path, config, interval)
                     await asyncio.sleep(args.settle)
                     cpu = agent_cpu(proc.pid)
+                    threads = agent_threads(proc.pid)
+                    began = time.monotonic()
                     times = await asyncio.get_running_loop().run_in_executor(
                         pool, scrape_for, port, args.gap, args.seconds
                     )
                     cpu_used[phase] += agent_cpu(proc.pid) - cpu
-                    for kind in ("plain", "gzip"):
-                        results[phase][kind] += times[kind]
+                    windows.append((phase, began, time.monotonic()))
+                    for tid, now in agent_threads(proc.pid).items():
+                        then = threads.get(tid, (0.0, 0.0, 0.0))
+                        per_thread = thread_use[phase].setdefault(tid, [0.0, 0.0, 0.0])
+                        for index in range(3):
+                            per_thread[index] += now[index] - then[index]
+                    for key in keys:
+                        results[phase][key] += times[key]
                     if proc.poll() is not None:
                         raise RuntimeError(f"the agent exited with {proc.returncode}")
             # (the agent is paused meanwhile)
@@ -308,7 +403,11 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             await asyncio.to_thread(_stop, proc)
             pool.shutdown()
             log.close()
+    inside = json.loads(probe.read_text()) if probe.exists() else None
     return {
+        "probe": inside,
+        "windows": windows,
+        "thread_use": thread_use,
         "series": series,
         "results": results,
         "floor": floor,
@@ -326,6 +425,10 @@ async def main(args: argparse.Namespace) -> None:
     else:
         node = Node(sharers=args.sharers)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (before)")
+    if os.environ.get("P7_EXPERIMENT") and args.no_probe:
+        raise SystemExit("P7_EXPERIMENT needs the probe (drop --no-probe)")
+    if os.environ.get("P7_EXPERIMENT"):
+        print(f"experiment (bench/p7_probe.py): {os.environ['P7_EXPERIMENT']}")
     print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
     with tempfile.TemporaryDirectory(prefix="p7-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
@@ -349,6 +452,15 @@ async def main(args: argparse.Namespace) -> None:
             f"floor  {kind:5}: the same bytes over bare loopback TCP, no HTTP: p50 {p50:7.2f} ms, "
             f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
         )
+    experiment = os.environ.get("P7_EXPERIMENT", "")
+    if "alt=" in experiment:
+        for line in alternate_report(results, float(experiment.split("alt=")[1].split(";")[0])):
+            print(line)
+    if out["probe"] is not None:
+        for line in inside_report(out["probe"], out["windows"], results):
+            print(line)
+        for line in thread_lines(out, args.rounds * args.seconds):
+            print(line)
     cpu = out["cpu_per_second"]
     print(
         f"agent CPU while scraped: busy {cpu['busy'] * 1000:.0f} ms/s, "
@@ -390,6 +502,11 @@ def _args() -> argparse.Namespace:
         "--sharers", type=int, default=20, help="pods sharing each whole GPU (~10k series)"
     )
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="run the agent as `python -m otelgpu`, without bench/p7_probe.py's hooks",
+    )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
     )
