@@ -27,8 +27,8 @@ average before and after (the machine is shared: compare figures of one run), an
 the same numbers of bytes over bare loopback TCP in the scraping process, no HTTP, no agent.
 A plain p99 near the floor's is as good as this machine allows.
 
-Inside the agent (it runs under `bench/p7_probe.py`, which records without changing it;
-`--no-probe` runs it bare, and prints none of this): its
+Inside the agent (with `--probe`, it runs under `bench/p7_probe.py`, which records without
+changing any setting; without it, the agent runs bare and none of this is printed): its
 garbage collections per phase (rate, pause p99 and max by generation, the objects a full pass
 walks), the slowest 2 % of busy scrapes of each kind with what overlapped them (a collection,
 the receiver's collect, the Prometheus ingest/render/gzip, the OTLP encode) against the share
@@ -350,7 +350,7 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         probe = tmp / "probe.json"
         launcher = (
             ["-m", "otelgpu"]
-            if args.no_probe
+            if not args.probe
             else [str(ROOT / "bench" / "p7_probe.py"), str(probe)]
         )
         proc = subprocess.Popen(
@@ -425,8 +425,8 @@ async def main(args: argparse.Namespace) -> None:
     else:
         node = Node(sharers=args.sharers)
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (before)")
-    if os.environ.get("P7_EXPERIMENT") and args.no_probe:
-        raise SystemExit("P7_EXPERIMENT needs the probe (drop --no-probe)")
+    if os.environ.get("P7_EXPERIMENT") and not args.probe:
+        raise SystemExit("P7_EXPERIMENT needs the probe (add --probe)")
     if os.environ.get("P7_EXPERIMENT"):
         print(f"experiment (bench/p7_probe.py): {os.environ['P7_EXPERIMENT']}")
     print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
@@ -503,9 +503,10 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
     parser.add_argument(
-        "--no-probe",
+        "--probe",
         action="store_true",
-        help="run the agent as `python -m otelgpu`, without bench/p7_probe.py's hooks",
+        help="run the agent under bench/p7_probe.py's hooks and print what it saw (the figures "
+        "are then of a probed agent; without it the agent runs as `python -m otelgpu`)",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"

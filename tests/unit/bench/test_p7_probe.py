@@ -3,6 +3,11 @@ and its alternating A/B mode splits scrapes by slot (synthetic records, no agent
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench import p7_probe
@@ -62,3 +67,21 @@ def test_an_experiment_it_cannot_run_is_refused() -> None:
         p7_probe._experiment("nope=1")
     with pytest.raises(SystemExit, match=r"cannot alternate \['render_nice'\]"):
         p7_probe._experiment("alt=2;render_nice=0")
+
+
+def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
+    # The default run is the bare agent; --probe must keep working, or its tables would rot.
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.p7_scrape_never_waits", "--smoke", "--probe"],
+        cwd=root,
+        env=os.environ | {"PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert "agent gc busy   gen0:" in done.stdout
+    assert "the HTTP thread blocked" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("P7 ")
