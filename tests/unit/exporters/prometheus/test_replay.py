@@ -375,3 +375,22 @@ def test_a_point_whose_attributes_changed_is_not_replayed_under_its_old_line() -
     translator.ingest(store, xid(43), 3.0)
     lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
     assert len(lines) == 1 and 'code="43"' in lines[0]
+
+
+def test_a_scaled_step_without_a_conversion_replays_scaled_values() -> None:
+    # Today every dcgm field with a unit factor is also an integer field (a conversion), but a
+    # step scaled without one must still be written scaled, never as the raw number.
+    from otelgpu.exporters.prometheus import replay as replay_module
+    from otelgpu.exporters.prometheus.series import format_point
+
+    family = Family("DCGM_FI_DEV_SM_CLOCK", "gauge", "h")
+    prefixes = ('DCGM_FI_DEV_SM_CLOCK{gpu="0"} ', 'DCGM_FI_DEV_SM_CLOCK{gpu="1"} ')
+    attrs: tuple[dict[str, AttrValue], ...] = ({}, {})
+    points = tuple(_point(a, v) for a, v in zip(attrs, (1.5e9, 7), strict=True))
+    metric = _metric("hw.clock", "Hz", MetricKind.GAUGE, points)
+    assert replay_module._several(0, False, family, attrs, prefixes, 1e-6, None, metric, 3)
+    assert list(family.series.values()) == [
+        format_point(1.5e9, {}, 1e-6, None) + "\n",
+        format_point(7, {}, 1e-6, None) + "\n",
+    ]
+    assert family.series[prefixes[0]].startswith("1500")  # MHz, not the 1.5e9 Hz it came in
