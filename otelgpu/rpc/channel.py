@@ -46,6 +46,7 @@ _READ_SIZE = 2**18
 # request: 4.9 ms of CPU at 32 KiB, 6.5 at 64 KiB, 19.7 in the peer's 4 MiB frames).
 _CHUNK = 2**15
 _CLOSE_WAIT = 0.5  # seconds
+_REDIAL_PAUSES = (0.02, 0.05, 0.1)  # seconds between dials a unix socket refused
 _PREFIX = 5  # compressed flag (1 byte) + length (4 bytes, big-endian)
 _GZIP_LEVEL = 6  # zlib's default, as gRPC runtimes compress (ISA-L caps it at its level 3)
 
@@ -172,20 +173,18 @@ class _Connection:
 
     @classmethod
     async def dial(cls, address: Address) -> _Connection:
-        try:
-            if address.path:
-                reader, writer = await asyncio.open_unix_connection(address.path)
-            else:
-                reader, writer = await asyncio.open_connection(
-                    address.host,
-                    address.port,
-                    ssl=address.tls,
-                    server_hostname=(address.server_hostname or address.host)
-                    if address.tls
-                    else None,
-                )
-        except (OSError, ssl.SSLError) as exc:
-            raise RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {address}: {exc}") from None
+        for pause in (*_REDIAL_PAUSES, None):
+            try:
+                reader, writer = await _open(address)
+                break
+            except ConnectionRefusedError as exc:
+                # A unix socket's file exists a moment before its daemon listens on it (a
+                # containerd or kubelet starting up): such a refusal is tried again, briefly.
+                if pause is None or not address.path:
+                    raise _unreachable(address, exc) from None
+                await asyncio.sleep(pause)
+            except (OSError, ssl.SSLError) as exc:
+                raise _unreachable(address, exc) from None
         tls = writer.get_extra_info("ssl_object")
         if address.tls is not None and (tls is None or tls.selected_alpn_protocol() != "h2"):
             writer.close()
@@ -352,6 +351,21 @@ class _Connection:
                 await self._writer.wait_closed()
         except (TimeoutError, OSError, ssl.SSLError):
             self._writer.transport.abort()
+
+
+async def _open(address: Address) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if address.path:
+        return await asyncio.open_unix_connection(address.path)
+    return await asyncio.open_connection(
+        address.host,
+        address.port,
+        ssl=address.tls,
+        server_hostname=(address.server_hostname or address.host) if address.tls else None,
+    )
+
+
+def _unreachable(address: Address, exc: BaseException) -> RpcError:
+    return RpcError(StatusCode.UNAVAILABLE, f"cannot connect to {address}: {exc}")
 
 
 class _Body:

@@ -4,6 +4,7 @@ library, server side) that answers each call as the test says, on a unix socket.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -216,3 +217,45 @@ async def test_an_answer_before_the_whole_request_then_a_reset_is_the_answer(
     server.early = True
     server.script = [answer_then_reset]
     assert await channel.unary(METHOD, b"x" * 200_000, timeout=5) == b"done"
+
+
+async def test_a_socket_file_whose_daemon_listens_a_moment_later_is_reached(
+    tmp_path: Path,
+) -> None:
+    # bind() makes the file, listen() comes after: a daemon starting up refuses connections
+    # in between, and "one refresh after it returns" must still find it.
+    path = tmp_path / "late.sock"
+    late = ScriptedServer(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+
+    async def listen_later() -> asyncio.AbstractServer:
+        await asyncio.sleep(0.06)
+        return await asyncio.start_unix_server(late._serve, sock=sock)
+
+    starting = asyncio.create_task(listen_later())
+    channel = Channel(Address(path=str(path)))
+    try:
+        assert await channel.unary(METHOD, b"late", timeout=5) == b"late"
+    finally:
+        await channel.close()
+        server = await starting
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_socket_nobody_listens_on_is_unavailable_after_a_short_while(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "dead.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))  # as a crashed daemon leaves its socket file behind
+    channel = Channel(Address(path=str(path)))
+    try:
+        with pytest.raises(RpcError) as failure:
+            await channel.unary(METHOD, b"x", timeout=5)
+        assert failure.value.code is StatusCode.UNAVAILABLE
+        assert "refused" in failure.value.details.lower()
+    finally:
+        sock.close()
+        await channel.close()
