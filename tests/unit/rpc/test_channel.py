@@ -12,7 +12,8 @@ import grpc.aio
 import pytest
 
 from otelgpu.rpc import Address, Channel, RpcError, StatusCode
-from otelgpu.rpc import channel as channel_module
+from otelgpu.rpc import connection as connection_module
+from otelgpu.rpc.status import Metadata
 
 Handler = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]
 METHOD = "/test.Echo/Call"
@@ -201,13 +202,13 @@ async def test_gzip_both_ways(peer: Peer, monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(asyncio.StreamWriter, "write", counted)
     answers: list[bytes] = []
-    real_message = channel_module._message
+    real_answer = connection_module.unary_answer
 
-    def spy(stream: object, limit: int) -> bytes:
-        answers.append(b"".join(stream.data))  # type: ignore[attr-defined]
-        return real_message(stream, limit)  # type: ignore[arg-type]
+    def spy(headers: Metadata, trailers: Metadata, data: list[bytes], limit: int) -> bytes:
+        answers.append(b"".join(data))
+        return real_answer(headers, trailers, data, limit)
 
-    monkeypatch.setattr(channel_module, "_message", spy)
+    monkeypatch.setattr(connection_module, "unary_answer", spy)
     channel = Channel(Address(path=str(peer.socket)), compress=True)
     try:
         assert await channel.unary(METHOD, b"abc" * 10_000, timeout=5) == b"abc" * 10_000
