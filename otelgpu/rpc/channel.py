@@ -9,8 +9,9 @@ per message, the status in the trailers) on an HTTP/2 stream, and no more: this 
 The connection is dialled by the first call and again by the first call after it was lost; a
 failed dial fails that call (UNAVAILABLE) at once (a unix socket that refuses is dialled a few
 more times within 0.17 s first: its daemon may be between bind and listen), and the caller's own
-refresh or retry loop decides when to try again. A call refused before the server began it (GOAWAY, REFUSED_STREAM) is
-sent once more on a fresh connection, as gRPC's transparent retry does.
+refresh or retry loop decides when to try again. A call refused before the server began it
+(GOAWAY, REFUSED_STREAM) is sent once more on a fresh connection, as gRPC's transparent retry
+does.
 """
 
 from __future__ import annotations
