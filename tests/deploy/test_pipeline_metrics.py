@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from tests.deploy.sync import PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
 from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
@@ -41,12 +41,6 @@ SELF_TELEMETRY = (
     "otelgpu_source_last_success_timestamp_seconds",
     "otelgpu_enrichment_unmatched_points_total",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _used_gpu_metrics() -> set[str]:

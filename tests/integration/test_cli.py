@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.agent_process import AgentProcess
+from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
@@ -186,12 +187,6 @@ def test_sighup_with_a_file_the_yaml_library_chokes_on_keeps_the_agent(
     agent.wait_for(r"configuration reloaded")
     agent.wait_for(r'"pipeline_tag": "v3"')
     assert agent.stop() == 0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _scrape(port: int) -> str:

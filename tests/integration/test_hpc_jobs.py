@@ -4,7 +4,6 @@ the GPU named by the file, following the file as a prolog/epilog rewrites it."""
 from __future__ import annotations
 
 import re
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.agent_process import AgentProcess
+from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
@@ -45,12 +45,6 @@ def agents() -> Iterator[list[AgentProcess]]:
     yield started
     for agent in started:
         agent.kill()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _temperature_lines(port: int) -> list[str]:

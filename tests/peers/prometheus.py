@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+
+from tests.peers.ports import free_port
 
 Result = list[dict[str, Any]]
 
@@ -36,13 +37,6 @@ def prometheus_binary() -> str:
             "(apt-get install -y prometheus, see PEERS.md)"
         )
     return path
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the small race is acceptable in tests)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.peers.ports import free_port
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TYPED = re.compile(r"^(\w+)\((.*)\)$")
 
@@ -37,13 +39,6 @@ def rotel_binary() -> Path:
     if not os.access(path, os.X_OK):
         raise RuntimeError(f"rotel is installed but {path} is missing or not executable")
     return path
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def typed(text: str) -> object:

@@ -14,12 +14,7 @@ from otelgpu.kept_listeners import KeptListeners
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+from tests.peers.ports import free_port
 
 
 def make(telemetry: SelfTelemetry, listeners: KeptListeners, port: int) -> HealthCheckExtension:

@@ -16,13 +16,8 @@ from otelgpu.kept_listeners import KeptListeners
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
+from tests.peers.ports import free_port
 from tests.unit.exporters.prometheus.batches import batch, gpu
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def make(
