@@ -96,14 +96,18 @@ def outcome(headers: Metadata, trailers: Metadata) -> RpcError | None:
         code = code_of_http_status(int(text)) if text.isdigit() else StatusCode.UNKNOWN
         return RpcError(code, f"the server answered HTTP status {text or '(none)'}", trailers)
     ending = trailers or headers
-    raw = dict(ending).get("grpc-status")
+    status_fields = dict(ending)
+    raw = status_fields.get("grpc-status")
     if not isinstance(raw, str) or not raw.isdigit():
         return RpcError(StatusCode.INTERNAL, "the server's answer has no grpc-status", ending)
     value = int(raw)
     if value == StatusCode.OK:
         return None
-    code = StatusCode(value) if value in StatusCode._value2member_map_ else StatusCode.UNKNOWN
-    message = dict(ending).get("grpc-message", "")
+    try:
+        code = StatusCode(value)
+    except ValueError:  # a code this side does not know
+        code = StatusCode.UNKNOWN
+    message = status_fields.get("grpc-message", "")
     details = urllib.parse.unquote(message) if isinstance(message, str) else ""
     return RpcError(code, details, ending)
 

@@ -96,7 +96,7 @@ def classify(code: StatusCode, details: str, trailers: Metadata) -> ExportError:
 
 def retry_delay(trailers: Metadata) -> float | None:
     """The delay of a `google.rpc.RetryInfo` in the call's status details, if any."""
-    for key, value in trailers or ():
+    for key, value in trailers:
         if key != _STATUS_DETAILS or not isinstance(value, bytes):
             continue
         try:

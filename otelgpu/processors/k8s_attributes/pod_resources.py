@@ -1,9 +1,9 @@
 """The kubelet pod-resources v1 API, behind the narrow `PodResourcesClient` Protocol.
 
-The adapter keeps one long-lived gRPC connection (otelgpu.rpc) to the unix socket. A kubelet restart
-removes the socket and creates a new one (a new inode): the adapter notices the change, or
-an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned into plain
-frozen dataclasses here, so nothing else in the processor sees protobuf.
+The adapter keeps one long-lived gRPC connection (otelgpu.rpc) to the unix socket. A
+kubelet restart removes the socket and creates a new one (a new inode): the adapter notices
+the change, or an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned
+into plain frozen dataclasses here, so nothing else in the processor sees protobuf.
 
 A kubelet lists its pods in a new order on most calls. `List` answers are split into their
 pods' bytes (wire.py) and each pod is parsed once, then reused while its bytes come back:
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
-from otelgpu.rpc import Address, Channel, RpcError
+from otelgpu.rpc import Address, Channel, RpcError, StatusCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +147,7 @@ class GrpcPodResourcesClient:
                 f"/{_SERVICE}/{method}", request.SerializeToString(), timeout=self._timeout
             )
         except RpcError as exc:
-            if exc.code.name == "UNAVAILABLE":
+            if exc.code is StatusCode.UNAVAILABLE:
                 await self.close()  # the kubelet went away: dial afresh next time
             raise PodResourcesError(exc.code.name, exc.details) from exc
 
