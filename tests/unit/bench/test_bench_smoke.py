@@ -34,6 +34,19 @@ FIGURE_LINES = {
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 
 
+def run_smoke(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> --smoke <args>` from the project root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", module, "--smoke", *args],
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
 @pytest.mark.parametrize(
     "module",
     [
@@ -42,16 +55,7 @@ NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
     ],
 )
 def test_benchmark_runs_and_prints_its_figure(module: str) -> None:
-    env = os.environ | {"PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", module, "--smoke"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_smoke(module)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{module} exited {done.returncode}:\n{output[-3000:]}"
     lines = [line for line in done.stdout.splitlines() if line.strip()]

@@ -3,15 +3,11 @@ and its alternating A/B mode splits scrapes by slot (synthetic records, no agent
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from bench import p7_probe
 from bench.p7_scrape_never_waits import alternate_report
+from tests.unit.bench.test_bench_smoke import run_smoke
 
 
 def _results(busy_gzip: list[tuple[float, float]]) -> dict[str, dict[str, list[float]]]:
@@ -71,16 +67,7 @@ def test_an_experiment_it_cannot_run_is_refused() -> None:
 
 def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
     # The default run is the bare agent; --probe must keep working, or its tables would rot.
-    root = Path(__file__).resolve().parents[3]
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.p7_scrape_never_waits", "--smoke", "--probe"],
-        cwd=root,
-        env=os.environ | {"PYTHONPATH": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_smoke("bench.p7_scrape_never_waits", "--probe")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "agent gc busy   gen0:" in done.stdout
     assert "the HTTP thread blocked" in done.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import tracemalloc
+from typing import Any
 
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -39,6 +40,18 @@ def test_a_cached_attribute_costs_less_than_90_bytes_beyond_its_strings() -> Non
     assert per_attribute < 90, f"{per_attribute:.0f} B per cached attribute"
 
 
+def _one_point(resource: dict[str, Any], point: dict[str, Any]) -> Batch:
+    """A batch of one resource with one gauge of one point."""
+    metric = Metric(
+        name="m",
+        unit="1",
+        description="",
+        kind=MetricKind.GAUGE,
+        points=(NumberDataPoint(value=1, time_unix_nano=5, attributes=point),),
+    )
+    return (ResourceMetrics(resource=resource, metrics=(metric,)),)
+
+
 def test_the_flat_key_keeps_types_and_positions_apart() -> None:
     # True == 1 == 1.0 and equal flattened pairs must not share an encoding.
     cache = AttributeCache()
@@ -52,23 +65,7 @@ def test_the_flat_key_keeps_types_and_positions_apart() -> None:
         {"c": "d", "a": "b"},
     ]
     for attributes in lookalikes + lookalikes:  # the second round hits the cache
-        batch: Batch = (
-            ResourceMetrics(
-                resource=attributes,
-                metrics=(
-                    Metric(
-                        name="m",
-                        unit="1",
-                        description="",
-                        kind=MetricKind.GAUGE,
-                        points=(
-                            NumberDataPoint(value=1, time_unix_nano=5, attributes=dict(attributes)),
-                        ),
-                    ),
-                ),
-            ),
-        )
-        _same(batch, cache)
+        _same(_one_point(attributes, dict(attributes)), cache)
 
 
 def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
@@ -76,20 +73,7 @@ def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
     # they must let go, or the previous batch lives on until the next one.
     resource: dict[str, object] = {"host.name": "n1"}
     point: dict[str, object] = {"gpu": "0"}
-    batch: Batch = (
-        ResourceMetrics(
-            resource=resource,
-            metrics=(
-                Metric(
-                    name="m",
-                    unit="1",
-                    description="",
-                    kind=MetricKind.GAUGE,
-                    points=(NumberDataPoint(value=1, time_unix_nano=5, attributes=point),),
-                ),
-            ),
-        ),
-    )
+    batch = _one_point(resource, point)
     before = sys.getrefcount(resource), sys.getrefcount(point)
     cache = AttributeCache()
     encode_bytes(batch, cache)
