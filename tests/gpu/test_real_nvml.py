@@ -4,12 +4,15 @@ start, unless OTELGPU_EXPECT_GPU=1 says a GPU is there: then that is a failure."
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from otelgpu.component import Kind
+from otelgpu.model import ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME
@@ -78,7 +81,8 @@ async def test_every_gpu_reports_the_core_metrics(
         assert rm.resource["hw.firmware_version"]  # VBIOS: every board has one
         for metric in rm.metrics:
             if metric.unit == "1":
-                assert all(0 <= p.value <= 1 for p in metric.points), metric.name
+                values = [p.value for p in metric.points]
+                assert all(0 <= v <= 1 for v in values), (metric.name, values)
     assert telemetry.sources["nvml"].up is True
 
 
@@ -117,3 +121,50 @@ async def test_processes_on_the_gpu_are_listed(
             assert isinstance(rm.resource["container.id"], str)
             assert [m.name for m in rm.metrics] == ["nvidia.gpu.process.memory.usage"]
     assert not [t for t in threading.enumerate() if t.name == "nvml-xid"]
+
+
+def _smi(fields: str) -> dict[str, list[str]]:
+    """nvidia-smi's reading of `fields` per GPU, keyed by UUID (the first field)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        if os.environ.get(EXPECT_GPU) == "1":
+            pytest.fail(f"{EXPECT_GPU}=1 but nvidia-smi is not on PATH")
+        pytest.skip("no nvidia-smi here")
+    cmd = [smi, f"--query-gpu=uuid,{fields}", "--format=csv,noheader,nounits"]
+    rows = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.splitlines()
+    return {row[0]: row[1:] for row in (r.split(", ") for r in rows if r)}
+
+
+def _value(rm: ResourceMetrics, name: str, **attributes: str) -> float:
+    (metric,) = [m for m in rm.metrics if m.name == name]
+    matching = [p.value for p in metric.points if attributes.items() <= p.attributes.items()]
+    assert len(matching) == 1, (name, attributes, metric.points)
+    return float(matching[0])
+
+
+async def test_readings_agree_with_nvidia_smi(
+    real_nvml: RealNvml, telemetry: SelfTelemetry
+) -> None:
+    """The same GPU read by the agent and by nvidia-smi a moment apart: identity exact, sizes
+    to the MiB, temperature within a few degrees (a unit or scale slip shows as far more)."""
+    receiver = _receiver(telemetry)
+    try:
+        batch = await receiver.scrape()
+    finally:
+        await receiver.shutdown()
+    smi = _smi("driver_version,memory.total,memory.used,temperature.gpu")
+    gpus = {
+        str(rm.resource["hw.id"]): rm
+        for rm in batch
+        if "hw.parent" not in rm.resource and "process.pid" not in rm.resource
+    }
+    assert set(gpus) == set(smi)
+    mib = 1 << 20
+    for uuid, (driver, total, used, temp) in smi.items():
+        rm = gpus[uuid]
+        assert rm.resource["hw.driver_version"] == driver
+        assert _value(rm, "hw.gpu.memory.limit") // mib == int(total)
+        # used moves between the two reads only if something allocates meanwhile
+        assert abs(_value(rm, "hw.gpu.memory.usage") / mib - int(used)) <= 64
+        gpu_temp = _value(rm, "hw.temperature", **{"hw.sensor_location": "gpu"})
+        assert abs(gpu_temp - int(temp)) <= 3

@@ -22,7 +22,7 @@ from otelgpu.receivers.nvml.fields_parity import gpm_convert
 from otelgpu.receivers.nvml.health import HealthSummary, status_points
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, GPU_TASK, XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError, ProcessUtilization
-from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, Plan
+from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, WHOLE_GPU_GPM, Plan
 from otelgpu.telemetry import SelfTelemetry
 
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
@@ -170,7 +170,7 @@ class Collector:
         unsupported = device.unsupported
         for reader in self._plan.calls:
             if reader.key in unsupported or (
-                reader.fallback_for and reader.fallback_for not in unsupported
+                reader.fallback_for and not self._needs_fallback(device, reader.fallback_for)
             ):
                 continue
             values = self._guard(device, reader.key, reader.read, self._client, device.handle)
@@ -241,6 +241,13 @@ class Collector:
         if len(ids) and all(f"field:{i}" in device.unsupported for i in ids):
             device.unsupported.add("fields")  # nothing left to ask this device in a batch
 
+    def _needs_fallback(self, device: Device, key: str) -> bool:
+        """Whether `device` lacks `key`'s reading, so that its fallback call must give it."""
+        if key.startswith("gpm:"):  # read from GPM by whole GPUs that have it
+            gpm_reads = device.gpm and not device.is_mig and "gpm" not in device.unsupported
+            return not gpm_reads or key in device.unsupported
+        return key in device.unsupported
+
     def _gpm(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
         client = self._client
         if not device.gpm_samples:
@@ -268,24 +275,29 @@ class Collector:
             device.gpm_primed = False
             return
         if device.gpm_primed:  # GPM needs two samples: the first cycle only primes
-            ids = [m for m, name, _ in self._plan.gpm if f"gpm:{name}" not in device.unsupported]
+            wanted = [
+                (metric_id, name, metric)
+                for metric_id, name, metric in self._plan.gpm
+                if f"gpm:{name}" not in device.unsupported
+                and not (device.is_mig and metric in WHOLE_GPU_GPM)  # a MIG slice has no PCIe link
+            ]
+            ids = list(dict.fromkeys(metric_id for metric_id, _, _ in wanted))  # asked once
             answer = self._guard(device, "gpm", client.gpm_metrics, previous, current, ids)
             if not isinstance(answer, Failed):
-                self._gpm_points(device, ids, answer, cycle, points)
+                self._gpm_points(device, wanted, dict(zip(ids, answer, strict=True)), cycle, points)
         device.gpm_samples = [current, previous]
         device.gpm_primed = True
 
     def _gpm_points(
         self,
         device: Device,
-        ids: list[int],
-        answer: list[tuple[int, float]],
+        wanted: list[tuple[int, str, str]],
+        answer: dict[int, tuple[int, float]],
         cycle: Cycle,
         points: dict[str, list[NumberDataPoint]],
     ) -> None:
-        by_id = {m: (name, metric) for m, name, metric in self._plan.gpm}
-        for metric_id, (code, value) in zip(ids, answer, strict=True):
-            name, metric = by_id[metric_id]
+        for metric_id, name, metric in wanted:
+            code, value = answer[metric_id]
             if code == nvml.SUCCESS:
                 self._add(points, metric, NO_ATTRIBUTES, cycle, gpm_convert(name, value), device)
             elif code in nvml.UNSUPPORTED_CODES:

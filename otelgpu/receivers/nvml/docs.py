@@ -34,7 +34,16 @@ cycle; `call:` needs a dedicated NVML call; `gpm:` comes from GPU performance mo
 once and then skipped for that GPU.
 
 Ratios (`1`) are 0..1, as the OpenTelemetry hardware conventions have them; dcgm-exporter
-reports the same readings in %, MiB, MHz and mJ.
+reports the same readings in %, MiB, MHz and mJ. A GPM ratio is held to 1: over a short
+interval GPM can compute more than 100 % (an H100 gave DRAM bandwidth over 100 % between two
+samples ~7 ms apart), which is a sampling artefact, not a reading.
+
+Cost per cycle, measured on an H100 (driver 580.159.04, `python bench/p6_nvml.py`, which
+prints it per call on any board): the default metrics take ~7 ms per GPU, of which the batched
+field read is ~4 ms (`NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION` alone 3.3 ms) and every other call
+under 0.05 ms. `nvmlDeviceGetPcieThroughput` sleeps through a 20 ms sample per direction, so
+`nvidia.gpu.pcie.{tx,rx}.throughput` come from GPM where the GPU has it and add ~41 ms per GPU
+per cycle only before Hopper.
 
 """
 

@@ -137,9 +137,15 @@ GPM_SCALE: Mapping[str, float] = {
 
 def gpm_convert(name: str, value: float) -> float:
     """A GPM reading in the catalog's unit: MiB/s → By/s for the rates, % → ratio otherwise
-    (divided, not multiplied by 0.01, so 42 % reads 0.42 exactly)."""
+    (divided, not multiplied by 0.01, so 42 % reads 0.42 exactly).
+
+    A ratio is held to 0..1: over a short interval GPM's counters can give more than 100 %
+    (seen on an H100: DRAM_BW_UTIL above 100 % between two samples ~7 ms apart), and a
+    utilization above 1 is a sampling artefact, not a reading."""
     factor = GPM_SCALE.get(name)
-    return value / 100 if factor is None else value * factor
+    if factor is None:
+        return min(max(value / 100, 0.0), 1.0)
+    return value * factor
 
 
 def _g(
@@ -259,8 +265,9 @@ PARITY_ROWS: tuple[Row, ...] = (
     ),
     _g(
         "nvidia.gpu.gpm.pcie.tx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_TX_PER_SEC", "",
-        "PCIe bytes sent per second, averaged over the collection interval (GPM); "
-        "nvidia.gpu.pcie.tx.throughput is a 20 ms sample.", on=False,
+        "PCIe bytes sent per second, averaged over the collection interval (GPM), on MIG "
+        "instances too; on a whole GPU with GPM the same reading as "
+        "nvidia.gpu.pcie.tx.throughput.", on=False,
     ),
     _g(
         "nvidia.gpu.gpm.pcie.rx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_RX_PER_SEC", "",

@@ -193,12 +193,17 @@ CATALOG: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "PCIe replays (link-level retransmissions).",
     ),
     _gauge(
-        "nvidia.gpu.pcie.tx.throughput", "By/s", "call:nvmlDeviceGetPcieThroughput",
-        "DCGM_FI_PROF_PCIE_TX_BYTES", "PCIe bytes sent per second (20 ms NVML sample).",
+        "nvidia.gpu.pcie.tx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_TX_PER_SEC",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "PCIe bytes sent per second, averaged over the collection interval (GPM, whole GPUs); "
+        "before Hopper, or where GPM refuses it, a 20 ms sample of nvmlDeviceGetPcieThroughput.",
     ),
     _gauge(
-        "nvidia.gpu.pcie.rx.throughput", "By/s", "call:nvmlDeviceGetPcieThroughput",
-        "DCGM_FI_PROF_PCIE_RX_BYTES", "PCIe bytes received per second (20 ms NVML sample).",
+        "nvidia.gpu.pcie.rx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_RX_PER_SEC",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "PCIe bytes received per second, averaged over the collection interval (GPM, whole "
+        "GPUs); before Hopper, or where GPM refuses it, a 20 ms sample of "
+        "nvmlDeviceGetPcieThroughput.",
     ),
     _counter(
         "nvidia.gpu.nvlink.io", "By",

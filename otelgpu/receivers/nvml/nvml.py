@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 # NVML return codes the receiver reacts to (values as in nvml.h / pynvml).
 SUCCESS = 0
+ERROR_INVALID_ARGUMENT = 2
 ERROR_NOT_SUPPORTED = 3
 ERROR_NOT_FOUND = 6
 ERROR_DRIVER_NOT_LOADED = 9

@@ -335,6 +335,10 @@ class SimulatedNvml(ParitySimulation):
         self, first: Any, second: Any, metric_ids: Sequence[int]
     ) -> list[tuple[int, float]]:
         self.calls["nvmlGpmMetricsGet"] += 1
+        # As real NVML: both samples must have been taken, of one device (seen on an H100:
+        # a never-filled first sample is NVML_ERROR_INVALID_ARGUMENT).
+        if -1 in (first["gpu"], second["gpu"]) or first["gpu"] != second["gpu"]:
+            raise NvmlError(nvml.ERROR_INVALID_ARGUMENT, "Invalid Argument")
         gpu = self._gpus[second["gpu"]]
         # A MIG instance runs its own share of the load: shifted so series differ.
         load = self._load(gpu.index + 0.1 * max(0, second["mig"]))

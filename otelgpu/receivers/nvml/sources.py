@@ -91,7 +91,8 @@ class CallReader:
     """A dedicated NVML call feeding one or more metrics (values in `metrics` order).
 
     A reader with `fallback_for` is used only on devices where NVML refused that key (a field
-    newer drivers batch, older ones answer only through a dedicated call).
+    newer drivers batch, older ones answer only through a dedicated call), or, for a `gpm:`
+    key, on whole GPUs that do not read it from GPM (see `WHOLE_GPU_GPM`).
     """
 
     key: str
@@ -171,17 +172,26 @@ CALL_READERS: tuple[CallReader, ...] = (
         lambda c, h: (c.power_usage(h) / 1000,),  # mW → W
         fallback_for=f"field:{FIELD_IDS['NVML_FI_DEV_POWER_INSTANT']}",
     ),
+    # Each blocks through a 20 ms sample: only where GPM does not give the rate (WHOLE_GPU_GPM).
     CallReader(
         "nvmlDeviceGetPcieThroughput(TX)",
         ("nvidia.gpu.pcie.tx.throughput",),
         lambda c, h: (c.pcie_throughput(h, nvml.PCIE_TX) * 1000.0,),  # KB/s → By/s
+        fallback_for="gpm:NVML_GPM_METRIC_PCIE_TX_PER_SEC",
     ),
     CallReader(
         "nvmlDeviceGetPcieThroughput(RX)",
         ("nvidia.gpu.pcie.rx.throughput",),
         lambda c, h: (c.pcie_throughput(h, nvml.PCIE_RX) * 1000.0,),
+        fallback_for="gpm:NVML_GPM_METRIC_PCIE_RX_PER_SEC",
     ),
 )
+
+# GPM metrics only a whole GPU reads (a MIG instance has no PCIe link of its own). Their
+# source was nvmlDeviceGetPcieThroughput, which sleeps through a 20 ms sample per direction
+# (41.5 ms of a 49.8 ms cycle on an H100, per GPU): that call is now their fallback reader,
+# used where GPM is absent (before Hopper) or refuses them.
+WHOLE_GPU_GPM = frozenset({"nvidia.gpu.pcie.tx.throughput", "nvidia.gpu.pcie.rx.throughput"})
 
 # Sources read outside the per-device plan: health, XID events, per-process memory.
 OTHER_SOURCES = frozenset({"agent", "event", "process"})

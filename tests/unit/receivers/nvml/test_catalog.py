@@ -77,8 +77,14 @@ def test_every_source_has_exactly_one_way_to_be_read() -> None:
 
 def test_call_readers_name_the_catalog_call() -> None:
     for reader in CALL_READERS:
-        if reader.fallback_for:  # stands in for a field on older drivers
-            assert BY_NAME[reader.metrics[0]].source_kind == "field"
+        if reader.fallback_for:  # stands in for a field (older drivers) or GPM (older GPUs)
+            (metric,) = reader.metrics
+            spec = BY_NAME[metric]
+            if spec.source_kind == "field":  # a field's reader key is its number
+                assert reader.fallback_for == f"field:{FIELD_IDS[spec.source_name]}"
+            else:
+                assert reader.fallback_for == spec.source, reader.key
+            assert reader.key.split("(")[0] in spec.description, reader.key
             continue
         for metric in reader.metrics:
             named = [s.partition(":")[2] for s in BY_NAME[metric].sources]

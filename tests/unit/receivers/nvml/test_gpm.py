@@ -42,6 +42,9 @@ def test_gpm_ids_match_nvidia_ml_py() -> None:
 
 def test_gpm_conversion() -> None:
     assert gpm_convert("NVML_GPM_METRIC_FP64_UTIL", 42.0) == 0.42
+    # a real H100 gave DRAM_BW_UTIL over 100 % between two samples ~7 ms apart
+    assert gpm_convert("NVML_GPM_METRIC_DRAM_BW_UTIL", 104.2) == 1.0
+    assert gpm_convert("NVML_GPM_METRIC_SM_UTIL", -0.5) == 0.0
     assert gpm_convert("NVML_GPM_METRIC_PCIE_TX_PER_SEC", 3.0) == 3 * 2**20
     assert gpm_convert("NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC", 1.5) == 1.5 * 2**20
 
@@ -124,3 +127,79 @@ async def test_gpm_through_the_real_backend(
     assert real.NVML_GPM_METRIC_FP16_UTIL not in requested[-1][3]  # remembered as unsupported
     frees = len(fake.called("nvmlGpmSampleFree"))
     assert frees == len(fake.called("nvmlGpmSampleAlloc")) == 2
+
+
+# nvmlDeviceGetPcieThroughput sleeps through a 20 ms sample per direction: on an H100 (driver
+# 580) it was 41.5 ms of a 49.8 ms cycle, per GPU, one GPU after another. Where the GPU has GPM,
+# the same rates come from it (averaged over the interval, as dcgm's DCGM_FI_PROF_PCIE_*).
+PCIE = ("nvidia.gpu.pcie.tx.throughput", "nvidia.gpu.pcie.rx.throughput")
+
+
+async def test_pcie_rates_come_from_gpm_without_the_20ms_samples(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a"}]})
+    first = by_id(await receiver.scrape())
+    assert not set(PCIE) & set(metrics(first["GPU-a"]))  # GPM's first cycle only samples
+    second = by_id(await receiver.scrape())
+    for name in PCIE:
+        assert value(second["GPU-a"], name) >= 2**20, name  # MiB/s from GPM, in bytes/s
+    assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 0
+    await receiver.shutdown()
+
+
+async def test_pcie_rates_use_the_20ms_sample_on_a_gpu_without_gpm(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a", "gpm": False}]})
+    (gpu,) = by_id(await receiver.scrape()).values()
+    for name in PCIE:
+        assert value(gpu, name) > 0, name
+    assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 2
+    await receiver.shutdown()
+
+
+async def test_pcie_rates_fall_back_to_the_sample_where_gpm_refuses_them(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(
+        simulated={
+            "gpus": [
+                {
+                    "uuid": "GPU-a",
+                    "unsupported_fields": [
+                        "NVML_GPM_METRIC_PCIE_TX_PER_SEC",
+                        "NVML_GPM_METRIC_PCIE_RX_PER_SEC",
+                    ],
+                }
+            ]
+        }
+    )
+    await receiver.scrape()
+    await receiver.scrape()  # GPM answers NOT_SUPPORTED for the two: remembered
+    (gpu,) = by_id(await receiver.scrape()).values()
+    for name in PCIE:
+        assert value(gpu, name) > 0, name
+    assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 2  # the third cycle only
+    await receiver.shutdown()
+
+
+async def test_both_pcie_rate_metrics_on_read_gpm_once_and_each_emit_once(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(
+        metrics=RATES_ON,
+        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}]},
+    )
+    await receiver.scrape()
+    second = by_id(await receiver.scrape())
+    gpu = metrics(second["GPU-a"])
+    for name in ("nvidia.gpu.pcie.tx.throughput", "nvidia.gpu.gpm.pcie.tx.throughput"):
+        assert len(gpu[name].points) == 1, name
+    assert value(second["GPU-a"], "nvidia.gpu.pcie.tx.throughput") == value(
+        second["GPU-a"], "nvidia.gpu.gpm.pcie.tx.throughput"
+    )
+    # A MIG instance keeps what it had: GPM's own rates, no PCIe rate of the whole GPU's link.
+    assert not set(PCIE) & set(metrics(second["MIG-a1"]))
+    assert "nvidia.gpu.gpm.pcie.tx.throughput" in metrics(second["MIG-a1"])
+    await receiver.shutdown()
