@@ -137,22 +137,19 @@ def _experiment(spec: str) -> None:
         elif key == "switch":
             http_listener.SWITCH_INTERVAL = float(value)
             sys.setswitchinterval(float(value))
-        elif key == "gate":
-            _install_gate(float(value) / 1000)
         else:
             raise SystemExit(f"P7_EXPERIMENT: unknown setting {key!r}")
 
 
 def _alternate(period: float, items: dict[str, str]) -> None:
-    """`alt=SECONDS`: the settings (`switch`, `gc`, `gate`, `nice` of the render thread) hold in odd slots of SECONDS of the monotonic clock (B) and
+    """`alt=SECONDS`: the settings (`switch`, `gc`, `nice` of the render thread) hold in odd
+    slots of SECONDS of the monotonic clock (B) and
     the defaults in even ones (A), so that one run compares both under the same load (the
     benchmark splits its scrapes the same way)."""
     switch = float(items.get("switch", sys.getswitchinterval()))
     thresholds = tuple(int(v) for v in items.get("gc", "700,10,10").split(","))
-    gate = _install_gate(float(items["gate"]) / 1000) if "gate" in items else [False]
-    boost = _install_boost(float(items["boost"]) / 1000) if "boost" in items else [False]
     nice = int(items.get("nice", RENDER_NICE))
-    unknown = set(items) - {"switch", "gc", "gate", "nice", "boost"}
+    unknown = set(items) - {"switch", "gc", "nice"}
     if unknown:
         raise SystemExit(f"P7_EXPERIMENT: cannot alternate {sorted(unknown)}")
 
@@ -163,7 +160,6 @@ def _alternate(period: float, items: dict[str, str]) -> None:
             on = slot % 2 == 1
             sys.setswitchinterval(switch if on else 0.0001)
             gc.set_threshold(*(thresholds if on else (700, 10, 10)))
-            gate[0] = boost[0] = on
             for tid, role in list(_thread_ids.items()):
                 if role == "gzip":  # the render thread (its nice is its own; root may lower it)
                     with contextlib.suppress(OSError):
@@ -171,82 +167,6 @@ def _alternate(period: float, items: dict[str, str]) -> None:
             time.sleep((slot + 1) * period - now + 0.0005)
 
     threading.Thread(target=toggle, name="p7 alternate", daemon=True).start()
-
-
-def _install_boost(interval: float) -> list[bool]:
-    """Prototype: from a parsed request to its send, the GIL switch interval is `interval`,
-    so that a pipeline thread waiting for the GIL lets the HTTP thread's Python run longer
-    before forcing a switch; it is back to 0.1 ms before the send (the HTTP thread then waits
-    for the GIL again, and the wait must stay short)."""
-    from otelgpu import http_listener
-
-    active = [True]
-    answer = http_listener.Listener._answer
-    send = http_listener.Listener._send
-
-    async def boosted_answer(self: Any, request: Any) -> Any:
-        if active[0]:
-            sys.setswitchinterval(interval)
-        try:
-            return await answer(self, request)
-        except BaseException:
-            sys.setswitchinterval(0.0001)
-            raise
-
-    async def unboosting_send(self: Any, conn: Any, writer: Any, *args: Any, **kw: Any) -> None:
-        write = writer.write
-
-        def write_short(data: Any) -> None:
-            sys.setswitchinterval(0.0001)
-            write(data)
-
-        writer.write = write_short
-        try:
-            await send(self, conn, writer, *args, **kw)
-        finally:
-            writer.write = write
-            sys.setswitchinterval(0.0001)
-
-    http_listener.Listener._answer = boosted_answer  # type: ignore[method-assign]
-    http_listener.Listener._send = unboosting_send  # type: ignore[method-assign]
-    return active
-
-
-def _install_gate(limit: float) -> list[bool]:
-    """Prototype: while the HTTP thread answers a request, the main thread (the pipeline)
-    waits in a signal handler, GIL released, for at most `limit` seconds."""
-    import signal
-
-    import h11
-
-    from otelgpu import http_listener
-
-    idle = threading.Event()
-    idle.set()
-    active = [True]  # off in `_alternate`'s A slots
-    main_ident = threading.main_thread().ident
-    assert main_ident is not None
-    number = signal.SIGRTMIN + 2
-    signal.signal(number, lambda *_: idle.wait(limit))
-    next_event = http_listener.Listener._next
-    send = http_listener.Listener._send
-
-    async def gated_next(self: Any, conn: Any, reader: Any) -> object:
-        event = await next_event(self, conn, reader)
-        if active[0] and isinstance(event, h11.Request):
-            idle.clear()
-            signal.pthread_kill(main_ident, number)
-        return event
-
-    async def gated_send(self: Any, *args: Any, **kwargs: Any) -> None:
-        try:
-            await send(self, *args, **kwargs)
-        finally:
-            idle.set()
-
-    http_listener.Listener._next = gated_next  # type: ignore[method-assign]
-    http_listener.Listener._send = gated_send  # type: ignore[method-assign]
-    return active
 
 
 def main() -> int:

@@ -3,8 +3,13 @@
 Each listener runs on **its own thread with its own event loop**, so the pipeline's CPU work
 (receivers, processors, Prometheus ingest, OTLP encode, all on the service's loop) can never
 delay an answer: a handler reads an immutable value the pipeline published (a pre-rendered
-body, a readiness answer) and writes it. HTTP/1.1 is spoken by h11 on asyncio streams (no
-hand-parsed HTTP; aiohttp's server cost ~10 MiB of resident memory for three fixed routes).
+body, a readiness answer) and writes it. HTTP/1.1 is spoken by h11 (no hand-parsed HTTP;
+aiohttp's server cost ~10 MiB of resident memory for three fixed routes) inside an
+`asyncio.Protocol`: a request whose answer is ready at once (every answer but a password check)
+is answered in the same `data_received` call that read it, with no task and no further turn of
+the loop. Each turn is a system call that releases the GIL, and taking the GIL back while the
+pipeline computes is where a scrape waits (docs/dev/p7.md); a handler that must wait (a bcrypt
+check) returns an awaitable instead, and that request is answered from a task.
 
 Bounds a default server lacks:
 
@@ -82,7 +87,9 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-Handler = Callable[[Request], Awaitable[Response]]
+# A handler answers at once (a Response) or, when it must wait (a password check), with an
+# awaitable of one; it runs on the listener's thread and must not block.
+Handler = Callable[[Request], Response | Awaitable[Response]]
 
 
 class Listener:
@@ -105,13 +112,13 @@ class Listener:
         self._host, self._port = host, port
         self._ssl = ssl_context
         self._max = max_connections
-        self._idle = idle_timeout
+        self.idle_timeout = idle_timeout
         self._name = name
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()  # stop() came before the loop ran
-        self._open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # oldest first
-        self._errors = RateLimitedLog(_log)  # a failing handler: a line a minute, not a request
+        self._open: dict[_Connection, None] = {}  # oldest first
+        self.errors = RateLimitedLog(_log)  # a failing handler: a line a minute, not a request
         self.port = port
 
     @property
@@ -166,128 +173,210 @@ class Listener:
             loop.close()
 
     async def _bind(self) -> asyncio.Server:
-        return await asyncio.start_server(
-            self._connection,
+        loop = asyncio.get_running_loop()
+        return await loop.create_server(
+            lambda: _Connection(self),
             self._host,
             self._port,
             ssl=self._ssl,
-            ssl_handshake_timeout=self._idle if self._ssl else None,
+            ssl_handshake_timeout=self.idle_timeout if self._ssl else None,
             reuse_address=True,
-            limit=_READ_SIZE,
         )
 
     async def _close(self, server: asyncio.Server) -> None:
         server.close()
         open_now, self._open = self._open, {}
-        for writer in open_now.values():
-            writer.transport.abort()  # its handler sees the connection lost and returns
-        if open_now:
-            _, late = await asyncio.wait(open_now, timeout=_CLOSE_WAIT)
-            for task in late:  # e.g. waiting for a bcrypt check
+        waiting = [c.pending for c in open_now if c.pending is not None]
+        for connection in open_now:
+            connection.abort()
+        if waiting:  # e.g. a bcrypt check: a moment to end, then cancelled
+            _, late = await asyncio.wait(waiting, timeout=_CLOSE_WAIT)
+            for task in late:
                 task.cancel()
             await asyncio.gather(*late, return_exceptions=True)
         await server.wait_closed()
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._make_room()
-        self._open[task] = writer
-        _size_send_buffer(writer)
-        peer = writer.get_extra_info("peername")
-        try:
-            await self._serve(reader, writer, peer[0] if isinstance(peer, tuple) else "")
-        except (OSError, TimeoutError, h11.ProtocolError):
-            pass  # the client went away, stalled, or spoke something else: just close
-        except asyncio.CancelledError:
-            # Only `_close` cancels, and the task ends here anyway; on 3.11 a handler task
-            # that ends cancelled is logged by asyncio.start_server as an error with a traceback.
-            pass
-        finally:
-            self._open.pop(task, None)
-            writer.close()
-
-    def _make_room(self) -> None:
+    def opened(self, connection: _Connection) -> None:
+        """A new connection: counted, and the oldest closed if that makes one too many."""
         excess = len(self._open) - self._max + 1
-        for task in list(self._open)[: max(0, excess)]:
-            writer = self._open.pop(task)
-            writer.transport.close()
+        for oldest in list(self._open)[: max(0, excess)]:
+            del self._open[oldest]
+            oldest.close()
+        self._open[connection] = None
 
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str
-    ) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+    def closed(self, connection: _Connection) -> None:
+        self._open.pop(connection, None)
+
+    def failed(self, request: Request) -> Response:
+        """The answer when the handler raised: logged (a line a minute), 500 sent; a handler
+        bug must not end the connection loop."""
+        self.errors.log(
+            logging.ERROR, "answering %s %s failed", request.method, request.path, exc_info=True
+        )
+        return _INTERNAL_ERROR
+
+
+_INTERNAL_ERROR = Response(500, b"internal error\n", (("Content-Type", "text/plain"),))
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: h11 parses what arrives, each complete request is answered
+    inside `data_received` when its handler answers at once, else from a task while reading
+    pauses. Pipelined requests are answered in order. One timer closes a connection idle for
+    `idle_timeout`: no bytes from the client, or the client not reading the answer (writing
+    paused)."""
+
+    def __init__(self, listener: Listener) -> None:
+        self._listener = listener
+        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+        self._transport: asyncio.Transport | None = None
+        self._peer = ""
+        self._request: Request | None = None  # the head of the request whose body is read
+        self._received = 0  # bytes of that body
+        self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
+        self._writing_paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._closing = False
+
+    # --- asyncio's calls ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._listener.opened(self)
+        _size_send_buffer(transport.get_extra_info("socket"))
+        peer = transport.get_extra_info("peername")
+        self._peer = peer[0] if isinstance(peer, tuple) else ""
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing:
+            return
+        self._h11.receive_data(data)
+        self._arm()
+        self._advance()
+
+    def eof_received(self) -> bool:
+        if self._closing:
+            return False
+        self._h11.receive_data(b"")  # h11 sees the client's close
+        self._advance()
+        return False  # close our side too
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True  # no new answer until the client reads this one
+        self._arm()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._arm()
+        self._advance()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self._listener.closed(self)
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.pending is not None:
+            self.pending.cancel()
+
+    # --- closing --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Closes once what was written is sent."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Closes at once, dropping what was not sent."""
+        self._closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(self._listener.idle_timeout, self._idle)
+
+    def _idle(self) -> None:
+        if self.pending is not None and not self._writing_paused:
+            self._arm()  # the handler is still working on an answer (bounded by its own limits)
+            return
+        self.abort()  # nothing from the client, or it does not read what it asked for
+
+    # --- requests -------------------------------------------------------------------------
+
+    def _advance(self) -> None:
+        """Answers every complete request h11 holds, in order, until it needs more bytes, an
+        answer is awaited, the client stops reading, or the connection ends."""
         try:
-            await self._requests(conn, reader, writer, peer)
+            while not self._closing and self.pending is None and not self._writing_paused:
+                if not self._step():
+                    return
         except h11.RemoteProtocolError as error:
-            _refuse(conn, writer, error.error_status_hint)
+            self._refuse(error.error_status_hint)
+        except h11.ProtocolError:  # a state h11 refuses to go on from: just close
+            self.close()
 
-    async def _requests(
-        self,
-        conn: h11.Connection,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        peer: str,
-    ) -> None:
-        while True:
-            event = await self._next(conn, reader)
-            if not isinstance(event, h11.Request):
-                return  # closed (or a protocol state with nothing more to answer)
-            request = Request(
+    def _step(self) -> bool:
+        """Handles h11's next event; False when there is nothing more to do for now."""
+        event = self._h11.next_event()
+        if isinstance(event, h11.Request):
+            self._request = Request(
                 method=event.method.decode("ascii", "replace"),
                 path=event.target.decode("ascii", "replace").partition("?")[0],
                 headers={k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers},
-                peer=peer,
+                peer=self._peer,
             )
-            await self._skip_body(conn, reader)
-            response = await self._answer(request)
-            await self._send(conn, writer, response, head_only=request.method == "HEAD")
-            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
-                return  # Connection: close, HTTP/1.0, ...
-            conn.start_next_cycle()
+            self._received = 0
+        elif isinstance(event, h11.Data):
+            self._received += len(event.data)
+            if self._received > _MAX_REQUEST_BODY:
+                raise h11.RemoteProtocolError("request body too large", 413)
+        elif isinstance(event, h11.EndOfMessage):
+            request, self._request = self._request, None
+            assert request is not None  # h11 gives the head before the end
+            self._answer(request)
+        elif event is h11.NEED_DATA or event is h11.PAUSED:
+            return False  # more bytes, or our answer first
+        else:  # ConnectionClosed
+            self.close()
+            return False
+        return True
 
-    async def _next(self, conn: h11.Connection, reader: asyncio.StreamReader) -> object:
-        while True:
-            event = conn.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            async with asyncio.timeout(self._idle):
-                data = await reader.read(_READ_SIZE)
-            conn.receive_data(data)
-
-    async def _skip_body(self, conn: h11.Connection, reader: asyncio.StreamReader) -> None:
-        received = 0
-        while True:
-            event = await self._next(conn, reader)
-            if isinstance(event, h11.Data):
-                received += len(event.data)
-                if received > _MAX_REQUEST_BODY:
-                    raise h11.RemoteProtocolError("request body too large", 413)
-            elif isinstance(event, h11.EndOfMessage):
-                return
-            else:
-                raise h11.RemoteProtocolError("request ended early", 400)
-
-    async def _answer(self, request: Request) -> Response:
+    def _answer(self, request: Request) -> None:
         try:
-            return await self.handler(request)
-        except Exception:  # a handler bug must not kill the connection loop: answer 500
-            self._errors.log(
-                logging.ERROR, "answering %s %s failed", request.method, request.path, exc_info=True
-            )
-            return Response(500, b"internal error\n", (("Content-Type", "text/plain"),))
+            answer = self._listener.handler(request)
+        except Exception:
+            answer = self._listener.failed(request)
+        if isinstance(answer, Response):
+            self._respond(request, answer)
+            return
+        assert self._transport is not None
+        self._transport.pause_reading()  # the answer comes from a task; requests wait
+        self.pending = asyncio.ensure_future(self._later(request, answer))
 
-    async def _send(
-        self,
-        conn: h11.Connection,
-        writer: asyncio.StreamWriter,
-        response: Response,
-        *,
-        head_only: bool,
-    ) -> None:
+    async def _later(self, request: Request, awaitable: Awaitable[Response]) -> None:
+        try:
+            response = await awaitable
+        except Exception:
+            response = self._listener.failed(request)
+        self.pending = None
+        if self._closing or self._transport is None:
+            return
+        self._respond(request, response)
+        if not self._closing:
+            self._transport.resume_reading()
+            self._advance()
+
+    def _respond(self, request: Request, response: Response) -> None:
+        assert self._transport is not None
+        conn = self._h11
         headers = [*response.headers, ("Content-Length", str(len(response.body)))]
         parts = [conn.send(h11.Response(status_code=response.status, headers=headers)) or b""]
-        if response.body and not head_only:
+        if response.body and request.method != "HEAD":
             # Passthrough: the body object itself, not a copy (h11 adds nothing with a
             # Content-Length).
             parts += conn.send_with_data_passthrough(h11.Data(data=response.body)) or ()
@@ -295,17 +384,33 @@ class Listener:
         if len(response.body) <= _JOIN_LIMIT:
             # One send instead of two: each send releases the GIL, and taking it back while
             # the pipeline computes can cost a switch interval. A big body is not copied.
-            writer.write(b"".join(parts))
+            self._transport.write(b"".join(parts))
         else:
             for part in parts:
-                writer.write(part)  # asyncio ignores the empty end of message
-        async with asyncio.timeout(self._idle):  # a client that stops reading is dropped
-            await writer.drain()
+                if part:
+                    self._transport.write(part)
+        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+            conn.start_next_cycle()
+            self._arm()
+        else:
+            self.close()  # Connection: close, HTTP/1.0, ...
+
+    def _refuse(self, status: int) -> None:
+        """Answers a request h11 could not parse (400, 413, 431, ...) when the state allows,
+        then closes the connection."""
+        assert self._transport is not None
+        conn = self._h11
+        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            headers = [("Content-Length", "0"), ("Connection", "close")]
+            with contextlib.suppress(h11.LocalProtocolError):
+                head = conn.send(h11.Response(status_code=status, headers=headers))
+                self._transport.write(head or b"")
+                self._transport.write(conn.send(h11.EndOfMessage()) or b"")
+        self.close()
 
 
-def _size_send_buffer(writer: asyncio.StreamWriter) -> None:
+def _size_send_buffer(sock: socket.socket | None) -> None:
     size = send_buffer_size()
-    sock = writer.get_extra_info("socket")
     if size is None or sock is None:
         return
     with contextlib.suppress(OSError):  # best effort: autotuning still works without it
@@ -333,17 +438,6 @@ def choose_send_buffer(wmem_max: int, autotune_max: int, wanted: int = _SEND_BUF
     default kernel (wmem_max 208 KiB, tcp_wmem max 4 MiB) it is not, and nothing is set."""
     asked = min(wanted, wmem_max)
     return asked if 2 * asked > autotune_max else None
-
-
-def _refuse(conn: h11.Connection, writer: asyncio.StreamWriter, status: int) -> None:
-    """Answers a request h11 could not parse (400, 413, ...) when the state allows, then the
-    caller closes the connection."""
-    if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-        return
-    headers = [("Content-Length", "0"), ("Connection", "close")]
-    with contextlib.suppress(h11.LocalProtocolError):
-        writer.write(conn.send(h11.Response(status_code=status, headers=headers)) or b"")
-        writer.write(conn.send(h11.EndOfMessage()) or b"")
 
 
 class _AcceptErrors(logging.Filter):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from otelgpu.exporters.prometheus import openmetrics
@@ -125,7 +125,8 @@ class MetricsServer:
         self._answering = _Answering(current, on_scrape, authenticator)
         await _close(replaced)
 
-    async def _handle(self, request: Request) -> Response:
+    def _handle(self, request: Request) -> Response | Awaitable[Response]:
+        """The answer, at once; an awaitable of it only when a password must be checked."""
         if request.method not in ("GET", "HEAD"):
             return _NOT_ALLOWED
         if request.path == "/health":
@@ -133,19 +134,31 @@ class MetricsServer:
         if request.path != "/metrics":
             return _NOT_FOUND
         answering = self._answering
-        format_, content_type = negotiate(request.headers.get("accept", ""))
+        format_ = negotiate(request.headers.get("accept", ""))
         if answering.auth is not None:
-            refused = await _authenticate(answering.auth, request)
-            if refused is not None:
-                answering.on_scrape(refused.status, format_)
-                return refused
-        exposition = _exposition(answering.current())
-        body = exposition.classic if format_ == TEXT else exposition.openmetrics()
-        answering.on_scrape(200, format_)
-        headers: tuple[tuple[str, str], ...] = (("Content-Type", content_type), _VARY)
-        if accepts_gzip(request.headers.get("accept-encoding", "")):
-            return Response(200, body.gzipped, (*headers, _GZIP))
-        return Response(200, body.plain, headers)
+            return _checked(answering.auth, answering, request, format_)
+        return _metrics(answering, request, format_)
+
+
+async def _checked(
+    auth: BasicAuthenticator, answering: _Answering, request: Request, format_: tuple[str, str]
+) -> Response:
+    refused = await _authenticate(auth, request)
+    if refused is not None:
+        answering.on_scrape(refused.status, format_[0])
+        return refused
+    return _metrics(answering, request, format_)
+
+
+def _metrics(answering: _Answering, request: Request, negotiated: tuple[str, str]) -> Response:
+    format_, content_type = negotiated
+    exposition = _exposition(answering.current())
+    body = exposition.classic if format_ == TEXT else exposition.openmetrics()
+    answering.on_scrape(200, format_)
+    headers: tuple[tuple[str, str], ...] = (("Content-Type", content_type), _VARY)
+    if accepts_gzip(request.headers.get("accept-encoding", "")):
+        return Response(200, body.gzipped, (*headers, _GZIP))
+    return Response(200, body.plain, headers)
 
 
 def _exposition(current: Exposition | Body) -> Exposition:

@@ -71,7 +71,7 @@ class ProbeServer:
         over, possibly with another `path`)."""
         self._readiness, self._path = readiness, path
 
-    async def _handle(self, request: Request) -> Response:
+    def _handle(self, request: Request) -> Response:
         if request.path == self._path or request.path == "/readyz":
             return self._ready()
         if request.path == "/healthz":

@@ -17,7 +17,7 @@ import http.client
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
 import pytest
@@ -162,5 +162,110 @@ async def test_start_bounds_the_wait_for_the_gil() -> None:
     try:
         assert sys.getswitchinterval() == pytest.approx(http_listener.SWITCH_INTERVAL)
         assert http_listener.SWITCH_INTERVAL < 0.001
+    finally:
+        await server.stop()
+
+
+# --- answered where it was read (session 5) ------------------------------------------------
+# The defect: every request went through a stream task, so a ready answer (every /metrics and
+# /health answer without a password) waited for another turn of the listener's loop, and a turn
+# is a `select` that releases the GIL: one more hand-over per scrape to wait for while the
+# pipeline computes (docs/dev/p7.md). Now the protocol answers inside `data_received`.
+
+
+def _raw(port: int, request: bytes, timeout: float = 10) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def test_a_ready_answer_is_given_inside_the_read_that_brought_its_request() -> None:
+    seen: list[tuple[bool, int]] = []
+
+    def ready(request: Request) -> Response:
+        seen.append((asyncio.current_task() is None, threading.get_ident()))
+        return Response(200, b"ok")
+
+    server = Listener(ready, "127.0.0.1", 0)
+    await server.start()
+    try:
+        got = await asyncio.to_thread(
+            _raw, server.port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+    finally:
+        await server.stop()
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"ok")
+    ((outside_any_task, thread),) = seen
+    assert outside_any_task  # called from the protocol's callback, not from a task
+    assert thread != threading.get_ident()  # on the listener's own thread
+
+
+async def test_pipelined_requests_to_a_handler_that_awaits_are_answered_in_order() -> None:
+    async def slow_first(request: Request) -> Response:
+        if request.path == "/1":
+            await asyncio.sleep(0.2)  # the second request is already there meanwhile
+        return Response(200, request.path.encode())
+
+    def mixed(request: Request) -> Response | Awaitable[Response]:
+        return slow_first(request) if request.path == "/1" else Response(200, b"/2")
+
+    server = Listener(mixed, "127.0.0.1", 0)
+    await server.start()
+    try:
+        got = await asyncio.to_thread(
+            _raw,
+            server.port,
+            b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+    finally:
+        await server.stop()
+    assert got.count(b"HTTP/1.1 200") == 2
+    assert got.index(b"\r\n\r\n/1") < got.index(b"\r\n\r\n/2")
+
+
+async def test_a_failing_handler_answers_500_and_the_connection_goes_on() -> None:
+    def broken(request: Request) -> Response:
+        if request.path == "/bad":
+            raise RuntimeError("bug")
+        return Response(200, b"fine")
+
+    async def broken_later(request: Request) -> Response:
+        raise RuntimeError("bug, later")
+
+    for handler in (broken, broken_later):
+        server = Listener(handler, "127.0.0.1", 0)
+        await server.start()
+        try:
+            got = await asyncio.to_thread(
+                _raw,
+                server.port,
+                b"GET /bad HTTP/1.1\r\nHost: x\r\n\r\n"
+                b"GET /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+        finally:
+            await server.stop()
+        assert got.count(b"HTTP/1.1 500") == 2, handler
+
+
+async def test_a_client_that_stops_reading_is_closed_after_the_idle_timeout() -> None:
+    server = Listener(answer, "127.0.0.1", 0, idle_timeout=0.5)
+    await server.start()
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            # ask for the 2 MiB body 20 times and never read: the answers cannot all leave
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                if server.connections == 0:
+                    break
+            assert server.connections == 0
+        finally:
+            sock.close()
     finally:
         await server.stop()
