@@ -261,7 +261,9 @@ class _Connection(asyncio.Protocol):
             return False
         self._h11.receive_data(b"")  # h11 sees the client's close
         self._advance()
-        return False  # close our side too
+        # A client that half-closed after its request still gets the answer being awaited;
+        # otherwise h11 has said the connection is over and `_advance` closed it.
+        return self.pending is not None
 
     def pause_writing(self) -> None:
         self._writing_paused = True  # no new answer until the client reads this one
@@ -319,6 +321,9 @@ class _Connection(asyncio.Protocol):
             self._refuse(error.error_status_hint)
         except h11.ProtocolError:  # a state h11 refuses to go on from: just close
             self.close()
+        except Exception:  # a bug here must not take the listener's loop down: drop this one
+            self._listener.errors.log(logging.ERROR, "HTTP connection failed", exc_info=True)
+            self.abort()
 
     def _step(self) -> bool:
         """Handles h11's next event; False when there is nothing more to do for now."""

@@ -61,6 +61,16 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{K8S}/test_order_independence.py",  # the same pods in any order
         ],
     ),
+    "http_listener": (
+        "otelgpu/http_listener.py",
+        [
+            "tests/unit/core/test_http_listener.py",
+            f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
+            f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
+            f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
+            "tests/unit/core/test_health_and_debug.py",  # the health_check endpoint
+        ],
+    ),
     "composer": (
         "otelgpu/config/composer.py",
         [

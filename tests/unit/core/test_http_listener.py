@@ -24,6 +24,7 @@ import pytest
 
 from otelgpu import http_listener
 from otelgpu.http_listener import Listener, Request, Response, choose_send_buffer
+from tests.peers.raw_http import raw
 
 SMALL = b"x" * (100 * 1024)  # a 10k-series gzip body is ~170 kB
 BIG = b"y" * (2 * 1024 * 1024)
@@ -173,13 +174,14 @@ async def test_start_bounds_the_wait_for_the_gil() -> None:
 # pipeline computes (docs/dev/p7.md). Now the protocol answers inside `data_received`.
 
 
-def _raw(port: int, request: bytes, timeout: float = 10) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        sock.sendall(request)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+async def exchange(handler: http_listener.Handler, request: bytes, **how: bool) -> bytes:
+    """What a listener serving `handler` answers to these raw bytes, until it closes."""
+    server = Listener(handler, "127.0.0.1", 0)
+    await server.start()
+    try:
+        return await asyncio.to_thread(raw, server.port, request, **how)
+    finally:
+        await server.stop()
 
 
 async def test_a_ready_answer_is_given_inside_the_read_that_brought_its_request() -> None:
@@ -189,14 +191,7 @@ async def test_a_ready_answer_is_given_inside_the_read_that_brought_its_request(
         seen.append((asyncio.current_task() is None, threading.get_ident()))
         return Response(200, b"ok")
 
-    server = Listener(ready, "127.0.0.1", 0)
-    await server.start()
-    try:
-        got = await asyncio.to_thread(
-            _raw, server.port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-        )
-    finally:
-        await server.stop()
+    got = await exchange(ready, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"ok")
     ((outside_any_task, thread),) = seen
     assert outside_any_task  # called from the protocol's callback, not from a task
@@ -212,17 +207,11 @@ async def test_pipelined_requests_to_a_handler_that_awaits_are_answered_in_order
     def mixed(request: Request) -> Response | Awaitable[Response]:
         return slow_first(request) if request.path == "/1" else Response(200, b"/2")
 
-    server = Listener(mixed, "127.0.0.1", 0)
-    await server.start()
-    try:
-        got = await asyncio.to_thread(
-            _raw,
-            server.port,
-            b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
-            b"GET /2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-    finally:
-        await server.stop()
+    got = await exchange(
+        mixed,
+        b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
     assert got.count(b"HTTP/1.1 200") == 2
     assert got.index(b"\r\n\r\n/1") < got.index(b"\r\n\r\n/2")
 
@@ -237,17 +226,11 @@ async def test_a_failing_handler_answers_500_and_the_connection_goes_on() -> Non
         raise RuntimeError("bug, later")
 
     for handler in (broken, broken_later):
-        server = Listener(handler, "127.0.0.1", 0)
-        await server.start()
-        try:
-            got = await asyncio.to_thread(
-                _raw,
-                server.port,
-                b"GET /bad HTTP/1.1\r\nHost: x\r\n\r\n"
-                b"GET /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            )
-        finally:
-            await server.stop()
+        got = await exchange(
+            handler,
+            b"GET /bad HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"GET /bad HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
         assert got.count(b"HTTP/1.1 500") == 2, handler
 
 
@@ -269,3 +252,12 @@ async def test_a_client_that_stops_reading_is_closed_after_the_idle_timeout() ->
             sock.close()
     finally:
         await server.stop()
+
+
+async def test_a_client_that_half_closes_after_its_request_still_gets_an_awaited_answer() -> None:
+    async def later(request: Request) -> Response:
+        await asyncio.sleep(0.1)  # the client's FIN arrives meanwhile
+        return Response(200, b"late")
+
+    got = await exchange(later, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"late")

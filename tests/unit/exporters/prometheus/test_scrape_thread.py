@@ -28,6 +28,7 @@ from otelgpu.exporters.prometheus.exporter import PLAIN_WANTED, RENDER_NICE, Pro
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from tests.fakes import FakeClock, FakeHost
+from tests.peers.raw_http import raw
 from tests.unit.exporters.prometheus.batches import batch, gpu
 from tests.unit.exporters.prometheus.test_exporter import make
 
@@ -145,15 +146,6 @@ async def server() -> AsyncIterator[MetricsServer]:
     await srv.start()
     yield srv
     await srv.stop()
-
-
-def raw(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as sock:
-        sock.sendall(request)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 async def test_head_other_methods_and_garbage(server: MetricsServer) -> None:
