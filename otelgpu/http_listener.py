@@ -51,10 +51,10 @@ _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
 _READ_SIZE = 64 * 1024
 _SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
+_LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
 _JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
 _WMEM_MAX = "/proc/sys/net/core/wmem_max"  # the most SO_SNDBUF may ask for
 _TCP_WMEM = "/proc/sys/net/ipv4/tcp_wmem"  # min, default, most autotuning grows a buffer to
-_CLOSE_WAIT = 2.0  # seconds `stop` lets a request in progress end before cancelling it
 # How long a thread that wants the GIL waits before the holder must hand it over. A scrape
 # takes the GIL back after each system call (wake-up, read, send); at the default 5 ms each
 # could wait that long while the pipeline thread computed (15-20 ms a scrape). 0.1 ms bounds
@@ -188,12 +188,8 @@ class Listener:
         open_now, self._open = self._open, {}
         waiting = [c.pending for c in open_now if c.pending is not None]
         for connection in open_now:
-            connection.abort()
-        if waiting:  # e.g. a bcrypt check: a moment to end, then cancelled
-            _, late = await asyncio.wait(waiting, timeout=_CLOSE_WAIT)
-            for task in late:
-                task.cancel()
-            await asyncio.gather(*late, return_exceptions=True)
+            connection.abort()  # its awaited answer (a bcrypt check) is cancelled with it
+        await asyncio.gather(*waiting, return_exceptions=True)
         await server.wait_closed()
 
     def opened(self, connection: _Connection) -> None:
@@ -201,7 +197,7 @@ class Listener:
         excess = len(self._open) - self._max + 1
         for oldest in list(self._open)[: max(0, excess)]:
             del self._open[oldest]
-            oldest.close()
+            oldest.abort()  # not a graceful close: `stop` no longer sees it, it must end now
         self._open[connection] = None
 
     def closed(self, connection: _Connection) -> None:
@@ -217,6 +213,10 @@ class Listener:
 
 
 _INTERNAL_ERROR = Response(500, b"internal error\n", (("Content-Type", "text/plain"),))
+# A check the handler awaited was called off (its authenticator closed by a reload or a stop).
+_CALLED_OFF = Response(
+    503, b"reloading, try again\n", (("Content-Type", "text/plain"), ("Retry-After", "1"))
+)
 
 
 class _Connection(asyncio.Protocol):
@@ -251,7 +251,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._closing:
-            return
+            return  # refused or closing: dropped
         self._h11.receive_data(data)
         self._arm()
         self._advance()
@@ -266,11 +266,17 @@ class _Connection(asyncio.Protocol):
         return self.pending is not None
 
     def pause_writing(self) -> None:
-        self._writing_paused = True  # no new answer until the client reads this one
+        # No new answer, and nothing more read, until the client reads this one: a client
+        # that sends without reading must not grow h11's buffer or keep the timer fresh.
+        self._writing_paused = True
+        if self.pending is None and self._transport is not None:
+            self._transport.pause_reading()
         self._arm()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self.pending is None and self._transport is not None and not self._closing:
+            self._transport.resume_reading()
         self._arm()
         self._advance()
 
@@ -303,23 +309,33 @@ class _Connection(asyncio.Protocol):
         self._timer = loop.call_later(self._listener.idle_timeout, self._idle)
 
     def _idle(self) -> None:
-        if self.pending is not None and not self._writing_paused:
+        if self._writing_paused:
+            self.abort()  # it does not read what it asked for: drop what is queued
+        elif self.pending is not None and not self.pending.done():
             self._arm()  # the handler is still working on an answer (bounded by its own limits)
-            return
-        self.abort()  # nothing from the client, or it does not read what it asked for
+        else:
+            self.close()  # nothing from the client: what the kernel still holds is delivered
 
     # --- requests -------------------------------------------------------------------------
 
     def _advance(self) -> None:
         """Answers every complete request h11 holds, in order, until it needs more bytes, an
         answer is awaited, the client stops reading, or the connection ends."""
+        self._safely(self._drain)
+
+    def _drain(self) -> None:
+        while not self._closing and self.pending is None and not self._writing_paused:
+            if not self._step():
+                return
+
+    def _safely(self, work: Callable[[], None]) -> None:
+        """Runs `work`; what it raises ends this connection (with a 4xx where the request was
+        at fault), never the listener's loop."""
         try:
-            while not self._closing and self.pending is None and not self._writing_paused:
-                if not self._step():
-                    return
+            work()
         except h11.RemoteProtocolError as error:
             self._refuse(error.error_status_hint)
-        except h11.ProtocolError:  # a state h11 refuses to go on from: just close
+        except h11.ProtocolError:  # a state h11 refuses to go on from (a bad answer): close
             self.close()
         except Exception:  # a bug here must not take the listener's loop down: drop this one
             self._listener.errors.log(logging.ERROR, "HTTP connection failed", exc_info=True)
@@ -329,6 +345,9 @@ class _Connection(asyncio.Protocol):
         """Handles h11's next event; False when there is nothing more to do for now."""
         event = self._h11.next_event()
         if isinstance(event, h11.Request):
+            # h11 bounds only a head still incomplete; one read can bring a whole big one
+            if _head_size(event) > _MAX_HEAD:
+                raise h11.RemoteProtocolError("request head too large", 431)
             self._request = Request(
                 method=event.method.decode("ascii", "replace"),
                 path=event.target.decode("ascii", "replace").partition("?")[0],
@@ -366,15 +385,26 @@ class _Connection(asyncio.Protocol):
     async def _later(self, request: Request, awaitable: Awaitable[Response]) -> None:
         try:
             response = await awaitable
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this connection is closing
+            response = _CALLED_OFF  # the check itself was called off, not this connection
         except Exception:
             response = self._listener.failed(request)
-        self.pending = None
-        if self._closing or self._transport is None:
-            return
+        finally:
+            self.pending = None
+        if not self._closing:
+            self._safely(lambda: self._resume(request, response))
+
+    def _resume(self, request: Request, response: Response) -> None:
+        """Sends an awaited answer, then reads and answers what came meanwhile."""
+        assert self._transport is not None
         self._respond(request, response)
         if not self._closing:
-            self._transport.resume_reading()
-            self._advance()
+            if not self._writing_paused:
+                self._transport.resume_reading()
+            self._drain()
 
     def _respond(self, request: Request, response: Response) -> None:
         assert self._transport is not None
@@ -411,7 +441,26 @@ class _Connection(asyncio.Protocol):
                 head = conn.send(h11.Response(status_code=status, headers=headers))
                 self._transport.write(head or b"")
                 self._transport.write(conn.send(h11.EndOfMessage()) or b"")
-        self.close()
+        if not self._transport.can_write_eof():  # TLS
+            self.close()
+            return
+        # A lingering close: the client may still be sending what was refused, and closing
+        # with its bytes unread would reset the connection before it read the answer. So our
+        # side ends, what it still sends is read and dropped, for at most _LINGER seconds.
+        self._closing = True
+        self._transport.write_eof()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_later(_LINGER, self.abort)
+
+
+def _head_size(request: h11.Request) -> int:
+    """About the bytes of a request head: its request line and header lines."""
+    return (
+        len(request.method)
+        + len(request.target)
+        + sum(len(name) + len(value) + 4 for name, value in request.headers)
+    )
 
 
 def _size_send_buffer(sock: socket.socket | None) -> None:

@@ -13,10 +13,15 @@ that answers complete while the pipeline's thread spins in Python holding the GI
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import gc
 import http.client
+import logging
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 
@@ -261,3 +266,91 @@ async def test_a_client_that_half_closes_after_its_request_still_gets_an_awaited
 
     got = await exchange(later, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
     assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"late")
+
+
+# --- found by review of the protocol listener (session 5) ----------------------------------
+
+
+async def test_a_client_that_sends_but_never_reads_is_dropped_and_not_buffered() -> None:
+    """It asked for a big answer and keeps writing: reading pauses with writing, so its bytes
+    neither pile up in h11's buffer nor keep the idle timer fresh."""
+    huge = b"z" * (20 * MiB)
+    server = Listener(lambda request: Response(200, huge), "127.0.0.1", 0, idle_timeout=0.5)
+    await server.start()
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    try:
+        sock.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        for _ in range(40):  # 4 s: eight idle timeouts
+            with contextlib.suppress(BlockingIOError):  # its own buffer full: keep trying
+                sock.send(b"X" * 65536)
+            await asyncio.sleep(0.1)
+            if server.connections == 0:
+                break
+        assert server.connections == 0
+    finally:
+        sock.close()
+        await server.stop()
+
+
+async def test_an_awaited_check_called_off_answers_503_and_the_connection_goes_on() -> None:
+    """What `BasicAuthenticator.close()` does to checks still queued on a reload:
+    `executor.shutdown(cancel_futures=True)`. Before, the connection hung with no answer."""
+    executor = concurrent.futures.ThreadPoolExecutor(1)
+    started = threading.Event()
+    executor.submit(lambda: (started.set(), time.sleep(0.3)))  # a check in progress
+
+    async def queued(request: Request) -> Response:
+        await asyncio.get_running_loop().run_in_executor(executor, time.sleep, 0)
+        return Response(200, b"checked")
+
+    def handler(request: Request) -> Response | Awaitable[Response]:
+        return queued(request) if request.path == "/metrics" else Response(200, b"next")
+
+    server = Listener(handler, "127.0.0.1", 0, idle_timeout=5)
+    await server.start()
+    try:
+        ask = asyncio.create_task(
+            asyncio.to_thread(
+                raw,
+                server.port,
+                b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+                b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+        )
+        await asyncio.to_thread(started.wait, 5)
+        await asyncio.sleep(0.1)  # the request is queued behind the check in progress
+        await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        got = await ask
+    finally:
+        await server.stop()
+    assert got.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in got.lower()
+    assert got.endswith(b"next")  # the pipelined request after it was answered too
+
+
+async def test_a_bad_awaited_answer_closes_the_connection_without_an_unhandled_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def bad(request: Request) -> Response:
+        return Response(200, b"x", (("X-Bad", "a\r\nb"),))  # h11 refuses to send this header
+
+    caplog.set_level(logging.ERROR, logger="asyncio")
+    started = time.monotonic()
+    got = await exchange(bad, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    gc.collect()  # an exception nobody retrieved is logged when its task is collected
+    assert got == b""
+    assert time.monotonic() - started < http_listener.IDLE_TIMEOUT / 2  # closed, not timed out
+    assert not [r for r in caplog.records if r.name == "asyncio"]
+
+
+async def test_a_whole_head_over_16_kib_in_one_read_is_refused() -> None:
+    """h11 bounds only a head still incomplete: a complete 100 kB head in one read got
+    through (the stream listener read 64 KiB at a time and refused it)."""
+    head = b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n"
+    got = await exchange(lambda request: Response(200, b"ok"), head)
+    assert got.startswith(b"HTTP/1.1 431")
+    small = (
+        b"GET / HTTP/1.1\r\nHost: x\r\nX-Fine: " + b"a" * 8000 + b"\r\nConnection: close\r\n\r\n"
+    )
+    assert (await exchange(lambda request: Response(200, b"ok"), small)).endswith(b"ok")
