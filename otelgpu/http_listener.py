@@ -17,9 +17,14 @@ Bounds a default server lacks:
   (almost always an idle keep-alive: a request here is answered from memory in microseconds),
   so a flood of idle connections cannot lock a real scraper out or exhaust file descriptors;
 - a connection idle for `idle_timeout` seconds (before its first request, between two, or not
-  reading what it asked for) is closed;
-- a request head still incomplete after 16 KiB is refused (431), a request body (never needed
-  here) over 64 KiB too (413);
+  reading what it asked for) is closed; while an answer waits for the client to read it,
+  nothing more is read from it either, so a client that sends without reading cannot grow
+  the agent's buffers;
+- a request head over 16 KiB is refused (431), a request body (never needed here) over 64 KiB
+  too (413); the refusal is followed by a lingering close (our side shut, what the client
+  still sends dropped for up to 2 s), so the client reads the answer instead of a reset;
+- a handler's awaited answer that is called off (a reload closing the password checker)
+  answers 503 with `Retry-After: 1`;
 - each accepted connection asks for a send buffer big enough for a whole 10k-series body
   (`send_buffer_size`), where the kernel allows more than TCP autotuning would reach: one
   `send` then hands the body over, instead of a wake-up (and a wait for the GIL) per refill;
