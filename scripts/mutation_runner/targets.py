@@ -65,6 +65,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         "otelgpu/http_listener.py",
         [
             "tests/unit/core/test_http_listener.py",
+            "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors
             f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
             f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
             f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
