@@ -237,3 +237,19 @@ async def test_a_listener_restarts_on_its_port_at_once() -> None:
         assert got.endswith(b"/b")
     finally:
         await second.stop()
+
+
+async def test_after_a_big_answer_read_slowly_the_next_request_is_read(server: Listener) -> None:
+    """Reading paused with writing must resume with it: the keep-alive's next request comes
+    only after the client has read the big answer."""
+
+    def ask() -> tuple[bytes, bytes]:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.3)  # the server meets a full socket: writing (and reading) pause
+            big = _read_answer(sock)
+            sock.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+            return big, _read_answer(sock)
+
+    big, after = await asyncio.to_thread(ask)
+    assert big.endswith(BIG[-100:]) and after.endswith(b"/after")
