@@ -54,7 +54,6 @@ MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30.0  # longer than the kubelet's probe period, so probes reuse their connection
 _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
-_READ_SIZE = 64 * 1024
 _SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
 _LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
 _JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
@@ -265,10 +264,10 @@ class _Connection(asyncio.Protocol):
         if self._closing:
             return False
         self._h11.receive_data(b"")  # h11 sees the client's close
-        self._advance()
-        # A client that half-closed after its request still gets the answer being awaited;
-        # otherwise h11 has said the connection is over and `_advance` closed it.
-        return self.pending is not None
+        self._advance()  # answers what came before it; h11 then says the connection is over
+        # Nothing is awaited here: reading pauses while an answer is, so a client that
+        # half-closed after its request is only seen to once it has been answered.
+        return False
 
     def pause_writing(self) -> None:
         # No new answer, and nothing more read, until the client reads this one: a client
