@@ -26,8 +26,9 @@ Bounds a default server lacks:
 - a handler's awaited answer that is called off (a reload closing the password checker)
   answers 503 with `Retry-After: 1`;
 - each accepted connection asks for a send buffer big enough for a whole 10k-series body
-  (`send_buffer_size`), where the kernel allows more than TCP autotuning would reach: one
-  `send` then hands the body over, instead of a wake-up (and a wait for the GIL) per refill;
+  (`http_connection.send_buffer_size`), where the kernel allows more than TCP autotuning
+  would reach: one `send` then hands the body over, instead of a wake-up (and a wait for the
+  GIL) per refill;
 - `socket.accept()` failures ("Too many open files") are logged at most once a minute with the
   count of lines left out, instead of one traceback per attempt.
 """
@@ -37,28 +38,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import logging
-import socket
 import ssl
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 
-import h11
-
+from otelgpu.http_connection import Connection, Handler, Request, Response
 from otelgpu.log_limits import RateLimitedLog
+
+# A listener's owners import the request and answer types from here, with the listener.
+__all__ = [
+    "IDLE_TIMEOUT",
+    "MAX_CONNECTIONS",
+    "SWITCH_INTERVAL",
+    "Handler",
+    "Listener",
+    "Request",
+    "Response",
+]
 
 MAX_CONNECTIONS = 256
 IDLE_TIMEOUT = 30.0  # longer than the kubelet's probe period, so probes reuse their connection
-_MAX_HEAD = 16 * 1024
-_MAX_REQUEST_BODY = 64 * 1024
-_SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
-_LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
-_JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
-_WMEM_MAX = "/proc/sys/net/core/wmem_max"  # the most SO_SNDBUF may ask for
-_TCP_WMEM = "/proc/sys/net/ipv4/tcp_wmem"  # min, default, most autotuning grows a buffer to
 # How long a thread that wants the GIL waits before the holder must hand it over. A scrape
 # takes the GIL back after each system call (wake-up, read, send); at the default 5 ms each
 # could wait that long while the pipeline thread computed (15-20 ms a scrape). 0.1 ms bounds
@@ -69,31 +69,6 @@ SWITCH_INTERVAL = 0.0001
 
 _ACCEPT_ERROR = "socket.accept() out of system resource"
 _log = logging.getLogger("otelgpu.http")
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One request: method, path (no query), headers (lower-case names), client address."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    peer: str
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """One answer. A `body` over 256 KiB is sent as is, never copied; a smaller one is joined
-    to its head, so that it leaves in one send."""
-
-    status: int
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-# A handler answers at once (a Response) or, when it must wait (a password check), with an
-# awaitable of one; it runs on the listener's thread and must not block.
-Handler = Callable[[Request], Response | Awaitable[Response]]
 
 
 class Listener:
@@ -121,7 +96,7 @@ class Listener:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()  # stop() came before the loop ran
-        self._open: dict[_Connection, None] = {}  # oldest first
+        self._open: dict[Connection, None] = {}  # oldest first
         self.errors = RateLimitedLog(_log)  # a failing handler: a line a minute, not a request
         self.port = port
 
@@ -179,7 +154,7 @@ class Listener:
     async def _bind(self) -> asyncio.Server:
         loop = asyncio.get_running_loop()
         return await loop.create_server(
-            lambda: _Connection(self),
+            lambda: Connection(self),
             self._host,
             self._port,
             ssl=self._ssl,
@@ -196,7 +171,7 @@ class Listener:
         await asyncio.gather(*waiting, return_exceptions=True)
         await server.wait_closed()
 
-    def opened(self, connection: _Connection) -> None:
+    def opened(self, connection: Connection) -> None:
         """A new connection: counted, and the oldest closed if that makes one too many."""
         excess = len(self._open) - self._max + 1
         for oldest in list(self._open)[: max(0, excess)]:
@@ -204,298 +179,8 @@ class Listener:
             oldest.abort()  # not a graceful close: `stop` no longer sees it, it must end now
         self._open[connection] = None
 
-    def closed(self, connection: _Connection) -> None:
+    def closed(self, connection: Connection) -> None:
         self._open.pop(connection, None)
-
-    def failed(self, request: Request) -> Response:
-        """The answer when the handler raised: logged (a line a minute), 500 sent; a handler
-        bug must not end the connection loop."""
-        self.errors.log(
-            logging.ERROR, "answering %s %s failed", request.method, request.path, exc_info=True
-        )
-        return _INTERNAL_ERROR
-
-
-_INTERNAL_ERROR = Response(500, b"internal error\n", (("Content-Type", "text/plain"),))
-# A check the handler awaited was called off (its authenticator closed by a reload or a stop).
-_CALLED_OFF = Response(
-    503, b"reloading, try again\n", (("Content-Type", "text/plain"), ("Retry-After", "1"))
-)
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: h11 parses what arrives, each complete request is answered
-    inside `data_received` when its handler answers at once, else from a task while reading
-    pauses. Pipelined requests are answered in order. One timer closes a connection idle for
-    `idle_timeout`: no bytes from the client, or the client not reading the answer (writing
-    paused)."""
-
-    def __init__(self, listener: Listener) -> None:
-        self._listener = listener
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
-        self._transport: asyncio.Transport | None = None
-        self._peer = ""
-        self._request: Request | None = None  # the head of the request whose body is read
-        self._received = 0  # bytes of that body
-        self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
-        self._writing_paused = False
-        self._timer: asyncio.TimerHandle | None = None
-        self._closing = False
-
-    # --- asyncio's calls ------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._listener.opened(self)
-        _size_send_buffer(transport.get_extra_info("socket"))
-        peer = transport.get_extra_info("peername")
-        self._peer = peer[0] if isinstance(peer, tuple) else ""
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self._closing:
-            return  # refused or closing: dropped
-        self._h11.receive_data(data)
-        self._arm()
-        self._advance()
-
-    def eof_received(self) -> bool:
-        if self._closing:
-            return False
-        self._h11.receive_data(b"")  # h11 sees the client's close
-        self._advance()  # answers what came before it; h11 then says the connection is over
-        # Nothing is awaited here: reading pauses while an answer is, so a client that
-        # half-closed after its request is only seen to once it has been answered.
-        return False
-
-    def pause_writing(self) -> None:
-        # No new answer, and nothing more read, until the client reads this one: a client
-        # that sends without reading must not grow h11's buffer or keep the timer fresh.
-        self._writing_paused = True
-        if self.pending is None and self._transport is not None:
-            self._transport.pause_reading()
-        self._arm()
-
-    def resume_writing(self) -> None:
-        self._writing_paused = False
-        if self.pending is None and self._transport is not None and not self._closing:
-            self._transport.resume_reading()
-        self._arm()
-        self._advance()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._closing = True
-        self._listener.closed(self)
-        if self._timer is not None:
-            self._timer.cancel()
-        if self.pending is not None:
-            self.pending.cancel()
-
-    # --- closing --------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Closes once what was written is sent."""
-        self._closing = True
-        if self._transport is not None:
-            self._transport.close()
-
-    def abort(self) -> None:
-        """Closes at once, dropping what was not sent."""
-        self._closing = True
-        if self._transport is not None:
-            self._transport.abort()
-
-    def _arm(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._listener.idle_timeout, self._idle)
-
-    def _idle(self) -> None:
-        if self._writing_paused:
-            self.abort()  # it does not read what it asked for: drop what is queued
-        elif self.pending is not None and not self.pending.done():
-            self._arm()  # the handler is still working on an answer (bounded by its own limits)
-        else:
-            self.close()  # nothing from the client: what the kernel still holds is delivered
-
-    # --- requests -------------------------------------------------------------------------
-
-    def _advance(self) -> None:
-        """Answers every complete request h11 holds, in order, until it needs more bytes, an
-        answer is awaited, the client stops reading, or the connection ends."""
-        self._safely(self._drain)
-
-    def _drain(self) -> None:
-        while not self._closing and self.pending is None and not self._writing_paused:
-            if not self._step():
-                return
-
-    def _safely(self, work: Callable[[], None]) -> None:
-        """Runs `work`; what it raises ends this connection (with a 4xx where the request was
-        at fault), never the listener's loop."""
-        try:
-            work()
-        except h11.RemoteProtocolError as error:
-            self._refuse(error.error_status_hint)
-        except h11.ProtocolError:  # a state h11 refuses to go on from (a bad answer): close
-            self.close()
-        except Exception:  # a bug here must not take the listener's loop down: drop this one
-            self._listener.errors.log(logging.ERROR, "HTTP connection failed", exc_info=True)
-            self.abort()
-
-    def _step(self) -> bool:
-        """Handles h11's next event; False when there is nothing more to do for now."""
-        event = self._h11.next_event()
-        if isinstance(event, h11.Request):
-            # h11 bounds only a head still incomplete; one read can bring a whole big one
-            if _head_size(event) > _MAX_HEAD:
-                raise h11.RemoteProtocolError("request head too large", 431)
-            self._request = Request(
-                method=event.method.decode("ascii", "replace"),
-                path=event.target.decode("ascii", "replace").partition("?")[0],
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers},
-                peer=self._peer,
-            )
-            self._received = 0
-        elif isinstance(event, h11.Data):
-            self._received += len(event.data)
-            if self._received > _MAX_REQUEST_BODY:
-                raise h11.RemoteProtocolError("request body too large", 413)
-        elif isinstance(event, h11.EndOfMessage):
-            request, self._request = self._request, None
-            assert request is not None  # h11 gives the head before the end
-            self._answer(request)
-        elif event is h11.NEED_DATA or event is h11.PAUSED:
-            return False  # more bytes, or our answer first
-        else:  # ConnectionClosed
-            self.close()
-            return False
-        return True
-
-    def _answer(self, request: Request) -> None:
-        try:
-            answer = self._listener.handler(request)
-        except Exception:
-            answer = self._listener.failed(request)
-        if isinstance(answer, Response):
-            self._respond(request, answer)
-            return
-        assert self._transport is not None
-        self._transport.pause_reading()  # the answer comes from a task; requests wait
-        self.pending = asyncio.ensure_future(self._later(request, answer))
-
-    async def _later(self, request: Request, awaitable: Awaitable[Response]) -> None:
-        try:
-            response = await awaitable
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # this connection is closing
-            response = _CALLED_OFF  # the check itself was called off, not this connection
-        except Exception:
-            response = self._listener.failed(request)
-        finally:
-            self.pending = None
-        if not self._closing:
-            self._safely(lambda: self._resume(request, response))
-
-    def _resume(self, request: Request, response: Response) -> None:
-        """Sends an awaited answer, then reads and answers what came meanwhile."""
-        assert self._transport is not None
-        self._respond(request, response)
-        if not self._closing:
-            if not self._writing_paused:
-                self._transport.resume_reading()
-            self._drain()
-
-    def _respond(self, request: Request, response: Response) -> None:
-        assert self._transport is not None
-        conn = self._h11
-        headers = [*response.headers, ("Content-Length", str(len(response.body)))]
-        parts = [conn.send(h11.Response(status_code=response.status, headers=headers)) or b""]
-        if response.body and request.method != "HEAD":
-            # Passthrough: the body object itself, not a copy (h11 adds nothing with a
-            # Content-Length).
-            parts += conn.send_with_data_passthrough(h11.Data(data=response.body)) or ()
-        parts.append(conn.send(h11.EndOfMessage()) or b"")
-        if len(response.body) <= _JOIN_LIMIT:
-            # One send instead of two: each send releases the GIL, and taking it back while
-            # the pipeline computes can cost a switch interval. A big body is not copied.
-            self._transport.write(b"".join(parts))
-        else:
-            for part in parts:
-                if part:
-                    self._transport.write(part)
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-            conn.start_next_cycle()
-            self._arm()
-        else:
-            self.close()  # Connection: close, HTTP/1.0, ...
-
-    def _refuse(self, status: int) -> None:
-        """Answers a request h11 could not parse (400, 413, 431, ...) when the state allows,
-        then closes the connection."""
-        assert self._transport is not None
-        conn = self._h11
-        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            headers = [("Content-Length", "0"), ("Connection", "close")]
-            with contextlib.suppress(h11.LocalProtocolError):
-                head = conn.send(h11.Response(status_code=status, headers=headers))
-                self._transport.write(head or b"")
-                self._transport.write(conn.send(h11.EndOfMessage()) or b"")
-        if not self._transport.can_write_eof():  # TLS
-            self.close()
-            return
-        # A lingering close: the client may still be sending what was refused, and closing
-        # with its bytes unread would reset the connection before it read the answer. So our
-        # side ends, what it still sends is read and dropped, for at most _LINGER seconds.
-        self._closing = True
-        self._transport.write_eof()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(_LINGER, self.abort)
-
-
-def _head_size(request: h11.Request) -> int:
-    """About the bytes of a request head: its request line and header lines."""
-    return (
-        len(request.method)
-        + len(request.target)
-        + sum(len(name) + len(value) + 4 for name, value in request.headers)
-    )
-
-
-def _size_send_buffer(sock: socket.socket | None) -> None:
-    size = send_buffer_size()
-    if size is None or sock is None:
-        return
-    with contextlib.suppress(OSError):  # best effort: autotuning still works without it
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-
-
-@functools.cache
-def send_buffer_size() -> int | None:
-    """The SO_SNDBUF accepted connections ask for, or None to leave them to TCP autotuning
-    (read from this kernel's limits once)."""
-    try:
-        with open(_WMEM_MAX, encoding="ascii") as file:
-            wmem_max = int(file.read())
-        with open(_TCP_WMEM, encoding="ascii") as file:
-            autotune_max = int(file.read().split()[2])
-    except (OSError, ValueError, IndexError):  # not Linux, or no /proc
-        return None
-    return choose_send_buffer(wmem_max, autotune_max)
-
-
-def choose_send_buffer(wmem_max: int, autotune_max: int, wanted: int = _SEND_BUFFER) -> int | None:
-    """`wanted` as far as `net.core.wmem_max` allows, when that beats autotuning: Linux
-    doubles the value asked (for its bookkeeping) and stops autotuning that socket, so asking
-    is only worth it when twice the granted size exceeds `net.ipv4.tcp_wmem`'s maximum. On a
-    default kernel (wmem_max 208 KiB, tcp_wmem max 4 MiB) it is not, and nothing is set."""
-    asked = min(wanted, wmem_max)
-    return asked if 2 * asked > autotune_max else None
 
 
 class _AcceptErrors(logging.Filter):

@@ -10,6 +10,15 @@ CE = "tests/unit/processors/container_env"
 K8S = "tests/unit/processors/k8s_attributes"
 PROM = "tests/unit/exporters/prometheus"
 OTLP = "tests/unit/exporters/otlp"
+# The endpoints' listener and its connections (split from one module in session 5).
+HTTP_TESTS = [
+    "tests/unit/core/test_http_listener.py",
+    "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors
+    f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
+    f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
+    f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
+    "tests/unit/core/test_health_and_debug.py",  # the health_check endpoint
+]
 
 TARGETS: dict[str, tuple[str, list[str]]] = {
     # short name: (module path, test files)
@@ -61,17 +70,8 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{K8S}/test_order_independence.py",  # the same pods in any order
         ],
     ),
-    "http_listener": (
-        "otelgpu/http_listener.py",
-        [
-            "tests/unit/core/test_http_listener.py",
-            "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors
-            f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
-            f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
-            f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
-            "tests/unit/core/test_health_and_debug.py",  # the health_check endpoint
-        ],
-    ),
+    "http_listener": ("otelgpu/http_listener.py", HTTP_TESTS),
+    "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
     "composer": (
         "otelgpu/config/composer.py",
         [

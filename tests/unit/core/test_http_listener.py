@@ -27,8 +27,9 @@ from typing import Any
 
 import pytest
 
-from otelgpu import http_listener
-from otelgpu.http_listener import Listener, Request, Response, choose_send_buffer
+from otelgpu import http_connection, http_listener
+from otelgpu.http_connection import choose_send_buffer
+from otelgpu.http_listener import Listener, Request, Response
 from tests.peers.raw_http import raw
 
 SMALL = b"x" * (100 * 1024)  # a 10k-series gzip body is ~170 kB
@@ -110,7 +111,7 @@ def test_a_send_buffer_is_asked_only_where_it_beats_autotuning() -> None:
 async def test_accepted_connections_get_the_send_buffer(
     listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_listener, "send_buffer_size", lambda: 3 * MiB)
+    monkeypatch.setattr(http_connection, "send_buffer_size", lambda: 3 * MiB)
     calls = SocketCalls(monkeypatch, listener.port)
     assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
     assert (socket.SOL_SOCKET, socket.SO_SNDBUF, 3 * MiB) in calls.options
@@ -119,7 +120,7 @@ async def test_accepted_connections_get_the_send_buffer(
 async def test_no_send_buffer_is_asked_where_autotuning_is_better(
     listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_listener, "send_buffer_size", lambda: None)
+    monkeypatch.setattr(http_connection, "send_buffer_size", lambda: None)
     calls = SocketCalls(monkeypatch, listener.port)
     assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
     assert not [c for c in calls.options if c[1] == socket.SO_SNDBUF]
