@@ -197,13 +197,11 @@ def per_call(client: nvml.NvmlClient, recorded: Recorder, repeats: int = 10) -> 
 def _median_call(
     method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], repeats: int
 ) -> float:
-    out = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        with contextlib.suppress(nvml.NvmlError):
+    def call() -> None:
+        with contextlib.suppress(nvml.NvmlError):  # a refused read costs its time too
             method(*args, **kwargs)
-        out.append(time.perf_counter() - started)
-    return statistics.median(out)
+
+    return statistics.median(timed(call, repeats))
 
 
 def _label(name: str, args: tuple[Any, ...]) -> str:
