@@ -17,9 +17,16 @@ as Prometheus does: keep-alive, the whole body into one buffer kept from scrape 
 reads as large as what is left of the body (`Scraper`; before, `http.client`'s `read()` built a
 new ~6 MB bytes object per plain scrape, busy and paused alike). Phases alternate, `--rounds`
 times: **busy** (the pipeline cycles every second) and **paused** (the same agent after a SIGHUP
-reload to collection_interval 1h: its receivers produce once and then nothing, so only the
-exporter's own work and the scrapes remain). The figure is the busy p99 / max over the paused
-ones, plain and gzip.
+reload to a cycle longer than the phase, scraped between its second collection and its third,
+so only the exporter's own work and the scrapes remain). The figure is the busy p99 / max over
+the paused ones, plain and gzip.
+
+Like for like: the paused agent must serve the series the busy one does. Right after a reload
+it serves ~14 % fewer (the GPM-derived series need two samples; before session 6 the paused
+phase was a 1 h cycle, one collection, and so timed 5.45 MB bodies against busy 6.35 MB). Each
+phase starts once the body is whole again, the run stops with an error when the two phases'
+median bodies differ by more than 1 %, and when the receiver's points counter moved during a
+paused phase (or stood still during a busy one).
 
 Printed besides: p50/p99/max of each phase and kind, the body sizes, the agent's CPU per second
 in each phase (what the GIL switch interval could cost the pipeline shows there), the load
@@ -70,9 +77,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.node_fixture import Node
 from bench.p3_rss import kubelet_for, rotel_blackhole
 from bench.p7_probe import inside_report
+from otelgpu.config.types import parse_duration
 from tests.peers.rotel import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+KEYS = ("plain", "gzip", "plain_at", "gzip_at", "plain_bytes", "gzip_bytes")
+LIKE_FOR_LIKE = 0.01  # the most the two phases' median body sizes may differ by, relatively
+PAUSE_MARGIN = 2.0  # seconds of a paused cycle left after its scrapes (and polling) are done
+RELOADED = b"otelgpu_config_last_reload_success_timestamp_seconds"
+POINTS = b'otelgpu_receiver_points_total{receiver="nvml"}'
+WATCHED = (RELOADED, POINTS)
 READY_TIMEOUT = 60.0
 STOP_TIMEOUT = 25.0
 
@@ -118,6 +132,7 @@ class Scraper:
         self._gap = gap
         self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         self._buffer = bytearray(1 << 20)
+        self.size = 0  # bytes of the last answer's body
 
     def get(self, gzip: bool, *, keep: bool = False) -> tuple[float, bytes]:
         """The time of one answer and, when `keep`, its body."""
@@ -131,6 +146,7 @@ class Scraper:
             started = time.perf_counter()
             size = self._exchange(headers)
         elapsed = (time.perf_counter() - started) * 1000
+        self.size = size
         return elapsed, bytes(self._buffer[:size]) if keep else b""
 
     def _exchange(self, headers: dict[str, str]) -> int:
@@ -151,9 +167,10 @@ class Scraper:
         return size
 
     def run(self, seconds: float) -> dict[str, list[float]]:
-        """Milliseconds of each answer by kind, and (under `<kind>_at`) the monotonic clock
-        when each was asked, to line scrapes up with what happened in the agent."""
-        times: dict[str, list[float]] = {"plain": [], "gzip": [], "plain_at": [], "gzip_at": []}
+        """Milliseconds of each answer by kind, (under `<kind>_at`) the monotonic clock
+        when each was asked, to line scrapes up with what happened in the agent, and (under
+        `<kind>_bytes`) the size of each body."""
+        times: dict[str, list[float]] = {key: [] for key in KEYS}
         deadline = time.monotonic() + seconds
         gzip = False
         while time.monotonic() < deadline:
@@ -162,6 +179,7 @@ class Scraper:
             kind = "gzip" if gzip else "plain"
             times[kind].append(elapsed)
             times[f"{kind}_at"].append(asked)
+            times[f"{kind}_bytes"].append(self.size)
             gzip = not gzip
             time.sleep(self._gap)
         return times
@@ -319,12 +337,53 @@ async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> i
     raise RuntimeError(f"/metrics never reached {want} series (last seen {seen})")
 
 
-def _reload(
-    proc: subprocess.Popen[bytes], path: Path, config: dict[str, Any], interval: str
+def self_telemetry(port: int) -> tuple[int, dict[bytes, float]]:
+    """The size of a plain body and the values in it of the agent's own series in WATCHED
+    (0 for one not there yet)."""
+    scraper = Scraper(port, 0)
+    try:
+        body = scraper.get(False, keep=True)[1]
+    finally:
+        scraper.close()
+    found = dict.fromkeys(WATCHED, 0.0)
+    for name in WATCHED:
+        at = body.find(b"\n" + name + b" ")
+        if at >= 0:
+            line = body[at + 1 : body.find(b"\n", at + 1)]
+            found[name] = float(line.rsplit(b" ", 1)[1])
+    return len(body), found
+
+
+async def reload_until_full(
+    proc: subprocess.Popen[bytes],
+    path: Path,
+    config: dict[str, Any],
+    interval: str,
+    port: int,
+    full: int,
 ) -> None:
+    """Reloads the agent to this collection interval and returns once the new pipeline's
+    second collection has brought the plain body back to `full` bytes (within LIKE_FOR_LIKE):
+    the old series are served until the new pipeline's first collection replaces them, which
+    lacks the series that need two samples (GPM), so the body shrinks for one interval. With
+    `full` 0, it returns once the reload is done."""
+    _, before = await asyncio.to_thread(self_telemetry, port)
     config["receivers"]["nvml"]["collection_interval"] = interval
     path.write_text(json.dumps(config, indent=1))
     os.kill(proc.pid, signal.SIGHUP)
+    deadline = time.monotonic() + READY_TIMEOUT + parse_duration(interval) % 3600
+    size, shrunk = 0, False
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode}")
+        size, now = await asyncio.to_thread(self_telemetry, port)
+        if now[RELOADED] != before[RELOADED]:
+            if size < (1 - LIKE_FOR_LIKE) * full:
+                shrunk = True
+            elif shrunk or not full:
+                return
+        await asyncio.sleep(0.2)
+    raise RuntimeError(f"after a reload to {interval}, /metrics stayed at {size} of {full} B")
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -364,16 +423,20 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             await asyncio.sleep(args.warmup)
             plain_bytes, gzip_bytes = await asyncio.to_thread(body_sizes, port)
             cpu_used = {"busy": 0.0, "paused": 0.0}
-            keys = ("plain", "gzip", "plain_at", "gzip_at")
             results: dict[str, dict[str, list[float]]] = {
-                phase: {key: [] for key in keys} for phase in ("busy", "paused")
+                phase: {key: [] for key in KEYS} for phase in ("busy", "paused")
             }
             windows: list[tuple[str, float, float]] = []
             thread_use: dict[str, dict[int, list[float]]] = {"busy": {}, "paused": {}}
+            # Paused = between two collections of a slow cycle, after its second: the
+            # GPM-derived series need two samples, so right after a reload (or with a 1 h
+            # cycle) the agent serves ~14 % fewer series than when busy.
+            pause = args.seconds + 2 * args.settle + PAUSE_MARGIN
             for _ in range(args.rounds):
-                for phase, interval in (("busy", "1s"), ("paused", "1h")):
-                    _reload(proc, path, config, interval)
+                for phase, interval in (("busy", "1s"), ("paused", f"{pause * 1000:.0f}ms")):
+                    await reload_until_full(proc, path, config, interval, port, plain_bytes)
                     await asyncio.sleep(args.settle)
+                    _, before = await asyncio.to_thread(self_telemetry, port)
                     cpu = agent_cpu(proc.pid)
                     threads = agent_threads(proc.pid)
                     began = time.monotonic()
@@ -387,11 +450,19 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
                         per_thread = thread_use[phase].setdefault(tid, [0.0, 0.0, 0.0])
                         for index in range(3):
                             per_thread[index] += now[index] - then[index]
-                    for key in keys:
+                    for key in KEYS:
                         results[phase][key] += times[key]
                     if proc.poll() is not None:
                         raise RuntimeError(f"the agent exited with {proc.returncode}")
-            # (the agent is paused meanwhile)
+                    _, after = await asyncio.to_thread(self_telemetry, port)
+                    if (after[POINTS] != before[POINTS]) != (phase == "busy"):
+                        raise RuntimeError(
+                            f"the {phase} phase's receiver went from {before[POINTS]:.0f} to "
+                            f"{after[POINTS]:.0f} points: it was not {phase}"
+                        )
+            # the floor with the agent quiet: one last collection, then none for an hour
+            await reload_until_full(proc, path, config, "1h", port, 0)
+            await asyncio.sleep(args.settle)
             floor = await asyncio.get_running_loop().run_in_executor(
                 pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5.0)
             )
@@ -417,10 +488,24 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
     }
 
 
+def unlike(results: dict[str, dict[str, list[float]]]) -> list[str]:
+    """What makes the two phases not like for like: each kind whose median body size differs
+    between busy and paused by more than LIKE_FOR_LIKE (the paused agent must serve the very
+    series the busy one does, or its times are of other work)."""
+    problems = []
+    for kind in ("plain", "gzip"):
+        busy = statistics.median(results["busy"][f"{kind}_bytes"])
+        paused = statistics.median(results["paused"][f"{kind}_bytes"])
+        if abs(busy - paused) > LIKE_FOR_LIKE * busy:
+            problems.append(f"{kind} bodies were {busy:.0f} B busy but {paused:.0f} B paused")
+    return problems
+
+
 async def main(args: argparse.Namespace) -> None:
     if args.smoke:
         node = Node(gpus=2, mig_gpus=0, pods=4, sharers=1)
-        args.seconds, args.rounds, args.warmup, args.min_series = 0.5, 1, 0.0, 1
+        args.seconds, args.rounds, args.min_series = 0.5, 1, 1
+        args.warmup = 2.5  # two 1 s cycles: the body has its GPM series
         args.settle = 0.5
     else:
         node = Node(sharers=args.sharers)
@@ -435,6 +520,11 @@ async def main(args: argparse.Namespace) -> None:
         with rotel_blackhole(tmp / "rotel") as otlp:
             out = await measure(args, node, tmp, otlp)
     results = out["results"]
+    problems = unlike(results)
+    if problems:
+        raise SystemExit(
+            f"P7 not like for like: {'; '.join(problems)}: the paused agent served other series"
+        )
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} (after)")
     figures: dict[str, dict[str, tuple[float, float, float]]] = {}
     for phase in ("busy", "paused"):
@@ -442,9 +532,10 @@ async def main(args: argparse.Namespace) -> None:
         for kind in ("plain", "gzip"):
             values = results[phase][kind]
             figures[phase][kind] = p50, p99, top = summary(values)
+            size = statistics.median(results[phase][f"{kind}_bytes"])
             print(
                 f"{phase:6} {kind:5}: {len(values):5} scrapes, p50 {p50:7.2f} ms, "
-                f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
+                f"p99 {p99:7.2f} ms, max {top:7.2f} ms, body {size:.0f} B"
             )
     for kind in ("plain", "gzip"):
         p50, p99, top = summary(out["floor"][kind])
