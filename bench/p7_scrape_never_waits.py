@@ -312,11 +312,12 @@ def summary(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), percentile(values, 0.99), max(values)
 
 
-def body_sizes(port: int) -> tuple[int, int]:
-    """Bytes of one plain and one gzip answer."""
+def body_sizes(port: int) -> tuple[int, int, int]:
+    """Bytes of one plain and one gzip answer, and the series in the plain one."""
     scraper = Scraper(port, 0)
     try:
-        return len(scraper.get(False, keep=True)[1]), len(scraper.get(True, keep=True)[1])
+        plain = scraper.get(False, keep=True)[1]
+        return len(plain), len(scraper.get(True, keep=True)[1]), series_in(plain)
     finally:
         scraper.close()
 
@@ -362,27 +363,31 @@ async def reload_until_full(
     port: int,
     full: int,
 ) -> None:
-    """Reloads the agent to this collection interval and returns once the new pipeline's
-    second collection has brought the plain body back to `full` bytes (within LIKE_FOR_LIKE):
-    the old series are served until the new pipeline's first collection replaces them, which
-    lacks the series that need two samples (GPM), so the body shrinks for one interval. With
-    `full` 0, it returns once the reload is done."""
+    """Reloads the agent to this collection interval and returns once the new receiver has
+    collected (its points counter moved after the reload was seen) and the plain body is
+    `full` bytes (within LIKE_FOR_LIKE). The old series are served until the new receiver's
+    first collection replaces them (which, before session 6, lacked the GPM-derived series for
+    one interval: the body is waited for, not assumed). With `full` 0, it returns once the
+    reload is done."""
     _, before = await asyncio.to_thread(self_telemetry, port)
     config["receivers"]["nvml"]["collection_interval"] = interval
     path.write_text(json.dumps(config, indent=1))
     os.kill(proc.pid, signal.SIGHUP)
-    deadline = time.monotonic() + READY_TIMEOUT + parse_duration(interval) % 3600
-    size, shrunk = 0, False
+    # two cycles (of the phases' lengths; the 1 h one needs only the reload)
+    deadline = time.monotonic() + READY_TIMEOUT + 2 * min(parse_duration(interval), READY_TIMEOUT)
+    size, reloaded = 0, None
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the agent exited with {proc.returncode}")
         size, now = await asyncio.to_thread(self_telemetry, port)
         if now[RELOADED] != before[RELOADED]:
-            if size < (1 - LIKE_FOR_LIKE) * full:
-                shrunk = True
-            elif shrunk or not full:
+            if not full:
                 return
-        await asyncio.sleep(0.2)
+            if reloaded is None:
+                reloaded = now[POINTS]
+            elif now[POINTS] > reloaded and size >= (1 - LIKE_FOR_LIKE) * full:
+                return
+        await asyncio.sleep(0.1)
     raise RuntimeError(f"after a reload to {interval}, /metrics stayed at {size} of {full} B")
 
 
@@ -419,9 +424,9 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             stderr=subprocess.STDOUT,
         )
         try:
-            series = await _wait_series(port, args.min_series, proc)
+            await _wait_series(port, args.min_series, proc)
             await asyncio.sleep(args.warmup)
-            plain_bytes, gzip_bytes = await asyncio.to_thread(body_sizes, port)
+            plain_bytes, gzip_bytes, series = await asyncio.to_thread(body_sizes, port)
             cpu_used = {"busy": 0.0, "paused": 0.0}
             results: dict[str, dict[str, list[float]]] = {
                 phase: {key: [] for key in KEYS} for phase in ("busy", "paused")

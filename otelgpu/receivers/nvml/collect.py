@@ -248,7 +248,21 @@ class Collector:
             return not gpm_reads or key in device.unsupported
         return key in device.unsupported
 
-    def _gpm(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
+    def prime(self, devices: list[Device]) -> bool:
+        """Takes GPM's first sample on every device that reads GPM and has none yet, so that
+        the next collection has GPM's figures instead of only its first sample; True when one
+        was taken (the caller then waits GPM_REFRESH before collecting)."""
+        took = False
+        for device in devices if self._plan.gpm else ():
+            wants = device.up and device.gpm and "gpm" not in device.unsupported
+            if wants and not device.gpm_primed and self._gpm_sample(device):
+                device.gpm_samples.reverse()  # the sample taken is the previous one now
+                device.gpm_primed = took = True
+        return took
+
+    def _gpm_sample(self, device: Device) -> bool:
+        """Reads a GPM sample into the device's current buffer (allocating both buffers the
+        first time); False when it could not."""
         client = self._client
         if not device.gpm_samples:
             first = self._guard(device, "gpm", client.gpm_sample_alloc)
@@ -257,9 +271,9 @@ class Collector:
                 for sample in (first, second):  # give back the one that was allocated
                     if not isinstance(sample, Failed):
                         self._guard(device, "gpm", client.gpm_sample_free, sample)
-                return  # retried next cycle unless NVML refused (then "gpm" is unsupported)
+                return False  # retried next cycle unless NVML refused ("gpm" unsupported)
             device.gpm_samples = [first, second]
-        previous, current = device.gpm_samples
+        current = device.gpm_samples[1]
         if device.parent is not None:
             sampled = self._guard(
                 device,
@@ -273,7 +287,14 @@ class Collector:
             sampled = self._guard(device, "gpm", client.gpm_sample, device.handle, current)
         if sampled is FAILED:
             device.gpm_primed = False
+            return False
+        return True
+
+    def _gpm(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
+        if not self._gpm_sample(device):
             return
+        previous, current = device.gpm_samples
+        client = self._client
         if device.gpm_primed:  # GPM needs two samples: the first cycle only primes
             wanted = [
                 (metric_id, name, metric)

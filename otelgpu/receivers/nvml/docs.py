@@ -29,7 +29,9 @@ receivers:
 
 Sources: `field:` values are read in one batched `nvmlDeviceGetFieldValues` call per GPU per
 cycle; `call:` needs a dedicated NVML call; `gpm:` comes from GPU performance monitoring
-(Hopper and later; the first cycle only takes a sample); `event:` is counted from NVML events;
+(Hopper and later; two samples per value: the receiver takes one when it opens NVML and
+collects 0.2 s later, so the first collection, at start and after a reload, has them too);
+`event:` is counted from NVML events;
 `process:` is emitted only with `processes: true`. A source a GPU does not support is asked
 once and then skipped for that GPU.
 

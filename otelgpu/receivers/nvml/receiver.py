@@ -40,6 +40,9 @@ NVML_LIBRARY = "libnvidia-ml.so.1"  # what nvidia-ml-py loads on Linux
 UNKNOWN_DEVICES = "otelgpu_nvml_unknown_devices_total"
 MAX_BACKOFF = 300.0
 CLOSE_TIMEOUT = 5.0
+# Seconds between GPM's first sample and the first collection: NVML asks for over 100 ms
+# between two samples (GPM's counters refresh that often).
+GPM_REFRESH = 0.2
 T = TypeVar("T")
 
 
@@ -111,8 +114,14 @@ class NvmlReceiver:
 
     async def scrape(self) -> Batch:
         """One collection (opening NVML first if needed); empty while NVML is unavailable."""
-        if self._collector is None and not await self._open():
-            return ()
+        if self._collector is None:
+            if not await self._open():
+                return ()
+            assert self._collector is not None and self._devices is not None
+            if await self._run(self._collector.prime, self._devices):
+                # GPM's first samples: the collection below has its figures, at start and
+                # after a reload (whose old series are served meanwhile), not one cycle later.
+                await asyncio.sleep(GPM_REFRESH)
         assert self._collector is not None and self._devices is not None
         xids = self._xid.snapshot() if self._xid is not None else {}
         cycle = Cycle(now_ns=time.time_ns(), start_ns=self._start_ns, xids=xids)

@@ -3,13 +3,15 @@ instance, unsupported metrics remembered per device, sample buffers freed."""
 
 from __future__ import annotations
 
+import time
+
 import pynvml as real
 import pytest
 
 from otelgpu.component import Kind
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.fields_parity import PARITY_GPM_IDS, gpm_convert
-from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.receiver import GPM_REFRESH, NvmlReceiver
 from otelgpu.receivers.nvml.sources import GPM_METRIC_IDS
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
@@ -56,8 +58,7 @@ async def test_new_gpm_metrics_on_the_gpu_and_each_mig_instance(
         metrics=RATES_ON,
         simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}, {"uuid": "MIG-a2"}]}]},
     )
-    first = by_id(await receiver.scrape())
-    assert "nvidia.gpu.pipe.fp32.active" not in metrics(first["GPU-a"])  # first sample only
+    await receiver.scrape()
     second = by_id(await receiver.scrape())
     for uuid in ("GPU-a", "MIG-a1", "MIG-a2"):
         for name in NEW_RATIOS:
@@ -68,7 +69,8 @@ async def test_new_gpm_metrics_on_the_gpu_and_each_mig_instance(
     assert value(second["MIG-a1"], "nvidia.gpu.pipe.fp32.active") != value(
         second["MIG-a2"], "nvidia.gpu.pipe.fp32.active"
     )
-    assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 4  # two instances, two cycles
+    # two instances: the sample taken when NVML opened, then one a cycle
+    assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 6
     await receiver.shutdown()
     assert sim(receiver).calls["nvmlGpmSampleFree"] == sim(receiver).calls["nvmlGpmSampleAlloc"]
 
@@ -139,11 +141,10 @@ async def test_pcie_rates_come_from_gpm_without_the_20ms_samples(
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a"}]})
-    first = by_id(await receiver.scrape())
-    assert not set(PCIE) & set(metrics(first["GPU-a"]))  # GPM's first cycle only samples
-    second = by_id(await receiver.scrape())
-    for name in PCIE:
-        assert value(second["GPU-a"], name) >= 2**20, name  # MiB/s from GPM, in bytes/s
+    for _ in range(2):
+        gpu = by_id(await receiver.scrape())["GPU-a"]
+        for name in PCIE:
+            assert value(gpu, name) >= 2**20, name  # MiB/s from GPM, in bytes/s
     assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 0
     await receiver.shutdown()
 
@@ -175,12 +176,12 @@ async def test_pcie_rates_fall_back_to_the_sample_where_gpm_refuses_them(
             ]
         }
     )
-    await receiver.scrape()
-    await receiver.scrape()  # GPM answers NOT_SUPPORTED for the two: remembered
+    first = by_id(await receiver.scrape())  # GPM answers NOT_SUPPORTED for the two: remembered
+    assert not set(PCIE) & set(metrics(first["GPU-a"]))
     (gpu,) = by_id(await receiver.scrape()).values()
     for name in PCIE:
         assert value(gpu, name) > 0, name
-    assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 2  # the third cycle only
+    assert sim(receiver).calls["nvmlDeviceGetPcieThroughput"] == 2  # the second cycle only
     await receiver.shutdown()
 
 
@@ -203,3 +204,39 @@ async def test_both_pcie_rate_metrics_on_read_gpm_once_and_each_emit_once(
     assert not set(PCIE) & set(metrics(second["MIG-a1"]))
     assert "nvidia.gpu.gpm.pcie.tx.throughput" in metrics(second["MIG-a1"])
     await receiver.shutdown()
+
+
+# GPM needs two samples over 100 ms apart (NVML's GPM documentation). The receiver used to
+# take the first with its first collection, so a start, and every reload (whose new receiver
+# replaced each GPU's series at its first collection), served no GPM-derived series for one
+# interval: 1524 of 10813 series on P7's node (tests/integration/test_reload_keeps_series.py).
+async def test_the_first_collection_has_gpms_figures_from_samples_over_100ms_apart(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(
+        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}, {"uuid": "GPU-b"}]}
+    )
+    taken: list[float] = []
+    client = sim(receiver)
+    sample = client.gpm_sample
+
+    def timed(handle: object, buffer: object) -> None:
+        taken.append(time.monotonic())
+        sample(handle, buffer)  # type: ignore[arg-type]
+
+    client.gpm_sample = timed  # type: ignore[method-assign]
+    first = by_id(await receiver.scrape())
+    for uuid in ("GPU-a", "MIG-a1", "GPU-b"):
+        for name in ("nvidia.gpu.sm.active", *NEW_RATIOS):
+            assert 0 < value(first[uuid], name) <= 1, (uuid, name)
+    for uuid in ("GPU-a", "GPU-b"):
+        for name in PCIE:
+            assert value(first[uuid], name) >= 2**20, (uuid, name)
+    # none for a GPU: the two are MIG-a1's, refused once (a MIG slice has no PCIe link)
+    assert client.calls["nvmlDeviceGetPcieThroughput"] == 2
+    assert len(taken) == 4  # two GPUs: the first sample when NVML opened, then the cycle's
+    assert taken[2] - taken[1] >= GPM_REFRESH > 0.1
+    await receiver.scrape()
+    assert len(taken) == 6  # then one a cycle, as before
+    await receiver.shutdown()
+    assert client.calls["nvmlGpmSampleFree"] == client.calls["nvmlGpmSampleAlloc"] == 6

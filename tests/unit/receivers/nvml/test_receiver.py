@@ -379,7 +379,9 @@ async def test_xid_errors_are_counted_per_code(make_receiver: MakeReceiver) -> N
     assert counts("GPU-b") == {13: 1}
 
 
-async def test_gpm_needs_two_samples_and_a_supporting_gpu(make_receiver: MakeReceiver) -> None:
+async def test_gpm_is_sampled_when_nvml_opens_and_needs_a_supporting_gpu(
+    make_receiver: MakeReceiver,
+) -> None:
     receiver = make_receiver(
         simulated={
             "gpus": [
@@ -389,15 +391,15 @@ async def test_gpm_needs_two_samples_and_a_supporting_gpu(make_receiver: MakeRec
         }
     )
     first = by_id(await receiver.scrape())
+    assert 0 < value(first["GPU-a"], "nvidia.gpu.sm.active") <= 1  # its first sample at open
     second = by_id(await receiver.scrape())
-    assert "nvidia.gpu.sm.active" not in metrics(first["GPU-a"])
     assert 0 < value(second["GPU-a"], "nvidia.gpu.sm.active") <= 1
     # MIG instances are sampled through their GPU, as series of their own.
     assert 0 < value(second["MIG-a1"], "nvidia.gpu.sm.active") <= 1
     assert value(second["MIG-a1"], "nvidia.gpu.sm.active") != value(
         second["GPU-a"], "nvidia.gpu.sm.active"
     )
-    assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 2
+    assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 3  # at open, then one a cycle
     assert "nvidia.gpu.tensor.active" not in metrics(second["GPU-b"])
     assert "nvidia.gpu.tensor.active" not in metrics(second["MIG-b1"])
     await receiver.shutdown()
