@@ -10,7 +10,6 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,14 +43,6 @@ service:
       processors: [filter, attributes]
       exporters: [debug]
 """
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.kill()
 
 
 def test_run_filters_and_labels_then_stops_cleanly_on_sigterm(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +36,6 @@ service:
       processors: [hpc_jobs]
       exporters: [prometheus]
 """
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.kill()
 
 
 def _temperature_lines(port: int) -> list[str]:

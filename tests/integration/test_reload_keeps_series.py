@@ -10,7 +10,6 @@ import re
 import signal
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +36,6 @@ service:
 """
 GPM_SERIES = re.compile(r"^nvidia_gpu_sm_active_ratio\{", re.MULTILINE)
 RELOADED = re.compile(r"^otelgpu_config_last_reload_success_timestamp_seconds (\S+)$", re.MULTILINE)
-
-
-@pytest.fixture
-def agents() -> Iterator[list[AgentProcess]]:
-    started: list[AgentProcess] = []
-    yield started
-    for agent in started:
-        agent.kill()
 
 
 def _scrape(port: int) -> str:
