@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from otelgpu import __version__, semconv
 from otelgpu.model import Attributes, Batch, Metric, NumberDataPoint, ResourceMetrics
@@ -186,7 +186,7 @@ class Collector:
                 for metric, attrs, value in () if isinstance(found, Failed) else found:
                     if metric in self._plan.enabled:
                         self._add(points, metric, attrs, cycle, value, device)
-        if self._plan.gpm and device.gpm and "gpm" not in device.unsupported:
+        if self._reads_gpm(device):
             self._gpm(device, cycle, points)
         if not device.is_mig and _XID in self._plan.enabled:
             for code, count in cycle.xids.get(device.uuid, {}).items():
@@ -253,16 +253,18 @@ class Collector:
         the next collection has GPM's figures instead of only its first sample; True when one
         was taken (the caller then waits GPM_REFRESH before collecting)."""
         took = False
-        for device in devices if self._plan.gpm else ():
-            wants = device.up and device.gpm and "gpm" not in device.unsupported
-            if wants and not device.gpm_primed and self._gpm_sample(device):
-                device.gpm_samples.reverse()  # the sample taken is the previous one now
-                device.gpm_primed = took = True
+        for device in devices:
+            if device.up and self._reads_gpm(device) and not device.gpm_primed:
+                took = self._gpm_sample(device) is not None or took
         return took
 
-    def _gpm_sample(self, device: Device) -> bool:
+    def _reads_gpm(self, device: Device) -> bool:
+        return bool(self._plan.gpm) and device.gpm and "gpm" not in device.unsupported
+
+    def _gpm_sample(self, device: Device) -> tuple[Any, Any] | None:
         """Reads a GPM sample into the device's current buffer (allocating both buffers the
-        first time); False when it could not."""
+        first time), then makes it the previous one: (the sample before, this one), or None
+        when it could not."""
         client = self._client
         if not device.gpm_samples:
             first = self._guard(device, "gpm", client.gpm_sample_alloc)
@@ -271,9 +273,9 @@ class Collector:
                 for sample in (first, second):  # give back the one that was allocated
                     if not isinstance(sample, Failed):
                         self._guard(device, "gpm", client.gpm_sample_free, sample)
-                return False  # retried next cycle unless NVML refused ("gpm" unsupported)
+                return None  # retried next cycle unless NVML refused ("gpm" unsupported)
             device.gpm_samples = [first, second]
-        current = device.gpm_samples[1]
+        previous, current = device.gpm_samples
         if device.parent is not None:
             sampled = self._guard(
                 device,
@@ -287,15 +289,16 @@ class Collector:
             sampled = self._guard(device, "gpm", client.gpm_sample, device.handle, current)
         if sampled is FAILED:
             device.gpm_primed = False
-            return False
-        return True
+            return None
+        device.gpm_samples = [current, previous]
+        device.gpm_primed = True
+        return previous, current
 
     def _gpm(self, device: Device, cycle: Cycle, points: dict[str, list[NumberDataPoint]]) -> None:
-        if not self._gpm_sample(device):
-            return
-        previous, current = device.gpm_samples
-        client = self._client
-        if device.gpm_primed:  # GPM needs two samples: the first cycle only primes
+        primed = device.gpm_primed  # GPM needs two samples: an unprimed device only samples
+        taken = self._gpm_sample(device)
+        if primed and taken is not None:
+            previous, current = taken
             wanted = [
                 (metric_id, name, metric)
                 for metric_id, name, metric in self._plan.gpm
@@ -303,11 +306,9 @@ class Collector:
                 and not (device.is_mig and metric in WHOLE_GPU_GPM)  # a MIG slice has no PCIe link
             ]
             ids = list(dict.fromkeys(metric_id for metric_id, _, _ in wanted))  # asked once
-            answer = self._guard(device, "gpm", client.gpm_metrics, previous, current, ids)
+            answer = self._guard(device, "gpm", self._client.gpm_metrics, previous, current, ids)
             if not isinstance(answer, Failed):
                 self._gpm_points(device, wanted, dict(zip(ids, answer, strict=True)), cycle, points)
-        device.gpm_samples = [current, previous]
-        device.gpm_primed = True
 
     def _gpm_points(
         self,
