@@ -17,16 +17,17 @@ as Prometheus does: keep-alive, the whole body into one buffer kept from scrape 
 reads as large as what is left of the body (`Scraper`; before, `http.client`'s `read()` built a
 new ~6 MB bytes object per plain scrape, busy and paused alike). Phases alternate, `--rounds`
 times: **busy** (the pipeline cycles every second) and **paused** (the same agent after a SIGHUP
-reload to a cycle longer than the phase, scraped between its second collection and its third,
-so only the exporter's own work and the scrapes remain). The figure is the busy p99 / max over
-the paused ones, plain and gzip.
+reload to a cycle longer than the phase, scraped after the new receiver's collection and before
+its next one, so only the exporter's own work and the scrapes remain). The figure is the busy
+p99 / max over the paused ones, plain and gzip.
 
-Like for like: the paused agent must serve the series the busy one does. Right after a reload
-it serves ~14 % fewer (the GPM-derived series need two samples; before session 6 the paused
-phase was a 1 h cycle, one collection, and so timed 5.45 MB bodies against busy 6.35 MB). Each
-phase starts once the body is whole again, the run stops with an error when the two phases'
-median bodies differ by more than 1 %, and when the receiver's points counter moved during a
-paused phase (or stood still during a busy one).
+Like for like: the paused agent must serve the series the busy one does. Before session 6 the
+paused phase was a 1 h cycle whose one collection lacked the GPM-derived series (they need two
+samples; the receiver took its first with that collection), so it timed 5.45 MB bodies against
+busy 6.35 MB. Each phase starts once the new receiver has collected and the body is whole, and
+the run stops with an error when the two phases' median bodies differ by more than 1 %, and
+when the receiver's points counter moved during a paused phase (or stood still during a busy
+one of at least two cycles).
 
 Printed besides: p50/p99/max of each phase and kind, the body sizes, the agent's CPU per second
 in each phase (what the GIL switch interval could cost the pipeline shows there), the load
@@ -322,18 +323,25 @@ def body_sizes(port: int) -> tuple[int, int, int]:
         scraper.close()
 
 
-async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> int:
+def plain_body(port: int) -> bytes:
+    """One plain answer's body, on a connection of its own."""
+    scraper = Scraper(port, 0)
+    try:
+        return scraper.get(False, keep=True)[1]
+    finally:
+        scraper.close()
+
+
+async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT
     seen = 0
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"the agent exited with {proc.returncode}")
         with contextlib.suppress(OSError, http.client.HTTPException, RuntimeError):
-            scraper = Scraper(port, 0)
-            seen = series_in(scraper.get(False, keep=True)[1])
-            scraper.close()
+            seen = series_in(plain_body(port))
             if seen >= want:
-                return seen
+                return
         await asyncio.sleep(0.5)
     raise RuntimeError(f"/metrics never reached {want} series (last seen {seen})")
 
@@ -341,11 +349,7 @@ async def _wait_series(port: int, want: int, proc: subprocess.Popen[bytes]) -> i
 def self_telemetry(port: int) -> tuple[int, dict[bytes, float]]:
     """The size of a plain body and the values in it of the agent's own series in WATCHED
     (0 for one not there yet)."""
-    scraper = Scraper(port, 0)
-    try:
-        body = scraper.get(False, keep=True)[1]
-    finally:
-        scraper.close()
+    body = plain_body(port)
     found = dict.fromkeys(WATCHED, 0.0)
     for name in WATCHED:
         at = body.find(b"\n" + name + b" ")
@@ -433,9 +437,8 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             }
             windows: list[tuple[str, float, float]] = []
             thread_use: dict[str, dict[int, list[float]]] = {"busy": {}, "paused": {}}
-            # Paused = between two collections of a slow cycle, after its second: the
-            # GPM-derived series need two samples, so right after a reload (or with a 1 h
-            # cycle) the agent serves ~14 % fewer series than when busy.
+            # Paused = between two collections of a cycle longer than the phase, once the
+            # body is whole (the checks below and `unlike` hold it to the busy one's series).
             pause = args.seconds + 2 * args.settle + PAUSE_MARGIN
             for _ in range(args.rounds):
                 for phase, interval in (("busy", "1s"), ("paused", f"{pause * 1000:.0f}ms")):
