@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 
@@ -79,3 +80,9 @@ class AgentProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+def scrape(port: int) -> str:
+    """The agent's /metrics on 127.0.0.1:`port`, as text."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as response:
+        return str(response.read().decode())

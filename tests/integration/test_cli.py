@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.agent_process import AgentProcess
+from tests.integration.agent_process import AgentProcess, scrape
 from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
@@ -180,11 +180,6 @@ def test_sighup_with_a_file_the_yaml_library_chokes_on_keeps_the_agent(
     assert agent.stop() == 0
 
 
-def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as response:
-        return str(response.read().decode())
-
-
 def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
     tmp_path: Path, agents: list[AgentProcess]
 ) -> None:
@@ -198,7 +193,7 @@ def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in _scrape(port)
+    assert "hw_gpu_utilization" in scrape(port)
 
     config.write_text(serving + alias_bomb(9))  # ~10**9 nodes once expanded
     agent.send(signal.SIGHUP)
@@ -207,7 +202,7 @@ def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
         r"the limit of 10000 alias uses"
     )
     agent.wait_for(r"keeping the running configuration", after=first)
-    assert "hw_gpu_utilization" in _scrape(port)  # still serving, same pipelines
+    assert "hw_gpu_utilization" in scrape(port)  # still serving, same pipelines
     assert agent.stop() == 0
 
 
@@ -320,7 +315,7 @@ def test_valid_reloads_keep_the_ports_open_and_the_last_body_served(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in _scrape(metrics_port)
+    assert "hw_gpu_utilization" in scrape(metrics_port)
     metrics = _Poller(f"http://127.0.0.1:{metrics_port}/metrics")
     health = _Poller(f"http://127.0.0.1:{health_port}/healthz")
     metrics.start(), health.start()
@@ -349,7 +344,7 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in _scrape(old_port)
+    assert "hw_gpu_utilization" in scrape(old_port)
 
     config.write_text(_serving_config(new_port, health_port))
     agent.send(signal.SIGHUP)
@@ -359,7 +354,7 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
         socket.create_connection(("127.0.0.1", old_port), timeout=5).close()
     body = ""
     while "hw_gpu_utilization" not in body:  # the new pipeline's first body, then GPU series
-        body = _scrape(new_port)
+        body = scrape(new_port)
     assert agent.stop() == 0
 
 

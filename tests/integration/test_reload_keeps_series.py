@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 import signal
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.integration.agent_process import AgentProcess
+from tests.integration.agent_process import AgentProcess, scrape
 from tests.peers.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -38,16 +37,11 @@ GPM_SERIES = re.compile(r"^nvidia_gpu_sm_active_ratio\{", re.MULTILINE)
 RELOADED = re.compile(r"^otelgpu_config_last_reload_success_timestamp_seconds (\S+)$", re.MULTILINE)
 
 
-def _scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as response:
-        return str(response.read().decode())
-
-
 def _until(port: int, done: re.Pattern[str], timeout: float = 20.0) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            body = _scrape(port)
+            body = scrape(port)
         except OSError:
             body = ""
         if len(done.findall(body)) == 2:
@@ -72,7 +66,7 @@ def test_no_scrape_across_a_reload_lacks_the_gpm_series(
     lacking, scrapes, reloaded_at = [], 0, None
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        body = _scrape(port)
+        body = scrape(port)
         scrapes += 1
         found = len(GPM_SERIES.findall(body))
         if found != 2:
