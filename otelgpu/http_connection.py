@@ -15,6 +15,7 @@ import contextlib
 import functools
 import logging
 import socket
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +29,11 @@ _MAX_REQUEST_BODY = 64 * 1024
 _SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
 _LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
 _JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
+# A bigger body is handed to the transport in slices of itself, the next once the one before
+# has left: asyncio copies what one `send` did not take (twice), so a slice bounds the copy.
+# Where the send buffer asked for was granted, a slice is that buffer (a body it holds leaves
+# in one send).
+BODY_SLICE = 1024 * 1024
 _WMEM_MAX = "/proc/sys/net/core/wmem_max"  # the most SO_SNDBUF may ask for
 _TCP_WMEM = "/proc/sys/net/ipv4/tcp_wmem"  # min, default, most autotuning grows a buffer to
 
@@ -44,8 +50,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One answer. A `body` over 256 KiB is sent as is, never copied; a smaller one is joined
-    to its head, so that it leaves in one send."""
+    """One answer. A `body` over 256 KiB is sent from itself, in slices (at most one slice's
+    rest is ever copied); a smaller one is joined to its head, so that it leaves in one send."""
 
     status: int
     body: bytes = b""
@@ -92,6 +98,8 @@ class Connection(asyncio.Protocol):
         self._received = 0  # bytes of that body
         self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
         self._writing_paused = False
+        self._unsent: deque[memoryview] = deque()  # what is left of a big answer, in order
+        self._slice = BODY_SLICE
         self._timer: asyncio.TimerHandle | None = None
         self._closing = False
 
@@ -100,8 +108,14 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if transport.get_extra_info("ssl_object") is None:
+            # Writing pauses as soon as the kernel leaves anything unsent, and resumes once
+            # the transport has sent it all: a big answer's next slice then goes straight to
+            # `send`. (Not under TLS: its transport pauses at size >= high, so 0 would never
+            # resume, and it copies each slice to encrypt it anyway.)
+            transport.set_write_buffer_limits(high=0)
         self._owner.opened(self)
-        _size_send_buffer(transport.get_extra_info("socket"))
+        self._slice = body_slice(_size_send_buffer(transport.get_extra_info("socket")))
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
         self._arm()
@@ -132,6 +146,9 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._feed()
+        if self._writing_paused:
+            return  # the next slice filled the socket again
         if self.pending is None and self._transport is not None and not self._closing:
             self._transport.resume_reading()
         self._arm()
@@ -139,6 +156,7 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        self._unsent.clear()
         self._owner.closed(self)
         if self._timer is not None:
             self._timer.cancel()
@@ -181,7 +199,12 @@ class Connection(asyncio.Protocol):
         self._safely(self._drain)
 
     def _drain(self) -> None:
-        while not self._closing and self.pending is None and not self._writing_paused:
+        while (
+            not self._closing
+            and self.pending is None
+            and not self._writing_paused
+            and not self._unsent
+        ):
             if not self._step():
                 return
 
@@ -281,19 +304,35 @@ class Connection(asyncio.Protocol):
             # Content-Length).
             parts += conn.send_with_data_passthrough(h11.Data(data=response.body)) or ()
         parts.append(conn.send(h11.EndOfMessage()) or b"")
+        keep_alive = conn.our_state is h11.DONE and conn.their_state is h11.DONE
         if len(response.body) <= _JOIN_LIMIT:
             # One send instead of two: each send releases the GIL, and taking it back while
-            # the pipeline computes can cost a switch interval. A big body is not copied.
+            # the pipeline computes can cost a switch interval.
             self._transport.write(b"".join(parts))
-        else:
+        elif keep_alive:
+            self._unsent.extend(memoryview(part) for part in parts if part)
+            self._feed()
+        else:  # the transport flushes its buffer before it closes: the whole body goes there
             for part in parts:
                 if part:
                     self._transport.write(part)
-        if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+        if keep_alive:
             conn.start_next_cycle()
             self._arm()
         else:
             self.close()  # Connection: close, HTTP/1.0, ...
+
+    def _feed(self) -> None:
+        """Hands the transport the next slices of a big answer until one is not sent whole
+        (writing pauses; `resume_writing` calls again once it has left) or all are."""
+        assert self._transport is not None
+        unsent = self._unsent
+        while unsent and not self._writing_paused and not self._closing:
+            part = unsent.popleft()
+            if len(part) > self._slice:
+                unsent.appendleft(part[self._slice :])
+                part = part[: self._slice]
+            self._transport.write(part)
 
     def _refuse(self, status: int) -> None:
         """Answers a request h11 could not parse (400, 413, 431, ...) when the state allows,
@@ -328,12 +367,23 @@ def _head_size(request: h11.Request) -> int:
     )
 
 
-def _size_send_buffer(sock: socket.socket | None) -> None:
+def _size_send_buffer(sock: socket.socket | None) -> int | None:
+    """Asks for the send buffer where that beats autotuning: what was granted, or None."""
     size = send_buffer_size()
     if size is None or sock is None:
-        return
-    with contextlib.suppress(OSError):  # best effort: autotuning still works without it
+        return None
+    try:  # best effort: autotuning still works without it
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
+    except OSError:
+        return None
+
+
+def body_slice(granted: int | None) -> int:
+    """The most of a big answer handed to the transport at once: the send buffer granted (a
+    body it holds then leaves in one `send`, as the kernel takes it whole), never less than
+    BODY_SLICE; under autotuning, BODY_SLICE."""
+    return BODY_SLICE if granted is None else max(BODY_SLICE, granted)
 
 
 @functools.cache

@@ -28,7 +28,8 @@ Bounds a default server lacks:
 - each accepted connection asks for a send buffer big enough for a whole 10k-series body
   (`http_connection.send_buffer_size`), where the kernel allows more than TCP autotuning
   would reach: one `send` then hands the body over, instead of a wake-up (and a wait for the
-  GIL) per refill;
+  GIL) per refill; elsewhere a big body goes to the transport in 1 MiB slices of itself, so
+  asyncio copies at most one slice's unsent rest instead of the whole body's;
 - `socket.accept()` failures ("Too many open files") are logged at most once a minute with the
   count of lines left out, instead of one traceback per attempt.
 """
