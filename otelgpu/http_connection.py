@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-import socket
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -22,20 +20,13 @@ from typing import Protocol
 
 import h11
 
+from otelgpu import http_send_buffer
 from otelgpu.log_limits import RateLimitedLog
 
 _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
-_SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
 _LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
 _JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
-# A bigger body is handed to the transport in slices of itself, the next once the one before
-# has left: asyncio copies what one `send` did not take (twice), so a slice bounds the copy.
-# Where the send buffer asked for was granted, a slice is that buffer (a body it holds leaves
-# in one send).
-BODY_SLICE = 1024 * 1024
-_WMEM_MAX = "/proc/sys/net/core/wmem_max"  # the most SO_SNDBUF may ask for
-_TCP_WMEM = "/proc/sys/net/ipv4/tcp_wmem"  # min, default, most autotuning grows a buffer to
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +90,7 @@ class Connection(asyncio.Protocol):
         self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
         self._writing_paused = False
         self._unsent: deque[memoryview] = deque()  # what is left of a big answer, in order
-        self._slice = BODY_SLICE
+        self._slice = http_send_buffer.BODY_SLICE
         self._timer: asyncio.TimerHandle | None = None
         self._closing = False
 
@@ -115,7 +106,8 @@ class Connection(asyncio.Protocol):
             # resume, and it copies each slice to encrypt it anyway.)
             transport.set_write_buffer_limits(high=0)
         self._owner.opened(self)
-        self._slice = body_slice(_size_send_buffer(transport.get_extra_info("socket")))
+        granted = http_send_buffer.size_send_buffer(transport.get_extra_info("socket"))
+        self._slice = http_send_buffer.body_slice(granted)
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
         self._arm()
@@ -365,45 +357,3 @@ def _head_size(request: h11.Request) -> int:
         + len(request.target)
         + sum(len(name) + len(value) + 4 for name, value in request.headers)
     )
-
-
-def _size_send_buffer(sock: socket.socket | None) -> int | None:
-    """Asks for the send buffer where that beats autotuning: what was granted, or None."""
-    size = send_buffer_size()
-    if size is None or sock is None:
-        return None
-    try:  # best effort: autotuning still works without it
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
-    except OSError:
-        return None
-
-
-def body_slice(granted: int | None) -> int:
-    """The most of a big answer handed to the transport at once: the send buffer granted (a
-    body it holds then leaves in one `send`, as the kernel takes it whole), never less than
-    BODY_SLICE; under autotuning, BODY_SLICE."""
-    return BODY_SLICE if granted is None else max(BODY_SLICE, granted)
-
-
-@functools.cache
-def send_buffer_size() -> int | None:
-    """The SO_SNDBUF accepted connections ask for, or None to leave them to TCP autotuning
-    (read from this kernel's limits once)."""
-    try:
-        with open(_WMEM_MAX, encoding="ascii") as file:
-            wmem_max = int(file.read())
-        with open(_TCP_WMEM, encoding="ascii") as file:
-            autotune_max = int(file.read().split()[2])
-    except (OSError, ValueError, IndexError):  # not Linux, or no /proc
-        return None
-    return choose_send_buffer(wmem_max, autotune_max)
-
-
-def choose_send_buffer(wmem_max: int, autotune_max: int, wanted: int = _SEND_BUFFER) -> int | None:
-    """`wanted` as far as `net.core.wmem_max` allows, when that beats autotuning: Linux
-    doubles the value asked (for its bookkeeping) and stops autotuning that socket, so asking
-    is only worth it when twice the granted size exceeds `net.ipv4.tcp_wmem`'s maximum. On a
-    default kernel (wmem_max 208 KiB, tcp_wmem max 4 MiB) it is not, and nothing is set."""
-    asked = min(wanted, wmem_max)
-    return asked if 2 * asked > autotune_max else None

@@ -26,7 +26,7 @@ Bounds a default server lacks:
 - a handler's awaited answer that is called off (a reload closing the password checker)
   answers 503 with `Retry-After: 1`;
 - each accepted connection asks for a send buffer big enough for a whole 10k-series body
-  (`http_connection.send_buffer_size`), where the kernel allows more than TCP autotuning
+  (`http_send_buffer`), where the kernel allows more than TCP autotuning
   would reach: one `send` then hands the body over, instead of a wake-up (and a wait for the
   GIL) per refill; elsewhere a big body goes to the transport in 1 MiB slices of itself, so
   asyncio copies at most one slice's unsent rest instead of the whole body's;

@@ -22,10 +22,11 @@ from otelgpu import semconv
 from otelgpu.component import Host, MetricsConsumer, Settings
 from otelgpu.model import Batch
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
-from otelgpu.receivers.nvml.collect import Collector, Cycle
+from otelgpu.receivers.nvml.collect import Collector
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig, SimulatedConfig
 from otelgpu.receivers.nvml.devices import Device, discover, unmatched
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
+from otelgpu.receivers.nvml.reading import Cycle
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.receivers.nvml.sources import Plan

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from otelgpu import http_connection, http_listener
-from otelgpu.http_connection import choose_send_buffer
+from otelgpu import http_listener, http_send_buffer
 from otelgpu.http_listener import Listener, Request, Response
+from otelgpu.http_send_buffer import choose_send_buffer
 from tests.peers.raw_http import raw
 
 SMALL = b"x" * (100 * 1024)  # a 10k-series gzip body is ~170 kB
@@ -111,7 +111,7 @@ def test_a_send_buffer_is_asked_only_where_it_beats_autotuning() -> None:
 async def test_accepted_connections_get_the_send_buffer(
     listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_connection, "send_buffer_size", lambda: 3 * MiB)
+    monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 3 * MiB)
     calls = SocketCalls(monkeypatch, listener.port)
     assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
     assert (socket.SOL_SOCKET, socket.SO_SNDBUF, 3 * MiB) in calls.options
@@ -120,7 +120,7 @@ async def test_accepted_connections_get_the_send_buffer(
 async def test_no_send_buffer_is_asked_where_autotuning_is_better(
     listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(http_connection, "send_buffer_size", lambda: None)
+    monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: None)
     calls = SocketCalls(monkeypatch, listener.port)
     assert await asyncio.to_thread(fetch, listener.port, "/") == [SMALL]
     assert not [c for c in calls.options if c[1] == socket.SO_SNDBUF]
@@ -145,7 +145,7 @@ async def test_a_big_answer_the_kernel_takes_in_parts_is_not_copied_whole(
     twice (`data[n:]`, then into its bytearray): for a 10k-series plain body that was ~6 MB
     copied per scrape, under the GIL. The body now goes out in slices of it, each handed to
     the transport once the one before has left, so at most one slice's rest is ever copied."""
-    monkeypatch.setattr(http_connection, "send_buffer_size", lambda: 64 * 1024)
+    monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 64 * 1024)
     sends: list[tuple[str, int, bool]] = []  # (type, length, a view of the body itself)
     send = socket.socket.send
 
@@ -171,16 +171,16 @@ async def test_a_big_answer_the_kernel_takes_in_parts_is_not_copied_whole(
     assert got.partition(b"\r\n\r\n")[2] == BIG
     copied = [length for kind, length, _ in sends if kind == "bytearray"]
     assert len(sends) > 4, sends  # the kernel did take it in parts
-    assert max(copied, default=0) <= http_connection.BODY_SLICE, sends
+    assert max(copied, default=0) <= http_send_buffer.BODY_SLICE, sends
     assert sum(length for _, length, body in sends if body) > len(BIG) // 2, sends
 
 
 def test_a_body_the_granted_send_buffer_holds_is_one_slice() -> None:
     """Where the kernel granted the send buffer asked for (Linux reports twice the value
     asked), a body that fits leaves in one send: slicing it would only add sends."""
-    assert http_connection.body_slice(None) == http_connection.BODY_SLICE  # autotuning
-    assert http_connection.body_slice(8 * MiB) == 8 * MiB  # asked 4 MiB: 6.4 MB in one send
-    assert http_connection.body_slice(416 * 1024) == http_connection.BODY_SLICE  # never less
+    assert http_send_buffer.body_slice(None) == http_send_buffer.BODY_SLICE  # autotuning
+    assert http_send_buffer.body_slice(8 * MiB) == 8 * MiB  # asked 4 MiB: 6.4 MB in one send
+    assert http_send_buffer.body_slice(416 * 1024) == http_send_buffer.BODY_SLICE  # never less
 
 
 async def test_answers_complete_while_the_pipeline_thread_spins_holding_the_gil(
