@@ -111,7 +111,9 @@ def _dump(out: Path) -> None:
 
 def _experiment(spec: str) -> None:
     """Settings tried in A/B runs, from `P7_EXPERIMENT` (`key=value;...`): `gc=T0,T1,T2`
-    (thresholds set after each start's `heap.settle`), `render_nice=N`, `switch=SECONDS`."""
+    (thresholds set after each start's `heap.settle`), `render_nice=N`, `switch=SECONDS`,
+    `send_buffer=autotune` (connections ask for no send buffer, as where `net.core.wmem_max` is
+    a default kernel's 208 KiB: the kernel then takes a plain body in parts)."""
     from otelgpu import heap, http_listener
     from otelgpu.exporters.prometheus import exporter
 
@@ -137,6 +139,10 @@ def _experiment(spec: str) -> None:
         elif key == "switch":
             http_listener.SWITCH_INTERVAL = float(value)
             sys.setswitchinterval(float(value))
+        elif key == "send_buffer" and value == "autotune":
+            from otelgpu import http_send_buffer
+
+            http_send_buffer.send_buffer_size = lambda: None
         else:
             raise SystemExit(f"P7_EXPERIMENT: unknown setting {key!r}")
 

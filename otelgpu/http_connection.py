@@ -148,7 +148,6 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self._unsent.clear()
         self._owner.closed(self)
         if self._timer is not None:
             self._timer.cancel()
@@ -191,12 +190,8 @@ class Connection(asyncio.Protocol):
         self._safely(self._drain)
 
     def _drain(self) -> None:
-        while (
-            not self._closing
-            and self.pending is None
-            and not self._writing_paused
-            and not self._unsent
-        ):
+        # (`_feed` leaves nothing unsent unless writing paused: no answer overtakes another)
+        while not self._closing and self.pending is None and not self._writing_paused:
             if not self._step():
                 return
 

@@ -72,6 +72,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     ),
     "http_listener": ("otelgpu/http_listener.py", HTTP_TESTS),
     "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
+    "http_send_buffer": ("otelgpu/http_send_buffer.py", HTTP_TESTS),
     "composer": (
         "otelgpu/config/composer.py",
         [

@@ -139,48 +139,77 @@ async def test_a_small_answer_leaves_in_one_send_a_big_one_is_not_copied(
 
 
 async def test_a_big_answer_the_kernel_takes_in_parts_is_not_copied_whole(
-    listener: Listener, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Defect (issue 15, P7): asyncio's transport copies whatever one `send` did not take,
     twice (`data[n:]`, then into its bytearray): for a 10k-series plain body that was ~6 MB
     copied per scrape, under the GIL. The body now goes out in slices of it, each handed to
-    the transport once the one before has left, so at most one slice's rest is ever copied."""
+    `send` itself once the one before has left, so at most one slice's rest is ever copied."""
+    body = bytes(range(256)) * (6 * MiB // 256)  # a plain 10k-series body is ~6.4 MB
     monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 64 * 1024)
-    sends: list[tuple[str, int, bool]] = []  # (type, length, a view of the body itself)
+    slices: list[int] = []  # sends of a slice of the body itself: what they were handed
+    copies: list[int] = []  # sends from the transport's buffer: the size of that copy
     send = socket.socket.send
 
     def spy_send(sock: socket.socket, data: Any, *args: Any) -> int:
-        if sock.family == socket.AF_INET and sock.getsockname()[1] == listener.port:
-            body = isinstance(data, memoryview) and data.obj is BIG
-            sends.append((type(data).__name__, len(data), body))
+        if sock.family == socket.AF_INET and sock.getsockname()[1] == server.port:
+            if isinstance(data, memoryview) and data.obj is body:
+                slices.append(len(data))
+            elif isinstance(data, bytearray):
+                copies.append(len(data))
         return send(sock, data, *args)
 
     monkeypatch.setattr(socket.socket, "send", spy_send)
+    server = Listener(lambda request: Response(200, body), "127.0.0.1", 0)
+    await server.start()
 
     def slow_reader() -> bytes:
-        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
-            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             got = bytearray()
-            while b"\r\n\r\n" not in got or len(got) < got.index(b"\r\n\r\n") + 4 + len(BIG):
+            while b"\r\n\r\n" not in got or len(got) < got.index(b"\r\n\r\n") + 4 + len(body):
                 time.sleep(0.001)  # the kernel takes the body in parts
                 got += sock.recv(256 * 1024)
             return bytes(got)
 
-    got = await asyncio.to_thread(slow_reader)
-    assert got.partition(b"\r\n\r\n")[2] == BIG
-    copied = [length for kind, length, _ in sends if kind == "bytearray"]
-    assert len(sends) > 4, sends  # the kernel did take it in parts
-    assert max(copied, default=0) <= http_send_buffer.BODY_SLICE, sends
-    assert sum(length for _, length, body in sends if body) > len(BIG) // 2, sends
+    try:
+        got = await asyncio.to_thread(slow_reader)
+    finally:
+        await server.stop()
+    assert got.partition(b"\r\n\r\n")[2] == body
+    step = http_send_buffer.BODY_SLICE
+    # every slice went to `send` itself, whole, the next once the one before had left
+    assert slices == [min(step, len(body) - start) for start in range(0, len(body), step)]
+    assert copies and max(copies) <= step  # the kernel took them in parts: rests were copied
 
 
-def test_a_body_the_granted_send_buffer_holds_is_one_slice() -> None:
+async def test_a_body_the_granted_send_buffer_holds_leaves_in_one_send(
+    listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where the kernel granted the send buffer asked for (Linux reports twice the value
-    asked), a body that fits leaves in one send: slicing it would only add sends."""
+    asked), a body that fits is handed to `send` whole: slicing it would only add sends."""
     assert http_send_buffer.body_slice(None) == http_send_buffer.BODY_SLICE  # autotuning
     assert http_send_buffer.body_slice(8 * MiB) == 8 * MiB  # asked 4 MiB: 6.4 MB in one send
     assert http_send_buffer.body_slice(416 * 1024) == http_send_buffer.BODY_SLICE  # never less
+    monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 4 * MiB)
+    with socket.socket() as probe:  # what this kernel grants (net.core.wmem_max caps it)
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * MiB)
+        granted = probe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    calls = SocketCalls(monkeypatch, listener.port)
+    assert await asyncio.to_thread(fetch, listener.port, "/big") == [BIG]
+    body_sends = [len(data) for data in calls.sends if data[:1] == BIG[:1]]
+    assert body_sends[0] == min(len(BIG), http_send_buffer.body_slice(granted))
+
+
+def test_the_send_buffer_asked_follows_this_kernels_limits() -> None:
+    """`send_buffer_size` reads net.core.wmem_max and net.ipv4.tcp_wmem (here, on Linux)."""
+    with open("/proc/sys/net/core/wmem_max", encoding="ascii") as file:
+        wmem_max = int(file.read())
+    with open("/proc/sys/net/ipv4/tcp_wmem", encoding="ascii") as file:
+        autotune_max = int(file.read().split()[2])
+    expected = choose_send_buffer(wmem_max, autotune_max)
+    assert http_send_buffer.send_buffer_size.__wrapped__() == expected
 
 
 async def test_answers_complete_while_the_pipeline_thread_spins_holding_the_gil(

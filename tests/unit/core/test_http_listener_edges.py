@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from otelgpu import http_send_buffer
 from otelgpu.http_listener import Listener, Request, Response
 from tests.peers.raw_http import raw
 from tests.unit.core.test_http_listener import exchange
@@ -25,8 +26,17 @@ def _by_path(request: Request) -> Response:
     return Response(200, BIG if request.path == "/big" else request.path.encode())
 
 
-@pytest.fixture
-async def server() -> AsyncIterator[Listener]:
+@pytest.fixture(params=["granted", "autotuning"])
+async def server(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Listener]:
+    """A listener whose connections got the send buffer they asked for (a big answer goes in
+    slices of that buffer), or were left to TCP autotuning (1 MiB slices), as on a default
+    kernel, whatever this machine's limits."""
+    if request.param == "autotuning":
+        monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: None)
+    else:
+        monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 4 * 1024 * 1024)
     listener = Listener(_by_path, "127.0.0.1", 0, idle_timeout=2)
     await listener.start()
     yield listener
@@ -253,3 +263,33 @@ async def test_after_a_big_answer_read_slowly_the_next_request_is_read(server: L
 
     big, after = await asyncio.to_thread(ask)
     assert big.endswith(BIG[-100:]) and after.endswith(b"/after")
+
+
+async def test_a_big_answer_then_close_arrives_whole_before_the_close(server: Listener) -> None:
+    """`Connection: close` on a big answer: all of it is sent before the connection ends."""
+
+    def ask() -> bytes:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            time.sleep(0.3)  # the server meets a full socket
+            chunks = []
+            while chunk := sock.recv(1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+    got = await asyncio.to_thread(ask)
+    assert got.partition(b"\r\n\r\n")[2] == BIG
+
+
+async def test_a_client_gone_in_the_middle_of_a_big_answer_leaves_the_listener_serving(
+    server: Listener,
+) -> None:
+    """The rest of a big answer is dropped with its connection; the next client is served."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.recv(65536)
+    await asyncio.sleep(0.1)
+    answers = await asyncio.to_thread(
+        raw, server.port, b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    assert answers.endswith(b"/next")
