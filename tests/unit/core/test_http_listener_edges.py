@@ -8,14 +8,17 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from otelgpu import http_send_buffer
 from otelgpu.http_listener import Listener, Request, Response
+from tests.peers.prometheus import self_signed_cert
 from tests.peers.raw_http import raw
 from tests.unit.core.test_http_listener import exchange
 
@@ -44,19 +47,28 @@ async def server(
 
 
 def _read_answer(sock: socket.socket) -> bytes:
-    """One answer with a Content-Length, read off a keep-alive socket."""
-    data = b""
+    """One answer with a Content-Length, read off a keep-alive socket (ConnectionError when
+    the server closes before it is whole)."""
+    data = bytearray()
     while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
+        data += _more(sock)
+    head, _, rest = bytes(data).partition(b"\r\n\r\n")
+    body = bytearray(rest)
     length = next(
         int(line.split(b":")[1])
         for line in head.split(b"\r\n")
         if line.lower().startswith(b"content-length")
     )
     while len(body) < length:
-        body += sock.recv(65536)
-    return head + b"\r\n\r\n" + body
+        body += _more(sock)
+    return head + b"\r\n\r\n" + bytes(body)
+
+
+def _more(sock: socket.socket) -> bytes:
+    chunk = sock.recv(1 << 20)
+    if not chunk:
+        raise ConnectionError("the server closed before the answer was whole")
+    return chunk
 
 
 async def test_two_requests_one_after_the_other_share_one_connection(server: Listener) -> None:
@@ -293,3 +305,30 @@ async def test_a_client_gone_in_the_middle_of_a_big_answer_leaves_the_listener_s
         raw, server.port, b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
     assert answers.endswith(b"/next")
+
+
+async def test_big_answers_over_tls_arrive_whole_on_one_connection(tmp_path: Path) -> None:
+    """Under TLS the transport keeps asyncio's write limits (it pauses at size >= high, so the
+    plain connection's 0 would never resume): the slices of two big answers still all arrive,
+    in order, on one keep-alive connection read slowly."""
+    cert, key = self_signed_cert(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = Listener(_by_path, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=5)
+    await listener.start()
+    client_context = ssl.create_default_context(cafile=str(cert))
+
+    def ask() -> list[bytes]:
+        with (
+            socket.create_connection(("127.0.0.1", listener.port), timeout=10) as raw_sock,
+            client_context.wrap_socket(raw_sock, server_hostname="localhost") as sock,
+        ):
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+            time.sleep(0.3)  # the server meets a full socket
+            return [_read_answer(sock), _read_answer(sock)]
+
+    try:
+        answers = await asyncio.to_thread(ask)
+    finally:
+        await listener.stop()
+    assert [answer.partition(b"\r\n\r\n")[2] == BIG for answer in answers] == [True, True]
