@@ -70,16 +70,21 @@ def fetch(port: int, *paths: str) -> list[bytes]:
 
 
 class SocketCalls:
-    """Records `send` / `setsockopt` calls made on the listener's side of connections."""
+    """Records `send` / `setsockopt` calls made on the listener's side of connections: the
+    bytes each `send` was handed, and what they were (`handed`: their type, their length and,
+    for a memoryview, the object it views)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, port: int) -> None:
         self.sends: list[bytes] = []
+        self.handed: list[tuple[type, int, object]] = []
         self.options: list[tuple[int, int, int]] = []
         send, setsockopt = socket.socket.send, socket.socket.setsockopt
 
         def spy_send(sock: socket.socket, data: Any, *args: Any) -> int:
             if self._ours(sock, port):
                 self.sends.append(bytes(data))
+                viewed = data.obj if isinstance(data, memoryview) else None
+                self.handed.append((type(data), len(data), viewed))
             return send(sock, data, *args)
 
         def spy_setsockopt(sock: socket.socket, level: int, option: int, value: Any) -> None:
@@ -147,21 +152,9 @@ async def test_a_big_answer_the_kernel_takes_in_parts_is_not_copied_whole(
     `send` itself once the one before has left, so at most one slice's rest is ever copied."""
     body = bytes(range(256)) * (6 * MiB // 256)  # a plain 10k-series body is ~6.4 MB
     monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 64 * 1024)
-    slices: list[int] = []  # sends of a slice of the body itself: what they were handed
-    copies: list[int] = []  # sends from the transport's buffer: the size of that copy
-    send = socket.socket.send
-
-    def spy_send(sock: socket.socket, data: Any, *args: Any) -> int:
-        if sock.family == socket.AF_INET and sock.getsockname()[1] == server.port:
-            if isinstance(data, memoryview) and data.obj is body:
-                slices.append(len(data))
-            elif isinstance(data, bytearray):
-                copies.append(len(data))
-        return send(sock, data, *args)
-
-    monkeypatch.setattr(socket.socket, "send", spy_send)
     server = Listener(lambda request: Response(200, body), "127.0.0.1", 0)
     await server.start()
+    calls = SocketCalls(monkeypatch, server.port)
 
     def slow_reader() -> bytes:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
@@ -179,6 +172,9 @@ async def test_a_big_answer_the_kernel_takes_in_parts_is_not_copied_whole(
         await server.stop()
     assert got.partition(b"\r\n\r\n")[2] == body
     step = http_send_buffer.BODY_SLICE
+    # sends of a slice of the body itself, and sends from the transport's buffer (a copy)
+    slices = [length for _, length, viewed in calls.handed if viewed is body]
+    copies = [length for kind, length, _ in calls.handed if kind is bytearray]
     # every slice went to `send` itself, whole, the next once the one before had left
     assert slices == [min(step, len(body) - start) for start in range(0, len(body), step)]
     assert copies and max(copies) <= step  # the kernel took them in parts: rests were copied
@@ -198,7 +194,7 @@ async def test_a_body_the_granted_send_buffer_holds_leaves_in_one_send(
         granted = probe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
     calls = SocketCalls(monkeypatch, listener.port)
     assert await asyncio.to_thread(fetch, listener.port, "/big") == [BIG]
-    body_sends = [len(data) for data in calls.sends if data[:1] == BIG[:1]]
+    body_sends = [length for _, length, viewed in calls.handed if viewed is BIG]
     assert body_sends[0] == min(len(BIG), http_send_buffer.body_slice(granted))
 
 
