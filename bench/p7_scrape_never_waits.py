@@ -47,6 +47,12 @@ each half: on a shared machine that is fairer than comparing two runs (docs/dev/
 
     python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 20]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s
+    python bench/p7_scrape_never_waits.py --cpu-limit 200m   # as under a container CPU limit
+
+`--cpu-limit` runs the agent under the CFS quota a container's `resources.limits.cpu` becomes
+(bench/cpu_quota.py; needs root and a writable cgroup file system) and prints in how many of
+the 100 ms periods of each phase it was throttled. The DaemonSet and the chart set no CPU limit
+because of what this shows at 200m (docs/deploy.md, "Resources").
 
 Target: busy/paused p99 ratio <= 1.5 and busy p99 <= 5 ms. The figure line is last.
 """
@@ -75,6 +81,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.cpu_quota import PERIOD_US, CpuQuota, Throttled, millicores
 from bench.node_fixture import Node
 from bench.p3_rss import kubelet_for, rotel_blackhole
 from bench.p7_probe import inside_report
@@ -405,7 +412,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=5)
 
 
-async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) -> dict[str, Any]:
+async def measure(
+    args: argparse.Namespace, node: Node, tmp: Path, otlp: str, quota: CpuQuota | None
+) -> dict[str, Any]:
     host_proc = node.write_host_proc(tmp / "proc")
     async with kubelet_for(node) as kubelet:
         config = pipeline(node, host_proc, kubelet.socket, otlp, "1s")
@@ -427,6 +436,9 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        if quota is not None:  # before the agent starts its threads: they inherit the cgroup
+            quota.add(proc.pid)
+        throttled = {"busy": Throttled(0, 0, 0.0), "paused": Throttled(0, 0, 0.0)}
         try:
             await _wait_series(port, args.min_series, proc)
             await asyncio.sleep(args.warmup)
@@ -446,12 +458,15 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
                     await asyncio.sleep(args.settle)
                     _, before = await asyncio.to_thread(self_telemetry, port)
                     cpu = agent_cpu(proc.pid)
+                    stopped = quota.throttled() if quota is not None else None
                     threads = agent_threads(proc.pid)
                     began = time.monotonic()
                     times = await asyncio.get_running_loop().run_in_executor(
                         pool, scrape_for, port, args.gap, args.seconds
                     )
                     cpu_used[phase] += agent_cpu(proc.pid) - cpu
+                    if quota is not None and stopped is not None:
+                        throttled[phase] += quota.throttled() - stopped
                     windows.append((phase, began, time.monotonic()))
                     for tid, now in agent_threads(proc.pid).items():
                         then = threads.get(tid, (0.0, 0.0, 0.0))
@@ -495,6 +510,7 @@ async def measure(args: argparse.Namespace, node: Node, tmp: Path, otlp: str) ->
         "cpu_per_second": {k: v / (args.rounds * args.seconds) for k, v in cpu_used.items()},
         "plain_bytes": plain_bytes,
         "gzip_bytes": gzip_bytes,
+        "throttled": throttled if quota is not None else None,
     }
 
 
@@ -527,8 +543,9 @@ async def main(args: argparse.Namespace) -> None:
     print(f"threads: GIL switch interval {sys.getswitchinterval() * 1000:.1f} ms (this process)")
     with tempfile.TemporaryDirectory(prefix="p7-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
-        with rotel_blackhole(tmp / "rotel") as otlp:
-            out = await measure(args, node, tmp, otlp)
+        quota = CpuQuota(args.cpu_limit) if args.cpu_limit else None
+        with rotel_blackhole(tmp / "rotel") as otlp, quota or contextlib.nullcontext():
+            out = await measure(args, node, tmp, otlp, quota)
     results = out["results"]
     problems = unlike(results)
     if problems:
@@ -562,6 +579,9 @@ async def main(args: argparse.Namespace) -> None:
             print(line)
         for line in thread_lines(out, args.rounds * args.seconds):
             print(line)
+    if out["throttled"] is not None:
+        for line in quota_lines(args.cpu_limit, out["throttled"], args.rounds * args.seconds):
+            print(line)
     cpu = out["cpu_per_second"]
     print(
         f"agent CPU while scraped: busy {cpu['busy'] * 1000:.0f} ms/s, "
@@ -585,9 +605,28 @@ async def main(args: argparse.Namespace) -> None:
         )
     print(
         f"P7 scrape while the pipeline runs vs paused, {out['series']} series "
-        f"({out['plain_bytes']} B plain, {out['gzip_bytes']} B gzip), 1 s cycle, OTLP on: "
+        f"({out['plain_bytes']} B plain, {out['gzip_bytes']} B gzip), 1 s cycle, OTLP on"
+        f"{f', CPU limit {args.cpu_limit}m' if args.cpu_limit else ''}: "
         f"{'; '.join(parts)} (target ratio <= 1.5, p99 <= 5 ms: {'met' if ok else 'MISSED'})"
     )
+
+
+def quota_lines(limit: int, throttled: dict[str, Throttled], seconds: float) -> list[str]:
+    """What the CPU limit did in each phase: the 100 ms periods in which the agent's threads
+    were stopped for the rest of the period, and the kernel's throttled time per second (it
+    adds up each CPU's, so it can pass 1000 ms/s)."""
+    lines = [
+        f"cpu limit {limit}m: a CFS quota of {limit * PERIOD_US // 1000 // 1000} ms per "
+        f"{PERIOD_US // 1000} ms period on the agent (bench/cpu_quota.py)"
+    ]
+    for phase in ("busy", "paused"):
+        stat = throttled[phase]
+        lines.append(
+            f"cpu limit {phase:6}: throttled in {stat.throttled} of {stat.periods} periods "
+            f"({100 * stat.throttled / max(stat.periods, 1):.0f} %), throttled "
+            f"{stat.seconds * 1000 / seconds:.0f} ms/s (summed over CPUs)"
+        )
+    return lines
 
 
 def _args() -> argparse.Namespace:
@@ -608,6 +647,12 @@ def _args() -> argparse.Namespace:
         action="store_true",
         help="run the agent under bench/p7_probe.py's hooks and print what it saw (the figures "
         "are then of a probed agent; without it the agent runs as `python -m otelgpu`)",
+    )
+    parser.add_argument(
+        "--cpu-limit",
+        type=millicores,
+        help="run the agent under a CFS CPU quota, as a container's resources.limits.cpu does "
+        "(200m, 1, ...; needs root and a writable cgroup file system)",
     )
     parser.add_argument(
         "--smoke", action="store_true", help="tiny node, 0.5 s phases (the smoke test)"
