@@ -18,6 +18,7 @@ from otelgpu.builtins import builtin_registry
 from otelgpu.component import Kind
 from otelgpu.config import AgentConfig, load_config
 from otelgpu.config.render import render
+from otelgpu.cpu_limit import cpu_limit, cpu_limit_note
 from otelgpu.errors import ConfigError, StartError
 from otelgpu.registry import Registry
 from otelgpu.service.agent import Agent
@@ -80,6 +81,9 @@ def _report(args: argparse.Namespace, exc: ConfigError) -> None:
 def _run(args: argparse.Namespace, registry: Registry, config: AgentConfig) -> int:
     source = ", ".join(args.config) if args.config else "the embedded default pipeline"
     _log.info("otelgpu %s starting with %s", __version__, source)
+    note = cpu_limit_note(cpu_limit())
+    if note:
+        _log.info("%s", note)
     agent = Agent(lambda: _load(args, registry), registry)
     try:
         asyncio.run(agent.run(config))

@@ -73,6 +73,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     "http_listener": ("otelgpu/http_listener.py", HTTP_TESTS),
     "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
     "http_send_buffer": ("otelgpu/http_send_buffer.py", HTTP_TESTS),
+    "cpu_limit": ("otelgpu/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
     "composer": (
         "otelgpu/config/composer.py",
         [

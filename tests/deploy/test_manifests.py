@@ -161,9 +161,12 @@ def test_node_name_probes_and_resources() -> None:
     assert ports == {"metrics": 9400, "health": 13133}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    # Memory is bounded; CPU is not: a CFS quota stalls every thread, the one serving /metrics
+    # included, for the rest of each 100 ms period once the cycle's burst has used it up
+    # (`python bench/p7_scrape_never_waits.py --cpu-limit 200m`: gzip p99 76 ms, not 2).
     assert container["resources"] == {
         "requests": {"cpu": "50m", "memory": "96Mi"},
-        "limits": {"cpu": "200m", "memory": "192Mi"},
+        "limits": {"memory": "192Mi"},
     }
     assert container["args"] == ["run", "-c", "/etc/otelgpu/pipeline.yaml"]
 

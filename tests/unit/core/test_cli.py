@@ -146,3 +146,24 @@ def test_log_level_accepts_the_names_the_config_accepts(
         path.write_text(UNUSED.replace("WARNING", level))
         assert cli.main(["validate", "-c", str(path), "--log-level", level]) == 0, level
     capsys.readouterr()
+
+
+def test_run_names_the_cpu_limit_it_runs_under(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CFS quota stalls the thread serving /metrics too: the start-up log says there is one."""
+
+    class Ran:  # what the agent does once started is not what this checks
+        def __init__(self, *args: object) -> None:
+            pass
+
+        async def run(self, config: object) -> None:
+            return None
+
+    monkeypatch.setattr(cli, "Agent", Ran)
+    monkeypatch.setattr(cli, "cpu_limit", lambda: 0.2)
+    assert cli.main(["run"]) == 0
+    assert "running under a CPU limit of 0.20 cores" in capsys.readouterr().err
+    monkeypatch.setattr(cli, "cpu_limit", lambda: None)
+    assert cli.main(["run"]) == 0
+    assert "CPU limit" not in capsys.readouterr().err
