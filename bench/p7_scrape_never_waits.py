@@ -90,6 +90,15 @@ from tests.peers.rotel import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("plain", "gzip", "plain_at", "gzip_at", "plain_bytes", "gzip_bytes")
+# The gzip scrape asks as Prometheus 3 does (seen on the wire; tests/unit/exporters/prometheus/
+# test_negotiation.py): OpenMetrics first, so the agent serves and pre-renders the OpenMetrics
+# body, as it does for a real Prometheus. The plain scrape asks as curl does (no Accept: the
+# classic text). Before session 8 both asked for classic text, which no Prometheus does.
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+    "application/openmetrics-text;version=0.0.1;q=0.5,"
+    "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+)
 LIKE_FOR_LIKE = 0.01  # the most the two phases' median body sizes may differ by, relatively
 PAUSE_MARGIN = 2.0  # seconds of a paused cycle left after its scrapes (and polling) are done
 RELOADED = b"otelgpu_config_last_reload_success_timestamp_seconds"
@@ -144,7 +153,11 @@ class Scraper:
 
     def get(self, gzip: bool, *, keep: bool = False) -> tuple[float, bytes]:
         """The time of one answer and, when `keep`, its body."""
-        headers = {"Accept-Encoding": "gzip" if gzip else "identity"}
+        headers = (
+            {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}
+            if gzip
+            else {"Accept-Encoding": "identity"}
+        )
         started = time.perf_counter()
         try:
             size = self._exchange(headers)
