@@ -122,10 +122,9 @@ class Ours:
         started = time.process_time()
         self.translator.ingest(self.store, batch, self.now)
         ingested = time.process_time()
-        chunks, count = render_chunks(self.store.families.values())  # as the exporter does
+        out = render_chunks(self.store.families.values())  # as the exporter does
         rendered = time.process_time()
-        plain = join_chunks(chunks)
-        body = body_of(plain, count)
+        body = body_of(join_chunks(out.chunks), out.series)
         self.parts["ingest"].append(ingested - started)
         self.parts["render"].append(rendered - ingested)
         self.parts["join+gzip"].append(time.process_time() - rendered)

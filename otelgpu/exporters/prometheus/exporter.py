@@ -41,11 +41,11 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
-from otelgpu.exporters.prometheus.openmetrics import Exposition
-from otelgpu.exporters.prometheus.openmetrics import encode as openmetrics_body
+from otelgpu.exporters.prometheus.openmetrics import Exposition, render_openmetrics
 from otelgpu.exporters.prometheus.render import (
     EMPTY,
     Body,
+    Rendered,
     body_of,
     join_chunks,
     render_chunks,
@@ -271,13 +271,11 @@ class PrometheusExporter:
 
     async def _render(self, own: list[Family], openmetrics: bool, plain: bool) -> Exposition:
         # In small chunks on this loop (no long hold of the GIL), joined in the render thread
-        chunks, count = render_chunks([*self._store.families.values(), *own])
+        rendered = render_chunks([*self._store.families.values(), *own])
         if self._executor is None:
-            return _encode(chunks, count, openmetrics, plain)
+            return _encode(rendered, openmetrics, plain)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, _encode, chunks, count, openmetrics, plain
-        )
+        return await loop.run_in_executor(self._executor, _encode, rendered, openmetrics, plain)
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:
@@ -327,13 +325,12 @@ class PrometheusExporter:
         )
 
 
-def _encode(chunks: list[bytes], series: int, openmetrics: bool, plain: bool) -> Exposition:
-    """The gzip body of the rendered text in `chunks` (emptied: they are freed as soon as the
-    body exists; the join and the gzip let go of the GIL), its plain bytes too when `plain`,
-    and the OpenMetrics body when `openmetrics`."""
-    text = join_chunks(chunks)
-    body = body_of(text, series)
-    converted = openmetrics_body(body) if openmetrics else None
+def _encode(rendered: Rendered, openmetrics: bool, plain: bool) -> Exposition:
+    """The gzip body of the rendered chunks (emptied: they are freed as soon as the body
+    exists; the joins and the gzip let go of the GIL), its plain bytes too when `plain`, and
+    the OpenMetrics body when `openmetrics` (from the same chunks, first)."""
+    converted = render_openmetrics(rendered) if openmetrics else None
+    body = body_of(join_chunks(rendered.chunks), rendered.series)
     if not plain:  # no one scrapes without gzip: hold only the gzip bytes (Body.plain)
         body = body.without_plain()
         converted = converted.without_plain() if converted is not None else None

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from itertools import chain, islice
+from typing import NamedTuple
 
 from otelgpu.compression import gunzip_bytes, gzip_bytes
 from otelgpu.exporters.prometheus.labels import replace_unsafe
@@ -88,25 +90,51 @@ def render_text(families: Iterable[Family]) -> tuple[str, int]:
     return "".join(parts), count
 
 
-def render_chunks(families: Iterable[Family]) -> tuple[list[bytes], int]:
+class Span(NamedTuple):
+    """Where one family is in `Rendered.chunks`: its head (`# HELP`, `# TYPE`) at `head`, its
+    samples up to `end`; with what another format's head needs (the help text escaped as
+    the classic format escapes it, "" for none)."""
+
+    name: str
+    type: str
+    help: str
+    head: int
+    end: int
+
+
+@dataclass(slots=True)
+class Rendered:
+    """The classic exposition as UTF-8 chunks, where each family is in them, and how many
+    series they hold. The OpenMetrics body is made of the same sample chunks under other heads
+    (`openmetrics.render_openmetrics`), without parsing the text again."""
+
+    chunks: list[bytes] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    series: int = 0
+
+
+def render_chunks(families: Iterable[Family]) -> Rendered:
     """The exposition of `families` as UTF-8 chunks of at most `CHUNK_SERIES` series each
-    (`render_text`'s bytes, cut between lines), and how many series it holds.
+    (`render_text`'s bytes, cut between lines), where each family is, and how many series.
 
     Built on the pipeline's event loop, so it is cut small on purpose: one 6 MB `str.join` or
     `encode` holds the GIL for milliseconds, and a scrape on the server's thread waits that
     long; per chunk the holds are ~0.1 ms. `join_chunks` makes the body of them."""
-    chunks: list[bytes] = []
-    count = 0
+    out = Rendered()
+    chunks = out.chunks
     for family in families:
         if not family.series:
             continue
-        head = f"# HELP {family.name} {escape_help(family.help)}\n" if family.help else ""
-        chunks.append(f"{head}# TYPE {family.name} {family.type}\n".encode())
+        help_ = escape_help(family.help) if family.help else ""
+        head = len(chunks)
+        lead = f"# HELP {family.name} {help_}\n" if help_ else ""
+        chunks.append(f"{lead}# TYPE {family.name} {family.type}\n".encode())
         items = iter(family.series.items())
         while part := "".join(chain.from_iterable(islice(items, CHUNK_SERIES))):
             chunks.append(part.encode())
-        count += len(family.series)
-    return chunks, count
+        out.spans.append(Span(family.name, family.type, help_, head, len(chunks)))
+        out.series += len(family.series)
+    return out
 
 
 def join_chunks(chunks: list[bytes]) -> bytes:

@@ -98,7 +98,8 @@ def test_chunks_are_the_text_cut_small() -> None:
         ),
         _family("b", "", "b ", 'b{x="1"} '),
     ]
-    chunks, count = render_chunks(families)
+    rendered = render_chunks(families)
+    chunks, count = rendered.chunks, rendered.series
     text, expected = render_text(families)
     assert count == expected == 3 * CHUNK_SERIES + 7
     assert max(chunk.count(b"\n") for chunk in chunks) <= CHUNK_SERIES + 2
