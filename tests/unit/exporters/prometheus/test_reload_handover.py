@@ -172,49 +172,43 @@ async def test_changed_basic_auth_applies_to_the_kept_listener(
         await listeners.close_all()
 
 
+async def _after_a_reload(host: FakeHost, clock: FakeClock, openmetrics_asked: bool) -> bool:
+    """Whether the new instance's first own body comes with OpenMetrics, when the old one had
+    (or had not) been scraped in OpenMetrics."""
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port)
+    await old.start(host)
+    await old.consume(batch(gpu(0), utilization=0.25))
+    await old.refresh()
+    if openmetrics_asked:
+        old._count_scrape(200, OPENMETRICS)  # Prometheus scrapes
+        await old.consume(batch(gpu(0), utilization=0.5))
+        await old.refresh()
+        assert old.exposition.converted
+    await old.shutdown()
+    new = make(host.telemetry, clock, listeners, port)
+    await new.start(host)
+    try:
+        await new.consume(batch(gpu(0), utilization=0.75))
+        await new.refresh()
+        exposition = new.exposition
+        if exposition.converted:  # made by the render, of the new series
+            assert b"0.75" in exposition.openmetrics().plain
+        return exposition.converted
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
+
+
 async def test_a_reload_keeps_pre_rendering_openmetrics_for_prometheus(
     host: FakeHost, clock: FakeClock
 ) -> None:
     """The new instance did not know Prometheus asks for OpenMetrics, so the first scrape
     after every reload converted the whole body on the scrape path (~30 ms at 10k series)."""
-    listeners, port = KeptListeners(), free_port()
-    old = make(host.telemetry, clock, listeners, port)
-    await old.start(host)
-    await old.consume(batch(gpu(0), utilization=0.25))
-    await old.refresh()
-    old._count_scrape(200, OPENMETRICS)  # Prometheus scrapes
-    await old.consume(batch(gpu(0), utilization=0.5))
-    await old.refresh()
-    assert old.exposition.converted
-    await old.shutdown()
-
-    new = make(host.telemetry, clock, listeners, port)
-    await new.start(host)
-    try:
-        await new.consume(batch(gpu(0), utilization=0.75))
-        await new.refresh()
-        assert new.exposition.converted  # made by the render, not by the next scrape
-        assert b"0.75" in new.exposition.openmetrics().plain
-    finally:
-        await new.shutdown()
-        await listeners.close_all()
+    assert await _after_a_reload(host, clock, openmetrics_asked=True)
 
 
 async def test_a_reload_does_not_pre_render_openmetrics_no_one_asked_for(
     host: FakeHost, clock: FakeClock
 ) -> None:
-    listeners, port = KeptListeners(), free_port()
-    old = make(host.telemetry, clock, listeners, port)
-    await old.start(host)
-    await old.consume(batch(gpu(0), utilization=0.25))
-    await old.refresh()
-    await old.shutdown()
-    new = make(host.telemetry, clock, listeners, port)
-    await new.start(host)
-    try:
-        await new.consume(batch(gpu(0), utilization=0.75))
-        await new.refresh()
-        assert not new.exposition.converted
-    finally:
-        await new.shutdown()
-        await listeners.close_all()
+    assert not await _after_a_reload(host, clock, openmetrics_asked=False)
