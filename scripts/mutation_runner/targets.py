@@ -74,6 +74,10 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
     "http_send_buffer": ("otelgpu/http_send_buffer.py", HTTP_TESTS),
     "cpu_limit": ("otelgpu/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
+    "openmetrics": (
+        "otelgpu/exporters/prometheus/openmetrics.py",
+        [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],
+    ),
     "composer": (
         "otelgpu/config/composer.py",
         [

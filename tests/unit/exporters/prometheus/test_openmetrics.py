@@ -137,13 +137,28 @@ def test_counters_that_cannot_be_openmetrics_counters_become_unknown() -> None:
         "# TYPE c_total counter\nc_total 1\n# TYPE c gauge\nc 2\n"  # family names clash
         "# TYPE n_total counter\nn_total NaN\n"  # OpenMetrics counters cannot be NaN
         "# TYPE m_total counter\nm_total -1\n"  # nor negative
+        "# TYPE k_total counter\nk_total 3\n# TYPE k_created gauge\nk_created 4\n"  # k's own
     )
     assert check(classic.encode(), fast=True) == {
         "c_total": "unknown",
         "c": "gauge",
         "n_total": "unknown",
         "m_total": "unknown",
+        "k_total": "unknown",
+        "k_created": "gauge",
     }
+
+
+def test_histograms_and_summaries_keep_their_type() -> None:
+    """Not what the renderer writes, but classic text the converter accepts."""
+    classic = (
+        "# TYPE h histogram\n"
+        'h_bucket{le="1"} 1\nh_bucket{le="+Inf"} 2\nh_sum 3\nh_count 2\n'
+        "# TYPE s summary\n"
+        's{quantile="0.5"} 1\ns_sum 3\ns_count 2\n'
+    )
+    om = to_openmetrics(classic)
+    assert "# TYPE h histogram\n" in om and "# TYPE s summary\n" in om
 
 
 def test_timestamps_become_seconds_and_empty_body_is_just_eof() -> None:
