@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from otelgpu.cpu_limit import CGROUP_ROOT
+from otelgpu.cpu_limit import CGROUP_ROOT, v1_cpu_mount
 
 PERIOD_US = 100_000  # the kubelet's default --cpu-cfs-quota-period
-_V1_MOUNTS = ("cpu", "cpu,cpuacct", "cpuacct,cpu")
 
 
 def millicores(text: str) -> int:
@@ -95,10 +94,7 @@ class CpuQuota:
                 self.path.mkdir()
                 (self.path / "cpu.max").write_text(f"{self.quota_us} {PERIOD_US}")
             else:
-                mount = next(
-                    (self._root / name for name in _V1_MOUNTS if (self._root / name).is_dir()),
-                    None,
-                )
+                mount = v1_cpu_mount(self._root)
                 if mount is None:
                     raise FileNotFoundError(f"no cpu hierarchy under {self._root}")
                 self.path = mount / self._name

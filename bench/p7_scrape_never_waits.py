@@ -592,8 +592,8 @@ async def main(args: argparse.Namespace) -> None:
             print(line)
         for line in thread_lines(out, args.rounds * args.seconds):
             print(line)
-    if out["throttled"] is not None:
-        for line in quota_lines(args.cpu_limit, out["throttled"], args.rounds * args.seconds):
+    if quota is not None:
+        for line in quota_lines(quota, out["throttled"], args.rounds * args.seconds):
             print(line)
     cpu = out["cpu_per_second"]
     print(
@@ -624,12 +624,12 @@ async def main(args: argparse.Namespace) -> None:
     )
 
 
-def quota_lines(limit: int, throttled: dict[str, Throttled], seconds: float) -> list[str]:
+def quota_lines(quota: CpuQuota, throttled: dict[str, Throttled], seconds: float) -> list[str]:
     """What the CPU limit did in each phase: the 100 ms periods in which the agent's threads
     were stopped for the rest of the period, and the kernel's throttled time per second (it
     adds up each CPU's, so it can pass 1000 ms/s)."""
     lines = [
-        f"cpu limit {limit}m: a CFS quota of {limit * PERIOD_US // 1000 // 1000} ms per "
+        f"cpu limit {quota.millicores}m: a CFS quota of {quota.quota_us // 1000} ms per "
         f"{PERIOD_US // 1000} ms period on the agent (bench/cpu_quota.py)"
     ]
     for phase in ("busy", "paused"):

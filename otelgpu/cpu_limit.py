@@ -45,6 +45,12 @@ def cpu_limit_note(limit: float | None) -> str | None:
     )
 
 
+def v1_cpu_mount(root: Path = CGROUP_ROOT) -> Path | None:
+    """Where cgroup v1's `cpu` hierarchy is mounted under `root` (alone or with `cpuacct`), or
+    None."""
+    return next((root / name for name in _V1_MOUNTS if (root / name).is_dir()), None)
+
+
 def _directories(root: Path, self_cgroup: Path) -> list[Path]:
     """Where this process's quota may be set: its cgroup's directory and each parent up to the
     mount (those that exist), or the mount alone."""
@@ -56,7 +62,7 @@ def _directories(root: Path, self_cgroup: Path) -> list[Path]:
         mount = root
         paths = [line[3:] for line in lines if line.startswith("0::")]
     else:
-        v1 = next((root / name for name in _V1_MOUNTS if (root / name).is_dir()), None)
+        v1 = v1_cpu_mount(root)
         if v1 is None:
             return []
         mount = v1

@@ -49,7 +49,9 @@ def to_openmetrics(classic: bytes | str) -> str:
     names = {f.name for f in families}
     out: list[str] = []
     for family in families:
-        countable = not any(_NOT_COUNTABLE.search(block) for block in family.samples)
+        countable = family.type != "counter" or not any(
+            _NOT_COUNTABLE.search(block) for block in family.samples
+        )
         out.append(_head(family.name, family.type, family.help, names, countable))
         out.extend(family.samples)
     out.append("# EOF\n")
