@@ -180,7 +180,7 @@ class PrometheusExporter:
             if self._exposition.converted:  # a scraper wanted OpenMetrics: render it for it
                 self._openmetrics_asked = self._clock()
             self._authenticator = None
-            await kept.serve(lambda: self._exposition, self._count_scrape, authenticator)
+            await kept.serve(lambda: self._exposition, self.scraped, authenticator)
             await self.refresh()
             return True
         await self.refresh()  # before binding: the first scrape gets a body
@@ -189,7 +189,7 @@ class PrometheusExporter:
             host=address,
             port=port,
             current=lambda: self._exposition,
-            on_scrape=self._count_scrape,
+            on_scrape=self.scraped,
             ssl_context=ssl_context,
             authenticator=authenticator,
         )
@@ -314,8 +314,11 @@ class PrometheusExporter:
             await self._sleep(self.refresh_interval)
             self._stale.set()
 
-    def _count_scrape(self, status: int, format_: str) -> None:
-        """Called from the server's thread (a float store is atomic; telemetry is locked)."""
+    def scraped(self, status: int, format_: str) -> None:
+        """What the server reports after each answer to `/metrics`: its status and the format
+        negotiated. Counted; an OpenMetrics one makes the bodies of the next
+        `OPENMETRICS_WANTED` seconds carry their OpenMetrics rendering too. Called from the
+        server's thread (a float store is atomic; telemetry is locked)."""
         if format_ == OPENMETRICS:
             self._openmetrics_asked = self._clock()
         self._settings.telemetry.count(

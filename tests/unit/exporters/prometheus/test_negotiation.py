@@ -10,7 +10,13 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
 from otelgpu.exporters.prometheus.exporter import OPENMETRICS_WANTED, PrometheusExporter
-from otelgpu.exporters.prometheus.server import OPENMETRICS, TEXT, negotiate
+from otelgpu.exporters.prometheus.server import (
+    NEGOTIATED,
+    OPENMETRICS,
+    TEXT,
+    accepts_gzip,
+    negotiate,
+)
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.prometheus.batches import batch, gpu
 from tests.unit.exporters.prometheus.test_exporter import make
@@ -65,6 +71,20 @@ CLASSIC = "text/plain; version=0.0.4; charset=utf-8"
 )
 def test_negotiate(accept: str, answer: tuple[str, str]) -> None:
     assert negotiate(accept) == answer
+    assert negotiate(accept) == answer  # the kept answer is the same
+
+
+def test_what_is_kept_of_negotiations_is_bounded() -> None:
+    """Answers are kept per header value (a scraper repeats its headers): a client that sends
+    a new one each time must not grow what the agent holds."""
+    for n in range(NEGOTIATED * 4):
+        assert negotiate(f"application/openmetrics-text;q=0.{n + 1}")[0] == OPENMETRICS
+        assert accepts_gzip(f"gzip;q=0.{n + 1}")
+    assert negotiate.cache_info().currsize <= NEGOTIATED
+    assert accepts_gzip.cache_info().currsize <= NEGOTIATED
+    assert NEGOTIATED <= 256
+    assert negotiate(PROMETHEUS_3) == (OPENMETRICS, f"{OM}; escaping=allow-utf-8")
+    assert not accepts_gzip("gzip;q=0")
 
 
 @pytest.fixture

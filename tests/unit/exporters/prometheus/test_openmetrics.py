@@ -60,7 +60,7 @@ def body_of(naming: str, *batches: Batch, with_self_telemetry: bool = True) -> b
             for b in batches:
                 await exporter.consume(b)
             await exporter.refresh()
-            exporter._count_scrape(200, "openmetrics")  # a labelled self-metric counter
+            exporter.scraped(200, "openmetrics")  # a labelled self-metric counter
             await exporter.refresh()
             return exporter.body.plain
         finally:
@@ -275,7 +275,7 @@ def test_a_cycle_makes_the_openmetrics_body_without_reading_the_text_again(
             make_settings("prometheus", Kind.EXPORTER, host.telemetry), cfg
         )
         await exporter.consume(batch(gpu(0), gpu(1), utilization=0.5))
-        exporter._count_scrape(200, OPENMETRICS)  # Prometheus asked: pre-render from now on
+        exporter.scraped(200, OPENMETRICS)  # Prometheus asked: pre-render from now on
         await exporter.consume(batch(gpu(0), gpu(1), utilization=0.75))
         monkeypatch.setattr(openmetrics, "to_openmetrics", refused)
         await exporter.refresh()

@@ -181,7 +181,7 @@ async def _after_a_reload(host: FakeHost, clock: FakeClock, openmetrics_asked: b
     await old.consume(batch(gpu(0), utilization=0.25))
     await old.refresh()
     if openmetrics_asked:
-        old._count_scrape(200, OPENMETRICS)  # Prometheus scrapes
+        old.scraped(200, OPENMETRICS)  # Prometheus scrapes
         await old.consume(batch(gpu(0), utilization=0.5))
         await old.refresh()
         assert old.exposition.converted
