@@ -408,12 +408,12 @@ def describe(node: Node, batch: Batch, otlp: bytes, pipe: Pipeline) -> str:
     also = ""
     if exposition.converted:
         converted = exposition.openmetrics()
-        also = f"; OpenMetrics body {len(converted.plain)} B (gzip {len(converted.gzipped)} B)"
+        also = f"; OpenMetrics body {len(converted.text())} B (gzip {len(converted.gzipped)} B)"
     return (
         f"node: {node.gpus} GPUs ({node.mig_gpus} with {node.mig_per_gpu} MIG instances), "
         f"{node.procs} processes per device, {node.pods} pods\n"
         f"cycle output: {resources} resources ({with_pod} with pod labels, {with_env} with "
-        f"container env), {point_count(batch)} points; Prometheus body {len(body.plain)} B "
+        f"container env), {point_count(batch)} points; Prometheus body {len(body.text())} B "
         f"({body.series} series, gzip {len(body.gzipped)} B){also}; OTLP request {len(otlp)} B"
     )
 
@@ -508,6 +508,8 @@ async def compare(
         ours.append(await cpu_per_cycle(pipe.cycle, args.cycles) / points)
         theirs.append(await cpu_per_cycle(sdk.cycle, args.cycles) / points)
     who = SCRAPERS[scraper][0]
+    if pipe.prometheus.exposition.classic.holds_plain:  # `.text()` below, not `.plain`
+        raise RuntimeError("ours held plain bodies, which no scraper of P2 asks for")
     print(f"--- size {size}, scraped as {who}")
     print(describe(node, batch, otlp, pipe))
     print(f"SDK agent: OTLP request {len(sdk_otlp)} B, Prometheus body {len(sdk_body)} B")

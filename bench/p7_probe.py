@@ -148,14 +148,15 @@ def _experiment(spec: str) -> None:
 
 
 def _alternate(period: float, items: dict[str, str]) -> None:
-    """`alt=SECONDS`: the settings (`switch`, `gc`, `nice` of the render thread) hold in odd
-    slots of SECONDS of the monotonic clock (B) and
+    """`alt=SECONDS`: the settings (`switch`, `gc`, `nice` of the render thread, `main_nice` of
+    the pipeline loop's thread) hold in odd slots of SECONDS of the monotonic clock (B) and
     the defaults in even ones (A), so that one run compares both under the same load (the
     benchmark splits its scrapes the same way)."""
     switch = float(items.get("switch", sys.getswitchinterval()))
     thresholds = tuple(int(v) for v in items.get("gc", "700,10,10").split(","))
     nice = int(items.get("nice", RENDER_NICE))
-    unknown = set(items) - {"switch", "gc", "nice"}
+    main_nice = int(items.get("main_nice", 0))
+    unknown = set(items) - {"switch", "gc", "nice", "main_nice"}
     if unknown:
         raise SystemExit(f"P7_EXPERIMENT: cannot alternate {sorted(unknown)}")
 
@@ -170,6 +171,11 @@ def _alternate(period: float, items: dict[str, str]) -> None:
                 if role == "gzip":  # the render thread (its nice is its own; root may lower it)
                     with contextlib.suppress(OSError):
                         os.setpriority(os.PRIO_PROCESS, tid, nice if on else RENDER_NICE)
+                elif (
+                    role == "main"
+                ):  # the pipeline's loop: does a lower priority help the HTTP one?
+                    with contextlib.suppress(OSError):
+                        os.setpriority(os.PRIO_PROCESS, tid, main_nice if on else 0)
             time.sleep((slot + 1) * period - now + 0.0005)
 
     threading.Thread(target=toggle, name="p7 alternate", daemon=True).start()

@@ -14,7 +14,7 @@ it ships wheels) and zlib otherwise; `GZIP_IMPLEMENTATION` says which:
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 _GZIP_WBITS = 31  # deflate in a gzip wrapper (header with mtime 0, CRC-32 and size trailer)
@@ -33,9 +33,18 @@ GZIP_IMPLEMENTATION, _compressobj, _decompress = _codecs()
 
 def gzip_bytes(data: bytes, level: int = 1) -> bytes:
     """`data` as one gzip member (level 0 to 3 with ISA-L, 0 to 9 with zlib; higher is clamped)."""
+    return gzip_chunks((data,), level)
+
+
+def gzip_chunks(chunks: Iterable[bytes], level: int = 1) -> bytes:
+    """The bytes of `chunks`, one after the other, as one gzip member: what `gzip_bytes` of
+    their join gives once inflated, without the join (a body of many chunks is never held
+    whole; each chunk's deflate lets go of the GIL)."""
     level = min(level, 3) if GZIP_IMPLEMENTATION == "isal" else level
     compressor = _compressobj(level, zlib.DEFLATED, _GZIP_WBITS)
-    return bytes(compressor.compress(data) + compressor.flush())
+    out = [compressor.compress(chunk) for chunk in chunks]
+    out.append(compressor.flush())
+    return b"".join(out)
 
 
 def gunzip_bytes(data: bytes) -> bytes:

@@ -47,8 +47,7 @@ from otelgpu.exporters.prometheus.render import (
     EMPTY,
     Body,
     Rendered,
-    body_of,
-    join_chunks,
+    body_of_chunks,
     render_chunks,
     render_text,
 )
@@ -332,15 +331,11 @@ class PrometheusExporter:
 
 
 def _encode(rendered: Rendered, openmetrics: bool, plain: bool) -> Exposition:
-    """The gzip body of the rendered chunks (emptied: they are freed as soon as the body
-    exists; the joins and the gzip let go of the GIL), its plain bytes too when `plain`, and
-    the OpenMetrics body when `openmetrics` (from the same chunks, first)."""
-    converted = render_openmetrics(rendered) if openmetrics else None
-    body = body_of(join_chunks(rendered.chunks), rendered.series)
-    if not plain:  # no one scrapes without gzip: hold only the gzip bytes (Body.plain)
-        body = body.without_plain()
-        converted = converted.without_plain() if converted is not None else None
-    return Exposition(body, converted)
+    """The gzip body of the rendered chunks (emptied: each is freed once compressed; the
+    gzip lets go of the GIL), its plain bytes too when `plain`, and the OpenMetrics body when
+    `openmetrics` (from the same chunks, first)."""
+    converted = render_openmetrics(rendered, plain) if openmetrics else None
+    return Exposition(body_of_chunks(rendered.chunks, rendered.series, plain), converted)
 
 
 def _lower_priority() -> None:

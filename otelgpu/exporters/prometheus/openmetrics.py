@@ -25,7 +25,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from otelgpu.exporters.prometheus.render import Body, Rendered, body_of
+from otelgpu.exporters.prometheus.render import Body, Rendered, body_of, body_of_chunks
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 _TOTAL = "_total"
@@ -58,12 +58,13 @@ def to_openmetrics(classic: bytes | str) -> str:
     return "".join(out)
 
 
-def render_openmetrics(rendered: Rendered) -> Body:
+def render_openmetrics(rendered: Rendered, plain: bool = True) -> Body:
     """The OpenMetrics body of a render, made while its chunks are still held: each family's
     sample chunks (the same objects) under its OpenMetrics head, then `# EOF`. What
     `to_openmetrics` of the joined classic text gives, without decoding, scanning and
     re-encoding 6 MB of text each cycle (~30 ms of the GIL at 10k series, some of it in single
-    calls a scrape cannot interrupt). Runs in the render thread."""
+    calls a scrape cannot interrupt). Without `plain`, only its gzip bytes (`body_of_chunks`).
+    Runs in the render thread."""
     names = {span.name for span in rendered.spans}
     chunks = rendered.chunks
     out: list[bytes] = []
@@ -75,7 +76,7 @@ def render_openmetrics(rendered: Rendered) -> Body:
         out.append(_head(span.name, span.type, span.help, names, countable).encode())
         out += samples
     out.append(b"# EOF\n")
-    return body_of(b"".join(out), rendered.series)
+    return body_of_chunks(out, rendered.series, plain)
 
 
 # A sample line with a timestamp (a match inside a label value is a false alarm, which only

@@ -22,6 +22,12 @@ def test_any_gzip_reader_gets_the_bytes_back(data: bytes, level: int) -> None:
     assert gzip.decompress(packed) == data
 
 
+@given(chunks=st.lists(st.binary(max_size=3000), max_size=8), level=st.integers(0, 9))
+def test_chunks_compress_to_their_join(chunks: list[bytes], level: int) -> None:
+    packed = compression.gzip_chunks(iter(chunks), level)
+    assert packed[:2] == b"\x1f\x8b" and gzip.decompress(packed) == b"".join(chunks)
+
+
 def test_a_large_body_is_compressed() -> None:
     body = b"".join(
         b'gpu_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i, i) for i in range(5000)
@@ -43,6 +49,8 @@ def test_without_isal_zlib_writes_the_same_format(monkeypatch: pytest.MonkeyPatc
         fallback = importlib.reload(compression)
         assert fallback.GZIP_IMPLEMENTATION == "zlib"
         assert gzip.decompress(fallback.gzip_bytes(b"abc" * 1000, 1)) == b"abc" * 1000
+        chunked = fallback.gzip_chunks([b"abc" * 500, b"", b"abc" * 500], 1)
+        assert gzip.decompress(chunked) == b"abc" * 1000
     finally:
         monkeypatch.undo()
         importlib.reload(compression)
