@@ -156,9 +156,11 @@ def _alternate(period: float, items: dict[str, str]) -> None:
     thresholds = tuple(int(v) for v in items.get("gc", "700,10,10").split(","))
     nice = int(items.get("nice", RENDER_NICE))
     main_nice = int(items.get("main_nice", 0))
-    unknown = set(items) - {"switch", "gc", "nice", "main_nice"}
+    unknown = set(items) - {"switch", "gc", "nice", "main_nice", "joined"}
     if unknown:
         raise SystemExit(f"P7_EXPERIMENT: cannot alternate {sorted(unknown)}")
+    if items.get("joined") == "1":
+        _join_gzip_only_bodies_in_b(period)
 
     def toggle() -> None:
         while True:
@@ -179,6 +181,21 @@ def _alternate(period: float, items: dict[str, str]) -> None:
             time.sleep((slot + 1) * period - now + 0.0005)
 
     threading.Thread(target=toggle, name="p7 alternate", daemon=True).start()
+
+
+def _join_gzip_only_bodies_in_b(period: float) -> None:
+    """`joined=1`: in B slots a gzip-only body is joined whole, then gzipped in one call (as
+    before session 10), instead of gzipped chunk by chunk (one GIL hand-over per chunk)."""
+    from otelgpu.exporters.prometheus import exporter, openmetrics, render
+
+    chunked = render.body_of_chunks
+
+    def switched(chunks: list[bytes], series: int, plain: bool) -> render.Body:
+        if plain or int(time.monotonic() // period) % 2 == 0:
+            return chunked(chunks, series, plain)
+        return render.Body(None, chunked(chunks, series, True).gzipped, series)
+
+    exporter.body_of_chunks = openmetrics.body_of_chunks = switched  # type: ignore[attr-defined]
 
 
 def main() -> int:

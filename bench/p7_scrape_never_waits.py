@@ -33,7 +33,13 @@ Printed besides: p50/p99/max of each phase and kind, the body sizes, the agent's
 in each phase (what the GIL switch interval could cost the pipeline shows there), the load
 average before and after (the machine is shared: compare figures of one run), and the **floor**:
 the same numbers of bytes over bare loopback TCP in the scraping process, no HTTP, no agent.
-A plain p99 near the floor's is as good as this machine allows.
+A plain p99 near the floor's is as good as this machine allows. The floor is measured twice:
+with the agent quiet, and while its pipeline runs (1 s cycle, the agent not scraped), which is
+what a `/metrics` served from outside the agent's GIL (another process, sharing only the
+cores) could do at best here. Then **own process**: copies of the agent's two bodies served
+by the agent's own HTTP stack from a process of its own (`bench/p7_own_process.py`), scraped
+the same way while the pipeline runs and when it is quiet: what serving `/metrics` from a
+separate process would give, before the cost of handing it each body.
 
 Inside the agent (with `--probe`, it runs under `bench/p7_probe.py`, which records without
 changing any setting; without it, the agent runs bare and none of this is printed): its
@@ -76,6 +82,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +90,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cpu_quota import PERIOD_US, CpuQuota, Throttled, millicores
 from bench.node_fixture import Node
-from bench.p3_rss import kubelet_for, rotel_blackhole
+from bench.p3_rss import kubelet_for, rotel_blackhole, status_field
 from bench.p7_probe import inside_report
 from otelgpu.config.types import parse_duration
 from tests.peers.rotel import free_port
@@ -343,6 +350,43 @@ def body_sizes(port: int) -> tuple[int, int, int]:
         scraper.close()
 
 
+def bodies(port: int) -> tuple[bytes, bytes]:
+    """One plain and one gzip answer's bodies (the gzip one asked for as Prometheus does)."""
+    scraper = Scraper(port, 0)
+    try:
+        return scraper.get(False, keep=True)[1], scraper.get(True, keep=True)[1]
+    finally:
+        scraper.close()
+
+
+@contextlib.contextmanager
+def own_process(tmp: Path, plain: bytes, gzipped: bytes) -> Iterator[tuple[int, int]]:
+    """`bench/p7_own_process.py` serving these bodies; yields its port and pid."""
+    (tmp / "own.plain").write_bytes(plain)
+    (tmp / "own.gzip").write_bytes(gzipped)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "p7_own_process.py"),
+            *(str(tmp / f"own.{k}") for k in ("plain", "gzip")),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        yield int(server.stdout.readline()), server.pid
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
 def plain_body(port: int) -> bytes:
     """One plain answer's body, on a connection of its own."""
     scraper = Scraper(port, 0)
@@ -498,12 +542,24 @@ async def measure(
                             f"the {phase} phase's receiver went from {before[POINTS]:.0f} to "
                             f"{after[POINTS]:.0f} points: it was not {phase}"
                         )
-            # the floor with the agent quiet: one last collection, then none for an hour
-            await reload_until_full(proc, path, config, "1h", port, 0)
-            await asyncio.sleep(args.settle)
-            floor = await asyncio.get_running_loop().run_in_executor(
-                pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5.0)
-            )
+            # the floor again while the pipeline runs (1 s cycle), the agent not scraped: what
+            # a server sharing no GIL with the pipeline, only the cores, could do here
+            floors: dict[str, dict[str, list[float]]] = {}
+            # and the agent's bodies served by its HTTP stack from a process of its own
+            owns: dict[str, dict[str, list[float]]] = {}
+            with own_process(tmp, *await asyncio.to_thread(bodies, port)) as (own_port, own_pid):
+                for phase, interval in (("busy", "1s"), ("quiet", "1h")):
+                    # quiet: one last collection, then none for an hour
+                    full = plain_bytes if phase == "busy" else 0
+                    await reload_until_full(proc, path, config, interval, port, full)
+                    await asyncio.sleep(args.settle)
+                    floors[phase] = await asyncio.get_running_loop().run_in_executor(
+                        pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5)
+                    )
+                    owns[phase] = await asyncio.get_running_loop().run_in_executor(
+                        pool, scrape_for, own_port, args.gap, min(args.seconds, 5.0)
+                    )
+                own_rss = status_field(own_pid, "VmRSS") / 2**20
         except BaseException:
             log.close()
             print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
@@ -519,7 +575,10 @@ async def measure(
         "thread_use": thread_use,
         "series": series,
         "results": results,
-        "floor": floor,
+        "floor": floors["quiet"],
+        "floor_busy": floors["busy"],
+        "own_process": owns,
+        "own_process_rss": own_rss,
         "cpu_per_second": {k: v / (args.rounds * args.seconds) for k, v in cpu_used.items()},
         "plain_bytes": plain_bytes,
         "gzip_bytes": gzip_bytes,
@@ -583,6 +642,25 @@ async def main(args: argparse.Namespace) -> None:
             f"floor  {kind:5}: the same bytes over bare loopback TCP, no HTTP: p50 {p50:7.2f} ms, "
             f"p99 {p99:7.2f} ms, max {top:7.2f} ms"
         )
+    for kind in ("plain", "gzip"):
+        p50, p99, top = summary(out["floor_busy"][kind])
+        print(
+            f"floor  {kind:5}, while the pipeline runs (no GIL shared with it): p50 {p50:7.2f} "
+            f"ms, p99 {p99:7.2f} ms, max {top:7.2f} ms (p99 x{p99 / figures['paused'][kind][1]:.2f}"
+            f" the paused agent's)"
+        )
+    for kind in ("plain", "gzip"):
+        busy, quiet = (summary(out["own_process"][phase][kind]) for phase in ("busy", "quiet"))
+        print(
+            f"own process {kind:5}: the agent's HTTP stack serving its bodies from another "
+            f"process (no GIL shared with the pipeline): p99 {busy[1]:.2f} ms while the pipeline "
+            f"runs, {quiet[1]:.2f} ms quiet (ratio {busy[1] / quiet[1]:.2f}); p50 {busy[0]:.2f} / "
+            f"{quiet[0]:.2f} ms"
+        )
+    print(
+        f"own process: VmRSS {out['own_process_rss']:.1f} MiB (a fresh interpreter with the HTTP "
+        "stack and both bodies; what a serving process would add to the agent's memory)"
+    )
     experiment = os.environ.get("P7_EXPERIMENT", "")
     if "alt=" in experiment:
         for line in alternate_report(results, float(experiment.split("alt=")[1].split(";")[0])):

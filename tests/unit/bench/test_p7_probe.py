@@ -71,4 +71,14 @@ def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "agent gc busy   gen0:" in done.stdout
     assert "the HTTP thread blocked" in done.stdout
+    busy_floor = [
+        line for line in done.stdout.splitlines() if line.startswith("floor") and "no GIL" in line
+    ]
+    assert [line.split(",")[0] for line in busy_floor] == ["floor  plain", "floor  gzip "]
+    own = [line for line in done.stdout.splitlines() if line.startswith("own process")]
+    assert [line.split(":")[0] for line in own] == [
+        "own process plain",
+        "own process gzip ",
+        "own process",  # its VmRSS
+    ]
     assert done.stdout.splitlines()[-1].startswith("P7 ")
