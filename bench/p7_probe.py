@@ -173,9 +173,7 @@ def _alternate(period: float, items: dict[str, str]) -> None:
                 if role == "gzip":  # the render thread (its nice is its own; root may lower it)
                     with contextlib.suppress(OSError):
                         os.setpriority(os.PRIO_PROCESS, tid, nice if on else RENDER_NICE)
-                elif (
-                    role == "main"
-                ):  # the pipeline's loop: does a lower priority help the HTTP one?
+                elif role == "main":  # the pipeline's loop: does a lower nice help HTTP?
                     with contextlib.suppress(OSError):
                         os.setpriority(os.PRIO_PROCESS, tid, main_nice if on else 0)
             time.sleep((slot + 1) * period - now + 0.0005)

@@ -340,16 +340,6 @@ def summary(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(values), percentile(values, 0.99), max(values)
 
 
-def body_sizes(port: int) -> tuple[int, int, int]:
-    """Bytes of one plain and one gzip answer, and the series in the plain one."""
-    scraper = Scraper(port, 0)
-    try:
-        plain = scraper.get(False, keep=True)[1]
-        return len(plain), len(scraper.get(True, keep=True)[1]), series_in(plain)
-    finally:
-        scraper.close()
-
-
 def bodies(port: int) -> tuple[bytes, bytes]:
     """One plain and one gzip answer's bodies (the gzip one asked for as Prometheus does)."""
     scraper = Scraper(port, 0)
@@ -499,7 +489,8 @@ async def measure(
         try:
             await _wait_series(port, args.min_series, proc)
             await asyncio.sleep(args.warmup)
-            plain_bytes, gzip_bytes, series = await asyncio.to_thread(body_sizes, port)
+            plain, gzipped = await asyncio.to_thread(bodies, port)  # also served by own_process
+            plain_bytes, gzip_bytes, series = len(plain), len(gzipped), series_in(plain)
             cpu_used = {"busy": 0.0, "paused": 0.0}
             results: dict[str, dict[str, list[float]]] = {
                 phase: {key: [] for key in KEYS} for phase in ("busy", "paused")
@@ -547,14 +538,14 @@ async def measure(
             floors: dict[str, dict[str, list[float]]] = {}
             # and the agent's bodies served by its HTTP stack from a process of its own
             owns: dict[str, dict[str, list[float]]] = {}
-            with own_process(tmp, *await asyncio.to_thread(bodies, port)) as (own_port, own_pid):
+            with own_process(tmp, plain, gzipped) as (own_port, own_pid):
                 for phase, interval in (("busy", "1s"), ("quiet", "1h")):
                     # quiet: one last collection, then none for an hour
                     full = plain_bytes if phase == "busy" else 0
                     await reload_until_full(proc, path, config, interval, port, full)
                     await asyncio.sleep(args.settle)
                     floors[phase] = await asyncio.get_running_loop().run_in_executor(
-                        pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5)
+                        pool, floor_for, (plain_bytes, gzip_bytes), args.gap, min(args.seconds, 5.0)
                     )
                     owns[phase] = await asyncio.get_running_loop().run_in_executor(
                         pool, scrape_for, own_port, args.gap, min(args.seconds, 5.0)
