@@ -272,7 +272,7 @@ class PrometheusExporter:
         return asked is not None and now - asked < OPENMETRICS_WANTED
 
     async def _render(self, own: list[Family], openmetrics: bool, plain: bool) -> Exposition:
-        # In small chunks on this loop (no long hold of the GIL), joined in the render thread
+        # In small chunks on this loop (no long hold of the GIL), gzipped in the render thread
         rendered = render_chunks([*self._store.families.values(), *own])
         if self._executor is None:
             return _encode(rendered, openmetrics, plain)

@@ -115,7 +115,7 @@ def render_chunks(families: Iterable[Family]) -> Rendered:
 
     Built on the pipeline's event loop, so it is cut small on purpose: one 6 MB `str.join` or
     `encode` holds the GIL for milliseconds, and a scrape on the server's thread waits that
-    long; per chunk the holds are ~0.1 ms. `join_chunks` makes the body of them."""
+    long; per chunk the holds are ~0.1 ms. `body_of_chunks` makes the body of them."""
     out = Rendered()
     chunks = out.chunks
     for family in families:
