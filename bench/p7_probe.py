@@ -42,6 +42,7 @@ _gc: list[tuple[int, float, float, int, int]] = []  # generation, start, seconds
 _spans: list[tuple[str, float, float]] = []  # name, start, seconds
 _started: list[float] = [0.0]
 _census: list[float] = [0.0]
+_forked: list[tuple[float, int, int]] = []  # seconds since the fork, agent RSS, child private (KiB)
 _thread_ids: dict[
     int, str
 ] = {}  # native id: the first span seen on it (or "http")  # when generation 2 was last counted
@@ -105,6 +106,7 @@ def _dump(out: Path) -> None:
         "threshold": gc.get_threshold(),
         "frozen": gc.get_freeze_count(),
         "thread_ids": {str(k): v for k, v in _thread_ids.items()},
+        "forked": _forked,
     }
     out.write_text(json.dumps(record))
 
@@ -113,7 +115,8 @@ def _experiment(spec: str) -> None:
     """Settings tried in A/B runs, from `P7_EXPERIMENT` (`key=value;...`): `gc=T0,T1,T2`
     (thresholds set after each start's `heap.settle`), `render_nice=N`, `switch=SECONDS`,
     `send_buffer=autotune` (connections ask for no send buffer, as where `net.core.wmem_max` is
-    a default kernel's 208 KiB: the kernel then takes a plain body in parts)."""
+    a default kernel's 208 KiB: the kernel then takes a plain body in parts), `fork=SECONDS`
+    (`_fork_a_server`)."""
     from otelgpu import heap, http_listener
     from otelgpu.exporters.prometheus import exporter
 
@@ -139,12 +142,73 @@ def _experiment(spec: str) -> None:
         elif key == "switch":
             http_listener.SWITCH_INTERVAL = float(value)
             sys.setswitchinterval(float(value))
+        elif key == "fork":
+            _fork_a_server(float(value))
         elif key == "send_buffer" and value == "autotune":
             from otelgpu import http_send_buffer
 
             http_send_buffer.send_buffer_size = lambda: None
         else:
             raise SystemExit(f"P7_EXPERIMENT: unknown setting {key!r}")
+
+
+def _fork_a_server(delay: float) -> None:
+    """`fork=SECONDS`: what a serving process forked from the agent would cost in memory. That
+    long after start the agent forks; the child starts a `MetricsServer` (on a port of its
+    own, in a thread with its own loop, as a serving process would) and then only serves,
+    while the agent goes on. Every 5 s the agent records its VmRSS and the child's private
+    memory (`Private_Clean + Private_Dirty`: the pages it no longer shares with the agent,
+    which a container is charged for on top of the agent's). Each page the agent writes after
+    the fork (its heap churns every cycle) is copied, and the child keeps the old one."""
+
+    def serve_until_orphaned(parent: int) -> None:
+        import asyncio
+
+        from otelgpu.exporters.prometheus.render import EMPTY
+        from otelgpu.exporters.prometheus.server import MetricsServer
+
+        async def serve() -> None:
+            server = MetricsServer(host="127.0.0.1", port=0, current=lambda: EMPTY, on_scrape=print)
+            await server.start()
+            while os.getppid() == parent:
+                await asyncio.sleep(1)
+
+        asyncio.run(serve())
+
+    def fork_then_watch() -> None:
+        time.sleep(delay)
+        parent = os.getpid()
+        child = os.fork()
+        if child == 0:  # only this thread lives on in the child
+            thread = threading.Thread(target=serve_until_orphaned, args=(parent,), daemon=True)
+            thread.start()
+            thread.join()
+            os._exit(0)
+        atexit.register(os.kill, child, 9)
+        started = time.monotonic()
+        while True:
+            with contextlib.suppress(OSError):
+                _forked.append((time.monotonic() - started, _kib(parent, "Rss"), _private(child)))
+            time.sleep(5)
+
+    threading.Thread(target=fork_then_watch, name="p7 fork", daemon=True).start()
+
+
+def _rollup(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        key, _, value = line.partition(":")
+        fields[key] = int(value.split()[0])
+    return fields
+
+
+def _kib(pid: int, key: str) -> int:
+    return _rollup(pid)[key]
+
+
+def _private(pid: int) -> int:
+    fields = _rollup(pid)
+    return fields["Private_Clean"] + fields["Private_Dirty"]
 
 
 def _alternate(period: float, items: dict[str, str]) -> None:
@@ -251,6 +315,13 @@ def inside_report(
                 f"agent gc {phase:6} gen{generation}: {len(pauses) / seconds:6.1f}/s, pause "
                 f"p99 {_p99(took_ms):6.2f} ms, max {max(took_ms, default=0):6.2f} ms"
             )
+    forked = probe.get("forked") or []
+    if forked:
+        lines.append(
+            "forked server (fork=): seconds after the fork, agent RSS / the child's private "
+            "memory, MiB: "
+            + ", ".join(f"{at:.0f}s {rss / 1024:.1f}/{own / 1024:.1f}" for at, rss, own in forked)
+        )
     sizes = [size for g, _, _, _, size in probe["gc"] if g == 2 and size >= 0]
     if sizes:
         lines.append(f"agent gc: objects in generation 2 after a full pass: {sizes}")

@@ -50,6 +50,9 @@ of all busy scrapes those overlap, and each agent thread's CPU, run-queue wait a
 HTTP thread blocked per scrape. `P7_EXPERIMENT=alt=2;<setting>` runs an A/B inside one run
 (the setting in odd 2 s slots of the clock, the defaults in even ones) and prints the p99 of
 each half: on a shared machine that is fairer than comparing two runs (docs/dev/p7.md).
+`P7_EXPERIMENT=fork=SECONDS` forks the agent that long after its start into a child that only
+serves, and prints the child's private memory over the run: what a serving process forked
+from the agent would cost.
 
     python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 20]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s

@@ -34,12 +34,15 @@ FIGURE_LINES = {
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 
 
-def run_smoke(module: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m <module> --smoke <args>` from the project root, its output captured."""
+def run_smoke(
+    module: str, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m <module> --smoke <args>` from the project root (with `env` added to the
+    environment), its output captured."""
     return subprocess.run(
         [sys.executable, "-m", module, "--smoke", *args],
         cwd=ROOT,
-        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}),
         capture_output=True,
         text=True,
         timeout=300,

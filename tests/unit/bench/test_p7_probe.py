@@ -3,6 +3,8 @@ and its alternating A/B mode splits scrapes by slot (synthetic records, no agent
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench import p7_probe
@@ -67,7 +69,8 @@ def test_an_experiment_it_cannot_run_is_refused() -> None:
 
 def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
     # The default run is the bare agent; --probe must keep working, or its tables would rot.
-    done = run_smoke("bench.p7_scrape_never_waits", "--probe")
+    # With the fork experiment on: the forked server's memory line must keep coming too.
+    done = run_smoke("bench.p7_scrape_never_waits", "--probe", env={"P7_EXPERIMENT": "fork=1"})
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert "agent gc busy   gen0:" in done.stdout
     assert "the HTTP thread blocked" in done.stdout
@@ -82,3 +85,5 @@ def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
         "own process",  # its VmRSS
     ]
     assert done.stdout.splitlines()[-1].startswith("P7 ")
+    forked = next(line for line in done.stdout.splitlines() if line.startswith("forked server"))
+    assert re.search(r"MiB: 0s \d+\.\d/\d+\.\d", forked), forked  # sampled at the fork
