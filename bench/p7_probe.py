@@ -156,7 +156,7 @@ def _fork_a_server(delay: float) -> None:
     """`fork=SECONDS`: what a serving process forked from the agent would cost in memory. That
     long after start the agent forks; the child starts a `MetricsServer` (on a port of its
     own, in a thread with its own loop, as a serving process would) and then only serves,
-    while the agent goes on. Every 5 s the agent records its VmRSS and the child's private
+    while the agent goes on. Every 5 s the agent records its RSS and the child's private
     memory (`Private_Clean + Private_Dirty`: the pages it no longer shares with the agent,
     which a container is charged for on top of the agent's). Each page the agent writes after
     the fork (its heap churns every cycle) is copied, and the child keeps the old one."""
@@ -168,7 +168,9 @@ def _fork_a_server(delay: float) -> None:
         from otelgpu.exporters.prometheus.server import MetricsServer
 
         async def serve() -> None:
-            server = MetricsServer(host="127.0.0.1", port=0, current=lambda: EMPTY, on_scrape=print)
+            server = MetricsServer(
+                host="127.0.0.1", port=0, current=lambda: EMPTY, on_scrape=lambda _, __: None
+            )
             await server.start()
             while os.getppid() == parent:
                 await asyncio.sleep(1)
@@ -188,7 +190,8 @@ def _fork_a_server(delay: float) -> None:
         started = time.monotonic()
         while True:
             with contextlib.suppress(OSError):
-                _forked.append((time.monotonic() - started, _kib(parent, "Rss"), _private(child)))
+                rss = _rollup(parent)["Rss"]
+                _forked.append((time.monotonic() - started, rss, _private(child)))
             time.sleep(5)
 
     threading.Thread(target=fork_then_watch, name="p7 fork", daemon=True).start()
@@ -200,10 +203,6 @@ def _rollup(pid: int) -> dict[str, int]:
         key, _, value = line.partition(":")
         fields[key] = int(value.split()[0])
     return fields
-
-
-def _kib(pid: int, key: str) -> int:
-    return _rollup(pid)[key]
 
 
 def _private(pid: int) -> int:
