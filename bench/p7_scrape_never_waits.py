@@ -653,7 +653,8 @@ async def main(args: argparse.Namespace) -> None:
         )
     print(
         f"own process: VmRSS {out['own_process_rss']:.1f} MiB (a fresh interpreter with the HTTP "
-        "stack and both bodies; what a serving process would add to the agent's memory)"
+        "stack and both bodies; what a serving process started afresh would add to the agent's "
+        "memory; for one forked from the agent, see P7_EXPERIMENT=fork=)"
     )
     experiment = os.environ.get("P7_EXPERIMENT", "")
     if "alt=" in experiment:
