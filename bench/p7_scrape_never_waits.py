@@ -29,6 +29,10 @@ the run stops with an error when the two phases' median bodies differ by more th
 when the receiver's points counter moved during a paused phase (or stood still during a busy
 one of at least two cycles).
 
+The headline pools the scrapes of all pairs. Each pair's own ratio is printed too, with their
+median: on a shared machine a stall from outside lands in one phase of one pair, and moves the
+pooled p99 but only that pair's ratio (`--rounds 6` or more for a median worth reading).
+
 Printed besides: p50/p99/max of each phase and kind, the body sizes, the agent's CPU per second
 in each phase (what the GIL switch interval could cost the pipeline shows there), the load
 average before and after (the machine is shared: compare figures of one run), and the **floor**:
@@ -330,6 +334,27 @@ def alternate_report(results: dict[str, dict[str, list[float]]], period: float) 
     return lines
 
 
+def pair_lines(pairs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
+    """The busy/paused p99 ratio of each busy+paused pair of phases on its own, and their
+    median. The headline pools every scrape of all pairs, so one disturbance from outside (a
+    100 ms stall of the machine) that lands in one phase moves it; here it moves one pair."""
+    lines = []
+    for kind in ("plain", "gzip"):
+        ratios = []
+        for pair in pairs:
+            busy, paused = pair["busy"][kind], pair["paused"][kind]
+            if busy and paused:
+                ratios.append(percentile(busy, 0.99) / percentile(paused, 0.99))
+        if not ratios:
+            continue
+        counted = f"{len(ratios)} pair{'s' if len(ratios) > 1 else ''}"
+        lines.append(
+            f"per pair {kind:5}: busy/paused p99 ratio {' '.join(f'{r:.2f}' for r in ratios)}; "
+            f"median {statistics.median(ratios):.2f} of {counted}"
+        )
+    return lines
+
+
 def series_in(body: bytes) -> int:
     return sum(1 for line in body.split(b"\n") if line and not line.startswith(b"#"))
 
@@ -500,10 +525,12 @@ async def measure(
             }
             windows: list[tuple[str, float, float]] = []
             thread_use: dict[str, dict[int, list[float]]] = {"busy": {}, "paused": {}}
+            pairs: list[dict[str, dict[str, list[float]]]] = []
             # Paused = between two collections of a cycle longer than the phase, once the
             # body is whole (the checks below and `unlike` hold it to the busy one's series).
             pause = args.seconds + 2 * args.settle + PAUSE_MARGIN
             for _ in range(args.rounds):
+                pairs.append({})
                 for phase, interval in (("busy", "1s"), ("paused", f"{pause * 1000:.0f}ms")):
                     await reload_until_full(proc, path, config, interval, port, plain_bytes)
                     await asyncio.sleep(args.settle)
@@ -526,6 +553,7 @@ async def measure(
                             per_thread[index] += now[index] - then[index]
                     for key in KEYS:
                         results[phase][key] += times[key]
+                    pairs[-1][phase] = times
                     if proc.poll() is not None:
                         raise RuntimeError(f"the agent exited with {proc.returncode}")
                     _, after = await asyncio.to_thread(self_telemetry, port)
@@ -569,6 +597,7 @@ async def measure(
         "thread_use": thread_use,
         "series": series,
         "results": results,
+        "pairs": pairs,
         "floor": floors["quiet"],
         "floor_busy": floors["busy"],
         "own_process": owns,
@@ -630,6 +659,8 @@ async def main(args: argparse.Namespace) -> None:
                 f"{phase:6} {kind:5}: {len(values):5} scrapes, p50 {p50:7.2f} ms, "
                 f"p99 {p99:7.2f} ms, max {top:7.2f} ms, body {size:.0f} B"
             )
+    for line in pair_lines(out["pairs"]):
+        print(line)
     for kind in ("plain", "gzip"):
         p50, p99, top = summary(out["floor"][kind])
         print(

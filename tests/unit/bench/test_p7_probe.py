@@ -78,6 +78,8 @@ def test_the_benchmark_runs_the_agent_under_the_probe_when_asked() -> None:
         line for line in done.stdout.splitlines() if line.startswith("floor") and "no GIL" in line
     ]
     assert [line.split(",")[0] for line in busy_floor] == ["floor  plain", "floor  gzip "]
+    pairs = [line for line in done.stdout.splitlines() if line.startswith("per pair")]
+    assert [line.split(":")[0] for line in pairs] == ["per pair plain", "per pair gzip "]
     own = [line for line in done.stdout.splitlines() if line.startswith("own process")]
     assert [line.split(":")[0] for line in own] == [
         "own process plain",
