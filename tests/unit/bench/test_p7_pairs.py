@@ -1,4 +1,4 @@
-"""P7 prints each busy+paused pair's p99 ratio and their median besides the pooled figure: a
+"""P7 prints each busy+paused pair's p99 ratio and their median beside the pooled figure: a
 stall from outside that lands in one phase of one pair moves the pooled p99, but only that
 pair's ratio. Synthetic scrape times, no agent (the smoke run checks the line is printed)."""
 
