@@ -334,6 +334,14 @@ def alternate_report(results: dict[str, dict[str, list[float]]], period: float) 
     return lines
 
 
+def pooled(pairs: list[dict[str, dict[str, list[float]]]]) -> dict[str, dict[str, list[float]]]:
+    """Each phase's scrapes (times, when and body sizes) over all pairs, in order."""
+    return {
+        phase: {key: [v for pair in pairs for v in pair[phase][key]] for key in KEYS}
+        for phase in ("busy", "paused")
+    }
+
+
 def pair_lines(pairs: list[dict[str, dict[str, list[float]]]]) -> list[str]:
     """The busy/paused p99 ratio of each busy+paused pair of phases on its own, and their
     median. The headline pools every scrape of all pairs, so one disturbance from outside (a
@@ -520,9 +528,6 @@ async def measure(
             plain, gzipped = await asyncio.to_thread(bodies, port)  # also served by own_process
             plain_bytes, gzip_bytes, series = len(plain), len(gzipped), series_in(plain)
             cpu_used = {"busy": 0.0, "paused": 0.0}
-            results: dict[str, dict[str, list[float]]] = {
-                phase: {key: [] for key in KEYS} for phase in ("busy", "paused")
-            }
             windows: list[tuple[str, float, float]] = []
             thread_use: dict[str, dict[int, list[float]]] = {"busy": {}, "paused": {}}
             pairs: list[dict[str, dict[str, list[float]]]] = []
@@ -551,8 +556,6 @@ async def measure(
                         per_thread = thread_use[phase].setdefault(tid, [0.0, 0.0, 0.0])
                         for index in range(3):
                             per_thread[index] += now[index] - then[index]
-                    for key in KEYS:
-                        results[phase][key] += times[key]
                     pairs[-1][phase] = times
                     if proc.poll() is not None:
                         raise RuntimeError(f"the agent exited with {proc.returncode}")
@@ -596,7 +599,7 @@ async def measure(
         "windows": windows,
         "thread_use": thread_use,
         "series": series,
-        "results": results,
+        "results": pooled(pairs),
         "pairs": pairs,
         "floor": floors["quiet"],
         "floor_busy": floors["busy"],

@@ -4,7 +4,7 @@ pair's ratio. Synthetic scrape times, no agent (the smoke run checks the line is
 
 from __future__ import annotations
 
-from bench.p7_scrape_never_waits import pair_lines
+from bench.p7_scrape_never_waits import KEYS, pair_lines, pooled
 
 
 def _phase(ms: float, stall: float | None = None) -> dict[str, list[float]]:
@@ -35,3 +35,17 @@ def test_a_phase_without_scrapes_is_left_out_of_the_median() -> None:
         pair_lines(pairs)[1] == "per pair gzip : busy/paused p99 ratio 2.00; median 2.00 of 1 pair"
     )
     assert pair_lines([{"busy": empty, "paused": empty}]) == []
+
+
+def test_the_pooled_figures_are_every_pair_s_scrapes_in_order() -> None:
+    def scrapes(first: float) -> dict[str, list[float]]:
+        return {key: [first, first + 1] for key in KEYS}
+
+    pairs = [
+        {"busy": scrapes(1), "paused": scrapes(10)},
+        {"busy": scrapes(3), "paused": scrapes(30)},
+    ]
+    assert pooled(pairs) == {
+        "busy": {key: [1, 2, 3, 4] for key in KEYS},
+        "paused": {key: [10, 11, 30, 31] for key in KEYS},
+    }
