@@ -69,6 +69,10 @@ class ResourceMetrics:
     receiver built them). Several resources may share one identity when together they make
     one set of series (the allocation series of a shared GPU, one per holder): an exporter
     replaces the whole set each time that identity reports.
+    A resource with an identity and no metrics says that identity has no series now (a GPU
+    process ended, a device's last holder left, a lost GPU's readings stopped): an exporter
+    that keeps series drops every line of that identity the same batch did not write, and a
+    push exporter sends nothing for it. Producers send it once, when the identity goes.
     `notes` carries facts one processor leaves for a later one in the same pipeline (see
     `otelgpu.notes`; None when there are none); exporters never read or send them.
     """

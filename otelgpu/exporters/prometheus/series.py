@@ -14,7 +14,9 @@ ownership only while that count is the one it last checked it at.
 Each series also belongs to the identity of the resource that wrote it (`ResourceMetrics.identity`:
 a GPU, a process). An identity's series in a family are replaced as a set on every batch that
 reports it: a line it wrote last time and not this time (the GPU's pod changed, a holder left a
-shared GPU) leaves the body at once. Expiry only removes identities that stopped reporting.
+shared GPU) leaves the body at once. An identity reported with no metrics at all (see
+`ResourceMetrics`) keeps only the lines the same batch wrote for it, in every family. Expiry only
+removes identities that stopped reporting without saying so.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class SeriesStore:
         self.times: dict[int, float] = {}
         self.replaced = 0  # lines removed because their identity reported other lines
         self.layout = Layout()
+        self._emptied: list[int] = []  # identities the batch said have no series now
 
     def key(self, identity: Hashable) -> int:
         """The number of a resource identity (stable while it keeps reporting)."""
@@ -146,8 +149,20 @@ class SeriesStore:
         """Starts a batch ingested at `now` (the update time of every series it writes)."""
         self.times[self.batch] = now
 
+    def empty(self, key: int) -> None:
+        """Identity `key` has no series now: at `commit`, it keeps only the lines this batch
+        wrote for it, in every family."""
+        self._emptied.append(key)
+
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
+        if self._emptied:
+            for name, family in self.families.items():
+                for key in self._emptied:
+                    if key in family.groups:
+                        family.touched[key] = None
+                        self.touched_families[name] = family
+            self._emptied.clear()
         for name, family in self.touched_families.items():
             if family.touched:
                 self.replaced += family.settle(self.batch)

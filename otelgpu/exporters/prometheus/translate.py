@@ -96,6 +96,9 @@ class Translator:
             items: AttrItems | None = None
             if rm.identity is not None:
                 identity = store.key(rm.identity)
+                if not rm.metrics:  # the identity is gone: its lines leave at commit
+                    store.empty(identity)
+                    continue
             else:  # no identity from the receiver: its attributes as they are here are it
                 items = tuple(resource.items())
                 identity = store.key(items)

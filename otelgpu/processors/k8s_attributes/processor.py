@@ -49,6 +49,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 from otelgpu.processors.k8s_attributes.refresher import SOURCE, SnapshotRefresher
 from otelgpu.processors.k8s_attributes.snapshot import (
     DEVICE_PLUGIN,
+    DRA,
     Allocation,
     ResourceFilter,
     Snapshot,
@@ -67,6 +68,7 @@ OFF_LOOP_PODS = 200  # pod-resources answers larger than this are indexed in a w
 _ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
 DRA_UNMAPPED = "otelgpu_dra_devices_unmapped_total"
 DRA_NO_GPU = "no_matching_gpu"  # the name is read, but no GPU/MIG resource of the batch has it
+DRA_MIG_ENABLED = "mig_enabled"  # a whole-GPU claim on a GPU held through its MIG instances
 ALLOCATION_DESCRIPTION = (
     "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
     "share it); join it with a device metric on hw.id to split that metric by pod"
@@ -205,7 +207,11 @@ class K8sAttributesProcessor:
             found = snapshot.lookup(keys) if snapshot is not None else None
             if semconv.PROCESS_PID in resource:
                 out.append(self._process_series(rm, snapshot, keys, found, node))
-            elif found is not None:
+                continue
+            if found is not None and str(resource.get(semconv.HW_ID, "")) in parents:
+                self._whole_claim_on_mig_gpu(rm, found)
+                found = None
+            if found is not None:
                 out.append(with_resource(rm, found.device))
                 out.extend(self._allocation_series(rm, found, made))
             else:
@@ -213,6 +219,9 @@ class K8sAttributesProcessor:
                 if reason:
                     unmatched[reason] = unmatched.get(reason, 0) + _points(rm)
                 out.append(with_resource(rm, node))
+                gone = self._allocation_gone(rm)
+                if gone is not None:
+                    out.append(gone)
         for reason, n in unmatched.items():
             self._settings.telemetry.unmatched_points(self._id, n, reason)
         if snapshot is not None and (snapshot.dra_unmapped or (seen and dra_keys - seen)):
@@ -303,6 +312,38 @@ class K8sAttributesProcessor:
                 )
             )
         return out
+
+    def _whole_claim_on_mig_gpu(self, rm: ResourceMetrics, found: Allocation) -> None:
+        """A MIG-enabled GPU is held only through its MIG instances: a whole-GPU DRA claim on
+        it labels nothing (counted as `mig_enabled`, logged once per change)."""
+        if DRA in found.sources:
+            self._settings.telemetry.count(
+                DRA_UNMAPPED,
+                sum(1 for source in found.sources if source == DRA),
+                "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
+                processor=self._id,
+                reason=DRA_MIG_ENABLED,
+            )
+            self._say_dra(
+                f"a whole-GPU DRA claim names GPU {rm.resource.get(semconv.HW_ID)}, which has "
+                "MIG enabled: it is held through its MIG instances, the claim labels nothing"
+            )
+
+    def _allocation_gone(self, rm: ResourceMetrics) -> ResourceMetrics | None:
+        """The marker that empties a device's allocation series, once, when its last holder
+        left (see `ResourceMetrics`: an identity with no metrics)."""
+        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
+        identity = (semconv.GPU_ALLOCATION, device)
+        if identity not in self._allocations:
+            return None
+        del self._allocations[identity]
+        return ResourceMetrics(
+            resource=rm.resource,
+            metrics=(),
+            scope=rm.scope,
+            scope_version=rm.scope_version,
+            identity=identity,
+        )
 
     def _unmatched(
         self,

@@ -21,7 +21,7 @@ from otelgpu.receivers.nvml.gpm import GpmReader
 from otelgpu.receivers.nvml.health import HealthSummary, status_points
 from otelgpu.receivers.nvml.metrics import XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient
-from otelgpu.receivers.nvml.processes import ProcessReader
+from otelgpu.receivers.nvml.processes import ProcessReader, gone_markers
 from otelgpu.receivers.nvml.reading import (
     Cycle,
     Failed,
@@ -74,6 +74,7 @@ class Collector:
         for device in devices:
             points: Points = {}
             processes: list[ResourceMetrics] = []
+            was_up = device.up
             if device.parent is not None and not device.parent.up:
                 device.up = False  # a MIG instance goes down with its GPU
             if device.up:
@@ -101,6 +102,8 @@ class Collector:
                     )
                 )
             out.extend(processes)
+            if was_up and not device.up:  # its readings and processes stop here: say so once
+                out.extend(gone_markers(device))
         if reader is not None:
             reader.retain(live_pids)
         return tuple(out)

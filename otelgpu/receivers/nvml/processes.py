@@ -68,10 +68,10 @@ class ProcessReader:
                 )
             )
         resources = device.process_resources
-        if len(resources) > len(pids):  # some processes ended: forget their resources
+        if len(resources) > len(pids):  # some processes ended: forget them, and say so once
             running = set(pids)
             for gone in [p for p in resources if p not in running]:
-                del resources[gone]
+                out.append(_gone(device, gone, resources.pop(gone)))
         return out
 
     def retain(self, live_pids: list[int]) -> None:
@@ -122,3 +122,32 @@ class ProcessReader:
                 **self._resolver.attributes(pid),  # container.id, Slurm job/step
             }
         return resource
+
+
+def gone_markers(device: Device) -> list[ResourceMetrics]:
+    """What a device that stopped answering says once: its own identity and each of its
+    processes' have no series now (`ResourceMetrics` with no metrics), up and status aside,
+    which the same batch reports."""
+    resources = device.process_resources
+    markers = [_gone(device, pid, resource) for pid, resource in resources.items()]
+    resources.clear()
+    markers.append(
+        ResourceMetrics(
+            resource=device.resource,
+            metrics=(),
+            identity=device.uuid,
+            scope_version=__version__,
+            schema_url=semconv.SCHEMA_URL,
+        )
+    )
+    return markers
+
+
+def _gone(device: Device, pid: int, resource: Attributes) -> ResourceMetrics:
+    return ResourceMetrics(
+        resource=resource,
+        metrics=(),
+        identity=(device.uuid, pid),
+        scope_version=__version__,
+        schema_url=semconv.SCHEMA_URL,
+    )

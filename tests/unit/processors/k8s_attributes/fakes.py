@@ -147,7 +147,8 @@ def is_allocation(rm: ResourceMetrics) -> bool:
 
 def holders_of(batch: tuple[ResourceMetrics, ...], uuid: str) -> list[tuple[object, ...]]:
     """(namespace, pod, container) of every device resource `uuid` in `batch` (one, unless
-    something copies devices: the allocation series are not counted here)."""
+    something copies devices: the allocation series, and the marker that empties them when
+    the last holder left, are not counted here)."""
     return [
         (
             rm.resource.get(semconv.K8S_NAMESPACE_NAME),
@@ -155,7 +156,7 @@ def holders_of(batch: tuple[ResourceMetrics, ...], uuid: str) -> list[tuple[obje
             rm.resource.get(semconv.K8S_CONTAINER_NAME),
         )
         for rm in batch
-        if rm.resource.get(semconv.HW_ID) == uuid and not is_allocation(rm)
+        if rm.resource.get(semconv.HW_ID) == uuid and rm.metrics and not is_allocation(rm)
     ]
 
 

@@ -427,7 +427,10 @@ async def test_processes_are_mapped_to_containers(
 
     sim(receiver).set_processes(0, [(200, 1 << 30)])
     batch = await receiver.scrape()
-    assert [rm.resource["process.pid"] for rm in batch if "process.pid" in rm.resource] == [200]
+    running = [rm for rm in batch if "process.pid" in rm.resource and rm.metrics]
+    assert [rm.resource["process.pid"] for rm in running] == [200]
+    ended = [rm for rm in batch if not rm.metrics]  # said once, so exporters drop its series
+    assert [rm.identity for rm in ended] == [(batch[0].resource["hw.id"], 100)]
 
 
 async def test_mig_processes_are_read_per_instance(
