@@ -72,9 +72,9 @@ class ContainerEnvProcessor:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._missed: set[object] = set()
-        # (namespace, pod, container) → the device it was last seen on, and since when; and
-        # when the listing behind the current snapshot began (`_newer_than_snapshot`)
-        self._where: dict[WorkloadKey, tuple[object, float]] = {}
+        # (namespace, pod, container) → the devices it was seen on, and since when it holds
+        # them; and when the listing behind the current snapshot began (`_note_moves`)
+        self._where: dict[WorkloadKey, tuple[frozenset[object], float]] = {}
         self._listed_from = float("-inf")
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
@@ -110,8 +110,12 @@ class ContainerEnvProcessor:
         unmatched: Counter[str] = Counter()
         outside: set[tuple[object, object]] | None = None
         out: list[ResourceMetrics] = []
+        moved = self._note_moves(batch)
         for rm in batch:
-            match, reason = self._lookup(rm, snapshot, degraded)
+            if not rm.metrics:  # an identity that is gone (see ResourceMetrics): nothing to label
+                out.append(rm)
+                continue
+            match, reason = self._lookup(rm, snapshot, degraded, moved)
             holders = rm.notes.get(notes.GPU_HOLDERS) if rm.notes else None
             if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
                 outside = set() if outside is None else outside
@@ -165,7 +169,11 @@ class ContainerEnvProcessor:
         return key
 
     def _lookup(
-        self, rm: ResourceMetrics, snapshot: Snapshot, degraded: bool
+        self,
+        rm: ResourceMetrics,
+        snapshot: Snapshot,
+        degraded: bool,
+        moved: Collection[WorkloadKey],
     ) -> tuple[Match | None, str]:
         """The match and how it was found; or None and why not ("" when there is nothing to
         match: a GPU that no container holds)."""
@@ -179,7 +187,7 @@ class ContainerEnvProcessor:
         if cid and (match := snapshot.by_id.get(cid)) is not None:
             return match, "by_id"
         if named and (match := snapshot.by_workload.get(workload)) is not None:
-            if self._newer_than_snapshot(workload, rm.resource.get(semconv.HW_ID)):
+            if workload in moved:
                 self._note_miss(("holder", workload))  # one early refresh settles it
                 return None, "holder_changed"
             return match, "by_workload"
@@ -190,25 +198,58 @@ class ContainerEnvProcessor:
         self._note_miss(cid or workload)
         return None, "container_not_found"
 
-    def _newer_than_snapshot(self, workload: WorkloadKey, device: object) -> bool:
-        """Whether `workload` moved to `device` after the current snapshot's listing began.
+    def _note_moves(self, batch: Batch) -> set[WorkloadKey]:
+        """The (namespace, pod, container) names whose holder is newer than the snapshot.
 
-        A pod deleted and created again under its name on another GPU is the same (namespace,
+        A pod deleted and created again under its name on other GPUs is the same (namespace,
         pod, container) to the kubelet; until the runtime is listed again, the snapshot may
-        still hold the old pod's container, whose labels must not be lent to the new one. So a
-        name seen on another device than before is matched by name only with a snapshot whose
-        listing started after it moved (the next refresh, asked for at once): its labels are
-        absent for that long, never borrowed. (A name seen for the first time, or recreated on
-        the same GPU, is matched at once: the snapshot is then at most one refresh old.)"""
-        seen = self._where.get(workload)
-        if seen is not None and seen[0] == device:
-            return seen[1] >= self._listed_from
-        if len(self._where) >= _MAX_REMEMBERED_MISSES:
-            self._where.clear()
-        moved = self._clock.monotonic() if seen is not None else float("-inf")
-        self._where[workload] = (device, moved)
-        self._missed.discard(("holder", workload))  # this move may ask for a refresh again
-        return moved >= self._listed_from
+        still hold the old pod's container, whose labels must not be lent to the new one. A
+        container's devices are fixed for its life, so a name that left a device it was seen
+        on (that device reports, naming someone else or nobody), or that shows up on a new
+        device while none of its devices in the batch names it any more, is a new holder: it
+        is matched by name only with a snapshot whose listing began after it moved (the next
+        refresh, asked for at once); its labels are absent for that long, never borrowed. A
+        container on several GPUs is one holder of all of them; a name seen for the first
+        time, or on devices this batch does not report, is matched at once (the snapshot is
+        then at most one refresh old)."""
+        listed: dict[object, set[WorkloadKey]] = {}
+        for rm in batch:
+            resource = rm.resource
+            device = resource.get(semconv.HW_ID)
+            if device is None or semconv.PROCESS_PID in resource or not rm.metrics:
+                continue
+            names = listed.setdefault(device, set())
+            workload = (
+                _text(rm, semconv.K8S_NAMESPACE_NAME),
+                _text(rm, semconv.K8S_POD_NAME),
+                _text(rm, semconv.K8S_CONTAINER_NAME),
+            )
+            if all(workload):
+                names.add(workload)
+        on: dict[WorkloadKey, set[object]] = {}
+        for device, names in listed.items():
+            for workload in names:
+                on.setdefault(workload, set()).add(device)
+        now, moved = self._clock.monotonic(), set()
+        for workload, devices in on.items():
+            seen = self._where.get(workload)
+            if seen is None:
+                if len(self._where) >= _MAX_REMEMBERED_MISSES:
+                    self._where.clear()
+                self._where[workload] = (frozenset(devices), float("-inf"))
+                continue
+            known, since = seen
+            reported = [d for d in known if d in listed]
+            left = any(workload not in listed[d] for d in reported)
+            if left or (reported and not devices & known):
+                since = now  # a new holder under the old name
+                self._where[workload] = (frozenset(devices), since)
+                self._missed.discard(("holder", workload))  # it may ask for a refresh again
+            elif not devices <= known:
+                self._where[workload] = (known | devices, since)
+            if since >= self._listed_from:
+                moved.add(workload)
+        return moved
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the

@@ -270,20 +270,61 @@ async def test_a_pod_recreated_on_another_gpu_never_borrows_the_old_pods_labels(
     """R5/R10 (seen in the node e2e under load): train-0 is deleted and created again under
     its name on another GPU; the kubelet says so before the runtime is listed again, and the
     snapshot still holds the old, running container. Its TEAM must not go on the new GPU:
-    absent until a listing that began after the move, then the new pod's."""
+    absent until a listing that began after the move, then the new pod's. (The receiver
+    reports every GPU: the old one too, now held by nobody.)"""
     rt = _node()
     proc = await _started(telemetry, rt, clock)
     on_gpu0 = by_workload("ml", "train-0", "trainer")
     assert one(proc.process((on_gpu0,)))["container.env.TEAM"] == "ml"
     moved = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-3"})
+    idle = gpu()  # GPU-0, still reported, held by nobody now
     calls = rt.list_calls
-    assert "container.env.TEAM" not in one(proc.process((moved,)))  # the old snapshot's
+    out = proc.process((idle, moved))
+    assert "container.env.TEAM" not in out[1].resource  # the old snapshot's
     assert counter(telemetry, UNMATCHED, reason="holder_changed") == 2
     rt.stop(CID)
     rt.sandbox("t" * 64, "ml", "train-0", created=5.0)
     rt.workload("d" * 64, "ml", "train-0", "trainer", sandbox_id="t" * 64, env={"TEAM": "new"})
     await clock.advance(1.0)  # the early refresh the move asked for
     assert rt.list_calls == calls + 1
-    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"
-    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"  # steady again
+    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "new"
+    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "new"  # steady
+    await proc.shutdown()
+
+
+async def test_a_container_holding_two_gpus_gets_its_labels_on_both(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """One container on GPU-0 and GPU-1 is one holder of two devices, not a holder moving
+    between them on every lookup (which left it unlabelled, counted as holder_changed)."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
+    for _ in range(3):
+        out = proc.process((on_gpu0, on_gpu1))
+        assert [rm.resource.get("container.env.TEAM") for rm in out] == ["ml", "ml"]
+        await clock.advance(10.0)
+    assert counter(telemetry, UNMATCHED, reason="holder_changed") == 0
+    await proc.shutdown()
+
+
+async def test_a_pod_recreated_on_a_subset_of_its_gpus_is_a_move_too(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """A container's devices are fixed for its life: the same name on another set of GPUs
+    (here one of its two) is a new pod, whose labels wait for a listing after the move."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
+    assert [rm.resource.get("container.env.TEAM") for rm in proc.process((on_gpu0, on_gpu1))] == [
+        "ml",
+        "ml",
+    ]
+    idle = gpu()  # GPU-0 still reports, held by nobody
+    assert "container.env.TEAM" not in proc.process((idle, on_gpu1))[1].resource
+    assert counter(telemetry, UNMATCHED, reason="holder_changed") == 2
+    await clock.advance(1.0)  # the early refresh the move asked for
+    assert proc.process((idle, on_gpu1))[1].resource["container.env.TEAM"] == "ml"
     await proc.shutdown()
