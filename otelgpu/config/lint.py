@@ -1,27 +1,36 @@
 """Stage 4 of validation: what every component's config allows alone but the whole cannot do.
 
 Errors: two started components listening on one port (the second would fail to bind at
-start). Warnings: include lists naming keys that look like secrets. Both read the validated
-models through the shared value types of `types.py` (`Endpoint` fields, `KeyFilter` fields),
-never through a component's own option names.
+start); an exporter whose series expire before the receivers feeding it collect twice (its
+`/metrics` would empty between collections). Warnings: include lists naming keys that look like
+secrets. Ports and include lists are read through the shared value types of `types.py`
+(`Endpoint` fields, `KeyFilter` fields); expiry through the Collector's option names
+`collection_interval` (every scraping receiver's) and `metric_expiration`, never through a
+component's type.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic.functional_validators import BeforeValidator
 
 from otelgpu.component import ComponentID, Kind
 from otelgpu.config.positions import Path, Positions
-from otelgpu.config.types import KeyFilter, parse_endpoint, split_endpoint
+from otelgpu.config.types import KeyFilter, format_duration, parse_endpoint, split_endpoint
 from otelgpu.errors import Issue
+
+if TYPE_CHECKING:
+    from otelgpu.config.schema import Pipeline
 
 _log = logging.getLogger("otelgpu.config")
 _EVERY_INTERFACE = ("", "0.0.0.0", "::")
+# The Collector's names: a scraping receiver's period, and how long an exporter that serves the
+# last value of each series keeps one that no batch has updated.
+_INTERVAL, _EXPIRATION = "collection_interval", "metric_expiration"
 
 
 def port_conflicts(
@@ -47,6 +56,61 @@ def port_conflicts(
                     break
             seen.append((host, port, path, f'{kind.value} "{cid}"'))
     return issues
+
+
+def expiring_before_collection(
+    pipelines: Iterable[Pipeline],
+    receivers: Mapping[ComponentID, BaseModel],
+    exporters: Mapping[ComponentID, BaseModel],
+    pos: Positions,
+) -> list[Issue]:
+    """One issue per exporter whose `metric_expiration` is shorter than twice the longest
+    `collection_interval` of the receivers of the pipelines feeding it: a series must outlive
+    a late collection, or `/metrics` empties between two. Receivers without an interval (and
+    components whose own options were refused) are left out."""
+    longest: dict[ComponentID, tuple[float, ComponentID, ComponentID]] = {}
+    for pipeline in pipelines:
+        for rid in pipeline.receivers:
+            interval = getattr(receivers.get(rid), _INTERVAL, None)
+            if not isinstance(interval, float):
+                continue
+            for eid in pipeline.exporters:
+                if eid not in longest or interval > longest[eid][0]:
+                    longest[eid] = (interval, rid, pipeline.id)
+    issues: list[Issue] = []
+    for eid, (interval, rid, pid) in longest.items():
+        expiration = getattr(exporters.get(eid), _EXPIRATION, None)
+        if not isinstance(expiration, float) or _ns(expiration) >= 2 * _ns(interval):
+            continue
+        path = ("exporters", str(eid), _EXPIRATION)
+        written = path in pos.values
+        mark = pos.value(path) if written else pos.key(path[:2])
+        shown = format_duration(expiration)
+        if not written:
+            shown = f"the default {shown} (not set)"
+        message = (
+            f"{shown} is shorter than twice the {_INTERVAL} of receiver "
+            f'"{rid}" ({_interval_at(rid, interval, pos)}), which feeds this exporter in '
+            f'pipeline "{pid}": its series would expire between two collections and vanish '
+            f"from /metrics; set {_EXPIRATION} to at least {format_duration(2 * interval)} "
+            "(or collect more often)"
+        )
+        issues.append(Issue(mark.file, mark.line, mark.column, path, message))
+    return issues
+
+
+def _interval_at(rid: ComponentID, interval: float, pos: Positions) -> str:
+    path = ("receivers", str(rid), _INTERVAL)
+    if path in pos.values:
+        at = pos.value(path)
+        return f"{format_duration(interval)} at {at.file}:{at.line}:{at.column}"
+    at = pos.key(path[:2])
+    return f"the default {format_duration(interval)}, not set at {at.file}:{at.line}:{at.column}"
+
+
+def _ns(seconds: float) -> int:
+    """Whole nanoseconds (the finest duration unit), so `2 * 100ms` equals `200ms`."""
+    return round(seconds * 1e9)
 
 
 def warn_secret_like_includes(

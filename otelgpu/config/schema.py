@@ -13,7 +13,11 @@ from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 
 from otelgpu.component import ComponentID, Kind
 from otelgpu.config.collector_compat import factory_for, warn_deprecated
-from otelgpu.config.lint import port_conflicts, warn_secret_like_includes
+from otelgpu.config.lint import (
+    expiring_before_collection,
+    port_conflicts,
+    warn_secret_like_includes,
+)
 from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
 from otelgpu.config.positions import Path, Positions
@@ -120,6 +124,12 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     _wire(config, declared, data.get("service"), pos, issues)
     started = _started(config)
     issues += port_conflicts(started, pos)
+    issues += expiring_before_collection(
+        config.pipelines.values(),
+        components[Kind.RECEIVER],
+        components[Kind.EXPORTER],
+        pos,
+    )
     if issues or raw.issues:
         own = _not_echoes(issues, raw.damaged)
         raise ConfigError(sort_issues([*raw.issues, *own], raw.sources))

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.builtins import builtin_registry
+from otelgpu import cli
+from otelgpu.builtins import builtin_factories, builtin_registry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.errors import ConfigError
+from otelgpu.registry import Registry
+from tests.components import sample_factory
 
 CASES = sorted((Path(__file__).parent / "testdata" / "whole").glob("*.yaml"))
 
@@ -84,3 +87,113 @@ def test_secret_like_include_keys_are_warned_about_with_their_position(
         'f.yaml:12:17: processors::container_env/allowed::env::include::0: "AWS_SECRET_ACCESS_KEY"'
         " looks like the key of a secret; it will be exported (allow_secret_like_keys: true)",
     ]
+
+
+def _expiration_error(
+    sources: list[tuple[str, str]],
+    overrides: tuple[str, ...] = (),
+    registry: Registry | None = None,
+) -> list[str]:
+    """The lines of the ConfigError, or [] when the configuration is accepted."""
+    try:
+        validate(load(sources, list(overrides), environ={}), registry or builtin_registry())
+    except ConfigError as exc:
+        return str(exc).splitlines()
+    return []
+
+
+def test_metric_expiration_and_collection_interval_are_located_across_files_and_set() -> None:
+    base = """\
+receivers:
+  nvml: {backend: simulated}
+exporters:
+  prometheus: {}
+service:
+  pipelines:
+    metrics: {receivers: [nvml], exporters: [prometheus]}
+"""
+    node = "receivers:\n  nvml:\n    collection_interval: 1m\n"
+    lines = _expiration_error(
+        [("base.yaml", base), ("node.yaml", node)],
+        ("exporters.prometheus.metric_expiration=90s",),
+    )
+    assert lines == [
+        "--set #1:1:40: exporters::prometheus::metric_expiration: 90s is shorter than twice "
+        'the collection_interval of receiver "nvml" (1m at node.yaml:3:26), which feeds this '
+        'exporter in pipeline "metrics": its series would expire between two collections and '
+        "vanish from /metrics; set metric_expiration to at least 2m (or collect more often)"
+    ]
+    assert (
+        _expiration_error(
+            [("base.yaml", base), ("node.yaml", node)],
+            ("exporters.prometheus.metric_expiration=2m",),
+        )
+        == []
+    )
+
+
+def test_only_the_receivers_feeding_the_exporter_count() -> None:
+    text = """\
+receivers:
+  nvml: {backend: simulated, collection_interval: 1s}
+  kubelet_stats: {collection_interval: 1h}
+exporters:
+  prometheus: {metric_expiration: 2s}
+  debug: {}
+service:
+  pipelines:
+    metrics/gpu: {receivers: [nvml], exporters: [prometheus]}
+    metrics/node: {receivers: [kubelet_stats], exporters: [debug]}
+"""
+    assert _expiration_error([("f.yaml", text)]) == []
+
+
+def test_a_receiver_without_a_collection_interval_is_ignored() -> None:
+    text = """\
+receivers:
+  sample: {interval: 1h}
+exporters:
+  prometheus: {metric_expiration: 1s}
+service:
+  pipelines:
+    metrics: {receivers: [sample], exporters: [prometheus]}
+"""
+    registry = Registry([*builtin_factories(), sample_factory])
+    assert _expiration_error([("f.yaml", text)], registry=registry) == []
+
+
+def test_a_short_metric_expiration_is_reported_with_the_other_errors() -> None:
+    text = """\
+receivers:
+  nvml: {backend: simulated, collection_interval: 1h, processes: maybe}
+  kubelet_stats: {collection_interval: 1m}
+exporters:
+  prometheus: {metric_expiration: 1m}
+service:
+  pipelines:
+    metrics: {receivers: [kubelet_stats, nvml], exporters: [prometheus]}
+"""
+    lines = _expiration_error([("f.yaml", text)])
+    # nvml's options are refused, so its interval is unknown: kubelet_stats' is the longest
+    assert lines == [
+        "f.yaml:2:66: receivers::nvml::processes: expected a boolean (true or false)",
+        "f.yaml:5:35: exporters::prometheus::metric_expiration: 1m is shorter than twice the "
+        'collection_interval of receiver "kubelet_stats" (1m at f.yaml:3:40), which feeds this '
+        'exporter in pipeline "metrics": its series would expire between two collections and '
+        "vanish from /metrics; set metric_expiration to at least 2m (or collect more often)",
+    ]
+
+
+def test_validate_refuses_a_short_metric_expiration_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "receivers:\n  nvml: {backend: simulated, collection_interval: 30s}\n"
+        "exporters:\n  prometheus: {metric_expiration: 30s}\n"
+        "service:\n  pipelines:\n    metrics: {receivers: [nvml], exporters: [prometheus]}\n"
+    )
+    assert cli.main(["validate", "-c", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:4:35: exporters::prometheus::metric_expiration: 30s is shorter than" in err
+    assert f'receiver "nvml" (30s at {path}:2:51)' in err
