@@ -51,7 +51,11 @@ class SimulatedMig(StrictModel):
 
 
 class SimulatedProcess(StrictModel):
-    """A process using a simulated GPU (its pid is mapped through `host_proc` like a real one)."""
+    """A process using a simulated GPU (its pid is mapped through `host_proc` like a real one).
+
+    Its `used_memory` counts in the GPU's used memory; processes asking together for more than
+    the GPU (or its first MIG instance, where they run) holds are reported scaled down to fit.
+    """
 
     pid: int = Field(gt=0)
     used_memory: Size = 1 << 30

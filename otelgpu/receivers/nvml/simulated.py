@@ -61,6 +61,11 @@ def _profile_memory(profile: str) -> int:
     return int(float(size) * (1 << 30)) if size.replace(".", "").isdigit() else 10 << 30
 
 
+def _reserved(total: int) -> int:
+    """What the driver keeps for itself: NVML's used + free + reserved = total."""
+    return total // 64
+
+
 class SimulatedNvml(ParitySimulation):
     """`NvmlClient` over deterministic simulated GPUs."""
 
@@ -251,8 +256,11 @@ class SimulatedNvml(ParitySimulation):
             total = _profile_memory(gpu.spec.mig[handle.mig].profile)
         else:
             total = gpu.spec.memory
-        reserved = total // 64
+        reserved = _reserved(total)
         used = int((total - reserved) * 0.8 * self._load(gpu.index))
+        if handle.mig <= 0:  # the GPU, or the instance its processes run in (see below)
+            # What its processes hold is part of what it uses: never less, however low the load.
+            used = max(used, sum(memory for _, memory in self._processes(gpu)))
         return used, total - reserved - used, reserved, total
 
     def clock(self, handle: SimHandle, clock_type: int) -> int:
@@ -279,8 +287,21 @@ class SimulatedNvml(ParitySimulation):
         # As NVML: the GPU handle answers for every instance; a GPU's configured processes
         # run in its first MIG instance when it has any.
         if handle.mig < 0 or handle.mig == 0:
-            return list(gpu.processes)
+            return self._processes(gpu)
         return []
+
+    def _processes(self, gpu: _Gpu) -> list[tuple[int, int]]:
+        """The GPU's processes as NVML reports them: when together they ask for more memory
+        than the device they run in can hold (its first MIG instance, if it has any; less what
+        is reserved), each one's memory is scaled down in proportion, so they fit."""
+        capacity = gpu.spec.memory - _reserved(gpu.spec.memory)
+        if gpu.spec.mig:
+            instance = _profile_memory(gpu.spec.mig[0].profile)
+            capacity = min(capacity, instance - _reserved(instance))
+        asked = sum(memory for _, memory in gpu.processes)
+        if asked <= capacity:
+            return list(gpu.processes)
+        return [(pid, memory * capacity // asked) for pid, memory in gpu.processes]
 
     def process_utilization(self, handle: SimHandle, since_us: int) -> list[ProcessUtilization]:
         gpu = self._gpu(handle, "nvmlDeviceGetProcessUtilization")
