@@ -29,6 +29,12 @@ MIG_PLACEMENT_START = "nvidia.mig.placement_start"  # the GPU instance's first m
 HOST_NAME = "host.name"  # the node name (K8S_NODE_NAME) in Kubernetes, else the hostname
 SIMULATED = "otelgpu.simulated"  # true on every resource of the simulated backend
 
+# The agent as an OpenTelemetry service: on every resource the OTLP exporters send (Prometheus'
+# OTLP endpoint makes `job` of service.name and `instance` of service.instance.id).
+SERVICE_NAME = "service.name"  # "otelgpu"
+SERVICE_INSTANCE_ID = "service.instance.id"  # a UUID v5 of the node name: stable per node
+SERVICE_VERSION = "service.version"  # otelgpu.__version__
+
 # Who holds the GPU (k8s_attributes) and which process uses it (nvml processes: true).
 K8S_NODE_NAME = "k8s.node.name"
 K8S_NAMESPACE_NAME = "k8s.namespace.name"
@@ -39,6 +45,10 @@ GPU_SHARED = "nvidia.gpu.shared"  # true when several containers hold the same G
 GPU_HOLDERS = "nvidia.gpu.holders"  # how many containers hold it
 GPU_ALLOCATION_SOURCE = "nvidia.gpu.allocation.source"  # device_plugin | dra
 GPU_REPLICA = "nvidia.gpu.replica"  # the device plugin's replica ID(s) of a holder ("0,3")
+# The DRA ResourceClaim(s) a holder got the device through (allocation series only). The
+# conventions define no ResourceClaim attributes; these keep their k8s.<kind> spelling.
+GPU_RESOURCECLAIM_NAME = "nvidia.gpu.resourceclaim.name"  # "train-gpu" ("a,b" for two)
+GPU_RESOURCECLAIM_NAMESPACE = "nvidia.gpu.resourceclaim.namespace"
 CONTAINER_ID = "container.id"
 PROCESS_PID = "process.pid"
 SLURM_JOB_ID = "slurm.job.id"  # from the process's Slurm cgroup (nvml processes: true)

@@ -8,6 +8,7 @@ again on the same ports; the queue's content must arrive and exactly the overflo
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from otelgpu.component import Kind
 from otelgpu.exporters.otlp import factory, http_factory
 from otelgpu.exporters.otlp.exporter import OtlpExporter
+from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.model import ResourceMetrics, point_count
 from otelgpu.registry import Factory
 from otelgpu.telemetry import SelfTelemetry
@@ -77,7 +79,8 @@ async def test_what_rotel_receives_is_what_was_sent(
     (got,) = await receiver.wait_for(lambda rs: len(rs) >= 1)
     await exporter.shutdown()
 
-    assert got.attributes == resource  # types too: "nvidia.gpu.holders" is Int(2)
+    # Types too ("nvidia.gpu.holders" is Int(2)); the exporter adds the agent's service.*.
+    assert got.attributes == {**resource, **service_attributes(os.environ)}
     assert (got.scope_name, got.scope_version) == ("otelgpu", "1.2.3")
     util, energy, memory = got.metrics
     assert (util.name, util.unit, util.data_type) == ("hw.gpu.utilization", "1", "Gauge")

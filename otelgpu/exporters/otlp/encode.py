@@ -10,13 +10,19 @@ it to that byte for byte on many batches. `encode` parses them back into the mes
 callers that want one.
 
 An exporter keeps one `AttributeCache` across batches: a GPU's attribute set is the same cycle
-after cycle, so its KeyValues are encoded once.
+after cycle, so its KeyValues are encoded once. The cache may also carry resource attributes to
+add to every resource that lacks them (the exporter's `service.*`).
+
+Two things keep points apart for a backend that drops resource attributes (Prometheus' OTLP
+endpoint keeps only point attributes and `job`/`instance` by default): every point of a
+resource with `process.pid` carries the pid as a point attribute too (after its own, unless it
+has one), and GPU points carry `hw.id` from the receiver.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import Any
 
@@ -25,7 +31,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otelgpu.model import Batch, Metric, MetricKind
+from otelgpu.model import Attributes, Batch, Metric, MetricKind
+from otelgpu.semconv import PROCESS_PID
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -66,7 +73,7 @@ def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsSe
 def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
     """The request body of `batch` as sent on the wire (uncompressed): one ScopeMetrics per
     resource, sums as cumulative with their start time, ints as `as_int` and floats as
-    `as_double`."""
+    `as_double`; a resource's `process.pid` also on each of its points."""
     if cache is None:
         cache = AttributeCache()
     cache.begin_batch()
@@ -81,8 +88,10 @@ def _request(batch: Batch, cache: AttributeCache) -> bytes:
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
         metrics = [scope]
+        pid = rm.resource.get(PROCESS_PID)
+        extra = b"" if pid is None else _attribute_fields(_POINT_ATTRIBUTES, {PROCESS_PID: pid})
         for metric in rm.metrics:
-            body = _metric(metric, cache)
+            body = _metric(metric, cache, extra)
             metrics += (_FIELD_2, _length(len(body)), body)
         schema = _schema_url(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
@@ -94,9 +103,12 @@ def _request(batch: Batch, cache: AttributeCache) -> bytes:
     return b"".join(out)
 
 
-def _metric(metric: Metric, cache: AttributeCache) -> bytes:
-    """One Metric: its descriptor, then gauge or sum with every point."""
-    attributes = cache.point_attributes
+def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
+    """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
+    pid as a point attribute field) ends every point's attributes that lack the pid."""
+    attributes: Callable[[Mapping[str, Any]], bytes] = cache.point_attributes
+    if extra:
+        attributes = _adding(attributes, extra)
     parts: list[bytes] = []
     for p in metric.points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
@@ -114,7 +126,7 @@ def _metric(metric: Metric, cache: AttributeCache) -> bytes:
             head = pack(_POINT_START if start else _POINT_TIME, start or time, tag, value)
         else:
             head = (_pack_d if double else _pack_q)(tag, value)
-        point = head + attributes(p.attributes) if p.attributes else head
+        point = head + attributes(p.attributes) if p.attributes else head + extra
         parts += (_FIELD_1, _SMALL[len(point)] if len(point) < 128 else _length(len(point)), point)
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
@@ -125,6 +137,18 @@ def _metric(metric: Metric, cache: AttributeCache) -> bytes:
         data_tag = _GAUGE
     data = b"".join(parts)
     return cache.descriptor(metric) + data_tag + _length(len(data)) + data
+
+
+def _adding(
+    attributes: Callable[[Mapping[str, Any]], bytes], extra: bytes
+) -> Callable[[Mapping[str, Any]], bytes]:
+    """`attributes` followed by the pid field `extra`, unless the point has a pid of its own."""
+
+    def encoded(point: Mapping[str, Any]) -> bytes:
+        fields = attributes(point)
+        return fields if PROCESS_PID in point else fields + extra
+
+    return encoded
 
 
 def _schema_url(url: str) -> bytes:
@@ -208,12 +232,16 @@ class AttributeCache:
     processors share one dict between many points), then by content, across batches. The
     content key carries each value's type because `True == 1 == 1.0` in Python but not on the
     wire. Bounded: past `limit` entries (pods come and go) it starts over.
+
+    `resource_defaults` are added after a resource's own attributes, each one only where the
+    resource has no value for its key; they are fixed for the cache's life, so a resource's
+    cached encoding (keyed by its own attributes) already holds them.
     """
 
-    __slots__ = ("_by_content", "_by_id", "_descriptors", "_limit", "_scopes")
+    __slots__ = ("_by_content", "_by_id", "_defaults", "_descriptors", "_limit", "_scopes")
     _by_id: dict[int, dict[int, tuple[Mapping[str, Any], bytes]]]
 
-    def __init__(self, limit: int = 16384) -> None:
+    def __init__(self, limit: int = 16384, resource_defaults: Attributes | None = None) -> None:
         # Holding the attribute mapping beside its bytes keeps the id from being reused.
         # field tag → id of an attribute mapping → (the mapping, its encoding)
         self._by_id = {_POINT_ATTRIBUTES: {}, _RESOURCE_ATTRIBUTES: {}}
@@ -221,6 +249,11 @@ class AttributeCache:
         self._descriptors: dict[tuple[str, str, str], bytes] = {}
         self._scopes: dict[tuple[str, str], bytes] = {}
         self._limit = limit
+        # key → its encoded Resource.attributes field
+        self._defaults = {
+            key: _attribute_fields(_RESOURCE_ATTRIBUTES, {key: value})
+            for key, value in (resource_defaults or {}).items()
+        }
 
     def begin_batch(self) -> None:
         """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
@@ -244,7 +277,7 @@ class AttributeCache:
     def resource(self, attributes: Mapping[str, Any]) -> bytes:
         """The `resource` field of a ResourceMetrics holding `attributes` (present, if empty,
         when there are none: the message encoder marks it set)."""
-        if not attributes:
+        if not attributes and not self._defaults:
             return b"\x0a\x00"
         fields = self._get(_RESOURCE_ATTRIBUTES, attributes)
         return _FIELD_1 + _length(len(fields)) + fields
@@ -259,7 +292,11 @@ class AttributeCache:
         key = (tag, *chain.from_iterable(attributes.items()), *map(type, attributes.values()))
         encoded = self._by_content.get(key)
         if encoded is None:
-            encoded = self._by_content[key] = _attribute_fields(tag, attributes)
+            encoded = _attribute_fields(tag, attributes)
+            if tag == _RESOURCE_ATTRIBUTES and self._defaults:
+                missing = (f for k, f in self._defaults.items() if k not in attributes)
+                encoded += b"".join(missing)
+            self._by_content[key] = encoded
         by_id[id(attributes)] = (attributes, encoded)
         return encoded
 

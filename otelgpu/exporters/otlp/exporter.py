@@ -3,13 +3,18 @@
 Every point handed to `consume` ends up counted exactly once, as sent or as failed:
 refused by a full queue, given up after retries, rejected by the server (partial success),
 or still queued or in flight when shutdown's drain deadline passed.
+
+Every resource sent carries the agent's `service.name`, `service.instance.id` and
+`service.version` (`resource.py`) unless it has its own; a resource without metrics (an
+exporter's "this identity is now empty" marker) is not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -18,6 +23,7 @@ from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
+from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.exporters.otlp.retry import Backoff
 from otelgpu.log_limits import capped
 from otelgpu.model import Batch, point_count
@@ -64,6 +70,7 @@ class OtlpExporter:
         *,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         self._id = str(settings.id)
         self._log = settings.logger
@@ -72,6 +79,7 @@ class OtlpExporter:
         self._transport = transport
         self._sleep = sleep
         self._monotonic = monotonic
+        self._environ = environ  # None: the process's (read in `start`)
         queue = config.sending_queue
         self._queue = BatchQueue(
             queue.queue_size if queue.enabled else 0,
@@ -92,6 +100,8 @@ class OtlpExporter:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self, host: Host) -> None:
+        environ = os.environ if self._environ is None else self._environ
+        self._attributes = AttributeCache(resource_defaults=service_attributes(environ))
         await self._transport.open()
         self._publish_size()
         consumers = self._config.sending_queue.num_consumers
@@ -147,7 +157,10 @@ class OtlpExporter:
             await asyncio.wait(tasks)
 
     async def consume(self, batch: Batch) -> None:
-        """Queues `batch` and returns at once; a full queue refuses it and counts its points."""
+        """Queues `batch` and returns at once; a full queue refuses it and counts its points.
+        Resources without metrics are left out (a batch of nothing else is not queued)."""
+        if not all(rm.metrics for rm in batch):
+            batch = tuple(rm for rm in batch if rm.metrics)
         if not batch:
             return
         points = point_count(batch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from typing import Any
 
@@ -15,8 +16,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from otelgpu.component import Kind
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, RetryConfig
-from otelgpu.exporters.otlp.encode import encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.exporters.otlp.retry import Backoff
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
@@ -117,7 +119,8 @@ async def test_the_transport_gets_the_encoded_bytes_not_a_parsed_message(
     exporter = await started(transport)
     await exporter.consume(numbered_batch(4, 3))
     await clock.advance(0)
-    assert transport.raw == [encode_bytes(numbered_batch(4, 3))]
+    service = AttributeCache(resource_defaults=service_attributes(os.environ))  # as in start()
+    assert transport.raw == [encode_bytes(numbered_batch(4, 3), service)]
     assert type(transport.raw[0]) is bytes
 
 
