@@ -3,9 +3,11 @@
 Runs as one task owned by the processor. It asks the kubelet every `refresh_interval`,
 and sooner (at most once a second) when `process` met a device it had never heard of.
 A failed refresh keeps the last good snapshot, reports the source down (logged once per
-change of state), and backs off exponentially with jitter before asking again; on-demand
-refreshes wait while it backs off, so a rate-limited kubelet (RESOURCE_EXHAUSTED) is not
-pressed harder. Every tick (≤ 1 s) publishes the snapshot's age.
+change of state), and backs off exponentially with jitter before asking again, never longer
+than `refresh_interval`: a kubelet that recovers is read again within one interval, as a
+healthy one is, so labels follow its truth that soon. On-demand refreshes wait while it fails,
+so a rate-limited kubelet (RESOURCE_EXHAUSTED) is asked no more often than a healthy one. Every
+tick (≤ 1 s) publishes the snapshot's age.
 
 An answer equal to the last one handed on (the same pods, in any order, and the same
 allocatable devices) is not handed on again: the snapshot it would build is the one in use,
@@ -144,9 +146,10 @@ class SnapshotRefresher:
         return self._clock.monotonic() + self.backoff(self._failures)
 
     def backoff(self, failures: int) -> float:
-        """Seconds to wait after `failures` failures in a row: 1 s doubling to 60 s, ±20 %."""
+        """Seconds to wait after `failures` failures in a row: 1 s doubling (±20 %), up to the
+        refresh interval (and never above `BACKOFF_MAX`)."""
         base = min(BACKOFF_MAX, BACKOFF_INITIAL * 2.0 ** min(failures - 1, 16))
-        return base * self._rng.uniform(0.8, 1.2)
+        return min(self._interval, base * self._rng.uniform(0.8, 1.2))
 
     def _publish_age(self) -> None:
         age = self.age()

@@ -156,9 +156,23 @@ async def test_resource_exhausted_backs_off(started, client, clock):
         started.process((gpu("GPU-unknown-to-the-kubelet", 7),))
         await clock.advance(1)
     calls = client.list_calls - before
-    # 1, 2, 4, ... 60 s (±20 %) → about 10 tries in 5 minutes, not 300 (nor 30 at 10 s).
-    assert 6 <= calls <= 12
-    assert started.refresher.backoff(1) <= 1.2 and started.refresher.backoff(30) <= 72
+    # 1, 2, 4, 8 s (±20 %), then the 10 s interval: no more than a healthy refresher asks
+    # (30 in 5 minutes), never the 300 early refreshes the unknown device asked for.
+    assert 30 <= calls <= 34
+    assert started.refresher.backoff(1) <= 1.2 and started.refresher.backoff(30) == 10
+
+
+async def test_labels_follow_a_recovered_kubelet_within_one_refresh_interval(
+    started, client, clock
+):
+    """After minutes of RESOURCE_EXHAUSTED, a kubelet that answers again is read within one
+    refresh interval: a pod created then is labelled that soon (not after the back-off)."""
+    client.error = PodResourcesError("RESOURCE_EXHAUSTED", "rejected by rate limit")
+    await clock.advance(300)
+    client.error = None
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    assert holders_of(started.process((gpu(UUID_A),)), UUID_A) == [("ml", "train-0", "trainer")]
 
 
 async def test_unknown_device_asks_for_one_early_refresh(started, telemetry, client, clock):
