@@ -251,14 +251,18 @@ class SelfTelemetry:
         """Points a receiver produced in one collection."""
         self.count("otelgpu_receiver_points_total", n, "Points produced", receiver=receiver)
 
-    def unmatched_points(self, processor: str, n: int, reason: str) -> None:
-        """Points an enrichment processor could not label, and why."""
+    def unmatched_points(self, processor: str, n: int, reason: str, device: object = "") -> None:
+        """Points an enrichment processor could not label, why, and whose: `hw_id` is the GPU
+        or MIG instance the points describe ("" for a resource that is no GPU's), so the
+        reason one GPU is unlabelled can be read off its own series (bounded by the node's
+        devices)."""
         self.count(
             "otelgpu_enrichment_unmatched_points_total",
             n,
-            "Points an enrichment processor could not label",
+            "Points an enrichment processor could not label, by reason and device (hw_id)",
             processor=processor,
             reason=reason,
+            hw_id="" if device is None else str(device),
         )
 
     def exporter_result(self, exporter: str, sent: int, failed: int) -> None:

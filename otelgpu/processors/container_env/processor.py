@@ -107,7 +107,7 @@ class ContainerEnvProcessor:
 
     def process(self, batch: Batch) -> Batch:
         snapshot, degraded = self._snapshot, self._degraded
-        unmatched: Counter[str] = Counter()
+        unmatched: Counter[tuple[str, object]] = Counter()  # (reason, hw.id) → points
         outside: set[tuple[object, object]] | None = None
         out: list[ResourceMetrics] = []
         moved = self._note_moves(batch)
@@ -125,10 +125,10 @@ class ContainerEnvProcessor:
                 out.append(_enrich(rm, match, by_id=reason == "by_id"))
                 continue
             if reason:
-                unmatched[reason] += point_count((rm,))
+                unmatched[(reason, rm.resource.get(semconv.HW_ID))] += point_count((rm,))
             out.append(rm)
-        for reason, n in unmatched.items():
-            self._telemetry.unmatched_points(self._id, n, reason)
+        for (reason, device), n in unmatched.items():
+            self._telemetry.unmatched_points(self._id, n, reason, device)
         if outside is not None:
             self._telemetry.set_gauge(OUTSIDE_ALLOCATION, float(len(outside)), processor=self._id)
         return tuple(out)

@@ -192,7 +192,7 @@ class K8sAttributesProcessor:
         parents, names = _mig_parents(batch)
         node = self._node_only()
         out: list[ResourceMetrics] = []
-        unmatched: dict[str, int] = {}
+        unmatched: dict[tuple[str, object], int] = {}  # (reason, hw.id) → points
         made: dict[tuple[float, int, str], Metric] = {}
         dra_keys = snapshot.dra_keys if snapshot is not None else frozenset()
         seen: set[Key] = set()
@@ -217,13 +217,14 @@ class K8sAttributesProcessor:
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
-                    unmatched[reason] = unmatched.get(reason, 0) + _points(rm)
+                    why = (reason, resource.get(semconv.HW_ID))
+                    unmatched[why] = unmatched.get(why, 0) + _points(rm)
                 out.append(with_resource(rm, node))
                 gone = self._allocation_gone(rm)
                 if gone is not None:
                     out.append(gone)
-        for reason, n in unmatched.items():
-            self._settings.telemetry.unmatched_points(self._id, n, reason)
+        for (reason, device), n in unmatched.items():
+            self._settings.telemetry.unmatched_points(self._id, n, reason, device)
         if snapshot is not None and (snapshot.dra_unmapped or (seen and dra_keys - seen)):
             self._count_dra_unmapped(snapshot, dra_keys - seen if seen else frozenset())
         return tuple(out)

@@ -152,8 +152,8 @@ SECOND: list[Row] = [
     ),
     _sum(
         "otelgpu_enrichment_unmatched_points_total",
-        "Points an enrichment processor could not label",
-        ([("processor", "k8s_attributes"), ("reason", "no_pod")], "int", 2),
+        "Points an enrichment processor could not label, by reason and device (hw_id)",
+        ([("processor", "k8s_attributes"), ("reason", "no_pod"), ("hw_id", "")], "int", 2),
     ),
     _sum(
         "otelgpu_consumer_failed_points_total",

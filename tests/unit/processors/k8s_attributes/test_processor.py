@@ -367,3 +367,13 @@ async def test_otlp_request_carries_each_device_once(started, client, clock):
         if semconv.GPU_ALLOCATION not in names:
             devices.append(attrs[semconv.HW_ID])
     assert sorted(devices) == sorted([UUID_A, UUID_B, MIG_1, MIG_2])
+
+
+async def test_why_one_gpu_is_unlabelled_is_on_its_own_series(started, telemetry, client, clock):
+    """The unmatched counter names the device, so "why is this GPU unlabelled" is one query."""
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    await clock.advance(10)
+    started.process((gpu(UUID_A, 0), gpu(UUID_B, 1), gpu("GPU-unknown", 2)))
+    assert series(telemetry, UNMATCHED, hw_id=UUID_A) is None
+    assert series(telemetry, UNMATCHED, hw_id=UUID_B, reason="not_allocated") == 2
+    assert series(telemetry, UNMATCHED, hw_id="GPU-unknown", reason="unknown_device") == 2
