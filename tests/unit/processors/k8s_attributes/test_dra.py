@@ -237,3 +237,22 @@ async def test_idle_gpu_on_a_dra_node_is_not_allocated_rather_than_unknown(
     assert not series(
         telemetry, "otelgpu_enrichment_unmatched_points_total", reason="unknown_device"
     )
+
+
+async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_labels_nothing(
+    started, telemetry, client, clock, caplog
+):
+    """A MIG-enabled GPU is held through its instances: a whole-GPU claim naming it does not
+    put a pod on the parent's series (it did), and is counted and logged as `mig_enabled`."""
+    client.set(_dra_pod("whole", _device("gpu-1")))
+    await clock.advance(10)
+    batch = (
+        _minor(gpu(UUID_A, 0), 1),
+        _minor(mig(MIG_1, UUID_A, 1), 1, **{semconv.MIG_PLACEMENT_START: "0"}),
+    )
+    with caplog.at_level(logging.WARNING):
+        out = started.process(batch)
+    assert holders_of(out, UUID_A) == [(None, None, None)]
+    assert allocations_of(out, UUID_A) == []
+    assert series(telemetry, UNMAPPED, reason="mig_enabled") == 1
+    assert "MIG enabled" in caplog.text
