@@ -103,8 +103,17 @@ class K8sAttributesProcessor:
         self._snapshot: Snapshot | None = None
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
+        # allocation identity → (allocation, device resource, holders' resources, shares,
+        # holders' point attributes), rebuilt when either of the first two changes
         self._allocations: dict[
-            Identity, tuple[Allocation, Attributes, tuple[Attributes, ...], tuple[float, ...]]
+            Identity,
+            tuple[
+                Allocation,
+                Attributes,
+                tuple[Attributes, ...],
+                tuple[float, ...],
+                tuple[Attributes, ...],
+            ],
         ] = {}
         self._dra_said = ""
         self._refresher: SnapshotRefresher | None = None
@@ -193,7 +202,6 @@ class K8sAttributesProcessor:
         node = self._node_only()
         out: list[ResourceMetrics] = []
         unmatched: dict[tuple[str, object], int] = {}  # (reason, hw.id) → points
-        made: dict[tuple[float, int, str], Metric] = {}
         dra_keys = snapshot.dra_keys if snapshot is not None else frozenset()
         seen: set[Key] = set()
         for rm in batch:
@@ -213,7 +221,7 @@ class K8sAttributesProcessor:
                 found = None
             if found is not None:
                 out.append(with_resource(rm, found.device))
-                out.extend(self._allocation_series(rm, found, made))
+                out.extend(self._allocation_series(rm, found))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -277,12 +285,14 @@ class K8sAttributesProcessor:
             return rm  # the kubelet cannot say
         return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
-    def _allocation_series(
-        self, rm: ResourceMetrics, found: Allocation, made: dict[tuple[float, int, str], Metric]
-    ) -> list[ResourceMetrics]:
+    def _allocation_series(self, rm: ResourceMetrics, found: Allocation) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
-        rebuilt only when the allocation or the device's resource changed; their metrics
-        shared by every holder with the same share in this batch, through `made`)."""
+        rebuilt only when the allocation or the device's resource changed).
+
+        Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
+        container) besides its resource: a backend that keeps only point attributes
+        (Prometheus' OTLP endpoint by default) still has one series per holder of each device,
+        as the receiver's GPU points carry their `hw.id`."""
         device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
         identity = (semconv.GPU_ALLOCATION, device)
         cached = self._allocations.get(identity)
@@ -291,28 +301,27 @@ class K8sAttributesProcessor:
                 {**rm.resource, **labels} for labels, _ in found.holders
             )
             shares = tuple(share for _, share in found.holders)
-            cached = (found, rm.resource, resources, shares)
+            sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
+            points = tuple(
+                _point_identity(resource, source)
+                for resource, source in zip(resources, sources, strict=True)
+            )
+            cached = (found, rm.resource, resources, shares, points)
             if len(self._allocations) >= _ALLOCATIONS_MAX:
                 self._allocations.clear()
             self._allocations[identity] = cached
-        _, _, resources, shares = cached
+        _, _, resources, shares, points = cached
         when = _first_time(rm)
-        sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
-        out = []
-        for resource, share, source in zip(resources, shares, sources, strict=True):
-            metric = made.get((share, when, source))
-            if metric is None:
-                metric = made[(share, when, source)] = allocation_metric(share, when, source)
-            out.append(
-                ResourceMetrics(
-                    resource=resource,
-                    metrics=(metric,),
-                    scope=rm.scope,
-                    scope_version=rm.scope_version,
-                    identity=identity,
-                )
+        return [
+            ResourceMetrics(
+                resource=resource,
+                metrics=(allocation_metric(share, when, attributes=attributes),),
+                scope=rm.scope,
+                scope_version=rm.scope_version,
+                identity=identity,
             )
-        return out
+            for resource, share, attributes in zip(resources, shares, points, strict=True)
+        ]
 
     def _whole_claim_on_mig_gpu(self, rm: ResourceMetrics, found: Allocation) -> None:
         """A MIG-enabled GPU is held only through its MIG instances: a whole-GPU DRA claim on
@@ -376,10 +385,17 @@ class K8sAttributesProcessor:
         return {semconv.K8S_NODE_NAME: self._node_name} if self._node_name else {}
 
 
-def allocation_metric(share: float, time_unix_nano: int, source: str = DEVICE_PLUGIN) -> Metric:
-    """The `nvidia.gpu.allocation` metric of one holder; `source` is the allocation path."""
+def allocation_metric(
+    share: float,
+    time_unix_nano: int,
+    source: str = DEVICE_PLUGIN,
+    *,
+    attributes: Attributes | None = None,
+) -> Metric:
+    """The `nvidia.gpu.allocation` metric of one holder; `source` is the allocation path
+    (`attributes`, when given, are the whole point attributes and say it themselves)."""
     point = NumberDataPoint(
-        attributes={semconv.GPU_ALLOCATION_SOURCE: source},
+        attributes={semconv.GPU_ALLOCATION_SOURCE: source} if attributes is None else attributes,
         time_unix_nano=time_unix_nano,
         value=share,
     )
@@ -390,6 +406,22 @@ def allocation_metric(share: float, time_unix_nano: int, source: str = DEVICE_PL
         kind=MetricKind.GAUGE,
         points=(point,),
     )
+
+
+# What an allocation point says of itself: its device and its holder.
+_POINT_KEYS = (
+    semconv.HW_ID,
+    semconv.HW_TYPE,
+    semconv.K8S_NAMESPACE_NAME,
+    semconv.K8S_POD_NAME,
+    semconv.K8S_CONTAINER_NAME,
+)
+
+
+def _point_identity(resource: Attributes, source: str) -> Attributes:
+    """One holder's allocation point attributes: its path, device and holder names."""
+    found = {key: resource[key] for key in _POINT_KEYS if key in resource}
+    return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
 
 
 def _first_time(rm: ResourceMetrics) -> int:

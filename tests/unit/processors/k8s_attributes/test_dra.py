@@ -177,7 +177,7 @@ async def test_dra_gpu_is_found_by_minor_not_index(started, client, clock):
     assert holders_of(out, UUID_A) == [("ml", "train-0", "trainer")]
     assert holders_of(out, UUID_B) == [(None, None, None)]
     (alloc,) = [rm for rm in out if rm.metrics[0].name == semconv.GPU_ALLOCATION]
-    assert alloc.metrics[0].points[0].attributes == {semconv.GPU_ALLOCATION_SOURCE: "dra"}
+    assert alloc.metrics[0].points[0].attributes[semconv.GPU_ALLOCATION_SOURCE] == "dra"
 
 
 async def test_each_allocation_says_its_path(started, client, clock):
