@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.node import (
     ALLOCATED,
@@ -380,6 +381,31 @@ async def test_a_pod_recreated_under_its_name_never_borrows_the_old_ones_labels(
         return [s.labels.get("k8s_pod_name") for s in await on_gpu3()] == ["train-a"]
 
     await eventually(named, "GPU3 named train-a")
+    # The old train-a no longer holds GPU0: its allocation series left with the collection that
+    # named GPU3 (not `metric_expiration` later), in both namings: in the first body of each
+    # that names GPU3's new holder, GPU0 is billed to nobody.
+    for port, gpu, pod in (
+        (node.otel_port, "hw_id", "k8s_pod_name"),
+        (node.dcgm_port, "UUID", "pod"),
+    ):
+
+        async def moved(
+            port: int = port, gpu: str = gpu, pod: str = pod
+        ) -> tuple[list[str]] | None:
+            body = await node.body(port)
+            held = [s for f in text_string_to_metric_families(body) for s in f.samples]
+            if not any(s.labels.get(gpu) == GPU3 and s.labels.get(pod) == "train-a" for s in held):
+                return None
+            return (
+                [
+                    str(s.labels)
+                    for s in held
+                    if s.name == "nvidia_gpu_allocation_ratio" and s.labels.get(gpu) == GPU0
+                ],
+            )
+
+        (billed,) = await eventually(moved, f"GPU3 named train-a on port {port}")
+        assert billed == [], billed
     await asyncio.sleep(2.0)  # several refreshes while only the old, stopped records exist
     assert [s.labels.get("container_env_TEAM") for s in await on_gpu3()] == [None]
     await asyncio.to_thread(plant, node.containerd, again)
