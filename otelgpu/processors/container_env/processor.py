@@ -227,9 +227,9 @@ class ContainerEnvProcessor:
             if all(workload):
                 names.add(workload)
         on: dict[WorkloadKey, set[object]] = {}
-        for device, names in listed.items():
+        for where, names in listed.items():
             for workload in names:
-                on.setdefault(workload, set()).add(device)
+                on.setdefault(workload, set()).add(where)
         now, moved = self._clock.monotonic(), set()
         for workload, devices in on.items():
             seen = self._where.get(workload)
