@@ -14,7 +14,8 @@ Labels follow dcgm-exporter's templates: `Hostname` is the GPU's `host.name` (th
 Kubernetes; `dcgm_labels: {hostname: hostname}` spells it as dcgm-exporter after its rename); a
 MIG instance's `device` is its GPU's (`nvidia0`), and its `UUID` the GPU's UUID; an XID renders
 as dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` gauge: value the XID code, labels `err_code` and
-`err_msg` (in `otel` naming it stays the per-code counter `nvidia.gpu.xid.errors`).
+`err_msg` (in `otel` naming it stays the per-code counter `nvidia.gpu.xid.errors`); a DRA
+holder's claim is dcgm-exporter's `dra_claim_name` / `dra_claim_namespace`.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ LABELS: Mapping[str, str] = {
     semconv.K8S_POD_NAME: "pod",
     semconv.K8S_NAMESPACE_NAME: "namespace",
     semconv.K8S_CONTAINER_NAME: "container",
+    # dcgm-exporter's DRA labels (`--kubernetes-enable-dra`); ours are on allocation series.
+    semconv.GPU_RESOURCECLAIM_NAME: "dra_claim_name",
+    semconv.GPU_RESOURCECLAIM_NAMESPACE: "dra_claim_namespace",
     semconv.MIG_PROFILE: "GPU_I_PROFILE",
     semconv.MIG_GPU_INSTANCE_ID: "GPU_I_ID",
     catalog.XID_CODE: "err_code",

@@ -11,7 +11,10 @@ series (its holder's when it has exactly one; none of any holder's when several 
 one allocation label set per holder, with that holder's share (1/N) and replica IDs.
 
 DRA claim devices (`dynamic_resources`) are holders by the same rules as device-plugin
-devices; each holder remembers which path gave it the device (`device_plugin` or `dra`).
+devices; each holder remembers which path gave it the device (`device_plugin` or `dra`) and,
+for DRA, the claims it came through: its allocation label set names them
+(`nvidia.gpu.resourceclaim.name` / `.namespace`; several claims of one holder sorted and joined
+with `,`), the device's own series do not (they keep the holder's namespace, pod, container).
 
 The snapshot does not depend on the order of the pods (a kubelet lists them in a new order on
 most calls): holders, replica IDs and every mapping are sorted.
@@ -39,6 +42,8 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 
 DEVICE_PLUGIN = "device_plugin"  # the allocation path: a device plugin's device IDs
 DRA = "dra"  # a DRA resource claim's device
+Claim = tuple[str, str]  # a DRA ResourceClaim: (namespace, name)
+_NO_CLAIMS: frozenset[Claim] = frozenset()
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -130,6 +135,7 @@ def build_snapshot(
     """Indexes one `List` (and `GetAllocatableResources`) answer."""
     holders: dict[Key, dict[Holder, set[str]]] = {}
     sources: dict[tuple[Key, Holder], str] = {}
+    claims: dict[tuple[Key, Holder], set[Claim]] = {}
     forms: dict[str, int] = {}
     unmapped: dict[str, int] = {}
     n_pods = 0
@@ -137,10 +143,12 @@ def build_snapshot(
     for pod in pods:
         n_pods += 1
         found = _pod_devices(pod, wanted, id_type, forms, dra)
-        for key, holder, replica, source in found:
+        for key, holder, replica, source, via in found:
             replicas = holders.setdefault(key, {}).setdefault(holder, set())
             if replica:
                 replicas.add(replica)
+            if via:
+                claims.setdefault((key, holder), set()).update(via)
             # A holder given one device by both paths (a misconfigured node) shows as DRA.
             if sources.get((key, holder)) != DRA:
                 sources[(key, holder)] = source
@@ -148,7 +156,7 @@ def build_snapshot(
     # Sorted keys and counts: the same pods in any order give an identical snapshot, down to
     # the order its mappings iterate in (holders are sorted within each device too).
     by_key = {key: tuple(sorted(holders[key])) for key in sorted(holders)}
-    allocations = {key: allocation(holders[key], node_name, sources, key) for key in by_key}
+    allocations = {key: allocation(holders[key], node_name, sources, key, claims) for key in by_key}
     dra_keys = frozenset(k for (k, _), source in sources.items() if source == DRA)
     counts = dict(sorted(forms.items())), dict(sorted(unmapped.items()))
     return Snapshot(by_key, allocations, known, counts[0], n_pods, dra_keys, counts[1])
@@ -159,9 +167,11 @@ def allocation(
     node_name: str,
     sources: Mapping[tuple[Key, Holder], str] | None = None,
     key: Key = (),
+    claims: Mapping[tuple[Key, Holder], Iterable[Claim]] | None = None,
 ) -> Allocation:
     """A device's `Allocation` from its holders, each one's replica IDs and (by (key,
-    holder)) the path that allocated it (`device_plugin` when not given)."""
+    holder)) the path that allocated it (`device_plugin` when not given) and the DRA claims it
+    came through (named on the holder's allocation labels only, never on the device's)."""
     ordered = sorted(holders)
     shared = len(ordered) > 1
     node = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
@@ -170,13 +180,17 @@ def allocation(
     )
     share = 1.0 / len(ordered)
     per_holder = []
+    device: Attributes = {**node, **sharing}
     for holder, attrs in zip(
         ordered, holder_labels(tuple(ordered), node_name=node_name), strict=True
     ):
         replicas = ",".join(sorted(holders[holder], key=_replica_order))
         extra = {semconv.GPU_REPLICA: replicas} if replicas else {}
-        per_holder.append(({**attrs, **sharing, **extra}, share))
-    device = {**node, **sharing} if shared else per_holder[0][0]
+        labels = {**attrs, **sharing, **extra}
+        if not shared:
+            device = labels  # the one holder's labels, less its claims
+        via = (claims or {}).get((key, holder))
+        per_holder.append(({**labels, **claim_labels(via)} if via else labels, share))
     members = frozenset((h.namespace, h.pod, h.container) for h in ordered)
     paths = tuple((sources or {}).get((key, h), DEVICE_PLUGIN) for h in ordered)
     return Allocation(device, tuple(per_holder), members, paths)
@@ -184,6 +198,21 @@ def allocation(
 
 def _replica_order(replica: str) -> tuple[int, str]:
     return (int(replica), "") if replica.isdigit() else (0, replica)
+
+
+def claim_labels(claims: Iterable[Claim]) -> Attributes:
+    """The claim attributes of one holder: the names (and namespaces) of the claims it holds the
+    device through, sorted and joined with `,` (one namespace in practice: a pod's claims are
+    in its own namespace). Empty parts are left out."""
+    found = set(claims)
+    names = ",".join(sorted({name for _, name in found if name}))
+    namespaces = ",".join(sorted({namespace for namespace, _ in found if namespace}))
+    out: dict[str, AttrValue] = {}
+    if names:
+        out[semconv.GPU_RESOURCECLAIM_NAME] = names
+    if namespaces:
+        out[semconv.GPU_RESOURCECLAIM_NAMESPACE] = namespaces
+    return out
 
 
 @dataclass(slots=True)
@@ -212,8 +241,9 @@ def _pod_devices(
     id_type: str,
     forms: dict[str, int],
     dra: _Dra,
-) -> list[tuple[Key, Holder, str, str]]:
-    owner: dict[str, tuple[Key, Holder, str, str]] = {}
+) -> list[tuple[Key, Holder, str, str, frozenset[Claim]]]:
+    """(key, holder, replica ID, path, DRA claims) of every device the pod's containers hold."""
+    owner: dict[str, tuple[Key, Holder, str, str, frozenset[Claim]]] = {}
     for container in pod.containers:
         if not (container.claims or container.devices):
             continue  # most containers of a busy node hold nothing: cheap to pass over
@@ -221,8 +251,14 @@ def _pod_devices(
         for claim in container.claims:
             key = dra.key(claim, forms)
             if key is not None:
-                # Same rule as device IDs: a later container listing the device holds it.
-                owner["\0".join(("dra", *key, claim.share_id))] = (key, holder, "", DRA)
+                # Same rule as device IDs: a later container listing the device holds it,
+                # through its own claims; one container listing it through several claims
+                # holds it through all of them.
+                slot = "\0".join(("dra", *key, claim.share_id))
+                prior = owner.get(slot)
+                via = prior[4] if prior is not None and prior[1] == holder else _NO_CLAIMS
+                named = (claim.claim_namespace, claim.claim_name)
+                owner[slot] = (key, holder, "", DRA, via | {named} if claim.claim_name else via)
         for devices in container.devices:
             if not wanted(devices.resource_name):
                 continue
@@ -235,7 +271,7 @@ def _pod_devices(
                     forms["replica"] = forms.get("replica", 0) + 1
                 # Later containers win: an app container reusing its init container's device.
                 replica = ref.replica_id if ref.replica else ""
-                owner[device_id] = (ref.key, holder, replica, DEVICE_PLUGIN)
+                owner[device_id] = (ref.key, holder, replica, DEVICE_PLUGIN, _NO_CLAIMS)
     return list(owner.values())
 
 
