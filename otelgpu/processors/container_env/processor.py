@@ -211,7 +211,8 @@ class ContainerEnvProcessor:
         refresh, asked for at once); its labels are absent for that long, never borrowed. A
         container on several GPUs is one holder of all of them; a name seen for the first
         time, or on devices this batch does not report, is matched at once (the snapshot is
-        then at most one refresh old)."""
+        then at most one refresh old) unless a runtime is down, when it waits for the runtime
+        too; only a listing every runtime answered counts as one that began after a move."""
         listed: dict[object, set[WorkloadKey]] = {}
         for rm in batch:
             resource = rm.resource
@@ -236,7 +237,12 @@ class ContainerEnvProcessor:
             if seen is None:
                 if len(self._where) >= _MAX_REMEMBERED_MISSES:
                     self._where.clear()
-                self._where[workload] = (frozenset(devices), float("-inf"))
+                # While a runtime is down the snapshot may be older than this holder: the name
+                # may belong to a deleted pod's container it still holds (as after a move).
+                since = now if self._degraded else float("-inf")
+                self._where[workload] = (frozenset(devices), since)
+                if since >= self._listed_from:
+                    moved.add(workload)
                 continue
             known, since = seen
             reported = [d for d in known if d in listed]
@@ -300,10 +306,11 @@ class ContainerEnvProcessor:
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
-        self._listed_from = started
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)
+        if not self._degraded:  # the snapshot is this listing's only when every runtime answered
+            self._listed_from = started
 
     async def _wait_next(self) -> None:
         interval = self._config.refresh_interval

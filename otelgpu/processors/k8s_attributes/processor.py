@@ -207,7 +207,7 @@ class K8sAttributesProcessor:
         for rm in batch:
             resource = rm.resource
             keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
-            if not keys:  # not a GPU resource, or already labelled: untouched
+            if not keys or not rm.metrics:  # no GPU, already labelled, or a gone identity
                 out.append(rm)
                 continue
             if dra_keys:

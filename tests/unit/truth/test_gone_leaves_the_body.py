@@ -5,6 +5,7 @@ the real Prometheus translation, in both namings."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,22 @@ async def test_a_lost_gpu_keeps_only_its_up_and_status_series(naming: Naming) ->
         assert any('"GPU-b"' in line for line in lines if line.startswith(tuple(names)))
     finally:
         await receiver.shutdown()
+
+
+async def test_a_gone_marker_passes_k8s_attributes_untouched() -> None:
+    """The lost GPU's marker beside its up/status resource: one allocation series per holder
+    still (the marker was taken for a second device, and OTLP sent each allocation twice)."""
+    telemetry, clock, client = SelfTelemetry(), FakeClock(), FakePodResources()
+    client.devices = allocatable({GPU: [UUID_A]})
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    try:
+        device = gpu(UUID_A, 0)
+        marker = replace(device, metrics=())
+        out = processor.process((marker, device))
+        assert out[0] is marker
+        allocations = [rm for rm in out if rm.metrics and rm.identity != UUID_A]
+        assert len(allocations) == 1
+    finally:
+        await processor.shutdown()

@@ -168,10 +168,11 @@ async def test_runtime_loss_keeps_labels_reports_down_and_recovers(
     rt = _node()
     proc = await _started(telemetry, rt, clock, refresh_interval="2s")
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    rm = by_workload("ml", "train-0", "trainer", points=5)
+    assert EXPECTED.items() <= one(proc.process((rm,))).items()
     rt.up = False
     await clock.advance(2.0)
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 0
-    rm = by_workload("ml", "train-0", "trainer", points=5)
     assert EXPECTED.items() <= one(proc.process((rm,))).items()  # the last good snapshot
     assert counter(telemetry, UNMATCHED) == 0
     rt.up = True
@@ -328,3 +329,45 @@ async def test_a_pod_recreated_on_a_subset_of_its_gpus_is_a_move_too(
     await clock.advance(1.0)  # the early refresh the move asked for
     assert proc.process((idle, on_gpu1))[1].resource["container.env.TEAM"] == "ml"
     await proc.shutdown()
+
+
+async def test_a_name_first_seen_while_the_runtime_is_down_waits_for_it(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """During an outage the snapshot may be older than a pod recreated under its name: a name
+    first seen then (here the recreated pod's sidecar now holds the GPU) must not get the
+    deleted pod's container labels; they come once the runtime has been listed again."""
+    rt = _node()
+    rt.workload("e" * 64, "ml", "train-0", "sidecar", sandbox_id=SID, env={"TEAM": "side"})
+    proc = await _started(telemetry, rt, clock, refresh_interval="2s")
+    assert one(proc.process((by_workload("ml", "train-0", "trainer"),)))["container.env.TEAM"]
+    rt.up = False
+    await clock.advance(2.0)
+    sidecar = by_workload("ml", "train-0", "sidecar")
+    idle = gpu(**{"hw.id": "GPU-7"})
+    assert "container.env.TEAM" not in proc.process((idle, sidecar))[1].resource
+    rt.up = True
+    await clock.advance(2.0)
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    assert proc.process((idle, sidecar))[1].resource["container.env.TEAM"] == "side"
+
+
+async def test_a_move_during_an_outage_waits_for_a_listing_that_answered(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """A failed listing is no listing: a pod that moved while the runtime is down stays
+    unlabelled for the whole outage (it was labelled with the deleted pod's env)."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock, refresh_interval="2s")
+    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    assert one(proc.process((on_gpu0,)))["container.env.TEAM"] == "ml"
+    rt.up = False
+    await clock.advance(2.0)
+    moved = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-3"})
+    idle = gpu()
+    for _ in range(3):  # refreshes fail all along
+        assert "container.env.TEAM" not in proc.process((idle, moved))[1].resource
+        await clock.advance(2.0)
+    rt.up = True
+    await clock.advance(2.0)
+    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "ml"
