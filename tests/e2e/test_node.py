@@ -45,6 +45,7 @@ from tests.e2e.node import (
     recreated,
     running_node,
 )
+from tests.peers import kubelet as kubelet_api
 from tests.peers.cri_records import stop_pod
 from tests.peers.prometheus import Result
 
@@ -357,6 +358,7 @@ async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None
     }
     labelled = {(pod, team) for pod, team in pairs if pod and team}
     assert labelled == {("notebook-c", "nlp"), ("notebook-d", "speech")}, pairs
+    await watched(node)
 
 
 async def test_a_pod_recreated_under_its_name_never_borrows_the_old_ones_labels(
@@ -417,13 +419,58 @@ async def test_a_pod_recreated_under_its_name_never_borrows_the_old_ones_labels(
     node.watch.phase = "after recreate"
 
 
+async def test_a_container_holding_two_gpus_is_labelled_on_both(node: Node) -> None:
+    """The recreated train-a's container is given GPU0 beside GPU3: one holder of two devices,
+    labelled on both (it was taken for a pod moving between them and never labelled)."""
+    assert node.watch is not None
+    node.watch.phase = "two gpus"
+    node.watch.allow(GPU0, "train-a", "robotics")
+    both = kubelet_api.pod(
+        "research", "train-a", kubelet_api.container("trainer", {"nvidia.com/gpu": [GPU3, GPU0]})
+    )
+    node.kubelet.set_pods(both, *kubelet_pods(INFER_B, NOTEBOOK_C))
+
+    async def labelled(naming: Naming, port: int, gpu: str) -> bool:
+        power = "hw_power_watts" if naming is OTEL else "DCGM_FI_DEV_POWER_USAGE"
+        samples = await node.samples(port, power, **{naming.gpu: gpu})
+        return [s.labels.get(naming.team) for s in samples] == ["robotics"]
+
+    for naming, port in ((OTEL, node.otel_port), (DCGM, node.dcgm_port)):
+        for gpu in (GPU0, GPU3):
+            await eventually(
+                lambda n=naming, p=port, g=gpu: labelled(n, p, g), f"{gpu} labelled ({naming.job})"
+            )
+    await watched(node)
+
+
+async def watched(node: Node, scrapes: int = 4) -> None:
+    """Returns once the watcher has judged `scrapes` bodies of the current phase (a phase whose
+    checks pass quickly must still be watched before the next one starts)."""
+    watch = node.watch
+    assert watch is not None
+    phase = watch.phase
+
+    async def enough() -> bool:
+        return watch.scrapes[phase] >= scrapes
+
+    await eventually(enough, lambda: f"{scrapes} watched bodies in phase {phase!r}")
+
+
 async def test_r10_every_body_had_one_series_per_device_and_true_labels(node: Node) -> None:
     """The verdict of the watcher that checked every body since the agent was launched."""
     assert node.watch is not None
     await asyncio.sleep(1.0)  # a last few bodies after the final change
     scrapes = dict(node.watch.scrapes)
     assert node.watch.violations == [], (scrapes, node.watch.violations[:20])
-    phases = ("start", "containerd down", "kubelet slow", "reload", "pod deleted", "pod recreated")
+    phases = (
+        "start",
+        "containerd down",
+        "kubelet slow",
+        "reload",
+        "pod deleted",
+        "pod recreated",
+        "two gpus",
+    )
     for phase in phases:
         assert scrapes.get(phase, 0) >= 4, scrapes  # each phase was really watched
 
