@@ -204,15 +204,16 @@ class ContainerEnvProcessor:
         A pod deleted and created again under its name on other GPUs is the same (namespace,
         pod, container) to the kubelet; until the runtime is listed again, the snapshot may
         still hold the old pod's container, whose labels must not be lent to the new one. A
-        container's devices are fixed for its life, so a name that left a device it was seen
-        on (that device reports, naming someone else or nobody), or that shows up on a new
-        device while none of its devices in the batch names it any more, is a new holder: it
-        is matched by name only with a snapshot whose listing began after it moved (the next
-        refresh, asked for at once); its labels are absent for that long, never borrowed. A
-        container on several GPUs is one holder of all of them; a name seen for the first
-        time, or on devices this batch does not report, is matched at once (the snapshot is
-        then at most one refresh old) unless a runtime is down, when it waits for the runtime
-        too; only a listing every runtime answered counts as one that began after a move."""
+        container's devices are fixed for its life, so when any device it was seen on reports
+        in the batch, a name that left one of them (it reports naming someone else or nobody)
+        or that shows up on a device it was not seen on is a new holder: it is matched by
+        name only with a snapshot whose listing began after it moved (the next refresh, asked
+        for at once); its labels are absent for that long, never borrowed. A container on
+        several GPUs is one holder of all of them (seen together in every batch); a name seen
+        for the first time, or on devices while none it was seen on reports (a receiver that
+        reads other GPUs), is matched at once (the snapshot is then at most one refresh old)
+        unless a runtime is down, when it waits for the runtime too; only a listing every
+        runtime answered counts as one that began after a move."""
         listed: dict[object, set[WorkloadKey]] = {}
         for rm in batch:
             resource = rm.resource
@@ -247,7 +248,7 @@ class ContainerEnvProcessor:
             known, since = seen
             reported = [d for d in known if d in listed]
             left = any(workload not in listed[d] for d in reported)
-            if left or (reported and not devices & known):
+            if left or (reported and not devices <= known):
                 since = now  # a new holder under the old name
                 self._where[workload] = (frozenset(devices), since)
                 self._missed.discard(("holder", workload))  # it may ask for a refresh again

@@ -371,3 +371,21 @@ async def test_a_move_during_an_outage_waits_for_a_listing_that_answered(
     rt.up = True
     await clock.advance(2.0)
     assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "ml"
+
+
+async def test_a_pod_recreated_on_more_gpus_than_before_is_a_move(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """A container never gains a GPU: the same name on its old GPU and a new one is a new pod
+    (found by the node-history property test: the new GPU got the deleted pod's labels)."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
+    idle = gpu(**{"hw.id": "GPU-1"})
+    assert proc.process((on_gpu0, idle))[0].resource["container.env.TEAM"] == "ml"
+    out = proc.process((on_gpu0, on_gpu1))
+    assert [rm.resource.get("container.env.TEAM") for rm in out] == [None, None]
+    await clock.advance(1.0)  # the early refresh the move asked for
+    out = proc.process((on_gpu0, on_gpu1))
+    assert [rm.resource.get("container.env.TEAM") for rm in out] == ["ml", "ml"]
