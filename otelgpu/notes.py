@@ -8,3 +8,9 @@ processor check what an earlier one knew without either reaching into the other.
 # process's GPU (or MIG instance) to, as a frozenset of (namespace, pod, container); an empty
 # set when the kubelet knows the device and nobody holds it. Absent when the kubelet cannot say.
 GPU_HOLDERS = "gpu.holders"
+
+# On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
+# k8s_attributes: since when (its clock's monotonic seconds) the kubelet lists that container on
+# that device; -inf for what its first answer after a start already listed. A runtime listing
+# that began before it may still hold a deleted pod's container under the same name.
+HOLDER_SINCE = "holder.since"

@@ -28,7 +28,7 @@ from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.keys import KeySelector
 from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRuntime
-from otelgpu.processors.container_env.snapshot import Match, Snapshot, WorkloadKey
+from otelgpu.processors.container_env.snapshot import Match, Snapshot
 from otelgpu.processors.container_env.source import RuntimeSource
 from otelgpu.scraper import Clock, RealClock
 from otelgpu.tasks import cancel_and_wait
@@ -72,9 +72,7 @@ class ContainerEnvProcessor:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._missed: set[object] = set()
-        # (namespace, pod, container) → the devices it was seen on, and since when it holds
-        # them; and when the listing behind the current snapshot began (`_note_moves`)
-        self._where: dict[WorkloadKey, tuple[frozenset[object], float]] = {}
+        # when the listing behind the current snapshot began (`_newer_than_snapshot`)
         self._listed_from = float("-inf")
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
@@ -110,12 +108,11 @@ class ContainerEnvProcessor:
         unmatched: Counter[tuple[str, object]] = Counter()  # (reason, hw.id) → points
         outside: set[tuple[object, object]] | None = None
         out: list[ResourceMetrics] = []
-        moved = self._note_moves(batch)
         for rm in batch:
             if not rm.metrics:  # an identity that is gone (see ResourceMetrics): nothing to label
                 out.append(rm)
                 continue
-            match, reason = self._lookup(rm, snapshot, degraded, moved)
+            match, reason = self._lookup(rm, snapshot, degraded)
             holders = rm.notes.get(notes.GPU_HOLDERS) if rm.notes else None
             if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
                 outside = set() if outside is None else outside
@@ -169,11 +166,7 @@ class ContainerEnvProcessor:
         return key
 
     def _lookup(
-        self,
-        rm: ResourceMetrics,
-        snapshot: Snapshot,
-        degraded: bool,
-        moved: Collection[WorkloadKey],
+        self, rm: ResourceMetrics, snapshot: Snapshot, degraded: bool
     ) -> tuple[Match | None, str]:
         """The match and how it was found; or None and why not ("" when there is nothing to
         match: a GPU that no container holds)."""
@@ -187,8 +180,9 @@ class ContainerEnvProcessor:
         if cid and (match := snapshot.by_id.get(cid)) is not None:
             return match, "by_id"
         if named and (match := snapshot.by_workload.get(workload)) is not None:
-            if workload in moved:
-                self._note_miss(("holder", workload))  # one early refresh settles it
+            since = self._newer_than_snapshot(rm)
+            if since is not None:
+                self._note_miss(("holder", workload, since))  # one early refresh settles it
                 return None, "holder_changed"
             return match, "by_workload"
         if not cid and not named:
@@ -198,65 +192,20 @@ class ContainerEnvProcessor:
         self._note_miss(cid or workload)
         return None, "container_not_found"
 
-    def _note_moves(self, batch: Batch) -> set[WorkloadKey]:
-        """The (namespace, pod, container) names whose holder is newer than the snapshot.
+    def _newer_than_snapshot(self, rm: ResourceMetrics) -> float | None:
+        """Since when the resource's holder is listed, when that is newer than the runtime
+        listing behind the snapshot (else None).
 
-        A pod deleted and created again under its name on other GPUs is the same (namespace,
-        pod, container) to the kubelet; until the runtime is listed again, the snapshot may
-        still hold the old pod's container, whose labels must not be lent to the new one. A
-        container's devices are fixed for its life, so when any device it was seen on reports
-        in the batch, a name that left one of them (it reports naming someone else or nobody)
-        or that shows up on a device it was not seen on is a new holder: it is matched by
-        name only with a snapshot whose listing began after it moved (the next refresh, asked
-        for at once); its labels are absent for that long, never borrowed. A container on
-        several GPUs is one holder of all of them (seen together in every batch); a name seen
-        for the first time, or on devices while none it was seen on reports (a receiver that
-        reads other GPUs), is matched at once (the snapshot is then at most one refresh old)
-        unless a runtime is down, when it waits for the runtime too; only a listing every
-        runtime answered counts as one that began after a move."""
-        listed: dict[object, set[WorkloadKey]] = {}
-        for rm in batch:
-            resource = rm.resource
-            device = resource.get(semconv.HW_ID)
-            if device is None or semconv.PROCESS_PID in resource or not rm.metrics:
-                continue
-            names = listed.setdefault(device, set())
-            workload = (
-                _text(rm, semconv.K8S_NAMESPACE_NAME),
-                _text(rm, semconv.K8S_POD_NAME),
-                _text(rm, semconv.K8S_CONTAINER_NAME),
-            )
-            if all(workload):
-                names.add(workload)
-        on: dict[WorkloadKey, set[object]] = {}
-        for where, names in listed.items():
-            for workload in names:
-                on.setdefault(workload, set()).add(where)
-        now, moved = self._clock.monotonic(), set()
-        for workload, devices in on.items():
-            seen = self._where.get(workload)
-            if seen is None:
-                if len(self._where) >= _MAX_REMEMBERED_MISSES:
-                    self._where.clear()
-                # While a runtime is down the snapshot may be older than this holder: the name
-                # may belong to a deleted pod's container it still holds (as after a move).
-                since = now if self._degraded else float("-inf")
-                self._where[workload] = (frozenset(devices), since)
-                if since >= self._listed_from:
-                    moved.add(workload)
-                continue
-            known, since = seen
-            reported = [d for d in known if d in listed]
-            left = any(workload not in listed[d] for d in reported)
-            if left or (reported and not devices <= known):
-                since = now  # a new holder under the old name
-                self._where[workload] = (frozenset(devices), since)
-                self._missed.discard(("holder", workload))  # it may ask for a refresh again
-            elif not devices <= known:
-                self._where[workload] = (known | devices, since)
-            if since >= self._listed_from:
-                moved.add(workload)
-        return moved
+        A pod deleted and created again under its name is the same (namespace, pod, container)
+        to the kubelet, and a listing older than the new pod may still hold the old pod's
+        running container, whose labels must not be lent to the new one. k8s_attributes notes
+        since when the kubelet lists this container on this device (`notes.HOLDER_SINCE`): a
+        name is matched only with a listing that began after that and that every runtime
+        answered (the next refresh, asked for at once); its labels are absent for that long,
+        never borrowed. Names without the note (no k8s_attributes before this processor) are
+        matched at once."""
+        since = rm.notes.get(notes.HOLDER_SINCE) if rm.notes else None
+        return since if isinstance(since, float) and since > self._listed_from else None
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the

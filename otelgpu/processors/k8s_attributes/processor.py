@@ -51,6 +51,7 @@ from otelgpu.processors.k8s_attributes.snapshot import (
     DEVICE_PLUGIN,
     DRA,
     Allocation,
+    Holder,
     ResourceFilter,
     Snapshot,
     build_snapshot,
@@ -116,6 +117,11 @@ class K8sAttributesProcessor:
             ],
         ] = {}
         self._dra_said = ""
+        # (device key, holder) → since when the kubelet lists it (-inf: its first answer did);
+        # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
+        self._since: dict[tuple[Key, Holder], float] = {}
+        self._since_by_key: dict[Key, tuple[float, ...]] = {}
+        self._answered = False
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -192,7 +198,24 @@ class K8sAttributesProcessor:
                 "DRA claim devices of gpu.nvidia.com that name no GPU on this node: "
                 + describe_forms(snapshot.dra_unmapped)
             )
+        self._holders_since(snapshot)
         self._snapshot = snapshot
+
+    def _holders_since(self, snapshot: Snapshot) -> None:
+        """Notes since when each (device, holder) is listed: a pair new in this answer since
+        now, every pair of the first answer after a start since always (the runtime is listed
+        afresh at start too)."""
+        now = float("-inf") if not self._answered else self._clock.monotonic()
+        self._answered = True
+        since: dict[tuple[Key, Holder], float] = {}
+        by_key: dict[Key, tuple[float, ...]] = {}
+        for key, holders in snapshot.holders.items():
+            times = []
+            for holder in holders:
+                when = since[(key, holder)] = self._since.get((key, holder), now)
+                times.append(when)
+            by_key[key] = tuple(times)
+        self._since, self._since_by_key = since, by_key
 
     # --- the hot path ------------------------------------------------------------------
 
@@ -212,16 +235,21 @@ class K8sAttributesProcessor:
                 continue
             if dra_keys:
                 seen.update(keys)
-            found = snapshot.lookup(keys) if snapshot is not None else None
+            hit = snapshot.lookup_key(keys) if snapshot is not None else None
+            found = hit[1] if hit is not None else None
             if semconv.PROCESS_PID in resource:
                 out.append(self._process_series(rm, snapshot, keys, found, node))
                 continue
             if found is not None and str(resource.get(semconv.HW_ID, "")) in parents:
                 self._whole_claim_on_mig_gpu(rm, found)
                 found = None
-            if found is not None:
-                out.append(with_resource(rm, found.device))
-                out.extend(self._allocation_series(rm, found))
+            if hit is not None and found is not None:
+                since = self._since_by_key.get(hit[0], ())
+                labelled = with_resource(rm, found.device)
+                if len(since) == 1:  # its one holder's names: say since when it holds it
+                    labelled = _noted(labelled, since[0])
+                out.append(labelled)
+                out.extend(self._allocation_series(rm, found, since))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -285,7 +313,9 @@ class K8sAttributesProcessor:
             return rm  # the kubelet cannot say
         return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
-    def _allocation_series(self, rm: ResourceMetrics, found: Allocation) -> list[ResourceMetrics]:
+    def _allocation_series(
+        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...]
+    ) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
         rebuilt only when the allocation or the device's resource changed).
 
@@ -312,6 +342,8 @@ class K8sAttributesProcessor:
             self._allocations[identity] = cached
         _, _, resources, shares, points = cached
         when = _first_time(rm)
+        if len(since) != len(resources):
+            since = (float("-inf"),) * len(resources)
         return [
             ResourceMetrics(
                 resource=resource,
@@ -319,8 +351,11 @@ class K8sAttributesProcessor:
                 scope=rm.scope,
                 scope_version=rm.scope_version,
                 identity=identity,
+                notes={notes.HOLDER_SINCE: held},
             )
-            for resource, share, attributes in zip(resources, shares, points, strict=True)
+            for resource, share, attributes, held in zip(
+                resources, shares, points, since, strict=True
+            )
         ]
 
     def _whole_claim_on_mig_gpu(self, rm: ResourceMetrics, found: Allocation) -> None:
@@ -422,6 +457,11 @@ def _point_identity(resource: Attributes, source: str) -> Attributes:
     """One holder's allocation point attributes: its path, device and holder names."""
     found = {key: resource[key] for key in _POINT_KEYS if key in resource}
     return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
+
+
+def _noted(rm: ResourceMetrics, since: float) -> ResourceMetrics:
+    """`rm` noting since when its one holder holds it (`notes.HOLDER_SINCE`)."""
+    return replace(rm, notes={**(rm.notes or {}), notes.HOLDER_SINCE: since})
 
 
 def _first_time(rm: ResourceMetrics) -> int:

@@ -91,10 +91,15 @@ class Snapshot:
 
     def lookup(self, keys: Iterable[Key]) -> Allocation | None:
         """The allocation of the first key that has holders."""
+        found = self.lookup_key(keys)
+        return found[1] if found is not None else None
+
+    def lookup_key(self, keys: Iterable[Key]) -> tuple[Key, Allocation] | None:
+        """The first key that has holders, and its allocation."""
         for key in keys:
             found = self.allocations.get(key)
             if found is not None:
-                return found
+                return key, found
         return None
 
     def is_known(self, keys: Iterable[Key]) -> bool:

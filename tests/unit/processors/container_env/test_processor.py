@@ -7,6 +7,8 @@ from dataclasses import replace
 
 import pytest
 
+from otelgpu import notes
+from otelgpu.model import ResourceMetrics
 from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
@@ -265,42 +267,47 @@ async def test_process_before_start_passes_batches_through(telemetry: SelfTeleme
     await proc.shutdown()
 
 
+def _held(rm: ResourceMetrics, since: float) -> ResourceMetrics:
+    """`rm` as k8s_attributes hands it on: noting since when the kubelet lists its holder on
+    its device (-inf: listed by the kubelet's first answer after a start)."""
+    return replace(rm, notes={notes.HOLDER_SINCE: since})
+
+
 async def test_a_pod_recreated_on_another_gpu_never_borrows_the_old_pods_labels(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     """R5/R10 (seen in the node e2e under load): train-0 is deleted and created again under
     its name on another GPU; the kubelet says so before the runtime is listed again, and the
     snapshot still holds the old, running container. Its TEAM must not go on the new GPU:
-    absent until a listing that began after the move, then the new pod's. (The receiver
-    reports every GPU: the old one too, now held by nobody.)"""
+    absent until a listing that began after the kubelet listed the new holder, then the new
+    pod's."""
     rt = _node()
     proc = await _started(telemetry, rt, clock)
-    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    on_gpu0 = _held(by_workload("ml", "train-0", "trainer"), float("-inf"))
     assert one(proc.process((on_gpu0,)))["container.env.TEAM"] == "ml"
-    moved = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-3"})
-    idle = gpu()  # GPU-0, still reported, held by nobody now
+    await clock.advance(5.0)
+    moved = _held(gpu(**{**on_gpu0.resource, "hw.id": "GPU-3"}), clock.now)
     calls = rt.list_calls
-    out = proc.process((idle, moved))
-    assert "container.env.TEAM" not in out[1].resource  # the old snapshot's
-    assert counter(telemetry, UNMATCHED, reason="holder_changed") == 2
+    assert "container.env.TEAM" not in one(proc.process((moved,)))  # the old snapshot's
+    assert counter(telemetry, UNMATCHED, reason="holder_changed", hw_id="GPU-3") == 2
     rt.stop(CID)
     rt.sandbox("t" * 64, "ml", "train-0", created=5.0)
     rt.workload("d" * 64, "ml", "train-0", "trainer", sandbox_id="t" * 64, env={"TEAM": "new"})
-    await clock.advance(1.0)  # the early refresh the move asked for
+    await clock.advance(1.0)  # the early refresh the new holder asked for
     assert rt.list_calls == calls + 1
-    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "new"
-    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "new"  # steady
+    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"
+    assert one(proc.process((moved,)))["container.env.TEAM"] == "new"  # steady again
     await proc.shutdown()
 
 
 async def test_a_container_holding_two_gpus_gets_its_labels_on_both(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
-    """One container on GPU-0 and GPU-1 is one holder of two devices, not a holder moving
-    between them on every lookup (which left it unlabelled, counted as holder_changed)."""
+    """One container on GPU-0 and GPU-1 is one holder of two devices, labelled on both batch
+    after batch (it was taken for a holder moving between them and never labelled)."""
     rt = _node()
     proc = await _started(telemetry, rt, clock)
-    on_gpu0 = by_workload("ml", "train-0", "trainer")
+    on_gpu0 = _held(by_workload("ml", "train-0", "trainer"), float("-inf"))
     on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
     for _ in range(3):
         out = proc.process((on_gpu0, on_gpu1))
@@ -310,82 +317,34 @@ async def test_a_container_holding_two_gpus_gets_its_labels_on_both(
     await proc.shutdown()
 
 
-async def test_a_pod_recreated_on_a_subset_of_its_gpus_is_a_move_too(
+async def test_a_holder_newer_than_an_outage_waits_for_the_runtime(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
-    """A container's devices are fixed for its life: the same name on another set of GPUs
-    (here one of its two) is a new pod, whose labels wait for a listing after the move."""
-    rt = _node()
-    proc = await _started(telemetry, rt, clock)
-    on_gpu0 = by_workload("ml", "train-0", "trainer")
-    on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
-    assert [rm.resource.get("container.env.TEAM") for rm in proc.process((on_gpu0, on_gpu1))] == [
-        "ml",
-        "ml",
-    ]
-    idle = gpu()  # GPU-0 still reports, held by nobody
-    assert "container.env.TEAM" not in proc.process((idle, on_gpu1))[1].resource
-    assert counter(telemetry, UNMATCHED, reason="holder_changed") == 2
-    await clock.advance(1.0)  # the early refresh the move asked for
-    assert proc.process((idle, on_gpu1))[1].resource["container.env.TEAM"] == "ml"
-    await proc.shutdown()
-
-
-async def test_a_name_first_seen_while_the_runtime_is_down_waits_for_it(
-    telemetry: SelfTelemetry, clock: FakeClock
-) -> None:
-    """During an outage the snapshot may be older than a pod recreated under its name: a name
-    first seen then (here the recreated pod's sidecar now holds the GPU) must not get the
-    deleted pod's container labels; they come once the runtime has been listed again."""
+    """A failed listing is no listing: a holder the kubelet lists while the runtime is down
+    (here a recreated pod's sidecar now holds the GPU) stays unlabelled for the whole outage
+    (it was given the deleted pod's container labels), then gets its own."""
     rt = _node()
     rt.workload("e" * 64, "ml", "train-0", "sidecar", sandbox_id=SID, env={"TEAM": "side"})
     proc = await _started(telemetry, rt, clock, refresh_interval="2s")
-    assert one(proc.process((by_workload("ml", "train-0", "trainer"),)))["container.env.TEAM"]
     rt.up = False
     await clock.advance(2.0)
-    sidecar = by_workload("ml", "train-0", "sidecar")
-    idle = gpu(**{"hw.id": "GPU-7"})
-    assert "container.env.TEAM" not in proc.process((idle, sidecar))[1].resource
-    rt.up = True
-    await clock.advance(2.0)
-    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
-    assert proc.process((idle, sidecar))[1].resource["container.env.TEAM"] == "side"
-
-
-async def test_a_move_during_an_outage_waits_for_a_listing_that_answered(
-    telemetry: SelfTelemetry, clock: FakeClock
-) -> None:
-    """A failed listing is no listing: a pod that moved while the runtime is down stays
-    unlabelled for the whole outage (it was labelled with the deleted pod's env)."""
-    rt = _node()
-    proc = await _started(telemetry, rt, clock, refresh_interval="2s")
-    on_gpu0 = by_workload("ml", "train-0", "trainer")
-    assert one(proc.process((on_gpu0,)))["container.env.TEAM"] == "ml"
-    rt.up = False
-    await clock.advance(2.0)
-    moved = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-3"})
-    idle = gpu()
+    sidecar = _held(by_workload("ml", "train-0", "sidecar"), clock.now)
     for _ in range(3):  # refreshes fail all along
-        assert "container.env.TEAM" not in proc.process((idle, moved))[1].resource
+        assert "container.env.TEAM" not in one(proc.process((sidecar,)))
         await clock.advance(2.0)
     rt.up = True
     await clock.advance(2.0)
-    assert proc.process((idle, moved))[1].resource["container.env.TEAM"] == "ml"
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+    assert one(proc.process((sidecar,)))["container.env.TEAM"] == "side"
+    await proc.shutdown()
 
 
-async def test_a_pod_recreated_on_more_gpus_than_before_is_a_move(
+async def test_names_without_the_kubelets_note_are_matched_at_once(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
-    """A container never gains a GPU: the same name on its old GPU and a new one is a new pod
-    (found by the node-history property test: the new GPU got the deleted pod's labels)."""
+    """Without k8s_attributes before it (names from elsewhere), a name is matched by the
+    current snapshot."""
     rt = _node()
     proc = await _started(telemetry, rt, clock)
-    on_gpu0 = by_workload("ml", "train-0", "trainer")
-    on_gpu1 = replace(on_gpu0, resource={**on_gpu0.resource, "hw.id": "GPU-1"})
-    idle = gpu(**{"hw.id": "GPU-1"})
-    assert proc.process((on_gpu0, idle))[0].resource["container.env.TEAM"] == "ml"
-    out = proc.process((on_gpu0, on_gpu1))
-    assert [rm.resource.get("container.env.TEAM") for rm in out] == [None, None]
-    await clock.advance(1.0)  # the early refresh the move asked for
-    out = proc.process((on_gpu0, on_gpu1))
-    assert [rm.resource.get("container.env.TEAM") for rm in out] == ["ml", "ml"]
+    assert one(proc.process((by_workload("ml", "train-0", "trainer"),)))["container.env.TEAM"]
+    await proc.shutdown()

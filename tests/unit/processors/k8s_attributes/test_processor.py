@@ -377,3 +377,30 @@ async def test_why_one_gpu_is_unlabelled_is_on_its_own_series(started, telemetry
     assert series(telemetry, UNMATCHED, hw_id=UUID_A) is None
     assert series(telemetry, UNMATCHED, hw_id=UUID_B, reason="not_allocated") == 2
     assert series(telemetry, UNMATCHED, hw_id="GPU-unknown", reason="unknown_device") == 2
+
+
+async def test_each_holder_notes_since_when_the_kubelet_lists_it(telemetry, client, clock):
+    """What container_env needs to never lend a deleted pod's labels to a pod recreated under
+    its name: since when this container holds this device (its first answer's: always)."""
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    try:
+        first = processor.process((gpu(UUID_A, 0), gpu(UUID_B, 1)))
+        assert [rm.notes[notes.HOLDER_SINCE] for rm in first if rm.notes] == [float("-inf")] * 2
+        client.set(
+            pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})),
+            pod("ml", "train-0b", container("trainer", {GPU: [UUID_B]})),
+        )
+        await clock.advance(10)
+        out = processor.process((gpu(UUID_A, 0), gpu(UUID_B, 1)))
+    finally:
+        await processor.shutdown()
+    since = {
+        (rm.identity, rm.resource[semconv.HW_ID]): rm.notes[notes.HOLDER_SINCE]
+        for rm in out
+        if rm.notes
+    }
+    assert since[(UUID_A, UUID_A)] == float("-inf")  # still the first answer's holder
+    assert since[(UUID_B, UUID_B)] == clock.now  # listed by the answer just taken
+    assert since[((semconv.GPU_ALLOCATION, UUID_B), UUID_B)] == clock.now
