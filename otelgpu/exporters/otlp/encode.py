@@ -60,6 +60,8 @@ _pack_times_q = struct.Struct("<BQBQBq").pack
 _pack_time_d = struct.Struct("<BQBd").pack
 _pack_time_q = struct.Struct("<BQBq").pack
 _SMALL = [bytes((n,)) for n in range(128)]
+# Every length a point can have (its varint, one or two bytes), looked up without a call.
+_POINT_LENGTHS = [*_SMALL, *(bytes((n & 0x7F | 0x80, n >> 7)) for n in range(128, 1024))]
 
 
 def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsServiceRequest:
@@ -127,7 +129,8 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
         else:
             head = (_pack_d if double else _pack_q)(tag, value)
         point = head + attributes(p.attributes) if p.attributes else head + extra
-        parts += (_FIELD_1, _SMALL[len(point)] if len(point) < 128 else _length(len(point)), point)
+        size = len(point)
+        parts += (_FIELD_1, _POINT_LENGTHS[size] if size < 1024 else _length(size), point)
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
         if metric.monotonic:

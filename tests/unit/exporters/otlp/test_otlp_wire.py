@@ -92,6 +92,14 @@ def test_long_fields_need_multi_byte_lengths() -> None:
     _same((ResourceMetrics(resource={"k": long}, metrics=(metric,) * 3),))
 
 
+def test_point_lengths_at_the_table_and_varint_boundaries() -> None:
+    """Points of every size around one-byte varints (128) and the looked-up lengths (1024)."""
+    for size in range(100, 1100):
+        point = NumberDataPoint(attributes={"k": "x" * size}, time_unix_nano=T0, value=1.5)
+        metric = Metric(name="m", unit="", description="", kind=MetricKind.GAUGE, points=(point,))
+        _same((ResourceMetrics(resource={}, metrics=(metric,)),))
+
+
 def test_lengths_at_the_varint_byte_boundaries() -> None:
     for size in (125, 126, 127, 128, 129, 16381, 16382, 16383, 16384, 16385, 2**21):
         metric = Metric(name="m" * size, unit="", description="", kind=MetricKind.GAUGE, points=())
