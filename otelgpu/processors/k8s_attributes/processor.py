@@ -105,7 +105,8 @@ class K8sAttributesProcessor:
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
         # allocation identity → (allocation, device resource, holders' resources, shares,
-        # holders' point attributes), rebuilt when either of the first two changes
+        # holders' point attributes, holders' notes), rebuilt when either of the first two
+        # changes
         self._allocations: dict[
             Identity,
             tuple[
@@ -114,6 +115,7 @@ class K8sAttributesProcessor:
                 tuple[Attributes, ...],
                 tuple[float, ...],
                 tuple[Attributes, ...],
+                tuple[Mapping[str, object], ...],
             ],
         ] = {}
         self._dra_said = ""
@@ -245,10 +247,7 @@ class K8sAttributesProcessor:
                 found = None
             if hit is not None and found is not None:
                 since = self._since_by_key.get(hit[0], ())
-                labelled = with_resource(rm, found.device)
-                if len(since) == 1:  # its one holder's names: say since when it holds it
-                    labelled = _noted(labelled, since[0])
-                out.append(labelled)
+                out.append(_labelled(rm, found.device, since))
                 out.extend(self._allocation_series(rm, found, since))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
@@ -336,14 +335,17 @@ class K8sAttributesProcessor:
                 _point_identity(resource, source)
                 for resource, source in zip(resources, sources, strict=True)
             )
-            cached = (found, rm.resource, resources, shares, points)
+            if len(since) != len(resources):
+                since = (float("-inf"),) * len(resources)
+            noted: tuple[Mapping[str, object], ...] = tuple(
+                {notes.HOLDER_SINCE: held} for held in since
+            )
+            cached = (found, rm.resource, resources, shares, points, noted)
             if len(self._allocations) >= _ALLOCATIONS_MAX:
                 self._allocations.clear()
             self._allocations[identity] = cached
-        _, _, resources, shares, points = cached
+        _, _, resources, shares, points, noted = cached
         when = _first_time(rm)
-        if len(since) != len(resources):
-            since = (float("-inf"),) * len(resources)
         return [
             ResourceMetrics(
                 resource=resource,
@@ -351,10 +353,10 @@ class K8sAttributesProcessor:
                 scope=rm.scope,
                 scope_version=rm.scope_version,
                 identity=identity,
-                notes={notes.HOLDER_SINCE: held},
+                notes=held,
             )
             for resource, share, attributes, held in zip(
-                resources, shares, points, since, strict=True
+                resources, shares, points, noted, strict=True
             )
         ]
 
@@ -459,9 +461,13 @@ def _point_identity(resource: Attributes, source: str) -> Attributes:
     return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
 
 
-def _noted(rm: ResourceMetrics, since: float) -> ResourceMetrics:
-    """`rm` noting since when its one holder holds it (`notes.HOLDER_SINCE`)."""
-    return replace(rm, notes={**(rm.notes or {}), notes.HOLDER_SINCE: since})
+def _labelled(rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...]) -> ResourceMetrics:
+    """`rm` with its holder's labels (existing attributes win) and, when it has one holder,
+    since when that holder holds it (`notes.HOLDER_SINCE`): one copy of the resource."""
+    resource = {**labels, **rm.resource} if labels else rm.resource
+    if len(since) != 1:
+        return rm if resource is rm.resource else replace(rm, resource=resource)
+    return replace(rm, resource=resource, notes={**(rm.notes or {}), notes.HOLDER_SINCE: since[0]})
 
 
 def _first_time(rm: ResourceMetrics) -> int:
