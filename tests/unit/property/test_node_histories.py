@@ -94,8 +94,11 @@ class NodeHistories(RuleBasedStateMachine):
         return self.loop.run_until_complete(coroutine)  # type: ignore[arg-type]
 
     def _collect(self, fraction: float) -> None:
-        """Records the truth, lets `fraction` of a refresh interval pass, collects a cycle."""
+        """Records the truth, shows it through every stand-in at once (the kubelet, the
+        runtime and NVML change together, as on a node), lets `fraction` of a refresh interval
+        pass, collects a cycle."""
         self.model.record(self.clock.now)
+        self.pipeline.sync()
         self._run(self.pipeline.advance(fraction * REFRESH))
         self.output = self._run(self.pipeline.cycle())  # type: ignore[assignment]
 
