@@ -5,6 +5,8 @@ the real Prometheus translation, in both namings."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from otelgpu import semconv
 from otelgpu.component import Kind
 from otelgpu.exporters.prometheus.labels import Naming
+from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
@@ -35,14 +38,25 @@ from tests.unit.truth.body import Body
 ALLOCATION = "nvidia_gpu_allocation_ratio"  # the same name in both namings
 
 
-@pytest.mark.parametrize("naming", ["otel", "dcgm"])
-async def test_the_last_holder_leaving_takes_its_allocation_series_along(naming: Naming) -> None:
+@asynccontextmanager
+async def held_by_train_0() -> AsyncIterator[
+    tuple[K8sAttributesProcessor, FakePodResources, FakeClock]
+]:
+    """A started k8s_attributes whose kubelet says train-0 holds GPU A."""
     telemetry, clock, client = SelfTelemetry(), FakeClock(), FakePodResources()
     client.devices = allocatable({GPU: [UUID_A]})
     client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
     processor = make_processor(telemetry, client, clock)
     await processor.start(FakeHost(telemetry))
     try:
+        yield processor, client, clock
+    finally:
+        await processor.shutdown()
+
+
+@pytest.mark.parametrize("naming", ["otel", "dcgm"])
+async def test_the_last_holder_leaving_takes_its_allocation_series_along(naming: Naming) -> None:
+    async with held_by_train_0() as (processor, client, clock):
         body = Body(naming)
         lines = body.ingest(processor.process((gpu(UUID_A, 0),)))
         held = [line for line in lines if 'train-0"' in line]
@@ -54,8 +68,6 @@ async def test_the_last_holder_leaving_takes_its_allocation_series_along(naming:
         assert [line for line in lines if "train-0" in line] == []
         assert [line for line in lines if line.startswith(ALLOCATION)] == []
         assert any(UUID_A in line for line in lines)  # the GPU itself still reports
-    finally:
-        await processor.shutdown()
 
 
 async def test_a_device_never_held_gets_no_empty_marker_batch_after_batch() -> None:
@@ -149,17 +161,10 @@ async def test_a_lost_gpu_keeps_only_its_up_and_status_series(naming: Naming) ->
 async def test_a_gone_marker_passes_k8s_attributes_untouched() -> None:
     """The lost GPU's marker beside its up/status resource: one allocation series per holder
     still (the marker was taken for a second device, and OTLP sent each allocation twice)."""
-    telemetry, clock, client = SelfTelemetry(), FakeClock(), FakePodResources()
-    client.devices = allocatable({GPU: [UUID_A]})
-    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
-    processor = make_processor(telemetry, client, clock)
-    await processor.start(FakeHost(telemetry))
-    try:
+    async with held_by_train_0() as (processor, client, clock):
         device = gpu(UUID_A, 0)
         marker = replace(device, metrics=())
         out = processor.process((marker, device))
         assert out[0] is marker
         allocations = [rm for rm in out if rm.metrics and rm.identity != UUID_A]
         assert len(allocations) == 1
-    finally:
-        await processor.shutdown()
