@@ -161,7 +161,7 @@ async def test_a_lost_gpu_keeps_only_its_up_and_status_series(naming: Naming) ->
 async def test_a_gone_marker_passes_k8s_attributes_untouched() -> None:
     """The lost GPU's marker beside its up/status resource: one allocation series per holder
     still (the marker was taken for a second device, and OTLP sent each allocation twice)."""
-    async with held_by_train_0() as (processor, client, clock):
+    async with held_by_train_0() as (processor, _, _):
         device = gpu(UUID_A, 0)
         marker = replace(device, metrics=())
         out = processor.process((marker, device))
