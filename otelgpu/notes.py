@@ -14,3 +14,8 @@ GPU_HOLDERS = "gpu.holders"
 # that device; -inf for what its first answer after a start already listed. A runtime listing
 # that began before it may still hold a deleted pod's container under the same name.
 HOLDER_SINCE = "holder.since"
+
+# Beside HOLDER_SINCE: when the kubelet last answered (the same clock). A container the runtime
+# first listed after that may be a new pod under a deleted pod's name, which the kubelet has not
+# yet said holds the device.
+HOLDERS_CONFIRMED = "holders.confirmed"

@@ -72,8 +72,10 @@ class ContainerEnvProcessor:
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._missed: set[object] = set()
-        # when the listing behind the current snapshot began (`_newer_than_snapshot`)
+        # when the listing behind the current snapshot began (`_newer_than_snapshot`), and
+        # when each container the snapshot matches by name was first listed (`_unconfirmed`)
         self._listed_from = float("-inf")
+        self._appeared: dict[int, tuple[Match, float]] = {}
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
@@ -184,6 +186,8 @@ class ContainerEnvProcessor:
             if since is not None:
                 self._note_miss(("holder", workload, since))  # one early refresh settles it
                 return None, "holder_changed"
+            if self._unconfirmed(rm, match):
+                return None, "holder_unconfirmed"  # the kubelet's next answer settles it
             return match, "by_workload"
         if not cid and not named:
             return None, "no_container" if workload[1] else ""
@@ -206,6 +210,17 @@ class ContainerEnvProcessor:
         matched at once."""
         since = rm.notes.get(notes.HOLDER_SINCE) if rm.notes else None
         return since if isinstance(since, float) and since > self._listed_from else None
+
+    def _unconfirmed(self, rm: ResourceMetrics, match: Match) -> bool:
+        """Whether the runtime first listed the container matched by name after the kubelet
+        last answered (`notes.HOLDERS_CONFIRMED`): it may be a new pod under the name of a
+        deleted one that the kubelet, slow or down, still says holds this device. Its labels
+        wait for a kubelet answer given after it appeared."""
+        confirmed = rm.notes.get(notes.HOLDERS_CONFIRMED) if rm.notes else None
+        if not isinstance(confirmed, float):
+            return False
+        appeared = self._appeared.get(id(match))
+        return appeared is not None and appeared[1] > confirmed
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the
@@ -256,6 +271,15 @@ class ContainerEnvProcessor:
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
+        # When each container matched by name was first listed (its Match is kept while its
+        # records do not change; held here so its id stays its own).
+        before, appeared = self._appeared, {}
+        for match in self._snapshot.by_workload.values():
+            seen = before.get(id(match))
+            appeared[id(match)] = (
+                seen if seen is not None and seen[0] is match else (match, started)
+            )
+        self._appeared = appeared
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)

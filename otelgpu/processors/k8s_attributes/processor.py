@@ -105,8 +105,8 @@ class K8sAttributesProcessor:
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
         # allocation identity → (allocation, device resource, holders' resources, shares,
-        # holders' point attributes, holders' notes), rebuilt when either of the first two
-        # changes
+        # holders' point attributes, since when each holds it), rebuilt when either of the
+        # first two changes
         self._allocations: dict[
             Identity,
             tuple[
@@ -115,7 +115,7 @@ class K8sAttributesProcessor:
                 tuple[Attributes, ...],
                 tuple[float, ...],
                 tuple[Attributes, ...],
-                tuple[Mapping[str, object], ...],
+                tuple[float, ...],
             ],
         ] = {}
         self._dra_said = ""
@@ -229,6 +229,7 @@ class K8sAttributesProcessor:
         unmatched: dict[tuple[str, object], int] = {}  # (reason, hw.id) → points
         dra_keys = snapshot.dra_keys if snapshot is not None else frozenset()
         seen: set[Key] = set()
+        confirmed = self._confirmed()
         for rm in batch:
             resource = rm.resource
             keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
@@ -247,8 +248,8 @@ class K8sAttributesProcessor:
                 found = None
             if hit is not None and found is not None:
                 since = self._since_by_key.get(hit[0], ())
-                out.append(_labelled(rm, found.device, since))
-                out.extend(self._allocation_series(rm, found, since))
+                out.append(_labelled(rm, found.device, since, confirmed))
+                out.extend(self._allocation_series(rm, found, since, confirmed))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -263,6 +264,11 @@ class K8sAttributesProcessor:
         if snapshot is not None and (snapshot.dra_unmapped or (seen and dra_keys - seen)):
             self._count_dra_unmapped(snapshot, dra_keys - seen if seen else frozenset())
         return tuple(out)
+
+    def _confirmed(self) -> float:
+        """When the kubelet last answered (`notes.HOLDERS_CONFIRMED`; -inf: never)."""
+        age = self._refresher.age() if self._refresher is not None else None
+        return float("-inf") if age is None else self._clock.monotonic() - age
 
     def _count_dra_unmapped(self, snapshot: Snapshot, missing: frozenset[Key]) -> None:
         """Counts (once per batch) the NVIDIA DRA claim devices that labelled nothing: those
@@ -313,7 +319,7 @@ class K8sAttributesProcessor:
         return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
     def _allocation_series(
-        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...]
+        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...], confirmed: float
     ) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
         rebuilt only when the allocation or the device's resource changed).
@@ -337,14 +343,11 @@ class K8sAttributesProcessor:
             )
             if len(since) != len(resources):
                 since = (float("-inf"),) * len(resources)
-            noted: tuple[Mapping[str, object], ...] = tuple(
-                {notes.HOLDER_SINCE: held} for held in since
-            )
-            cached = (found, rm.resource, resources, shares, points, noted)
+            cached = (found, rm.resource, resources, shares, points, since)
             if len(self._allocations) >= _ALLOCATIONS_MAX:
                 self._allocations.clear()
             self._allocations[identity] = cached
-        _, _, resources, shares, points, noted = cached
+        _, _, resources, shares, points, held_since = cached
         when = _first_time(rm)
         return [
             ResourceMetrics(
@@ -353,10 +356,10 @@ class K8sAttributesProcessor:
                 scope=rm.scope,
                 scope_version=rm.scope_version,
                 identity=identity,
-                notes=held,
+                notes={notes.HOLDER_SINCE: held, notes.HOLDERS_CONFIRMED: confirmed},
             )
             for resource, share, attributes, held in zip(
-                resources, shares, points, noted, strict=True
+                resources, shares, points, held_since, strict=True
             )
         ]
 
@@ -461,13 +464,17 @@ def _point_identity(resource: Attributes, source: str) -> Attributes:
     return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
 
 
-def _labelled(rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...]) -> ResourceMetrics:
+def _labelled(
+    rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...], confirmed: float
+) -> ResourceMetrics:
     """`rm` with its holder's labels (existing attributes win) and, when it has one holder,
-    since when that holder holds it (`notes.HOLDER_SINCE`): one copy of the resource."""
+    since when that holder holds it and when the kubelet last said so (`notes.HOLDER_SINCE`,
+    `notes.HOLDERS_CONFIRMED`): one copy of the resource."""
     resource = {**labels, **rm.resource} if labels else rm.resource
     if len(since) != 1:
         return rm if resource is rm.resource else replace(rm, resource=resource)
-    return replace(rm, resource=resource, notes={**(rm.notes or {}), notes.HOLDER_SINCE: since[0]})
+    held = {notes.HOLDER_SINCE: since[0], notes.HOLDERS_CONFIRMED: confirmed}
+    return replace(rm, resource=resource, notes={**(rm.notes or {}), **held})
 
 
 def _first_time(rm: ResourceMetrics) -> int:

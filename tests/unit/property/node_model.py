@@ -263,7 +263,7 @@ class NodeModel:
         coming back, every truth since `lag` before it went down (a source outage never
         changes labels: the last good snapshot keeps labelling)."""
         since = now - lag
-        for outage in outages:
+        for outage in _merged(outages, lag):
             if outage.end is None or outage.end + lag >= now:
                 since = min(since, outage.start - lag)
         return [s.truth for s in self.history if s.end is None or s.end >= since]
@@ -274,6 +274,21 @@ class NodeModel:
         if len(self.window(outages, now, lag)) != 1:
             return False
         return all(o.end is not None and o.end + lag < now for o in outages)
+
+
+def _merged(outages: Iterable[Outage], lag: float) -> list[Outage]:
+    """The outages as a consumer lives them: a source back for less than `lag` may not have
+    been asked in between (the consumer asks it once per `lag`), so two outages that close
+    together are one."""
+    merged: list[Outage] = []
+    for outage in sorted(outages, key=lambda o: o.start):
+        last = merged[-1] if merged else None
+        if last is not None and (last.end is None or outage.start - last.end < lag):
+            end = None if last.end is None or outage.end is None else max(last.end, outage.end)
+            merged[-1] = Outage(last.start, end)
+        else:
+            merged.append(outage)
+    return merged
 
 
 def with_containers(pod: Pod, containers: Iterable[Container]) -> Pod:

@@ -348,3 +348,28 @@ async def test_names_without_the_kubelets_note_are_matched_at_once(
     proc = await _started(telemetry, rt, clock)
     assert one(proc.process((by_workload("ml", "train-0", "trainer"),)))["container.env.TEAM"]
     await proc.shutdown()
+
+
+async def test_a_container_newer_than_the_kubelets_last_answer_waits_for_the_next(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """The kubelet is slow and still says train-0/trainer holds the GPU, while the runtime
+    already runs a recreated train-0 whose trainer holds none: the new container's labels
+    must not go on the GPU until a kubelet answer given after it appeared confirms it."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock, refresh_interval="2s")
+    confirmed = clock.now
+    held = replace(
+        by_workload("ml", "train-0", "trainer"),
+        notes={notes.HOLDER_SINCE: float("-inf"), notes.HOLDERS_CONFIRMED: confirmed},
+    )
+    assert one(proc.process((held,)))["container.env.TEAM"] == "ml"
+    rt.stop(CID)
+    rt.sandbox("t" * 64, "ml", "train-0", created=5.0)
+    rt.workload("d" * 64, "ml", "train-0", "trainer", sandbox_id="t" * 64, env={"TEAM": "new"})
+    await clock.advance(2.0)  # listed: the kubelet has not answered since
+    assert "container.env.TEAM" not in one(proc.process((held,)))
+    assert counter(telemetry, UNMATCHED, reason="holder_unconfirmed") == 2
+    answered = replace(held, notes={**held.notes, notes.HOLDERS_CONFIRMED: clock.now + 1})
+    assert one(proc.process((answered,)))["container.env.TEAM"] == "new"
+    await proc.shutdown()

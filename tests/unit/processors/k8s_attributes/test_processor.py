@@ -404,3 +404,5 @@ async def test_each_holder_notes_since_when_the_kubelet_lists_it(telemetry, clie
     assert since[(UUID_A, UUID_A)] == float("-inf")  # still the first answer's holder
     assert since[(UUID_B, UUID_B)] == clock.now  # listed by the answer just taken
     assert since[((semconv.GPU_ALLOCATION, UUID_B), UUID_B)] == clock.now
+    confirmed = {rm.notes[notes.HOLDERS_CONFIRMED] for rm in out if rm.notes}
+    assert confirmed == {clock.now}  # when the kubelet last answered
