@@ -60,8 +60,9 @@ _pack_times_q = struct.Struct("<BQBQBq").pack
 _pack_time_d = struct.Struct("<BQBd").pack
 _pack_time_q = struct.Struct("<BQBq").pack
 _SMALL = [bytes((n,)) for n in range(128)]
-# Every length a point can have (its varint, one or two bytes), looked up without a call.
-_POINT_LENGTHS = [*_SMALL, *(bytes((n & 0x7F | 0x80, n >> 7)) for n in range(128, 1024))]
+# The varint of every length below 1 KiB (one or two bytes): most points, metrics and
+# attribute sets, looked up instead of built.
+_LENGTHS = [*_SMALL, *(bytes((n & 0x7F | 0x80, n >> 7)) for n in range(128, 1024))]
 
 
 def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsServiceRequest:
@@ -130,7 +131,7 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
             head = (_pack_d if double else _pack_q)(tag, value)
         point = head + attributes(p.attributes) if p.attributes else head + extra
         size = len(point)
-        parts += (_FIELD_1, _POINT_LENGTHS[size] if size < 1024 else _length(size), point)
+        parts += (_FIELD_1, _LENGTHS[size] if size < 1024 else _length(size), point)
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
         if metric.monotonic:
@@ -162,8 +163,8 @@ def _schema_url(url: str) -> bytes:
 
 def _length(n: int) -> bytes:
     """A length as a varint; one and two bytes (every length below 16 KiB) without a loop."""
-    if n < 0x80:
-        return _SMALL[n]
+    if n < 1024:
+        return _LENGTHS[n]
     if n < 0x4000:
         return bytes((n & 0x7F | 0x80, n >> 7))
     return _varint(n)
