@@ -465,6 +465,9 @@ async def reload_until_full(
     reload is done."""
     _, before = await asyncio.to_thread(self_telemetry, port)
     config["receivers"]["nvml"]["collection_interval"] = interval
+    # Series must outlive two collections (validate refuses less): the quiet hour keeps its one.
+    expiration = max(300.0, 2 * parse_duration(interval))
+    config["exporters"]["prometheus"]["metric_expiration"] = f"{expiration:g}s"
     path.write_text(json.dumps(config, indent=1))
     os.kill(proc.pid, signal.SIGHUP)
     # two cycles (of the phases' lengths; the 1 h one needs only the reload)

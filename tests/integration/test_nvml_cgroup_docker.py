@@ -91,4 +91,8 @@ async def test_a_removed_container_is_forgotten(dockerd: Dockerd, telemetry: Sel
     finally:
         await receiver.shutdown()
     assert [rm.resource["container.id"] for rm in first if "process.pid" in rm.resource] == [job.id]
-    assert not [rm for rm in second if "process.pid" in rm.resource]
+    assert not [rm for rm in second if "process.pid" in rm.resource and rm.metrics]
+    # The ended process is said gone once (a resource with no metrics), so its series leave.
+    assert [rm.identity for rm in second if not rm.metrics] == [
+        rm.identity for rm in first if "process.pid" in rm.resource
+    ]
