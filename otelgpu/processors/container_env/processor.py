@@ -75,7 +75,8 @@ class ContainerEnvProcessor:
         # when the listing behind the current snapshot began (`_newer_than_snapshot`), and
         # when each container the snapshot matches by name was first listed (`_unconfirmed`)
         self._listed_from = float("-inf")
-        self._appeared: dict[int, tuple[Match, float]] = {}
+        self._appeared: dict[str, float] = {}  # container ID → when first listed
+        self._cid_of: dict[int, str] = {}  # id of a snapshot match → its container ID
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
@@ -219,8 +220,9 @@ class ContainerEnvProcessor:
         confirmed = rm.notes.get(notes.HOLDERS_CONFIRMED) if rm.notes else None
         if not isinstance(confirmed, float):
             return False
-        appeared = self._appeared.get(id(match))
-        return appeared is not None and appeared[1] > confirmed
+        cid = self._cid_of.get(id(match))
+        appeared = self._appeared.get(cid) if cid is not None else None
+        return appeared is not None and appeared > confirmed
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the
@@ -271,15 +273,10 @@ class ContainerEnvProcessor:
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
-        # When each container matched by name was first listed (its Match is kept while its
-        # records do not change; held here so its id stays its own).
-        before, appeared = self._appeared, {}
-        for match in self._snapshot.by_workload.values():
-            seen = before.get(id(match))
-            appeared[id(match)] = (
-                seen if seen is not None and seen[0] is match else (match, started)
-            )
-        self._appeared = appeared
+        # When each container was first listed; and each match's container (the snapshot
+        # holds the matches, so their ids are theirs while it is current).
+        self._appeared = {cid: self._appeared.get(cid, started) for cid in self._snapshot.by_id}
+        self._cid_of = {id(match): cid for cid, match in self._snapshot.by_id.items()}
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)
