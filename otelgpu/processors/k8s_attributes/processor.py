@@ -123,7 +123,6 @@ class K8sAttributesProcessor:
         # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
         self._since: dict[tuple[Key, Holder], float] = {}
         self._since_by_key: dict[Key, tuple[float, ...]] = {}
-        self._answered = False
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -205,10 +204,11 @@ class K8sAttributesProcessor:
 
     def _holders_since(self, snapshot: Snapshot) -> None:
         """Notes since when each (device, holder) is listed: a pair new in this answer since
-        now, every pair of the first answer after a start since always (the runtime is listed
-        afresh at start too)."""
-        now = float("-inf") if not self._answered else self._clock.monotonic()
-        self._answered = True
+        now; every pair of the answer to the first request after a start since always (the
+        runtime is listed afresh at start too; a first answer that came only after failures
+        may list pods newer than that listing, so its pairs are new)."""
+        at_start = self._refresher is not None and self._refresher.attempts == 1
+        now = float("-inf") if at_start else self._clock.monotonic()
         since: dict[tuple[Key, Holder], float] = {}
         by_key: dict[Key, tuple[float, ...]] = {}
         for key, holders in snapshot.holders.items():

@@ -406,3 +406,21 @@ async def test_each_holder_notes_since_when_the_kubelet_lists_it(telemetry, clie
     assert since[((semconv.GPU_ALLOCATION, UUID_B), UUID_B)] == clock.now
     confirmed = {rm.notes[notes.HOLDERS_CONFIRMED] for rm in out if rm.notes}
     assert confirmed == {clock.now}  # when the kubelet last answered
+
+
+async def test_a_first_answer_after_failures_lists_its_holders_as_new(telemetry, client, clock):
+    """Only the answer to the first request at start dates its holders "always": after
+    failures, the first answer may list pods recreated since the runtime was listed."""
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    client.error = PodResourcesError("UNAVAILABLE", "kubelet restarting")
+    processor = make_processor(telemetry, client, clock)
+    await processor.start(FakeHost(telemetry))
+    try:
+        client.error = None
+        await clock.advance(2)
+        out = processor.process((gpu(UUID_A, 0),))
+    finally:
+        await processor.shutdown()
+    assert holders_of(out, UUID_A) == [("ml", "train-0", "trainer")]
+    (since,) = {rm.notes[notes.HOLDER_SINCE] for rm in out if rm.notes}
+    assert 1000.0 < since <= clock.now  # when the retry answered, not "always" (-inf)
