@@ -65,6 +65,14 @@ GRANTS = st.lists(
     unique_by=lambda g: g[0],
 )
 CONTAINERS = st.lists(st.tuples(st.sampled_from(TEAMS), GRANTS), min_size=1, max_size=3)
+# A pod instance as the create and recreate rules draw it.
+POD = {
+    "name": st.sampled_from(POD_NAMES),
+    "containers": CONTAINERS,
+    "app": st.sampled_from(APPS),
+    "late": st.booleans(),
+    "dt": STEP,
+}
 
 
 class NodeHistories(RuleBasedStateMachine):
@@ -137,13 +145,7 @@ class NodeHistories(RuleBasedStateMachine):
 
     # --- node events -----------------------------------------------------------------------
 
-    @rule(
-        name=st.sampled_from(POD_NAMES),
-        containers=CONTAINERS,
-        app=st.sampled_from(APPS),
-        late=st.booleans(),
-        dt=STEP,
-    )
+    @rule(**POD)
     def create_pod(
         self,
         name: str,
@@ -163,13 +165,7 @@ class NodeHistories(RuleBasedStateMachine):
             self._end_processes(pod)
         self._collect(dt)
 
-    @rule(
-        name=st.sampled_from(POD_NAMES),
-        containers=CONTAINERS,
-        app=st.sampled_from(APPS),
-        late=st.booleans(),
-        dt=STEP,
-    )
+    @rule(**POD)
     def recreate_pod(
         self,
         name: str,
