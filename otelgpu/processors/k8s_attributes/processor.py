@@ -273,17 +273,10 @@ class K8sAttributesProcessor:
     def _count_dra_unmapped(self, snapshot: Snapshot, missing: frozenset[Key]) -> None:
         """Counts (once per batch) the NVIDIA DRA claim devices that labelled nothing: those
         whose name reaches no GPU, and those whose GPU is not in this batch."""
-        telemetry = self._settings.telemetry
         counts = {**snapshot.dra_unmapped, DRA_NO_GPU: len(missing)}
         for reason, n in counts.items():
             if n:
-                telemetry.count(
-                    DRA_UNMAPPED,
-                    n,
-                    "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
-                    processor=self._id,
-                    reason=reason,
-                )
+                self._count_unmapped(n, reason)
         if missing:
             self._say_dra(
                 "DRA claim devices with no GPU or MIG instance in the batch (do the nvml "
@@ -363,17 +356,20 @@ class K8sAttributesProcessor:
             )
         ]
 
+    def _count_unmapped(self, n: int, reason: str) -> None:
+        self._settings.telemetry.count(
+            DRA_UNMAPPED,
+            n,
+            "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
+            processor=self._id,
+            reason=reason,
+        )
+
     def _whole_claim_on_mig_gpu(self, rm: ResourceMetrics, found: Allocation) -> None:
         """A MIG-enabled GPU is held only through its MIG instances: a whole-GPU DRA claim on
         it labels nothing (counted as `mig_enabled`, logged once per change)."""
         if DRA in found.sources:
-            self._settings.telemetry.count(
-                DRA_UNMAPPED,
-                sum(1 for source in found.sources if source == DRA),
-                "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
-                processor=self._id,
-                reason=DRA_MIG_ENABLED,
-            )
+            self._count_unmapped(sum(1 for s in found.sources if s == DRA), DRA_MIG_ENABLED)
             self._say_dra(
                 f"a whole-GPU DRA claim names GPU {rm.resource.get(semconv.HW_ID)}, which has "
                 "MIG enabled: it is held through its MIG instances, the claim labels nothing"

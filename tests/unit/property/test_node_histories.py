@@ -251,22 +251,13 @@ class NodeHistories(RuleBasedStateMachine):
 
 
 def _settings() -> settings:
-    if os.environ.get("OTELGPU_PROPERTY_PROFILE") == "soak":
-        return settings(
-            max_examples=int(os.environ.get("OTELGPU_PROPERTY_EXAMPLES", "100000")),
-            stateful_step_count=int(os.environ.get("OTELGPU_PROPERTY_STEPS", "60")),
-            deadline=None,
-            database=None,
-            derandomize=False,
-            print_blob=True,
-            suppress_health_check=list(HealthCheck),
-        )
+    soak = os.environ.get("OTELGPU_PROPERTY_PROFILE") == "soak"
     return settings(
-        max_examples=int(os.environ.get("OTELGPU_PROPERTY_EXAMPLES", "50")),
-        stateful_step_count=int(os.environ.get("OTELGPU_PROPERTY_STEPS", "25")),
+        max_examples=int(os.environ.get("OTELGPU_PROPERTY_EXAMPLES", "100000" if soak else "50")),
+        stateful_step_count=int(os.environ.get("OTELGPU_PROPERTY_STEPS", "60" if soak else "25")),
         deadline=None,
         database=None,
-        derandomize=True,
+        derandomize=not soak,
         print_blob=True,
         suppress_health_check=list(HealthCheck),
     )
