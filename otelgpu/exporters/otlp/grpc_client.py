@@ -1,9 +1,14 @@
-"""The `otlp` exporter's transport: `MetricsService/Export` as a unary gRPC call over one
-long-lived HTTP/2 connection (otelgpu.rpc)."""
+"""The `otlp` exporter's transport: `MetricsService/Export` as a unary gRPC call on a grpcio
+channel (otelgpu.configgrpc: the shared channel policy).
+
+Export is safe to send again with the same batch (a receiver keeps the last value of a
+cumulative point, and a gauge's point is the same point): the retry loop does so for the
+codes the OTLP specification calls retryable. grpcio itself only sends again what the server
+never began."""
 
 from __future__ import annotations
 
-import ssl
+import logging
 
 from google.rpc.error_details_pb2 import RetryInfo  # type: ignore[import-untyped]
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
@@ -12,11 +17,11 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu import __version__
+from otelgpu.configgrpc import ChannelPolicy, Client, Credentials, Metadata, RpcError, StatusCode
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse
-from otelgpu.exporters.otlp.tls import ssl_context
-from otelgpu.rpc import Address, Channel, Metadata, RpcError, StatusCode
+from otelgpu.exporters.otlp.tls import certificate_names, grpc_credentials, presented_certificate
 
 # The codes the OTLP specification calls retryable; RESOURCE_EXHAUSTED only when the server
 # says when to come back (RetryInfo), since otherwise it means "this will never fit".
@@ -31,46 +36,45 @@ RETRYABLE = frozenset(
     }
 )
 _STATUS_DETAILS = "grpc-status-details-bin"
+_log = logging.getLogger("otelgpu.exporters.otlp")
 EXPORT_METHOD = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
-# An OTLP receiver's answer is a small message; the Collector's receivers accept 4 MiB answers.
-_MAX_ANSWER = 4 * 2**20
+# An OTLP receiver's answer is a small message (a partial-success count and a text).
+MAX_ANSWER = 64 * 2**10
 
 
 class GrpcTransport:
-    """Sends requests with `MetricsService/Export` over one long-lived connection. A lost
-    connection is dialled again by the next request; when to send it is the retry loop's call."""
+    """Sends requests with `MetricsService/Export` on one grpcio channel, which reconnects by
+    itself; when to send a failed request again is the retry loop's call."""
 
     def __init__(self, config: OtlpExporterConfig) -> None:
         self._config = config
         # gRPC metadata keys are lowercase on the wire (HTTP/2 header names).
         self._metadata: Metadata = tuple((k.lower(), v) for k, v in config.header_items())
-        self._channel: Channel | None = None
+        self._client: Client | None = None
+        self._open = False
+        self._credentials: Credentials | None = None
 
     async def open(self) -> None:
-        target, plaintext = self._config.target()
-        host, _, port = target.rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal
-        name = self._config.tls.server_name_override
-        address = Address(
-            host=host,
-            port=int(port),
-            tls=None if plaintext else _tls_context(self._config),
-            server_hostname=name,
-        )
-        self._channel = Channel(
-            address,
-            # The certificate is checked against the override, and it is the :authority sent.
-            authority=name or target,
-            max_receive=_MAX_ANSWER,
-            compress=self._config.compression == "gzip",
-            user_agent=f"otelgpu/{__version__}",
-        )
+        """Reads the TLS files (a missing one refuses to start); the channel is made by the
+        first export."""
+        _, plaintext = self._config.target()
+        tls = self._config.tls
+        self._credentials = None if plaintext else grpc_credentials(tls)
+        if not plaintext and (tls.min_version == "1.3" or tls.max_version == "1.2"):
+            _log.warning(
+                "tls::min_version %s / max_version %s cannot be enforced on gRPC: grpcio "
+                "negotiates TLS 1.2 or 1.3 with the server",
+                tls.min_version,
+                tls.max_version or "(none)",
+            )
+        self._open = True
 
     async def export(self, request: bytes, timeout: float) -> ExportResponse:
-        if self._channel is None:
+        if not self._open:
             raise ExportError("the gRPC channel is not open", retryable=False)
+        client = self._client or await self._connect()
         try:
-            raw = await self._channel.unary(
+            raw = await client.unary(
                 EXPORT_METHOD, request, timeout=timeout, metadata=self._metadata
             )
         except RpcError as err:
@@ -82,9 +86,42 @@ class GrpcTransport:
         return ExportResponse(partial.rejected_data_points, partial.error_message)
 
     async def close(self) -> None:
-        channel, self._channel = self._channel, None
-        if channel is not None:
-            await channel.close()
+        client, self._client, self._open = self._client, None, False
+        if client is not None:
+            await client.close()
+
+    async def _connect(self) -> Client:
+        """The channel, made at the first export (a TLS server that skips verification is
+        asked for its certificate then, so a server down at start delays nothing)."""
+        target, _ = self._config.target()
+        credentials = self._credentials
+        if credentials is not None and self._config.tls.insecure_skip_verify:
+            credentials = await self._presented(target, credentials)
+        self._client = Client(
+            target,
+            ChannelPolicy(max_receive=MAX_ANSWER, user_agent=f"otelgpu/{__version__}"),
+            credentials=credentials,
+            compression=self._config.compression == "gzip",
+        )
+        return self._client
+
+    async def _presented(self, target: str, credentials: Credentials) -> Credentials:
+        tls = self._config.tls
+        # grpcio always checks the server's certificate: trusting the one it presents is the
+        # nearest it comes to skipping the check (a self-signed certificate; one a CA signed
+        # is checked against the roots as usual).
+        host, _, port = target.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")  # an IPv6 literal
+        timeout = self._config.timeout
+        name = tls.server_name_override
+        try:
+            pem = await presented_certificate(host, int(port), name, timeout)
+        except (OSError, TimeoutError) as exc:
+            raise ExportError(f"TLS to {target}: {exc}", retryable=True) from None
+        names = await certificate_names(host, int(port), pem, name, timeout)
+        if not names:
+            return credentials
+        return Credentials(pem, credentials.certificate_chain, credentials.private_key, names[0])
 
 
 def classify(code: StatusCode, details: str, trailers: Metadata) -> ExportError:
@@ -108,10 +145,3 @@ def retry_delay(trailers: Metadata) -> float | None:
             if detail.Unpack(info):
                 return float(info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
     return None
-
-
-def _tls_context(config: OtlpExporterConfig) -> ssl.SSLContext:
-    """The `tls` settings' context, speaking HTTP/2 (ALPN h2), which needs TLS 1.2 or later."""
-    context = ssl_context(config.tls, floor="1.2")
-    context.set_alpn_protocols(["h2"])
-    return context

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
 import tempfile
 from pathlib import Path
 
+from otelgpu.configgrpc import Credentials
 from otelgpu.exporters.otlp.config import ClientTLSConfig
 
 _TLS_VERSIONS = {
@@ -46,3 +49,79 @@ def _load_client_cert(context: ssl.SSLContext, tls: ClientTLSConfig) -> None:
 def _write(path: Path, text: str) -> str:
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+def grpc_credentials(tls: ClientTLSConfig) -> Credentials:
+    """The `tls` settings as grpcio credentials (PEM bytes). With no CA set, the system's
+    bundle (the same roots `ssl` uses), else grpcio's own. grpcio negotiates TLS 1.2 or 1.3;
+    it has no setting for the version range."""
+    roots = _pem(tls.ca_file, tls.ca_pem) or _system_roots()
+    chain = _pem(tls.cert_file, tls.cert_pem)
+    key = _pem(tls.key_file, tls.key_pem_text())
+    return Credentials(roots, chain, key, tls.server_name_override)
+
+
+async def presented_certificate(host: str, port: int, server_name: str, timeout: float) -> bytes:
+    """The certificate the server presents, as PEM, read without checking it: what
+    `insecure_skip_verify` trusts on a gRPC channel, since grpcio cannot skip verification."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    async with asyncio.timeout(timeout):
+        _, writer = await asyncio.open_connection(
+            host, port, ssl=context, server_hostname=server_name or host
+        )
+    try:
+        peer = writer.get_extra_info("ssl_object")
+        der = peer.getpeercert(binary_form=True) if peer is not None else None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+    if not der:
+        raise ssl.SSLError(f"{host}:{port} presented no certificate")
+    return ssl.DER_cert_to_PEM_cert(der).encode()
+
+
+async def certificate_names(
+    host: str, port: int, pem: bytes, server_name: str, timeout: float
+) -> list[str]:
+    """The DNS and IP names in a self-signed certificate the server presents, read by a
+    handshake that trusts that certificate alone; [] when it is not self-signed (the
+    handshake then fails: a CA must be configured)."""
+    context = ssl.create_default_context(cadata=pem.decode())
+    context.check_hostname = False
+    context.set_alpn_protocols(["h2"])
+    try:
+        async with asyncio.timeout(timeout):
+            _, writer = await asyncio.open_connection(
+                host, port, ssl=context, server_hostname=server_name or host
+            )
+    except (ssl.SSLError, OSError, TimeoutError):
+        return []
+    try:
+        peer = writer.get_extra_info("ssl_object")
+        cert = peer.getpeercert() if peer is not None else None
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+    names = [v for k, v in (cert or {}).get("subjectAltName", ()) if k in ("DNS", "IP Address")]
+    for rdn in (cert or {}).get("subject", ()):
+        names += [v for k, v in rdn if k == "commonName"]
+    return names
+
+
+def _pem(path: str, text: str) -> bytes | None:
+    if path:
+        return Path(path).read_bytes()
+    return text.encode() if text else None
+
+
+def _system_roots() -> bytes | None:
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate).read_bytes()
+    return None

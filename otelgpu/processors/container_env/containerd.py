@@ -8,13 +8,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from otelgpu.configgrpc import ChannelPolicy, Client, RpcError
 from otelgpu.processors.container_env.runtime import (
     ContainerRef,
     ContainerSpec,
     RuntimeUnavailable,
     decode_oci_spec,
 )
-from otelgpu.rpc import Address, Channel, RpcError
 
 CONTAINERS = "containerd.services.containers.v1.Containers"
 TASKS = "containerd.services.tasks.v1.Tasks"
@@ -34,6 +34,8 @@ LIVE_TASK_STATES = frozenset({_RUNNING, _PAUSED, _PAUSING})
 # containerd answers List with every container's full OCI spec; a busy node's answer
 # exceeds gRPC's 4 MiB default long before it is unreasonable.
 _MAX_MESSAGE = 256 * 2**20
+# Every call only reads (List), so the refresh loop may ask again after any failure.
+_POLICY = ChannelPolicy(max_receive=_MAX_MESSAGE, proxy=False)
 
 
 class ContainerdRuntime:
@@ -48,7 +50,7 @@ class ContainerdRuntime:
         self._socket = socket
         self._metadata = ((NAMESPACE_HEADER, namespace),)
         self._timeout = timeout
-        self._channel: Channel | None = None
+        self._channel: Client | None = None
 
     @property
     def name(self) -> str:
@@ -95,7 +97,7 @@ class ContainerdRuntime:
         if not os.path.exists(self._socket):
             raise RuntimeUnavailable(f"socket {self._socket} does not exist")
         if self._channel is None:
-            self._channel = Channel(Address(path=self._socket), max_receive=_MAX_MESSAGE)
+            self._channel = Client(f"unix://{os.path.abspath(self._socket)}", _POLICY)
         try:
             return await self._channel.unary(
                 f"/{path}", request, metadata=self._metadata, timeout=self._timeout

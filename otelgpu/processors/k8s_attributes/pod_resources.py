@@ -1,9 +1,11 @@
 """The kubelet pod-resources v1 API, behind the narrow `PodResourcesClient` Protocol.
 
-The adapter keeps one long-lived gRPC connection (otelgpu.rpc) to the unix socket. A
-kubelet restart removes the socket and creates a new one (a new inode): the adapter notices
-the change, or an UNAVAILABLE answer, and dials afresh on the next call. Answers are turned
-into plain frozen dataclasses here, so nothing else in the processor sees protobuf.
+The adapter keeps one grpcio channel (otelgpu.configgrpc) to the unix socket. A kubelet
+restart removes the socket and creates a new one (a new inode): the adapter notices the
+change, or an UNAVAILABLE answer, and opens a new channel on the next call. List and
+GetAllocatableResources only read, so the refresher may ask again after any failure.
+Answers are turned into plain frozen dataclasses here, so nothing else in the processor sees
+protobuf.
 
 A kubelet lists its pods in a new order on most calls. `List` answers are split into their
 pods' bytes (wire.py) and each pod is parsed once, then reused while its bytes come back:
@@ -19,8 +21,8 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from otelgpu.configgrpc import ChannelPolicy, Client, RpcError, StatusCode
 from otelgpu.processors.k8s_attributes.wire import WireError, split_pods
-from otelgpu.rpc import Address, Channel, RpcError, StatusCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +98,21 @@ class GrpcPodResourcesClient:
     """`PodResourcesClient` over unary gRPC calls on the kubelet's unix socket. A failed call
     fails at once; the refresher's back-off decides when to dial again."""
 
-    def __init__(self, socket_path: str, *, timeout: float, max_receive_message_size: int) -> None:
+    def __init__(
+        self,
+        socket_path: str,
+        *,
+        timeout: float,
+        max_receive_message_size: int,
+        max_backoff: float = 5.0,
+    ) -> None:
         self._path = socket_path
         self._timeout = timeout
-        self._max_receive = max_receive_message_size
-        self._channel: Channel | None = None
+        # A List answer is at most this large; the kubelet never compresses it.
+        self._policy = ChannelPolicy(
+            max_receive=max_receive_message_size, max_backoff=max_backoff, proxy=False
+        )
+        self._channel: Client | None = None
         self._socket_id: tuple[int, int] | None = None
         self._allocatable_served = True
         self._pods = PodCache()
@@ -151,7 +163,7 @@ class GrpcPodResourcesClient:
                 await self.close()  # the kubelet went away: dial afresh next time
             raise PodResourcesError(exc.code.name, exc.details) from exc
 
-    async def _connect(self) -> Channel:
+    async def _connect(self) -> Client:
         """The channel to the socket file that exists now."""
         try:
             info = os.stat(self._path)
@@ -168,9 +180,7 @@ class GrpcPodResourcesClient:
         if self._channel is not None and socket_id != self._socket_id:
             await self.close()  # the kubelet restarted and made a new socket
         if self._channel is None:
-            self._channel = Channel(
-                Address(path=os.path.abspath(self._path)), max_receive=self._max_receive
-            )
+            self._channel = Client(f"unix://{os.path.abspath(self._path)}", self._policy)
             self._socket_id = socket_id
             self._allocatable_served = True
         return self._channel

@@ -148,6 +148,8 @@ class K8sAttributesProcessor:
                 self._config.pod_resources_socket,
                 timeout=self._config.timeout,
                 max_receive_message_size=self._config.max_receive_message_size,
+                # a kubelet back from a restart is reached within one refresh
+                max_backoff=self._config.refresh_interval,
             )
         self._settings.telemetry.register_source(SOURCE)
         self._refresher = SnapshotRefresher(

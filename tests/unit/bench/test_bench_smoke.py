@@ -29,7 +29,6 @@ FIGURE_LINES = {
     "bench.p5_slow_pod_resources": rf"^P5 batch latency p99 slow / healthy: {NUMBER}",
     "bench.p6_nvml": rf"^P6 simulated backend: agent / bare loop {NUMBER}x",
     "bench.p7_scrape_never_waits": rf"^P7\b.*?{NUMBER}",
-    "bench.otlp_grpc_send": rf"^OTLP gRPC send\b.*?{NUMBER}",
 }
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 

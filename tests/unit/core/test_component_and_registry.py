@@ -158,9 +158,9 @@ def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> Non
     assert "otelgpu.processors.container_env.docker" not in modules
 
 
-def test_the_grpc_peers_are_reached_without_loading_a_grpc_runtime() -> None:
-    # grpcio costs ~10 MiB of resident code plus its threads (P3); every gRPC peer of the agent
-    # is asked unary calls, which otelgpu.rpc makes on h2.
+def test_the_grpc_peers_are_reached_through_grpcio_only() -> None:
+    # Every gRPC peer of the agent goes through otelgpu.configgrpc's one channel policy on
+    # grpcio; no HTTP/2 stack of the agent's own remains.
     modules = _modules_after(
         "import asyncio\n"
         "from otelgpu.exporters.otlp.config import OtlpExporterConfig\n"
@@ -175,5 +175,5 @@ def test_the_grpc_peers_are_reached_without_loading_a_grpc_runtime() -> None:
         "    GrpcPodResourcesClient('/nonexistent', timeout=1, max_receive_message_size=1)\n"
         "asyncio.run(main())"
     )
-    assert {"otelgpu.rpc.channel", "h2.connection"} <= modules
-    assert {m for m in modules if m == "grpc" or m.startswith("grpc.")} == set()
+    assert {"otelgpu.configgrpc.client", "grpc.aio"} <= modules
+    assert {m for m in modules if m.startswith(("otelgpu.rpc", "h2."))} == set()

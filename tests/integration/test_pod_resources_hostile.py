@@ -1,0 +1,75 @@
+"""The k8s_attributes processor against a kubelet socket whose server turns hostile, then
+sane: the refresh fails and is counted, the source is said down once, memory stays bounded
+(tests/unit/configgrpc shows the bound), and the next refresh after the peer is sane answers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from otelgpu.component import Kind
+from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
+from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
+from otelgpu.telemetry import SelfTelemetry
+from tests.conftest import make_settings
+from tests.fakes import FakeHost
+from tests.unit.configgrpc.hostile import HostileServer
+from tests.unit.processors.k8s_attributes.fakes import series
+
+pytestmark = pytest.mark.integration
+
+ERRORS = "otelgpu_pod_resources_errors_total"
+UP = "otelgpu_source_up"
+
+
+async def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.parametrize(
+    ("attack", "code"),
+    [("gzip_bomb", "RESOURCE_EXHAUSTED"), ("black_hole", "DEADLINE_EXCEEDED")],
+)
+async def test_a_hostile_kubelet_is_counted_said_down_once_and_left_behind_when_sane(
+    telemetry: SelfTelemetry,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    attack: str,
+    code: str,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="otelgpu.telemetry")
+    kubelet = HostileServer(tmp_path / "kubelet.sock", mode=attack, bomb_size=256 * 2**20)
+    await kubelet.start()
+    config = K8sAttributesProcessorConfig.model_validate(
+        {
+            "pod_resources_socket": str(kubelet.socket),
+            "refresh_interval": "200ms",
+            "timeout": "300ms",
+            "node_name": "node-a",
+        }
+    )
+    processor = K8sAttributesProcessor(
+        make_settings("k8s_attributes", Kind.PROCESSOR, telemetry), config
+    )
+    await processor.start(FakeHost(telemetry))
+    try:
+        await wait_for(lambda: (series(telemetry, ERRORS, code=code) or 0) >= 3)
+        assert series(telemetry, UP, source="pod_resources") == 0
+        down = [r for r in caplog.records if "pod_resources is down" in r.getMessage()]
+        assert len(down) == 1, [r.getMessage() for r in down]
+        # Sane again (it answers an empty pod list): the source comes back up.
+        kubelet.mode = "echo"
+        await wait_for(lambda: series(telemetry, UP, source="pod_resources") == 1)
+        assert processor.snapshot is not None
+    finally:
+        await processor.shutdown()
+        await kubelet.stop()

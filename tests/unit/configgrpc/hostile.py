@@ -1,0 +1,187 @@
+"""A misbehaving gRPC server written with the `h2` library (server side, on a unix socket): it
+answers each call as its current `mode` says, so a test can make a peer hostile and then sane.
+
+Modes: "echo" (a sane server), "gzip_bomb" (an answer a few hundred KiB on the wire that inflates
+to `bomb_size`), "ping_flood" / "settings_flood" / "empty_data_flood" (control frames without
+end while the call waits), "zero_window" (never lets the request in), "goaway_processed"
+(GOAWAY naming the call as begun, then the connection closed), "goaway_unprocessed" (GOAWAY
+naming no call as begun when a call arrives, then the connection closed), "black_hole" (reads everything, answers nothing,
+not even PINGs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from pathlib import Path
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.exceptions
+import h2.settings
+
+OK = [(":status", "200"), ("content-type", "application/grpc")]
+CHUNK = 2**14
+
+
+def message(payload: bytes, compressed: bool = False) -> bytes:
+    return bytes((int(compressed),)) + len(payload).to_bytes(4, "big") + payload
+
+
+def gzip_of_zeros(size: int) -> bytes:
+    """`size` zero bytes, gzip-compressed (about a thousandth of the size)."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(2**20)
+    parts = [packer.compress(block) for _ in range(size // len(block))]
+    return b"".join([*parts, packer.flush()])
+
+
+class HostileServer:
+    def __init__(self, socket: Path, mode: str = "echo", bomb_size: int = 0) -> None:
+        self.socket = socket
+        self.mode = mode
+        self.bomb = gzip_of_zeros(bomb_size) if bomb_size else b""
+        self.calls = 0  # calls whose request reached the server
+        self.connections = 0
+        self.frames_sent = 0  # control frames of a flood
+        self.called = asyncio.Event()
+        self._server: asyncio.AbstractServer | None = None
+        # Per stream: answer bytes still to send (the client's window was full), then trailers.
+        self._pending: dict[int, bytes] = {}
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def target(self) -> str:
+        return f"unix://{self.socket}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, path=str(self.socket))
+
+    async def stop(self) -> None:
+        for writer in list(self._writers):
+            writer.close()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.add(writer)
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        conn = h2.connection.H2Connection(config)
+        if self.mode == "zero_window":
+            conn.local_settings = h2.settings.Settings(
+                client=False, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0}
+            )
+        conn.initiate_connection()
+        flood: asyncio.Task[None] | None = None
+        try:
+            writer.write(conn.data_to_send())
+            bodies: dict[int, bytes] = {}
+            while data := await reader.read(65536):
+                if self.mode == "black_hole":
+                    continue
+                events = conn.receive_data(data)
+                if self.mode == "goaway_unprocessed" and any(
+                    isinstance(e, h2.events.RequestReceived) for e in events
+                ):
+                    # A call arrived; the server goes away without beginning it.
+                    conn.close_connection(last_stream_id=0)
+                    writer.write(conn.data_to_send())
+                    await writer.drain()
+                    self.mode = "echo"  # the next connection is served
+                    break
+                for event in events:
+                    if isinstance(event, h2.events.DataReceived):
+                        conn.acknowledge_received_data(
+                            event.flow_controlled_length, event.stream_id
+                        )
+                        bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
+                    elif isinstance(event, h2.events.StreamReset):
+                        self._pending.pop(event.stream_id, None)
+                    elif isinstance(event, h2.events.StreamEnded):
+                        self.calls += 1
+                        self.called.set()
+                        body = bodies.pop(event.stream_id, b"")
+                        flood = self._answer(conn, event.stream_id, body, writer) or flood
+                self._flush(conn)
+                writer.write(conn.data_to_send())
+                await writer.drain()
+                if self.mode == "goaway_processed" and self.calls:
+                    self.mode = "echo"  # the next connection is served
+                    break
+        except (ConnectionError, h2.exceptions.ProtocolError):
+            pass
+        finally:
+            if flood is not None:
+                flood.cancel()
+            self._writers.discard(writer)
+            writer.close()
+
+    def _answer(
+        self,
+        conn: h2.connection.H2Connection,
+        stream: int,
+        body: bytes,
+        writer: asyncio.StreamWriter,
+    ) -> asyncio.Task[None] | None:
+        mode = self.mode
+        if mode == "echo":
+            conn.send_headers(stream, OK)
+            self._pending[stream] = message(body[5:])  # the request message, echoed
+        elif mode == "gzip_bomb":
+            conn.send_headers(stream, [*OK, ("grpc-encoding", "gzip")])
+            self._pending[stream] = message(self.bomb, compressed=True)
+        elif mode == "goaway_processed":
+            conn.close_connection(last_stream_id=stream)  # this call began: never sent again
+        elif mode.endswith("_flood"):
+            return asyncio.create_task(self._flood(conn, stream, writer, mode))
+        return None
+
+    def _flush(self, conn: h2.connection.H2Connection) -> None:
+        """Sends what the client's windows allow of each pending answer, and the trailers of
+        those sent whole."""
+        for stream, data in list(self._pending.items()):
+            view = memoryview(data)
+            try:
+                while view:
+                    window = conn.local_flow_control_window(stream)
+                    room = min(window, conn.max_outbound_frame_size)
+                    if room <= 0:
+                        break
+                    conn.send_data(stream, bytes(view[:room]))
+                    view = view[room:]
+                if not view:
+                    conn.send_headers(stream, [("grpc-status", "0")], end_stream=True)
+            except h2.exceptions.StreamClosedError:  # the client gave the call up
+                view = memoryview(b"")
+            if view:
+                self._pending[stream] = bytes(view)
+            else:
+                del self._pending[stream]
+
+    async def _flood(
+        self, conn: h2.connection.H2Connection, stream: int, writer: asyncio.StreamWriter, mode: str
+    ) -> None:
+        conn.send_headers(stream, OK)
+        writer.write(conn.data_to_send())
+        while self.mode == mode:
+            for _ in range(64):
+                if mode == "ping_flood":
+                    conn.ping(self.frames_sent.to_bytes(8, "big"))
+                elif mode == "settings_flood":
+                    conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: 100})
+                else:
+                    conn.send_data(stream, b"")
+                self.frames_sent += 1
+            writer.write(conn.data_to_send())
+            await writer.drain()
+            await asyncio.sleep(0)  # the test's own loop serves the other peers too
+        conn.send_data(stream, message(b"after the flood"))
+        conn.send_headers(stream, [("grpc-status", "0")], end_stream=True)
+        writer.write(conn.data_to_send())

@@ -1,0 +1,268 @@
+"""otelgpu.configgrpc against peers that misbehave on the wire (tests/unit/configgrpc/hostile.py)
+and strict standard servers (grpcio's, with its enforcement settings): each attack fails the
+call it aims at, within bounds, and the channel serves the next call once the peer is sane."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import grpc
+import grpc.aio
+import pytest
+
+from otelgpu.configgrpc import ChannelPolicy, Client, RpcError, StatusCode
+from tests.unit.configgrpc.hostile import HostileServer
+
+METHOD = "/test.Echo/Call"
+
+
+async def recovered(client: Client, payload: bytes) -> bool:
+    """Whether the peer answers within two calls (a caller's refresh after the one that
+    finds the old connection gone): the first call after a peer restarts may still be sent on
+    the connection the peer just closed."""
+    for _ in range(2):
+        try:
+            return await client.unary(METHOD, payload, timeout=30) == payload
+        except RpcError as exc:
+            if exc.code is not StatusCode.UNAVAILABLE:
+                raise
+    return False
+
+
+@pytest.fixture
+async def hostile(tmp_path: Path) -> AsyncIterator[HostileServer]:
+    server = HostileServer(tmp_path / "h.sock")
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def test_a_sane_peer_echoes(hostile: HostileServer) -> None:
+    client = Client(hostile.target, ChannelPolicy())
+    try:
+        assert await client.unary(METHOD, b"hello", timeout=10) == b"hello"
+        assert await client.unary(METHOD, b"x" * 300_000, timeout=10) == b"x" * 300_000
+    finally:
+        await client.close()
+    assert hostile.calls == 2 and hostile.connections == 1
+
+
+# A client in its own process, so its peak resident memory is its own: prints the peak
+# before and after the call (kB) and the call's outcome.
+_MEASURED_CALL = """
+import asyncio, sys
+from otelgpu.configgrpc import ChannelPolicy, Client, RpcError
+
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+
+async def main():
+    client = Client(sys.argv[1], ChannelPolicy(max_receive=4 * 2**20))
+    await client.unary("/test.Echo/Warm", b"", timeout=10)
+    before = peak()
+    try:
+        await client.unary("/test.Echo/Call", b"", timeout=20)
+        outcome = "OK"
+    except RpcError as exc:
+        outcome = exc.code.name
+    print(before, peak(), outcome)
+    await client.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_gzip_bomb_is_refused_at_the_answer_limit_without_inflating_it(
+    tmp_path: Path,
+) -> None:
+    server = HostileServer(tmp_path / "b.sock", bomb_size=512 * 2**20)
+    await server.start()
+    try:
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _MEASURED_CALL, server.target,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        await server.called.wait()  # the warm-up call: now every later answer is the bomb
+        server.mode = "gzip_bomb"
+        out, _ = await child.communicate()
+    finally:
+        await server.stop()
+    before, after, outcome = out.decode().split()
+    assert outcome == "RESOURCE_EXHAUSTED"
+    # 512 MiB inflated from ~0.5 MiB on the wire: the client grows by less than 32 MiB.
+    assert int(after) - int(before) < 32 * 1024, (before, after)
+    print(f"gzip bomb: peak {before} kB before the call, {after} kB after")
+
+
+@pytest.mark.parametrize("flood", ["ping_flood", "settings_flood", "empty_data_flood"])
+async def test_a_control_frame_flood_stops_neither_other_peers_nor_the_call_after_it(
+    tmp_path: Path, flood: str
+) -> None:
+    path = tmp_path / "f.sock"
+    hostile = HostileServer(path, mode=flood)
+    sane = HostileServer(tmp_path / "sane.sock")
+    await hostile.start()
+    await sane.start()
+    flooded = Client(hostile.target, ChannelPolicy(max_backoff=0.5))
+    other = Client(sane.target, ChannelPolicy())
+    try:
+        call = asyncio.create_task(flooded.unary(METHOD, b"", timeout=60))
+        await hostile.called.wait()
+        # While one peer floods its connection, another peer's calls go on, one after another.
+        for n in range(20):
+            assert await other.unary(METHOD, b"%d" % n, timeout=30) == b"%d" % n
+        assert hostile.frames_sent >= 64, "the flood did not run"
+        await hostile.stop()  # the flooding peer goes away: its call fails, not hangs
+        with pytest.raises(RpcError) as failed:
+            await call
+        assert failed.value.code is StatusCode.UNAVAILABLE, failed.value
+        path.unlink()
+        restarted = HostileServer(path)  # sane again: the same channel reaches it
+        await restarted.start()
+        try:
+            assert await recovered(flooded, b"next")
+        finally:
+            await restarted.stop()
+    finally:
+        await flooded.close()
+        await other.close()
+        await sane.stop()
+
+
+async def test_a_peer_that_never_opens_its_window_fails_the_call_by_its_deadline(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.sock"
+    stuck = HostileServer(path, mode="zero_window")
+    await stuck.start()
+    client = Client(stuck.target, ChannelPolicy(max_backoff=0.5))
+    try:
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"x" * 1000, timeout=1)
+        assert failed.value.code is StatusCode.DEADLINE_EXCEEDED
+        await stuck.stop()
+        path.unlink()
+        sane = HostileServer(path)  # the peer restarted, sane
+        await sane.start()
+        try:
+            assert await recovered(client, b"again")
+        finally:
+            await sane.stop()
+    finally:
+        await client.close()
+
+
+async def test_goaway_after_the_server_began_a_call_fails_it_and_it_is_not_sent_again(
+    hostile: HostileServer,
+) -> None:
+    client = Client(hostile.target, ChannelPolicy())
+    try:
+        hostile.mode = "goaway_processed"
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"once", timeout=30)
+        assert failed.value.code is StatusCode.UNAVAILABLE
+        assert hostile.calls == 1  # the server may have done the work: grpcio did not resend
+        assert await client.unary(METHOD, b"next", timeout=30) == b"next"
+        assert hostile.calls == 2 and hostile.connections == 2
+    finally:
+        await client.close()
+
+
+async def test_goaway_before_the_server_began_a_call_sends_it_on_a_new_connection(
+    hostile: HostileServer,
+) -> None:
+    client = Client(hostile.target, ChannelPolicy(max_backoff=0.5))
+    try:
+        hostile.mode = "goaway_unprocessed"
+        assert await client.unary(METHOD, b"moved", timeout=30) == b"moved"
+        assert hostile.calls == 1 and hostile.connections == 2
+    finally:
+        await client.close()
+
+
+async def test_a_peer_gone_silent_is_dropped_by_keepalive_and_dialled_again(
+    hostile: HostileServer,
+) -> None:
+    policy = ChannelPolicy(keepalive_time=0.2, keepalive_timeout=0.5, max_backoff=0.5)
+    client = Client(hostile.target, policy)
+    try:
+        assert await client.unary(METHOD, b"one", timeout=30) == b"one"
+        hostile.mode = "black_hole"  # reads everything, answers nothing, not even PINGs
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"lost", timeout=60)
+        # The unanswered PING ended it, long before its deadline.
+        assert failed.value.code is StatusCode.UNAVAILABLE, failed.value
+        hostile.mode = "echo"
+        assert await recovered(client, b"back")
+        assert hostile.connections == 2
+    finally:
+        await client.close()
+
+
+async def _strict_server(
+    options: list[tuple[str, int]], handler_gate: asyncio.Event | None = None
+) -> tuple[grpc.aio.Server, int, list[str], list[int]]:
+    """A grpcio server on TCP: Call echoes (after `handler_gate`, when given); it records
+    each call's peer address (one port per connection) and how many calls were open at once."""
+    peers: list[str] = []
+    open_now = [0, 0]  # calls open now, the most at once
+
+    async def call(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
+        peers.append(context.peer())
+        open_now[0] += 1
+        open_now[1] = max(open_now[1], open_now[0])
+        try:
+            if handler_gate is not None:
+                await handler_gate.wait()
+            return request
+        finally:
+            open_now[0] -= 1
+
+    server = grpc.aio.server(options=options)
+    handler = grpc.unary_unary_rpc_method_handler(call)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("test.Echo", {"Call": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    return server, port, peers, open_now
+
+
+async def test_a_server_allowing_one_stream_at_a_time_serves_every_concurrent_call() -> None:
+    gate = asyncio.Event()
+    server, port, peers, open_now = await _strict_server([("grpc.max_concurrent_streams", 1)], gate)
+    client = Client(f"127.0.0.1:{port}", ChannelPolicy(proxy=False))
+    try:
+        calls = [asyncio.create_task(client.unary(METHOD, b"%d" % n, timeout=30)) for n in range(5)]
+        while not peers:  # the first call is in the handler; the others wait for a stream
+            await asyncio.sleep(0.01)
+        gate.set()
+        assert await asyncio.gather(*calls) == [b"%d" % n for n in range(5)]
+        assert open_now[1] == 1 and len(set(peers)) == 1
+    finally:
+        await client.close()
+        await server.stop(None)
+
+
+async def test_keepalive_sends_no_ping_a_strict_server_would_punish() -> None:
+    # A server that allows no PING without data (and ends the connection at the first strike):
+    # idle gaps between calls, each far longer than the keepalive time, cost no connection.
+    strict = [
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 300_000),
+        ("grpc.http2.max_ping_strikes", 1),
+    ]
+    server, port, peers, _ = await _strict_server(strict)
+    client = Client(f"127.0.0.1:{port}", ChannelPolicy(keepalive_time=0.05, proxy=False))
+    try:
+        for n in range(4):
+            assert await client.unary(METHOD, b"%d" % n, timeout=30) == b"%d" % n
+            await asyncio.sleep(0.3)  # time for keepalive to fire, were it to ping when idle
+        assert len(set(peers)) == 1, peers
+    finally:
+        await client.close()
+        await server.stop(None)
