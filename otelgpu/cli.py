@@ -47,7 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = config.telemetry.logs
     logs.configure(settings.level, settings.encoding)
     if args.command == "validate":
-        print(f"configuration is valid: {len(config.pipelines)} pipelines")
+        count = len(config.pipelines)
+        print(f"configuration is valid: {count} pipeline{'' if count == 1 else 's'}")
         return EXIT_OK
     if args.command == "print-config":
         print(render(config), end="")
@@ -74,7 +75,9 @@ def _report(args: argparse.Namespace, exc: ConfigError) -> None:
         for issue in exc.issues:
             _log.error("invalid configuration: %s", issue)
         return
-    print(f"otelgpu: invalid configuration ({len(exc.issues)} issues):", file=sys.stderr)
+    count = len(exc.issues)
+    noun = "issue" if count == 1 else "issues"
+    print(f"otelgpu: invalid configuration ({count} {noun}):", file=sys.stderr)
     print(str(exc), file=sys.stderr)
 
 
@@ -110,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otelgpu", description="GPU metrics agent for Kubernetes nodes"
     )
-    parser.add_argument("--version", action="version", version=f"otelgpu {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"otelgpu {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     helps = {
         "run": "run the pipelines (the embedded default pipeline without -c)",

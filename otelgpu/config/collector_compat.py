@@ -2,12 +2,15 @@
 
 A pipeline file written for `otelcol` should read the same here. The Collector renamed its
 OTLP exporters (`otlp` → `otlp_grpc`, `otlphttp` → `otlp_http`, v0.144) and keeps the old
-names as deprecated aliases; both spellings work here. The component ID keeps the name as
+names as deprecated aliases; both spellings work here, as does contrib's `kubeletstats` for our
+`kubelet_stats` (with a warning). The component ID keeps the name as
 written (`otlphttp/backend` stays `otlphttp/backend` in logs and self-metrics), only the
 factory lookup goes through this table.
 
 Contrib components that share a purpose but not a schema with ours get a clear error instead of
-"unknown type" (see `CONTRIB_ONLY`); docs/configuration.md "Collector users" says why.
+"unknown type" (see `CONTRIB_ONLY`); a contrib `k8s_attributes` block (the same name as ours)
+gets one error naming its options (processors/k8s_attributes/config.py); docs/configuration.md
+"Collector users" says why.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class Alias:
 ALIASES: dict[tuple[Kind, str], Alias] = {
     (Kind.EXPORTER, "otlp_grpc"): Alias("otlp"),
     (Kind.EXPORTER, "otlphttp"): Alias("otlp_http", deprecated=True),
+    # contrib's receiver is `kubeletstats`; ours writes it as the Collector now spells names
+    (Kind.RECEIVER, "kubeletstats"): Alias("kubelet_stats", deprecated=True),
 }
 
 # Contrib component types whose options cannot be honoured here, with what to use instead.

@@ -73,9 +73,29 @@ def load(
 
 
 def read_files(paths: list[str]) -> list[tuple[str, str]]:
-    """Reads each `-c` file; a missing or unreadable file is a config error, not a crash."""
-    sources, issues = [], []
-    for path in paths:
+    """Reads each `-c` source; a missing or unreadable file is a config error, not a crash.
+
+    As the Collector's `--config` does, a source may be a URI: `file:PATH` is the file, and
+    `yaml:TEXT` is YAML given inline, whose keys may name a path with `::`
+    (`yaml:exporters::debug::verbosity: detailed`)."""
+    sources: list[tuple[str, str]] = []
+    issues: list[Issue] = []
+    for n, path in enumerate(paths, start=1):
+        scheme, sep, rest = path.partition(":")
+        if sep and scheme == "yaml":
+            name = f"-c yaml #{n}"
+            text = _inline_yaml(name, rest, issues)
+            if text is not None:
+                sources.append((name, text))
+            continue
+        if sep and scheme in _UNSUPPORTED_SCHEMES:
+            issues.append(
+                Issue(path, 1, 1, (), f"the {scheme}: config source is not supported here; "
+                      "use file:PATH, a path, or yaml:TEXT")
+            )  # fmt: skip
+            continue
+        if sep and scheme == "file":
+            path = rest
         try:
             sources.append((path, FsPath(path).read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as exc:
@@ -84,6 +104,43 @@ def read_files(paths: list[str]) -> list[tuple[str, str]]:
     if issues:
         raise ConfigError(issues)
     return sources
+
+
+# The Collector's other config providers: they fetch configuration from elsewhere.
+_UNSUPPORTED_SCHEMES = frozenset({"env", "http", "https", "s3", "secretsmanager"})
+
+
+def _inline_yaml(name: str, text: str, issues: list[Issue]) -> str | None:
+    """`yaml:` text as a YAML document, with `a::b::c: v` keys written as nested mappings."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        issues.append(Issue(name, 1, 1, (), f"not YAML: {exc}"))
+        return None
+    if not isinstance(data, dict):
+        issues.append(Issue(name, 1, 1, (), "expected a mapping, such as a::b::c: value"))
+        return None
+    return str(yaml.safe_dump(_nested(data), sort_keys=False))
+
+
+def _nested(data: dict[Any, Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key, value in data.items():
+        parts = key.split("::") if isinstance(key, str) else [key]
+        value = _nested(value) if isinstance(value, dict) else value
+        for part in reversed(parts[1:]):
+            value = {part: value}
+        _deep_merge(out, parts[0], value)
+    return out
+
+
+def _deep_merge(into: dict[Any, Any], key: Any, value: Any) -> None:
+    current = into.get(key)
+    if isinstance(current, dict) and isinstance(value, dict):
+        for k, v in value.items():
+            _deep_merge(current, k, v)
+    else:
+        into[key] = value
 
 
 def _parse_document(

@@ -114,9 +114,13 @@ def _describe_error(err: Any, tp: Any) -> str:
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
     if kind in ("literal_error", "enum"):
-        return f'must be one of: {_choices(tp) or ctx.get("expected", "")} (got "{err["input"]}")'
+        choices = _choices(tp) or ctx.get("expected", "")
+        return f'must be one of: {choices} (got "{err["input"]}"){_quote_hint(err["input"])}'
     if kind in _TYPE_ERRORS:
-        return f"expected {describe(tp)}" if tp is not None else err["msg"]
+        if tp is None:
+            return str(err["msg"])
+        hint = _quote_hint(err["input"]) if kind in ("string_type", "union_type") else ""
+        return f"expected {describe(tp)}{hint}"
     if kind in _BOUNDS:
         bound = next(iter(ctx.values()), "")
         if _validator_of(tp) is parse_duration:
@@ -126,6 +130,15 @@ def _describe_error(err: Any, tp: Any) -> str:
         return f"must be {_BOUNDS[kind]} {bound}"
     text = str(err["msg"])
     return text[:1].lower() + text[1:]
+
+
+def _quote_hint(value: Any) -> str:
+    """For a value YAML read as a boolean or a number (YAML 1.1 reads on, off, yes, no as
+    booleans and 0123 as an octal number): how to keep it as written."""
+    if isinstance(value, bool | int | float):
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        return f'; YAML read the value as {shown}: quote it to keep it as written ("on", "0123")'
+    return ""
 
 
 def describe(tp: Any) -> str:

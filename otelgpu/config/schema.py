@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
 from otelgpu.component import ComponentID, Kind
 from otelgpu.config.collector_compat import factory_for, warn_deprecated
@@ -36,11 +36,52 @@ _SECTIONS = ("receivers", "processors", "exporters", "extensions", "service")
 _SIGNALS = ("metrics",)
 
 
+# The Collector's `service::telemetry` keys that have no equivalent here, with what to do.
+_STDERR = "the agent logs to standard error only (the container log): collect it there"
+_COLLECTOR_ONLY = {
+    "logs": {
+        "output_paths": _STDERR,
+        "error_output_paths": _STDERR,
+        "development": "there is no development mode: use level: debug",
+        "sampling": "repeated messages are already limited per message (docs/troubleshooting.md)",
+        "disable_caller": "log lines carry no caller",
+        "disable_stacktrace": "stack traces are logged at debug only",
+        "initial_fields": "log lines carry no extra fields",
+        "processors": "logs are not exported",
+    },
+    "metrics": {
+        "readers": (
+            "the agent's own otelgpu_* metrics are served on every prometheus exporter's "
+            "endpoint; list exporters (an otlp exporter, say) to push them too"
+        ),
+        "address": "the agent's own metrics are served on every prometheus exporter's endpoint",
+        "views": "every self-metric is kept as declared",
+    },
+    "telemetry": {
+        "resource": "the agent's own metrics carry service.name, version and instance id",
+        "traces": "the agent records no traces",
+    },
+}
+
+
+def _refuse_collector_keys(section: str, data: Any) -> Any:
+    found = sorted(_COLLECTOR_ONLY[section].keys() & set(data)) if isinstance(data, dict) else []
+    if found:
+        raise ValueError(
+            "; ".join(
+                f"{key} (a Collector option) is not supported here: {_COLLECTOR_ONLY[section][key]}"
+                for key in found
+            )
+        )
+    return data
+
+
 class LogsConfig(StrictModel):
     """`service::telemetry::logs`: the agent's own log output.
 
     level: debug, info, warn (or warning), error; any case, as the Collector reads them.
     encoding: console or json. `otelgpu run --log-level/--log-format` override both.
+    The Collector's other keys (output_paths, sampling, ...) get an error saying why.
     """
 
     level: Annotated[
@@ -48,16 +89,35 @@ class LogsConfig(StrictModel):
     ] = "info"
     encoding: Literal["console", "json"] = "console"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _collector_keys(cls, data: Any) -> Any:
+        return _refuse_collector_keys("logs", data)
+
 
 class MetricsTelemetryConfig(StrictModel):
-    """`service::telemetry::metrics`: pushing the agent's own metrics.
+    """`service::telemetry::metrics`: the agent's own metrics.
 
     They are always served by every Prometheus exporter; `exporters` lists exporters that
-    also receive them every `interval` (e.g. an OTLP exporter, or debug).
+    also receive them every `interval` (e.g. an OTLP exporter, or debug). level: the
+    Collector's basic, normal or detailed, accepted and alike here (every self-metric is
+    kept); none is refused, since the shipped alerts read these metrics.
     """
 
     exporters: list[str] = Field(default_factory=list)
     interval: PositiveDuration = 10.0
+    level: Annotated[Literal["basic", "normal", "detailed"], BeforeValidator(_lower)] = "normal"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collector_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and _lower(data.get("level")) == "none":
+            raise ValueError(
+                "level: none is not supported: the agent's own metrics (otelgpu_*) are what "
+                "the shipped alerts and docs/troubleshooting.md read; drop them downstream "
+                "with a relabelling rule if they must go"
+            )
+        return _refuse_collector_keys("metrics", data)
 
 
 class TelemetryConfig(StrictModel):
@@ -65,6 +125,27 @@ class TelemetryConfig(StrictModel):
 
     logs: LogsConfig = Field(default_factory=LogsConfig)
     metrics: MetricsTelemetryConfig = Field(default_factory=MetricsTelemetryConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collector_keys(cls, data: Any) -> Any:
+        # Every Collector-only key at once, not one section per run.
+        if not isinstance(data, dict):
+            return data
+        found = [
+            f"{prefix}{key} (a Collector option) is not supported here: {why}"
+            for section, prefix, part in (
+                ("telemetry", "", data),
+                ("logs", "logs::", data.get("logs")),
+                ("metrics", "metrics::", data.get("metrics")),
+            )
+            if isinstance(part, dict)
+            for key, why in sorted(_COLLECTOR_ONLY[section].items())
+            if key in part
+        ]
+        if found:
+            raise ValueError("; ".join(found))
+        return data
 
 
 class PipelineSpec(StrictModel):

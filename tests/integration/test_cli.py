@@ -258,7 +258,7 @@ def test_validate_refuses_hostile_yaml_with_exit_2_and_one_located_line(
     )
     assert result.returncode == 2, result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0] == "otelgpu: invalid configuration (1 issues):"
+    assert lines[0] == "otelgpu: invalid configuration (1 issue):"
     assert len(lines) == 2 and re.fullmatch(expected, lines[1].removeprefix(f"{tmp_path}/")), lines
 
 

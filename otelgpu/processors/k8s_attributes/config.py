@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from otelgpu.config.types import PositiveDuration, Size, StrictModel
 
 DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 NODE_NAME_ENV = "K8S_NODE_NAME"
+# The options of the Collector contrib processor of the same name, which labels by pod IP
+# from the API server: none of them has a meaning here.
+CONTRIB_KEYS = frozenset(
+    {
+        "auth_type",
+        "passthrough",
+        "extract",
+        "pod_association",
+        "filter",
+        "exclude",
+        "wait_for_metadata",
+        "wait_for_metadata_timeout",
+    }
+)
 
 
 class K8sAttributesProcessorConfig(StrictModel):
@@ -38,6 +52,22 @@ class K8sAttributesProcessorConfig(StrictModel):
     )
     device_id_type: Literal["auto", "uuid", "index", "device-name"] = "auto"
     node_name: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_contrib(cls, data: Any) -> Any:
+        found = sorted(CONTRIB_KEYS & set(data)) if isinstance(data, dict) else []
+        if found:
+            raise ValueError(
+                f"{', '.join(found)}: options of the Collector contrib k8s_attributes processor, "
+                "which asks the API server about pods by IP. This one asks the kubelet's "
+                "pod-resources socket which pod and container hold each GPU, with its own "
+                "options (pod_resources_socket, refresh_interval, resource_names, "
+                "device_id_type, node_name); pod labels and annotations come from the "
+                "container_env processor's pod_labels and annotations. Remove these keys; "
+                "see docs/configuration.md"
+            )
+        return data
 
     @field_validator("pod_resources_socket")
     @classmethod

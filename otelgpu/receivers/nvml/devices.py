@@ -88,13 +88,18 @@ def discover(
             found.extend(_open_gpu(client, index, devices, driver, host_name))
         except NvmlError as exc:  # one broken GPU must not hide the others
             logger.warning("GPU %d could not be opened, leaving it out: %s", index, exc)
+    gpus, migs = sum(not d.is_mig for d in found), sum(d.is_mig for d in found)
     logger.info(
-        "found %d GPUs and %d MIG instances (driver %s)",
-        sum(not d.is_mig for d in found),
-        sum(d.is_mig for d in found),
+        "found %s and %s (driver %s)",
+        _count(gpus, "GPU", "GPUs"),
+        _count(migs, "MIG instance", "MIG instances"),
         driver,
     )
     return found
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def _open_gpu(
