@@ -7,7 +7,9 @@ OTLP exporter sending to a real rotel. The pod's env, labels and annotations car
 canaries under secret-like keys, disguised keys, innocent keys with credential-shaped values,
 and a `last-applied-configuration` annotation carrying the pod's spec. Each canary value must
 appear 0 times in both /metrics bodies, in rotel's output and in the agent's log, while the
-business keys next to them do arrive (so the test would see a leak if there were one).
+business keys next to them do arrive (so the test would see a leak if there were one). The
+env's `MLFLOW_RUN_ID` is also named in its include list: a named key keeps its hex value,
+which a glob alone would refuse as random-looking.
 """
 
 from __future__ import annotations
@@ -123,6 +125,8 @@ VISIBLE = ["vision", "detector", "cc-42", "d41d8cd98f00b204e9800998ecf8427e", "a
 
 def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: list[int]) -> Any:
     everything = {"include": ["*"]}
+    # A hex run ID is random-looking: only a key named in the include list exports it.
+    env = {"include": ["MLFLOW_RUN_ID", "*"]}
     return {
         "receivers": {
             "nvml": {
@@ -141,7 +145,7 @@ def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: li
                 "runtime": "containerd",
                 "containerd": {"socket": str(containerd.socket)},
                 "refresh_interval": "500ms",
-                "env": everything,
+                "env": env,
                 "labels": everything,
                 "pod_labels": everything,
                 "annotations": everything,
@@ -296,5 +300,6 @@ def test_validate_warns_about_include_everything(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert 'container_env: env.include ["*"] exports every env key' in result.stderr
-    assert "list the keys you need instead" in result.stderr
+    assert 'container_env: env.include ["*"] hands env keys to rules' in result.stderr
+    assert "exported only when its value is plainly safe" in result.stderr
+    assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in result.stderr

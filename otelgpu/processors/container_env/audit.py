@@ -6,6 +6,7 @@ import logging
 from collections import Counter
 
 from otelgpu.processors.container_env.keys import SECRET_KEY, SPEC_ANNOTATION, UNSAFE_KEY
+from otelgpu.processors.container_env.values import GLOB_REASONS
 from otelgpu.telemetry import SelfTelemetry
 
 REFUSED = "otelgpu_container_env_refused_keys_total"
@@ -51,7 +52,8 @@ class Audit:
             self._telemetry.count(
                 REFUSED,
                 n,
-                "Included keys not exported: secret-like or unsafe keys, credential-like values",
+                "Included keys not exported: secret-like or unsafe keys, credential-like values, "
+                "values of glob-matched keys that are not plainly safe",
                 processor=self._processor,
                 section=section,
                 reason=reason,
@@ -100,7 +102,12 @@ class Audit:
             return
         self._logged.add(name)
         reason = _reason(key)
-        why = _WHY.get(reason, f"its value looks like a credential or a spec ({reason})")
+        why = _WHY.get(reason) or (
+            f"it matched only a glob and its value is not plainly safe ({reason}); name the "
+            "key exactly in the include list to export it (the credential checks still apply)"
+            if reason in GLOB_REASONS
+            else f"its value looks like a credential or a spec ({reason})"
+        )
         shown = key if len(key) <= _MAX_LOGGED_KEY else key[:_MAX_LOGGED_KEY] + "..."
         self._log.warning("not exporting %s key %r: %s", section, str(shown), why)
 

@@ -52,9 +52,11 @@ class ContainerEnvProcessorConfig(StrictModel):
     env, labels, pod_labels, annotations: `{include: [...], exclude: [...]}` of exact keys
       or globs, for the container's environment, the container's labels, the pod's labels
       (from its sandbox) and the pod's annotations (from its sandbox). Empty include lists:
-      nothing is exported unless asked for.
+      nothing is exported unless asked for. A key only a glob matches exports only plainly
+      safe values (`values.plain_refusal`).
     allow_secret_like_keys: export keys that look like secrets (`*TOKEN*`, `*SECRET*`,
-      `*PASSWORD*`, `*PASSWD*`, `*KEY*`, `*CREDENTIAL*`, any case) when included (false).
+      `*PASSWORD*`, `*PASSWD*`, `*KEY*`, `*CREDENTIAL*`, `*_CREDS`, `*_TOK`, ..., any case)
+      when included (false).
     max_value_length: longer values are cut to this many characters (256).
     max_attributes: the most attributes added to one resource (32; owners not counted).
     owners: add the pod's workload owners read from its labels and name, without the API
@@ -79,14 +81,20 @@ class ContainerEnvProcessorConfig(StrictModel):
     @model_validator(mode="after")
     def _warn_on_include_everything(self) -> ContainerEnvProcessorConfig:
         """`include: ["*"]` is valid, but it hands the choice of what leaves the node to
-        heuristics: say so every time such a config is loaded (validate, run, reload)."""
+        rules: say so, and what they refuse, every time such a config is loaded (validate,
+        run, reload)."""
         for section in ("env", "labels", "pod_labels", "annotations"):
             patterns = getattr(self, section).include
             if any(p and set(p) == {"*"} for p in patterns):
                 _log.warning(
-                    'container_env: %s.include ["*"] exports every %s key except those the '
-                    "secret rules refuse; those rules are heuristics (README, Security), so "
-                    "list the keys you need instead",
+                    'container_env: %s.include ["*"] hands %s keys to rules: a key the '
+                    "include list does not name is exported only when its value is plainly "
+                    "safe: at most 64 characters "
+                    "of letters, digits, spaces and ._/:-, with no option (-x), no secret-like "
+                    "word and nothing random-looking (tokens, hex IDs, UUIDs). Other values are "
+                    "refused, as are secret-like keys and credential-like values, and counted "
+                    'in otelgpu_container_env_refused_keys_total{reason="glob_..."} (README, '
+                    "Security); name a key in the include list to export a value this refuses",
                     section,
                     section,
                 )

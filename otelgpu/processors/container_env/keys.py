@@ -5,7 +5,10 @@ An included key is refused, for the reason named, when:
 - `spec_annotation`: it is an annotation that carries a whole object (`SPEC_KEYS`);
 - `secret_key`: it looks like it names a secret (`secret_keys.looks_secret`), unless
   `allow_secret_like_keys` is set;
-- a value reason (`values.credential_kind`): its value looks like a credential or a spec.
+- a value reason (`values.credential_kind`): its value looks like a credential or a spec;
+- a `glob_*` reason (`values.plain_refusal`): no include entry names the key exactly (only
+  a glob matched it) and its value is not plainly safe. An include list is the operator's
+  word for the keys it names; a glob is not, so what it lets through must fail closed.
 Only `secret_key` can be switched off. A refused key's name travels on as a `RefusedKey`
 (a `str` that carries its reason), so the caller can count and log it; its value never does.
 """
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.secret_keys import is_safe_key, looks_secret
-from otelgpu.processors.container_env.values import credential_kind
+from otelgpu.processors.container_env.values import credential_kind, plain_refusal
 
 __all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
 
@@ -26,6 +29,8 @@ __all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
 # inside it (a URL's `user:password@` is at most 513 characters here). A bounded span keeps
 # the checks linear in the number of keys whatever size the runtime's values have.
 CHECK_MARGIN = 1024
+
+_GLOB_CHARACTERS = frozenset("*?[")
 
 SECRET_KEY = "secret_key"
 UNSAFE_KEY = "unsafe_key"
@@ -59,15 +64,21 @@ class RefusedKey(str):
         return refused
 
 
-def refusal(key: str, value: str, *, allow_secret_like_keys: bool = False) -> str | None:
-    """Why an included `key` with `value` must not be exported, or None (module doc)."""
+def refusal(
+    key: str, value: str, *, allow_secret_like_keys: bool = False, named: bool = True
+) -> str | None:
+    """Why an included `key` with `value` must not be exported, or None (module doc).
+    `named`: an include entry names `key` exactly; False when only a glob matched it."""
     if not is_safe_key(key):
         return UNSAFE_KEY
     if is_spec_key(key):
         return SPEC_ANNOTATION
     if not allow_secret_like_keys and looks_secret(key):
         return SECRET_KEY
-    return credential_kind(value)
+    reason = credential_kind(value)
+    if reason is None and not named:
+        reason = plain_refusal(value)
+    return reason
 
 
 @dataclass(slots=True)
@@ -84,8 +95,9 @@ class KeySelector:
     """Chooses the keys of one section (`env`, `labels`, `pod_labels`, `annotations`).
 
     A key is kept when the filter includes it, no exclude pattern matches it, and `refusal`
-    finds nothing wrong with it or its value. Values of other keys are never copied (nor
-    looked at), so nothing outside the include list outlives the call.
+    finds nothing wrong with it or its value (held to the plain-value rule when no include
+    entry names the key exactly). Values of other keys are never copied (nor looked at), so
+    nothing outside the include list outlives the call.
     """
 
     def __init__(
@@ -100,6 +112,8 @@ class KeySelector:
         self._filter = key_filter
         self._allow_secrets = allow_secret_like_keys
         self._max_len = max_value_length
+        # Keys named exactly; a pattern with a wildcard names no key, even one spelled like it.
+        self._named = frozenset(p for p in key_filter.include if not _GLOB_CHARACTERS & set(p))
 
     @property
     def enabled(self) -> bool:
@@ -115,7 +129,9 @@ class KeySelector:
             if not self._filter.allows(key):
                 continue
             checked = value[: self._max_len + CHECK_MARGIN]
-            reason = refusal(key, checked, allow_secret_like_keys=self._allow_secrets)
+            reason = refusal(
+                key, checked, allow_secret_like_keys=self._allow_secrets, named=key in self._named
+            )
             if reason is not None:
                 selection.refused.append(RefusedKey(key, reason))
                 continue

@@ -12,7 +12,8 @@ Two kinds of markers (documented in the README):
   compounds that only mean something across a separator (`CONNECTION_STRING`, `API_KEY`).
 - WORDS match only a whole word, optionally plural: short markers that hide inside ordinary
   words (`KEY` in `MONKEY`, `AUTH` in `AUTHOR`, `PASS` in `PASSENGER`, `SALT` in `SALTSTACK`,
-  `CERT` in `CONCERT`, `CONN` in `CONNECTOR`).
+  `CERT` in `CONCERT`, `CONN` in `CONNECTOR`, `CRED` in `CREDIT`, `PRIV` in `PRIVILEGED`,
+  `TOK` in `TOKYO`, `PAT` in `PATH`).
 
 Separately, keys that are not plain printable ASCII are unsafe: no runtime or Kubernetes
 needs them, and they are how a key hides from the rules above (a Cyrillic `\u041e` in
@@ -43,6 +44,17 @@ FRAGMENTS: frozenset[str] = frozenset(
         "accesskey",
         "signingkey",
         "encryptionkey",
+        "privkey",
+        "passcode",
+        "keystore",
+        "keytab",
+        "keyring",
+        "kubeconfig",
+        "netrc",
+        "npmrc",
+        "pgpass",
+        "webhook",
+        "mnemonic",
     }
 )
 WORDS: frozenset[str] = frozenset(
@@ -68,6 +80,13 @@ WORDS: frozenset[str] = frozenset(
         "sig",
         "signature",
         "otp",
+        "cred",
+        "priv",
+        "tok",
+        "pat",
+        "sas",
+        "pfx",
+        "jks",
     }
 )
 
@@ -110,10 +129,11 @@ class SecretKeyRules:
     ) -> None:
         self._fragments = tuple(sorted(fragments))
         self._words = words
-        self.matches = lru_cache(maxsize=8192)(self._matches)
+        self.matches = lru_cache(maxsize=8192)(self.mentions)
 
-    def _matches(self, key: str) -> bool:
-        words = [w for w in _WORD_SPLIT.split(normalise(key)) if w]
+    def mentions(self, text: str) -> bool:
+        """`matches` without the cache, for text that is not a key (a value)."""
+        words = [w for w in _WORD_SPLIT.split(normalise(text)) if w]
         joined = "".join(words)
         if any(fragment in joined for fragment in self._fragments):
             return True
@@ -126,3 +146,8 @@ DEFAULT_RULES = SecretKeyRules()
 def looks_secret(key: str) -> bool:
     """Whether `key` looks like it names a secret, after Unicode normalisation."""
     return DEFAULT_RULES.matches(key)
+
+
+def mentions_secret(text: str) -> bool:
+    """Whether any word of `text` (a value, not a key) is one the key rules refuse."""
+    return DEFAULT_RULES.mentions(text)

@@ -1,22 +1,37 @@
-"""Value checks: credentials that hide under innocent key names.
+"""Value checks: credentials that hide under innocent key names, and the plain-value rule.
 
 A key such as `DATABASE_URL` or `SENTRY_DSN` says nothing secret, yet its value carries a
 password. Every value an include list asks for goes through `credential_kind` before it is
 kept; a value that looks like a credential is refused whatever its key, whatever the include
 list and `allow_secret_like_keys` say. The reason is counted; the value is never logged.
 
-Reasons, in the order they are checked:
+`credential_kind` reasons, in the order they are checked:
 - `credential_url`: a URL with a password in its user info (`scheme://user:pass@host`,
-  `redis://:pass@host`) or a secret-like query parameter (`?password=`, `&sig=`, `?token=`).
-- `credential_pair`: `name=value` or `name: value` text whose name looks like a secret
-  (`host=db user=x password=y`, `Server=s;Password=p`).
+  `redis://:pass@host`), a user name that is a secret-like word or 16 characters or more
+  (a Sentry DSN's key, `x-access-token@`), or a secret-like query parameter (`?password=`,
+  `&sig=`, `?token=`).
+- `credential_pair`: a secret-like name given a value anywhere in the text, whatever comes
+  before it: `name=value` and `name: value` (every pair of a list, JSON and YAML keys, quoted,
+  escaped or not), an XML element `<password>`, a name/value indirection
+  (`name: DB_PASSWORD`), or `password`, `passphrase`, `secret`, `token` or `api_key`
+  followed by a space and a word that is not all lowercase letters (`.netrc`'s
+  `password X`).
 - `pem`: a PEM block (`-----BEGIN ...-----`), also base64-encoded (as Kubernetes stores them).
 - `jwt`: a JSON Web Token (`eyJ...`.`...`.`...`), alone or after `Bearer `.
 - `known_token`: the published shapes of common API tokens (GitHub, GitLab, Slack, AWS access
   key IDs, Hugging Face, Google API keys, `sk-` keys).
+- `credential_flag`: a command-line option with a secret-like name (`--token X`,
+  `--db-password=X`), a password glued to `-p` or given to it (`mysql -pX`, `sshpass -p X`;
+  not a path or a number), or `-u user:password`.
+- `credential_header`: an HTTP authorization value: `Bearer`, `Negotiate` or `NTLM` and a
+  credential of 6 characters or more, `Basic` and base64 of `user:password`, `Digest` and
+  its parameters.
 - `embedded_document`: a JSON object or array (or the start of one: `{"name": ...`), or a
   Kubernetes manifest (`apiVersion:` and `kind:`): such values are whole specs (and carry
   env values), never a business label.
+The shapes above are also looked for in the text with its percent, HTML (`&quot;`) and
+`\\uXXXX` / `\\xXX` escapes decoded, and in every base64 run of 16 characters or more
+decoded (a pair or a PEM block encoded once).
 - `high_entropy`: a run of at least 20 characters without spaces or punctuation (`/`, `+`,
   `-`, `_` belong to base64 and stay in the run) that mixes upper case, lower case and digits,
   whose Shannon entropy is at least 0.85 x log2(min(length, 64)) bits per character, and less
@@ -24,31 +39,103 @@ Reasons, in the order they are checked:
   hex IDs (MLflow run IDs, digests, container IDs) and UUIDs are never mixed case, and
   camelCase names, model names and paths are mostly words. A heuristic: measured on random
   alphanumeric and base64 tokens of 20-40 characters it catches 95-97 % (the shapes above
-  catch the common tokens whatever their entropy); a value it misses is only exported when
-  its key was included and does not look like a secret.
+  catch the common tokens whatever their entropy).
+
+`plain_refusal` is the stricter rule for a value whose key only a glob matched (the key was
+not named in the include list): such a value is exported only when it is plainly safe, and
+is otherwise refused for the first of these reasons:
+- `glob_long_value`: longer than 64 characters;
+- `glob_unsafe_characters`: a character other than ASCII letters, digits, space and `._/:-`
+  (so no `=`, `@`, `{`, `;`, `&`, `%`, `+`, `,`, quotes, tabs or newlines: no pairs, no
+  documents, no URL user info, no encodings);
+- `glob_command_line`: an option (`-x`, `--name`) at the start or after a space;
+- `glob_secret_word`: a word the key rules refuse (`password`, `token`, `auth`, ...);
+- `glob_random_value`: an alphanumeric stretch of 12 characters or more that mixes two of
+  upper case, lower case and digits, has at least 0.75 x log2(min(length, alphabet)) bits per
+  character (the alphabet is 16 for hex, else the letters and digits it uses), and is less
+  than 60 % word-like (`[A-Z]?[a-z]{2,}`) or switches between letters and digits at least
+  once every 4 characters: random tokens, passwords, hex IDs, UUIDs, commit SHAs. Measured on
+  random stretches of 12-32 characters it catches 84-100 % (hex of 12-16: 85-89 %), while
+  names such as `ResNet50V2ImageNet`, `checkpoint0042` and `20240501T120000Z` pass.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import html
 import json
 import math
 import re
 from collections import Counter
+from collections.abc import Iterator
+from urllib.parse import unquote
 
-from otelgpu.processors.container_env.secret_keys import looks_secret
+from otelgpu.processors.container_env.secret_keys import looks_secret, mentions_secret
 
 CREDENTIAL_URL = "credential_url"
 CREDENTIAL_PAIR = "credential_pair"
+CREDENTIAL_FLAG = "credential_flag"
+CREDENTIAL_HEADER = "credential_header"
 PEM = "pem"
 JWT = "jwt"
 KNOWN_TOKEN = "known_token"
 EMBEDDED_DOCUMENT = "embedded_document"
 HIGH_ENTROPY = "high_entropy"
 
+GLOB_LONG_VALUE = "glob_long_value"
+GLOB_UNSAFE_CHARACTERS = "glob_unsafe_characters"
+GLOB_COMMAND_LINE = "glob_command_line"
+GLOB_SECRET_WORD = "glob_secret_word"
+GLOB_RANDOM_VALUE = "glob_random_value"
+GLOB_REASONS = frozenset(
+    {
+        GLOB_LONG_VALUE,
+        GLOB_UNSAFE_CHARACTERS,
+        GLOB_COMMAND_LINE,
+        GLOB_SECRET_WORD,
+        GLOB_RANDOM_VALUE,
+    }
+)
+
 # scheme://[user]:password@ — the user info ends at the first `@` before any `/`.
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/?#@\s]{0,256}:[^/?#@\s]{0,256}@")
+_URL_USER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://([^/?#@\s:]{1,256})@")
 _URL_QUERY = re.compile(r"[?&;]([^=&;#\s]{1,64})=")
-_PAIR = re.compile(r"(?:^|[\s;,&{])[\"']?([A-Za-z][A-Za-z0-9_.-]{0,63})[\"']?\s{0,8}[=:]\s{0,8}\S")
+MIN_URL_KEY = 16  # a user name this long is a key (Sentry DSNs, tokens used as user names)
+
+# A name given a value: the name is a whole run of name characters (nothing before it is
+# consumed, so every pair of a list is seen), then closing quotes or brackets, then `=`, or
+# `:` unless a path or an address leads to it (`ghcr.io/org/auth:1.0` is an image and tag).
+_NAME_CHARS = r"A-Za-z0-9_.\-"
+_CLOSE = r"[\\\"'`\]>)]{0,4}[ \t]{0,8}"
+_ASSIGNED = re.compile(
+    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]+)(?={_CLOSE}=)"
+    rf"|(?<![{_NAME_CHARS}/@:])([{_NAME_CHARS}]+)(?={_CLOSE}:)"
+)
+_QUOTED_ASSIGNED = re.compile(r"\\?([\"'])([^\"'\\\n]{1,64})\\?\1[ \t]{0,8}[=:]")
+_ELEMENT = re.compile(r"<([A-Za-z_][A-Za-z0-9_.:\-]{0,63})[\s>/]")
+_INDIRECT = re.compile(
+    rf"(?<![{_NAME_CHARS}])(?:name|key)[\\\"']{{0,3}}[ \t]{{0,8}}[=:][ \t]{{0,8}}[\\\"']{{0,3}}"
+    rf"([{_NAME_CHARS}]+)"
+)
+_SECRET_WORD = re.compile(
+    r"(?<![A-Za-z0-9_\-])(?i:passw(?:or)?d|passphrase|secret|token|api[-_]?key)[ \t]+(\S{4,})"
+)
+_ALL_LOWER = re.compile(r"[a-z]+")
+
+# An option starts where no name character comes before it; its name is taken whole.
+_OPTION = re.compile(rf"(?<![{_NAME_CHARS}])(--?[A-Za-z0-9_][{_NAME_CHARS}]*)")
+# `-p` with a password glued to it or given after it (not a path, a number or an option).
+_PASSWORD_OPTION = re.compile(rf"(?<![{_NAME_CHARS}])-p(?:\S|[ \t]+[^\s/.~0-9\-])")
+_USER_OPTION = re.compile(
+    rf"(?<![{_NAME_CHARS}])(?:-u[ \t]*|--user[ \t=]+)(?![0-9:]+(?:\s|$))[^\s:@/]+:[^\s@]"
+)
+
+_AUTH_TOKEN = re.compile(r"(?i)(?<![a-z0-9])(?:bearer|negotiate|ntlm)[ \t]+[a-z0-9._~+/=\-]{6,}")
+_AUTH_BASIC = re.compile(r"(?i)(?<![a-z0-9])basic[ \t]+([a-z0-9+/]{8,}={0,2})")
+_AUTH_DIGEST = re.compile(r"(?i)(?<![a-z0-9])digest[ \t]+[a-z]+=")
+
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]{0,64}-----|LS0tLS1CRUdJT")
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 _KNOWN_TOKEN = re.compile(
@@ -60,6 +147,9 @@ _KNOWN_TOKEN = re.compile(
 _API_VERSION = re.compile(r"\bapiVersion[\"']?\s{0,8}:")
 _KIND = re.compile(r"\bkind[\"']?\s{0,8}:")
 _JSON_OBJECT_START = re.compile(r"[\[{]\s{0,8}\[?\s{0,8}\{?\s{0,8}\"[^\"]{0,256}\"\s{0,8}:")
+_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})")
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
+MIN_PRINTABLE = 0.9  # of a decoded base64 run, for it to be text worth checking
 _RUN_SPLIT = re.compile(r"[\s\"',;:=&?#@()\[\]{}<>|\\.]+")
 
 MIN_ENTROPY_RUN = 20
@@ -68,23 +158,80 @@ MAX_WORD_COVER = 0.6
 _WORDLIKE = re.compile(r"[A-Z]?[a-z]{3,}")
 _UPPER, _LOWER, _DIGIT = re.compile(r"[A-Z]"), re.compile(r"[a-z]"), re.compile(r"[0-9]")
 
+MAX_PLAIN_LENGTH = 64
+_PLAIN = re.compile(r"[A-Za-z0-9 ._/:\-]*")
+_PLAIN_OPTION = re.compile(r"(?:^| )--?[A-Za-z]")
+_SEGMENT_SPLIT = re.compile(r"[^A-Za-z0-9]+")
+_HEX = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+MIN_RANDOM_SEGMENT = 12
+PLAIN_ENTROPY_FRACTION = 0.75
+MIN_SWITCH_RATE = 0.25  # letter/digit switches per character of a random stretch
+_PLAIN_WORDLIKE = re.compile(r"[A-Z]?[a-z]{2,}")
+_SWITCH = re.compile(r"(?<=[0-9])(?=[A-Za-z])|(?<=[A-Za-z])(?=[0-9])")
+
 
 def credential_kind(value: str) -> str | None:
     """The reason `value` looks like a credential (module doc), or None when it does not."""
-    if _credential_url(value):
-        return CREDENTIAL_URL
-    if any(looks_secret(name) for name in _PAIR.findall(value)):
-        return CREDENTIAL_PAIR
-    if _PEM.search(value):
-        return PEM
-    if _JWT.search(value):
-        return JWT
-    if _KNOWN_TOKEN.search(value):
-        return KNOWN_TOKEN
-    if _is_document(value):
-        return EMBEDDED_DOCUMENT
+    for text in _readings(value):
+        if (reason := _shape(text)) is not None:
+            return reason
     if any(_is_random(run) for run in _RUN_SPLIT.split(value) if len(run) >= MIN_ENTROPY_RUN):
         return HIGH_ENTROPY
+    return None
+
+
+def plain_refusal(value: str) -> str | None:
+    """Why `value` is not plainly safe for a key only a glob matched (module doc), or None.
+    Meant for values `credential_kind` found nothing in."""
+    if len(value) > MAX_PLAIN_LENGTH:
+        return GLOB_LONG_VALUE
+    if not _PLAIN.fullmatch(value):
+        return GLOB_UNSAFE_CHARACTERS
+    if _PLAIN_OPTION.search(value):
+        return GLOB_COMMAND_LINE
+    if mentions_secret(value):
+        return GLOB_SECRET_WORD
+    if any(_is_random_segment(s) for s in _SEGMENT_SPLIT.split(value)):
+        return GLOB_RANDOM_VALUE
+    return None
+
+
+def _readings(value: str) -> Iterator[str]:
+    """`value`, then what it says with its percent, HTML or `\\uXXXX` escapes decoded, then
+    each base64 run of it decoded."""
+    yield value
+    if "%" in value and (decoded := unquote(value)) != value:
+        yield decoded
+    if "&" in value and (decoded := html.unescape(value)) != value:
+        yield decoded
+    if "\\" in value and (decoded := _ESCAPE.sub(_unescape, value)) != value:
+        yield decoded
+    for run in _BASE64_RUN.findall(value):
+        if (text := _base64_text(run)) is not None:
+            yield text
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return chr(int(match.group(1) or match.group(2), 16))
+
+
+def _shape(text: str) -> str | None:
+    if _credential_url(text):
+        return CREDENTIAL_URL
+    if _credential_pair(text):
+        return CREDENTIAL_PAIR
+    if _PEM.search(text):
+        return PEM
+    if _JWT.search(text):
+        return JWT
+    if _KNOWN_TOKEN.search(text):
+        return KNOWN_TOKEN
+    if _credential_flag(text):
+        return CREDENTIAL_FLAG
+    if _credential_header(text):
+        return CREDENTIAL_HEADER
+    if _is_document(text):
+        return EMBEDDED_DOCUMENT
     return None
 
 
@@ -93,7 +240,53 @@ def _credential_url(value: str) -> bool:
         return False
     if _URL_PASSWORD.search(value):
         return True
+    if any(len(user) >= MIN_URL_KEY or looks_secret(user) for user in _URL_USER.findall(value)):
+        return True
     return any(looks_secret(name) for name in _URL_QUERY.findall(value))
+
+
+def _credential_pair(text: str) -> bool:
+    names = [
+        *(equals or colon for equals, colon in _ASSIGNED.findall(text)),
+        *(name for _, name in _QUOTED_ASSIGNED.findall(text)),
+        *_ELEMENT.findall(text),
+        *_INDIRECT.findall(text),
+    ]
+    if any(looks_secret(name) for name in names):
+        return True
+    return any(not _ALL_LOWER.fullmatch(word) for word in _SECRET_WORD.findall(text))
+
+
+def _credential_flag(text: str) -> bool:
+    if "-" not in text:
+        return False
+    if _PASSWORD_OPTION.search(text) or _USER_OPTION.search(text):
+        return True
+    return any(looks_secret(option) for option in _OPTION.findall(text))
+
+
+def _credential_header(text: str) -> bool:
+    if _AUTH_TOKEN.search(text) or _AUTH_DIGEST.search(text):
+        return True
+    for encoded in _AUTH_BASIC.findall(text):
+        decoded = _base64_text(encoded)
+        if decoded is not None and ":" in decoded:
+            return True
+    return False
+
+
+def _base64_text(run: str) -> str | None:
+    """The text `run` encodes in base64 (standard or URL-safe, padding optional), or None
+    when it is not base64 or does not decode to mostly printable text."""
+    body = run.rstrip("=")
+    padded = body + "=" * (-len(body) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text)
+    return text if text and printable >= MIN_PRINTABLE * len(text) else None
 
 
 def _is_document(value: str) -> bool:
@@ -112,8 +305,29 @@ def _is_random(run: str) -> bool:
     """Mixed-case-and-digits runs, of high entropy, mostly not words (module doc)."""
     if not (_UPPER.search(run) and _LOWER.search(run) and _DIGIT.search(run)):
         return False
-    n = len(run)
-    entropy = -sum(c / n * math.log2(c / n) for c in Counter(run).values())
-    if entropy < ENTROPY_FRACTION * math.log2(min(n, 64)):
+    return _entropy(run) >= ENTROPY_FRACTION * math.log2(min(len(run), 64)) and _few_words(run)
+
+
+def _is_random_segment(segment: str) -> bool:
+    """An alphanumeric stretch that looks random to the plain-value rule (module doc)."""
+    n = len(segment)
+    if n < MIN_RANDOM_SEGMENT:
         return False
-    return sum(map(len, _WORDLIKE.findall(run))) < MAX_WORD_COVER * n
+    upper, lower, digit = (bool(p.search(segment)) for p in (_UPPER, _LOWER, _DIGIT))
+    if upper + lower + digit < 2:
+        return False
+    alphabet = 16 if _HEX.fullmatch(segment) else 26 * upper + 26 * lower + 10 * digit
+    if _entropy(segment) < PLAIN_ENTROPY_FRACTION * math.log2(min(n, alphabet)):
+        return False
+    # Random lowercase reads as "words" to the pattern; it switches to digits far more often.
+    switches = len(_SWITCH.findall(segment))
+    return _few_words(segment, _PLAIN_WORDLIKE) or switches >= MIN_SWITCH_RATE * n
+
+
+def _entropy(text: str) -> float:
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in Counter(text).values())
+
+
+def _few_words(text: str, wordlike: re.Pattern[str] = _WORDLIKE) -> bool:
+    return sum(map(len, wordlike.findall(text))) < MAX_WORD_COVER * len(text)

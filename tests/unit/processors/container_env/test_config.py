@@ -60,7 +60,11 @@ def test_include_everything_is_warned_about(caplog: pytest.LogCaptureFixture) ->
     config(env={"include": ["TEAM", "*"]}, annotations={"include": ["**"]}, labels=EVERY_TEAM)
     warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
     assert len(warnings) == 2
-    assert warnings[0].startswith('container_env: env.include ["*"] exports every env key')
+    assert warnings[0].startswith(
+        'container_env: env.include ["*"] hands env keys to rules: a key the include list '
+        "does not name is exported only when its value is plainly safe"
+    )
+    assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in warnings[0]
     assert warnings[1].startswith('container_env: annotations.include ["*"]')
 
 

@@ -104,6 +104,11 @@ def test_secret_words_are_matched_after_unicode_normalisation(key: str) -> None:
         "KEYCLOAK_URL",
         "HOME",
         "PATH",
+        "CREDIT_LIMIT",  # CRED inside a word
+        "PRIVILEGED",  # PRIV inside a word
+        "TOKYO_REGION",  # TOK inside a word
+        "PATTERN",  # PAT inside a word
+        "SASL_MECHANISM",  # SAS inside a word
     ],
 )
 def test_ordinary_keys(key: str) -> None:
@@ -115,7 +120,7 @@ ONLY_BY = {
     "token": "HF_TOKEN",
     "secret": "CLIENT_SECRET",
     "passw": "DB_PASSWORD",
-    "passphrase": "GPG_PASSPHRASE",
+    "passphrase": "SSH_PASSPHRASE",
     "credential": "GIT_CREDENTIALS",
     "private": "PRIVATE",
     "cookie": "COOKIE_JAR",
@@ -149,6 +154,24 @@ ONLY_BY = {
     "sig": "URL_SIG",
     "signature": "REQUEST_SIGNATURE",
     "otp": "OTP",
+    "privkey": "APP_PRIVKEY",
+    "passcode": "PASSCODE",
+    "keystore": "JAVA_KEYSTORE",
+    "keytab": "KRB5_KEYTAB",
+    "keyring": "GNOME_KEYRING",
+    "kubeconfig": "KUBECONFIG",
+    "netrc": "NETRC",
+    "npmrc": "NPMRC",
+    "pgpass": "PGPASSFILE",
+    "webhook": "SLACK_WEBHOOK_URL",
+    "mnemonic": "WALLET_MNEMONIC",
+    "cred": "GIT_CRED",
+    "priv": "SSH_PRIV",
+    "tok": "NPM_TOK",
+    "pat": "GITHUB_PAT",
+    "sas": "AZURE_SAS",
+    "pfx": "CLIENT_PFX",
+    "jks": "TRUST_JKS",
 }
 
 
@@ -257,7 +280,7 @@ def test_excluded_secret_is_not_a_refusal() -> None:
 
 
 def test_long_values_are_cut_and_counted() -> None:
-    got = _selector(["*"]).select([("A", "123456789abc"), ("B", "12345678")])
+    got = _selector(["A", "B"]).select([("A", "123456789abc"), ("B", "12345678")])
     assert got.values == {"A": "12345678", "B": "12345678"}
     assert got.truncated == 1
 
@@ -279,7 +302,7 @@ def test_a_credential_across_the_cap_is_seen_but_a_huge_value_is_checked_only_ne
         "credential_url"
     ]
     far = "x" * 8 + " " * 2000 + "-----BEGIN CERTIFICATE-----"  # nothing of it is exported
-    kept = _selector(["*"]).select([("NOTE", far)])
+    kept = _selector(["NOTE"]).select([("NOTE", far)])
     assert kept.values == {"NOTE": "x" * 8}
 
 

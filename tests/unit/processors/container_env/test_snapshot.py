@@ -110,7 +110,9 @@ async def test_value_cap_and_refusals_counted_once_and_logged_by_name(
     rt.sandbox("sq", "ml", "q")
     rt.workload("w1", "ml", "p", "c", env={"LONG": "x" * 300, "HF_TOKEN": "canary-hf-1"})
     rt.workload("w2", "ml", "q", "c", env={"HF_TOKEN": "canary-hf-2"})
-    proc = await _run(telemetry, rt, clock, env=ALL, refresh_interval="1s")
+    # LONG is named: a glob alone would refuse a value over 64 characters (glob_long_value).
+    env = {"include": ["LONG", "*"]}
+    proc = await _run(telemetry, rt, clock, env=env, refresh_interval="1s")
     await clock.advance(2.0)
     assert len(one(proc.process((by_id("w1"),)))["container.env.LONG"]) == 256  # type: ignore[arg-type]
     assert counter(telemetry, "otelgpu_container_env_truncated_values_total") == 1
