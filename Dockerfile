@@ -1,6 +1,8 @@
 # otelgpu agent image: the package in a virtualenv on a pinned slim Python, non-root by default.
 #   docker build -t otelgpu:$(python3 -c 'import otelgpu; print(otelgpu.__version__)') .
 #   docker buildx build --platform linux/amd64,linux/arm64 -t REGISTRY/otelgpu:VERSION --push .
+# Each release tag builds it that way (.github/workflows/release.yml, with --build-arg VERSION)
+# and pushes ghcr.io/otelgpu/otelgpu:VERSION.
 #
 # BASE_IMAGE may name any Debian-like image with python3 (3.11+) and `python3 -m venv`:
 # the tests build on a local debootstrap image (tests/deploy/base_image.py) because no

@@ -1,8 +1,11 @@
 """Building the agent image with the test dockerd, and running it the way the DaemonSet does.
 
-The base image comes from `tests/deploy/base_image.py` (debootstrap + `docker import`), passed
-as the Dockerfile's `BASE_IMAGE` build argument. The build runs with the host's network so
-that pip reaches PyPI (the test dockerd has no bridge); the container runs with none.
+The build uses the release workflow's build step (.github/workflows/release.yml: its context,
+Dockerfile and build arguments, tests/deploy/workflow.py), for this machine's architecture
+only. On top of those, the base image comes from `tests/deploy/base_image.py` (debootstrap +
+`docker import`), passed as the Dockerfile's `BASE_IMAGE` build argument, and pip's wheels from
+a local wheelhouse. The build runs with the host's network so that pip reaches PyPI (the test
+dockerd has no bridge); the container runs with none.
 """
 
 from __future__ import annotations
@@ -17,8 +20,7 @@ from typing import Any
 import docker
 
 import otelgpu
-from tests.deploy import base_image, wheelhouse
-from tests.deploy.tools import ROOT
+from tests.deploy import base_image, wheelhouse, workflow
 
 TAG = f"otelgpu:{otelgpu.__version__}"
 
@@ -35,7 +37,7 @@ def build(client: docker.DockerClient, base: str) -> tuple[Any, str]:
     """Builds the Dockerfile on `base` with the wheelhouse; returns the image and build log."""
     log: list[str] = []
     with wheelhouse.served(wheelhouse.cached("amd64")) as wheels:
-        args = {"BASE_IMAGE": base, "VERSION": otelgpu.__version__}
+        args = {**release_build().build_args, "BASE_IMAGE": base}
         args |= {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": wheels}
         try:
             image, chunks = _build(client, args)
@@ -46,9 +48,16 @@ def build(client: docker.DockerClient, base: str) -> tuple[Any, str]:
     return image, "".join(log)
 
 
+def release_build() -> workflow.ImageBuild:
+    """The release workflow's build step for this version."""
+    return workflow.image_build(otelgpu.__version__)
+
+
 def _build(client: docker.DockerClient, args: dict[str, str]) -> tuple[Any, Any]:
+    spec = release_build()
     return client.images.build(
-        path=str(ROOT),
+        path=str(spec.context),
+        dockerfile=spec.dockerfile,
         tag=TAG,
         buildargs=args,
         network_mode="host",

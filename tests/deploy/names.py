@@ -1,7 +1,9 @@
 """Which metric names exist, and which ones a PromQL expression uses.
 
-A rule or dashboard query may only name a metric the agent really serves with `naming: otel`:
-- a GPU metric: the prometheus exporter's translation (`naming.metric_name`) of a catalog entry;
+A rule or dashboard query may only name a metric the agent really serves in its naming:
+- a GPU metric: the prometheus exporter's translation of a catalog entry (`naming: otel`:
+  `naming.metric_name`; `naming: dcgm`: the exporter's dcgm field for each split, the otel
+  name where dcgm-exporter has none);
 - self-telemetry: an `otelgpu_*` name that the agent's code spells out;
 - what the bundle itself relies on from elsewhere: `up` (Prometheus) and `kube_node_labels`
   (kube-state-metrics), and the rules' own recorded series.
@@ -17,8 +19,11 @@ import re
 from functools import cache
 from pathlib import Path
 
+from otelgpu.exporters.prometheus.labels import dcgm_label
 from otelgpu.exporters.prometheus.naming import metric_name, sanitize_label
-from otelgpu.receivers.nvml.metrics import CATALOG
+from otelgpu.exporters.prometheus.translate import Translator
+from otelgpu.model import Metric
+from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = frozenset({"up", "kube_node_labels"})
@@ -79,6 +84,32 @@ def catalog_names() -> frozenset[str]:
 
 
 @cache
+def dcgm_names() -> frozenset[str]:
+    """Prometheus names of every catalog metric and the allocation series in `naming: dcgm`,
+    as the exporter's translator picks them (each split of a split metric)."""
+    from otelgpu.processors.k8s_attributes.processor import allocation_metric
+
+    translator = Translator("dcgm", {})
+    allocation = allocation_metric(1.0, 0)
+    metrics = [
+        Metric(
+            name=spec.name,
+            unit=spec.unit,
+            description=spec.description,
+            kind=spec.kind,
+            points=(),
+            monotonic=spec.monotonic,
+        )
+        for spec in CATALOG
+    ]
+    names = {translator.target(allocation, {}).name}
+    for metric in metrics:
+        key, splits = DCGM_SPLIT.get(metric.name, ("", {"": ""}))
+        names |= {translator.target(metric, {key: value}).name for value in splits}
+    return frozenset(names)
+
+
+@cache
 def self_telemetry_names() -> frozenset[str]:
     """Every `otelgpu_*` series name written out in the agent's code (generated stubs aside)."""
     found: set[str] = set()
@@ -89,12 +120,21 @@ def self_telemetry_names() -> frozenset[str]:
     return frozenset(found)
 
 
-def known_labels() -> frozenset[str]:
-    """Label names GPU and self-telemetry series can carry (before the rules add their own)."""
+def _attribute_keys() -> set[str]:
     from otelgpu import semconv
     from otelgpu.receivers.nvml import metrics
 
     keys = {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}
     keys |= {metrics.ERROR_TYPE, metrics.XID_CODE}
     keys |= {key for spec in metrics.CATALOG for key in spec.attributes}  # point attributes
-    return frozenset(sanitize_label(k) for k in keys if not k.endswith("."))
+    return {k for k in keys if not k.endswith(".")}
+
+
+def known_labels(naming: str = "otel") -> frozenset[str]:
+    """Label names GPU and self-telemetry series can carry (before the rules add their own),
+    in `naming: otel` or `naming: dcgm` (dcgm-exporter's names where it has them, for a GPU
+    and for a MIG instance, whose own UUID stays `hw_id`)."""
+    if naming == "otel":
+        return frozenset(sanitize_label(k) for k in _attribute_keys())
+    names = {dcgm_label(k, mig)[0] for k in _attribute_keys() for mig in (False, True)}
+    return frozenset(names | {"err_msg"})

@@ -1,4 +1,4 @@
-"""Keeps the deploy bundle's two derived files in step with their sources.
+"""Keeps the deploy bundle's derived files in step with their sources.
 
 - `deploy/base/pipeline.yaml` is `pipelines/k8s-daemonset.yaml`, byte for byte: kustomize's
   configMapGenerator reads no file outside the kustomization's folder, so the ConfigMap's
@@ -8,6 +8,11 @@
 - `deploy/base/prometheusrule.yaml` is `deploy/rules/otelgpu-rules.yaml` (the plain rules file
   promtool checks and tests) wrapped in a PrometheusRule, with its `groups:` text indented
   under `spec:` so the expressions keep their layout.
+- `deploy/dashboards/otelgpu-gpus.json` and `otelgpu-gpus-dcgm.json` are written from
+  `tests/deploy/dashboards.py`, which describes both namings' dashboard at once.
+- `deploy/helm/otelgpu/files/` holds copies of the two pipelines, both rules files and both
+  dashboards, byte for byte: a chart (and the `.tgz` that `helm package` makes of it) may
+  only carry files inside its folder.
 
     python -m tests.deploy.sync          # exit 1 and name the stale files
     python -m tests.deploy.sync --write  # rewrite them
@@ -20,13 +25,27 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from tests.deploy import dashboards
+
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "pipelines" / "k8s-daemonset.yaml"
 PIPELINE_COPY = ROOT / "deploy" / "base" / "pipeline.yaml"
 NODE_PIPELINE = ROOT / "pipelines" / "k8s-node.yaml"
 NODE_PIPELINE_COPY = ROOT / "deploy" / "overlays" / "kubelet-stats" / "pipeline.yaml"
 RULES = ROOT / "deploy" / "rules" / "otelgpu-rules.yaml"
+DCGM_RULES = ROOT / "deploy" / "rules" / "otelgpu-rules-dcgm.yaml"
 PROMETHEUS_RULE = ROOT / "deploy" / "base" / "prometheusrule.yaml"
+DASHBOARDS = ROOT / "deploy" / "dashboards"
+CHART_FILES = ROOT / "deploy" / "helm" / "otelgpu" / "files"
+# The chart's files/ and where each comes from.
+CHART_COPIES = {
+    "pipeline.yaml": PIPELINE,
+    "pipeline-kubelet-stats.yaml": NODE_PIPELINE,
+    "otelgpu-rules.yaml": RULES,
+    "otelgpu-rules-dcgm.yaml": DCGM_RULES,
+    "otelgpu-gpus.json": DASHBOARDS / "otelgpu-gpus.json",
+    "otelgpu-gpus-dcgm.json": DASHBOARDS / "otelgpu-gpus-dcgm.json",
+}
 
 _RULE_HEADER = """\
 # GENERATED from deploy/rules/otelgpu-rules.yaml by `python -m tests.deploy.sync --write`;
@@ -51,12 +70,20 @@ def prometheus_rule(rules_text: str) -> str:
 
 
 def expected() -> dict[Path, str]:
-    """Every derived file and the text it must have."""
-    return {
+    """Every derived file and the text it must have (dashboards before the chart's copies
+    of them, so that one `--write` brings both up to date)."""
+    out = {
         PIPELINE_COPY: PIPELINE.read_text(),
         NODE_PIPELINE_COPY: NODE_PIPELINE.read_text(),
         PROMETHEUS_RULE: prometheus_rule(RULES.read_text()),
     }
+    generated = {
+        DASHBOARDS / dashboards.file_name(n): dashboards.text(n) for n in dashboards.NAMINGS
+    }
+    out |= generated
+    for name, source in CHART_COPIES.items():
+        out[CHART_FILES / name] = generated.get(source) or source.read_text()
+    return out
 
 
 def stale() -> list[Path]:
@@ -69,6 +96,7 @@ def stale() -> list[Path]:
 def main(argv: list[str]) -> int:
     if "--write" in argv:
         for path, text in expected().items():
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
         return 0
     out_of_date = stale()

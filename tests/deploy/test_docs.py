@@ -1,13 +1,16 @@
-"""docs/deploy.md, walked as a newcomer would without a cluster: every Helm command it shows
-renders (with Helm's engine) to valid objects, the kustomize overlay it tells you to write
-renders, the names it tells you to look for are the names rendered, and every repository
-path it mentions exists."""
+"""docs/deploy.md, walked as a newcomer would without a cluster: it opens with `helm install`
+from the chart repository the release workflow pushes to, every Helm command it shows renders
+(with Helm's engine; the chart repository's chart of this version is this checkout's chart) to
+valid objects, the kustomize overlay it tells you to write renders, the names it tells you to
+look for are the names rendered, and every repository path it mentions exists."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +18,25 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.deploy import helm
+import otelgpu
+from tests.deploy import helm, workflow
 from tests.deploy.test_manifests import K8S_VERSIONS, agent, one, render
 from tests.deploy.tools import ROOT
 
 DOC = ROOT / "docs" / "deploy.md"
 TEXT = DOC.read_text()
+# Where the chart is: the repository the release workflow pushes to, or a checkout.
+CHARTS = (f"{workflow.env()['CHART_REPOSITORY']}/otelgpu", "deploy/helm/otelgpu")
+_FLAGS_WITH_VALUES = {"-n", "--namespace", "--set", "--set-file", "-f", "--values", "--version"}
 
 
-def _shell_commands() -> list[list[str]]:
-    """Every `helm ...` command in the doc: sh blocks (continuations joined) and inline."""
-    commands = [shlex.split(c) for c in re.findall(r"`(helm [a-z]+ [^`]*)`", TEXT)]
-    for block in re.findall(r"```sh\n(.*?)```", TEXT, re.S):
+MIGRATING = (ROOT / "docs" / "migrating-from-dcgm-exporter.md").read_text()
+
+
+def _shell_commands(text: str = TEXT) -> list[list[str]]:
+    """Every `helm ...` command in a doc: sh blocks (continuations joined) and inline."""
+    commands = [shlex.split(c) for c in re.findall(r"`(helm [a-z]+ [^`]*)`", text)]
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.split(" #", 1)[0].strip()
             if line.startswith("helm "):
@@ -35,9 +45,11 @@ def _shell_commands() -> list[list[str]]:
 
 
 def _heredoc(name: str) -> str:
-    match = re.search(rf"cat > {re.escape(name)} <<'YAML'\n(.*?)\nYAML\n", TEXT, re.S)
-    assert match, f"docs/deploy.md writes no {name}"
-    return match.group(1)
+    for text in (TEXT, MIGRATING):
+        found = re.search(rf"cat > {re.escape(name)} <<'YAML'\n(.*?)\n *YAML\n", text, re.S)
+        if found:
+            return textwrap.dedent(found.group(1))
+    raise AssertionError(f"the docs write no {name}")
 
 
 def _merge(into: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -64,9 +76,29 @@ def _values(command: list[str]) -> dict[str, Any]:
     return values
 
 
+def _positional(command: list[str]) -> list[str]:
+    """The arguments of a helm command line that are not flags or their values."""
+    out, args = [], iter(command[2:])
+    for arg in args:
+        if arg in _FLAGS_WITH_VALUES:
+            next(args)
+        elif not arg.startswith("-"):
+            out.append(arg)
+    return out
+
+
 def test_the_doc_shows_install_upgrade_and_template() -> None:
     verbs = {c[1] for c in _shell_commands()}
     assert {"install", "upgrade", "template", "package"} <= verbs, verbs
+
+
+def test_the_doc_opens_with_helm_install_from_the_chart_repository() -> None:
+    first_block = re.search(r"```sh\n(.*?)```", TEXT, re.S)
+    assert first_block and TEXT.index(first_block.group(0)) < TEXT.index("\n## ")
+    first = first_block.group(1).replace("\\\n", " ").splitlines()[0]
+    command = shlex.split(first)
+    assert command[:2] == ["helm", "install"]
+    assert _positional(command) == ["otelgpu", CHARTS[0]]
 
 
 @pytest.mark.parametrize(
@@ -75,13 +107,15 @@ def test_the_doc_shows_install_upgrade_and_template() -> None:
     ids=lambda c: " ".join(c)[:60],
 )
 def test_every_helm_command_in_the_doc_renders_valid_objects(command: list[str]) -> None:
-    assert command[2:4] == ["otelgpu", "deploy/helm/otelgpu"], command
+    assert _positional(command) in (["otelgpu", chart] for chart in CHARTS), command
     assert "-n" in command and command[command.index("-n") + 1] == "otelgpu"
+    if "--version" in command:
+        assert command[command.index("--version") + 1] in (otelgpu.__version__, "X.Y.Z")
     docs = helm.render(_values(command))
     for doc in docs:
         if doc["apiVersion"] != "monitoring.coreos.com/v1":
             kubernetes_validate.validate(doc, K8S_VERSIONS[-1], strict=True)
-    assert agent(docs)["image"].startswith(("registry.example.com/otelgpu:", "otelgpu:"))
+    assert agent(docs)["image"] == f"ghcr.io/otelgpu/otelgpu:{otelgpu.__version__}"
 
 
 def test_the_quick_start_finds_what_it_names() -> None:
@@ -95,7 +129,6 @@ def test_the_quick_start_finds_what_it_names() -> None:
     dashboards = [d for d in docs if d["metadata"]["name"] == "otelgpu-dashboard"]
     assert dashboards and dashboards[0]["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert "ConfigMap `otelgpu-dashboard`" in TEXT
-    assert agent(docs)["image"].startswith("registry.example.com/otelgpu:")
 
 
 def test_the_kustomize_overlay_the_doc_shows_renders(tmp_path: Path) -> None:
@@ -107,7 +140,7 @@ def test_the_kustomize_overlay_the_doc_shows_renders(tmp_path: Path) -> None:
     (cluster / "pipeline.yaml").write_text((ROOT / "pipelines" / "k8s-daemonset.yaml").read_text())
     os.symlink(ROOT / "deploy", tmp_path / "deploy")
     docs = render(cluster)
-    assert agent(docs)["image"] == "registry.example.com/otelgpu:0.1.0"
+    assert agent(docs)["image"] == f"registry.example.com/otelgpu:{otelgpu.__version__}"
     assert one(docs, "ServiceMonitor")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
@@ -122,3 +155,37 @@ def test_every_repository_path_the_doc_names_exists() -> None:
     assert len(paths) > 20
     missing = sorted(p for p in paths if not (ROOT / p.split(" ")[0]).exists() and "*" not in p)
     assert missing == []
+
+
+def test_the_gpu_operator_cutover_renders_what_its_table_says() -> None:
+    """docs/migrating-from-dcgm-exporter.md, section 6: its otelgpu commands render, with the
+    ServiceMonitor selector, job label and relabelings its table names."""
+    commands = [c for c in _shell_commands(MIGRATING) if c[2:3] == ["otelgpu"] or "otelgpu" in c]
+    ours = [c for c in commands if CHARTS[0] in c]
+    assert [c[1] for c in ours] == ["install", "upgrade"]
+    values = _values(ours[0])
+    assert values["naming"] == "dcgm"
+    _merge(values, _values(ours[1]))
+    docs = helm.render(values)
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/part-of"
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "otelgpu",
+        "app.kubernetes.io/instance": helm.RELEASE,
+        "app.kubernetes.io/component": "agent",
+    }
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["honorLabels"]) == (
+        "metrics",
+        "/metrics",
+        True,
+    )
+    copied = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["metricRelabelings"]}
+    assert copied == {
+        "exported_pod": ["pod"],
+        "exported_namespace": ["namespace"],
+        "exported_container": ["container"],
+    }
+    for text in ("dcgmExporter.enabled=false", '"dcgmExporter": {"enabled": false}'):
+        assert text in MIGRATING
+    assert "DCGM_FI_DEV_GPU_TEMP" in json.dumps(one(docs, "PrometheusRule")["spec"])

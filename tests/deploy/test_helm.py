@@ -1,6 +1,8 @@
 """The Helm chart: rendered by Helm's own engine (tests/deploy/helm.py), valid against the
-Kubernetes schemas, carrying the repository's pipeline, rules and dashboard unchanged, and
-as locked down as the kustomize bundle on every security-relevant field."""
+Kubernetes schemas, carrying the repository's pipeline (with the chart's values applied),
+rules and dashboard for the chosen naming, and as locked down as the kustomize bundle on
+every security-relevant field. The values for the common cases and the schema that refuses
+unknown keys are in tests/deploy/test_helm_values.py."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ RUNTIMES = {
     "docker": "/var/run/docker.sock",
 }
 DASHBOARD = ROOT / "deploy" / "dashboards" / "otelgpu-gpus.json"
+DCGM_DASHBOARD = ROOT / "deploy" / "dashboards" / "otelgpu-gpus-dcgm.json"
 NODE_PIPELINE = ROOT / "pipelines" / "k8s-node.yaml"
 
 
@@ -82,9 +85,22 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "docker": {"runtime": "docker"},
     "containerd-directory": {"containerdMount": "directory"},
     "kubelet-stats": {"kubeletStats": {"enabled": True, "nodesProxy": True}},
+    "dcgm-otlp": {
+        "naming": "dcgm",
+        "otlp": {"endpoint": "https://gateway.example:4317"},
+        "containerEnv": {"env": ["TEAM"], "podLabels": ["kueue.x-k8s.io/queue-name"]},
+    },
+    "overrides": {
+        "nameOverride": "gpu-agent",
+        "namespaceOverride": "monitoring",
+        "serviceAccount": {"create": False, "name": "gpu-metrics"},
+        "service": {"type": "NodePort", "annotations": {"example.com/owner": "ml"}},
+    },
     "secured": {
-        "metricsTLS": {"secretName": "otelgpu-tls", "clientCA": True},
-        "metricsBasicAuth": {"secretName": "otelgpu-auth"},
+        "prometheus": {
+            "tls": {"secretName": "otelgpu-tls", "clientCA": True},
+            "basicAuth": {"secretName": "otelgpu-auth"},
+        },
         "extraEnv": [{"name": "TEAM_LABEL", "value": "x"}],
         "extraVolumes": [{"name": "extra", "emptyDir": {}}],
         "extraVolumeMounts": [{"name": "extra", "mountPath": "/extra", "readOnly": True}],
@@ -101,15 +117,27 @@ def test_every_object_matches_the_kubernetes_schema(variant: str, version: str) 
             continue  # no schema for the Prometheus Operator's CRDs here
         kubernetes_validate.validate(doc, version, strict=True)
         checked += 1
-    assert checked >= 5
+    assert checked >= 4  # ConfigMaps, Service, DaemonSet (ServiceAccount unless given one)
 
 
-def test_pipeline_configmap_is_the_daemonset_pipeline() -> None:
+def pipeline(docs: tuple[Doc, ...]) -> Doc:
+    """The pipeline the chart's ConfigMap holds, as data."""
+    data: Doc = yaml.safe_load(by_name(docs, "ConfigMap", "-pipeline")["data"]["pipeline.yaml"])
+    return data
+
+
+def test_pipeline_configmap_is_the_daemonset_pipeline_without_otlp() -> None:
     docs = render()
     configmap = by_name(docs, "ConfigMap", "-pipeline")
-    assert configmap["data"] == {"pipeline.yaml": sync.PIPELINE.read_text()}
     (volume,) = [v for v in pod_spec(docs)["volumes"] if v["name"] == "pipeline"]
     assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    source = yaml.safe_load(sync.PIPELINE.read_text())
+    # OTLP is off without an endpoint; everything else is pipelines/k8s-daemonset.yaml.
+    del source["exporters"]["otlp"]
+    source["service"]["pipelines"]["metrics/gpu"]["exporters"].remove("otlp")
+    assert pipeline(docs) == source
+    # With OTLP on at the pipeline's own address, it is the repository's file exactly.
+    assert pipeline(render(otlp={"enabled": True})) == yaml.safe_load(sync.PIPELINE.read_text())
 
 
 def test_pipeline_from_values_or_an_existing_configmap() -> None:
@@ -125,9 +153,12 @@ def test_pipeline_from_values_or_an_existing_configmap() -> None:
     assert volume["configMap"]["name"] == "my-pipeline"
 
 
-def test_prometheusrule_is_the_rules_file() -> None:
+def test_prometheusrule_is_the_rules_file_of_the_naming() -> None:
     rule = one(render(), "PrometheusRule")
     assert rule["spec"] == yaml.safe_load(sync.RULES.read_text())
+    dcgm = one(render(naming="dcgm"), "PrometheusRule")
+    assert dcgm["spec"] == yaml.safe_load(sync.DCGM_RULES.read_text())
+    assert "DCGM_FI_DEV_GPU_TEMP" in json.dumps(dcgm["spec"])
     labelled = one(
         render(prometheusRule={"additionalLabels": {"release": "kps"}}), "PrometheusRule"
     )
@@ -142,6 +173,8 @@ def test_dashboard_configmap_carries_the_sidecar_label_and_the_json() -> None:
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     (text,) = dashboard["data"].values()
     assert json.loads(text) == json.loads(DASHBOARD.read_text())
+    dcgm = by_name(render(naming="dcgm"), "ConfigMap", "-dashboard")
+    assert dcgm["data"] == {"otelgpu-gpus-dcgm.json": DCGM_DASHBOARD.read_text()}
     moved = by_name(
         render(dashboard={"namespace": "monitoring", "label": "my_label", "labelValue": "yes"}),
         "ConfigMap",
@@ -156,7 +189,7 @@ def test_dashboard_configmap_carries_the_sidecar_label_and_the_json() -> None:
 
 def test_image_tag_defaults_to_the_app_version_and_a_digest_wins() -> None:
     app_version = yaml.safe_load((helm.CHART / "Chart.yaml").read_text())["appVersion"]
-    assert agent(render())["image"] == f"otelgpu:{app_version}"
+    assert agent(render())["image"] == f"ghcr.io/otelgpu/otelgpu:{app_version}"
     image = {"repository": "registry.example/otelgpu", "tag": "9.9.9"}
     assert agent(render(image=image))["image"] == "registry.example/otelgpu:9.9.9"
     digest = "sha256:" + "ab" * 32
@@ -235,9 +268,7 @@ def test_kubelet_stats_switch_agrees_with_its_overlay() -> None:
     docs = render(kubeletStats={"enabled": True})
     overlay = rendered("kubelet-stats")
     assert _security(docs) == _security(overlay)
-    assert by_name(docs, "ConfigMap", "-pipeline")["data"] == {
-        "pipeline.yaml": NODE_PIPELINE.read_text()
-    }
+    assert pipeline(docs) == yaml.safe_load(NODE_PIPELINE.read_text())
     role = one(docs, "ClusterRole")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]
     assert role["rules"] == one(overlay, "ClusterRole")["rules"]
@@ -262,7 +293,7 @@ def test_containerd_directory_mount() -> None:
 
 def test_a_wrong_runtime_is_refused_by_name() -> None:
     with pytest.raises(
-        Exception, match=r"runtime must be containerd, docker or none \(got \"crio\"\)"
+        Exception, match=r"at '/runtime': value must be one of 'containerd', 'docker', 'none'"
     ):
         helm.render({"runtime": "crio"})
 
@@ -295,18 +326,20 @@ def test_tls_and_basic_auth_wire_secrets_into_the_exporter() -> None:
 
 
 def test_servicemonitor_keeps_the_job_name_the_rules_use() -> None:
-    monitor = one(render(), "ServiceMonitor")
-    service = one(render(), "Service")
-    assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/name"
-    assert service["metadata"]["labels"]["app.kubernetes.io/name"] == "otelgpu"
-    assert 'up{job="otelgpu"}' in sync.RULES.read_text()
-    (endpoint,) = monitor["spec"]["endpoints"]
+    for docs in (render(), render(nameOverride="gpu-agent"), render(fullnameOverride="x")):
+        monitor = one(docs, "ServiceMonitor")
+        service = one(docs, "Service")
+        assert monitor["spec"]["jobLabel"] == "app.kubernetes.io/part-of"
+        assert service["metadata"]["labels"]["app.kubernetes.io/part-of"] == "otelgpu"
+        assert monitor["spec"]["selector"]["matchLabels"].items() <= (
+            one(docs, "DaemonSet")["spec"]["template"]["metadata"]["labels"].items()
+        )
+    for rules in (sync.RULES, sync.DCGM_RULES):
+        assert 'up{job="otelgpu"}' in rules.read_text()
+    (endpoint,) = one(render(), "ServiceMonitor")["spec"]["endpoints"]
     kustomize_endpoint = one(rendered("containerd"), "ServiceMonitor")["spec"]["endpoints"][0]
     for key in ("port", "path", "honorLabels", "relabelings", "interval"):
         assert endpoint[key] == kustomize_endpoint[key], key
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= (
-        one(render(), "DaemonSet")["spec"]["template"]["metadata"]["labels"].items()
-    )
     secured = one(
         render(serviceMonitor={"scheme": "https", "tlsConfig": {"insecureSkipVerify": True}}),
         "ServiceMonitor",
@@ -337,19 +370,18 @@ def test_the_agent_accepts_the_secured_args() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_chart_files_are_links_to_their_sources() -> None:
-    """Links, not copies: the rules, dashboard and pipelines the chart ships cannot drift."""
-    files = helm.CHART / "files"
-    expected = {
-        "pipeline.yaml": sync.PIPELINE,
-        "pipeline-kubelet-stats.yaml": NODE_PIPELINE,
-        "otelgpu-rules.yaml": sync.RULES,
-        "otelgpu-gpus.json": DASHBOARD,
-    }
-    assert sorted(p.name for p in files.iterdir()) == sorted(expected)
-    for name, source in expected.items():
-        assert (files / name).is_symlink(), name
-        assert (files / name).resolve() == source.resolve(), name
+def test_chart_files_are_copies_of_their_sources_inside_the_chart() -> None:
+    """Real files (a packaged chart carries nothing outside its folder), identical to the
+    pipelines, rules and dashboards they copy (python -m tests.deploy.sync --write)."""
+    assert sorted(p.name for p in sync.CHART_FILES.iterdir()) == sorted(sync.CHART_COPIES)
+    for name, source in sync.CHART_COPIES.items():
+        copy = sync.CHART_FILES / name
+        assert not copy.is_symlink() and copy.is_file(), name
+        assert copy.read_bytes() == source.read_bytes(), (
+            f"{name}: run python -m tests.deploy.sync --write"
+        )
+    links = [p for p in helm.CHART.rglob("*") if p.is_symlink()]
+    assert links == []
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)

@@ -9,7 +9,14 @@ from otelgpu import semconv
 from otelgpu.exporters.prometheus.naming import sanitize_label
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.telemetry import SelfTelemetry
-from tests.deploy.names import catalog_names, grafana_query, metrics_in, self_telemetry_names
+from tests.deploy.names import (
+    catalog_names,
+    dcgm_names,
+    grafana_query,
+    known_labels,
+    metrics_in,
+    self_telemetry_names,
+)
 
 
 @pytest.mark.parametrize(
@@ -64,6 +71,34 @@ def test_catalog_translates_to_the_names_the_bundle_uses() -> None:
         "nvidia_gpu_memory_row_remap_failure",
         "nvidia_gpu_process_memory_usage_bytes",
     } <= catalog_names()
+
+
+def test_dcgm_translation_gives_the_names_the_dcgm_bundle_uses() -> None:
+    # dcgm-exporter's fields for the split metrics, and the otel names of the metrics it has
+    # no field for (the exporter keeps those).
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_ENC_UTIL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "nvidia_gpu_up",
+        "hw_status",
+        "nvidia_gpu_clock_event_active",
+        "nvidia_gpu_allocation_ratio",
+    } <= dcgm_names()
+    assert "hw_temperature_celsius" not in dcgm_names()
+    assert "DCGM_FI_DEV_GPU_TEMP" not in catalog_names()
+
+
+def test_dcgm_labels_are_dcgm_exporters() -> None:
+    labels = known_labels("dcgm")
+    assert {"UUID", "gpu", "modelName", "Hostname", "pod", "namespace", "GPU_I_ID"} <= labels
+    assert {"hw_id", "k8s_node_name", "err_code", "err_msg"} <= labels  # MIG's own UUID: hw_id
+    assert "k8s_pod_name" not in labels and "hw_model" not in labels
 
 
 def test_node_label_is_k8s_node_name() -> None:

