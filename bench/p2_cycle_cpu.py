@@ -28,8 +28,8 @@ renders depends on who scrapes:
   a scrape the way its server tells it (`PrometheusExporter.scraped`), and from then on each
   update renders the OpenMetrics body next to the classic one, as the agent does; the baseline
   renders `prometheus_client.openmetrics.exposition.generate_latest` instead of the classic
-  text (the SDK's exporter answers in the format asked for). Before session 9 P2 measured only
-  the first, which spared ours the second body a Prometheus-scraped agent makes every cycle.
+  text (the SDK's exporter answers in the format asked for). This is the figure that counts
+  for a node Prometheus scrapes: the `text` one spares ours the second body it makes each cycle.
 
     python bench/p2_cycle_cpu.py [--size 400|10k|both] [--scraper text|prometheus|both]
                                  [--rounds 7] [--cycles 20] [--profile]

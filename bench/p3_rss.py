@@ -9,7 +9,9 @@ The real agent runs as a child process (`python -m otelgpu run -c <pipeline>`):
 - container_env against a real private containerd (tests/peers/runtime.py) holding CRI
   records for all 500 pods (a sandbox with pod labels, a `main` container with env), with env
   TEAM/PROJECT and one pod label included;
-- prometheus on 127.0.0.1:<free port>, scraped by this process every second;
+- prometheus on 127.0.0.1:<free port>, scraped by this process every second as Prometheus 3
+  scrapes (its Accept header, OpenMetrics first, and `Accept-Encoding: gzip`; the bench
+  checks that the answer is gzipped OpenMetrics);
 - otlp (gRPC, gzip) to a real rotel receiver on loopback with its blackhole exporter.
 
 After a warm-up, VmRSS (from /proc/<pid>/status) is sampled every second; the median and the
@@ -26,10 +28,18 @@ group at a time (stdlib, ssl, pydantic, yaml, protobuf, grpc, the OTel SDK, aioh
 third-party, otelgpu), and the RSS after each group is printed; the agent's data is its
 median RSS minus the RSS with everything imported.
 
+`--otlp-down` adds a run whose OTLP endpoint refuses connections (a loopback port nothing
+listens on) at ~7k series (`--down-procs`): sampling starts once the sending queue is full (the
+exporter has refused a batch) and the warm-up after that has passed; its line gives the RSS, the
+queue gauge (in the sizer's unit) and the points dropped. Target: <= 100 MiB (R4: a full
+default queue fits the memory limit).
+
     python bench/p3_rss.py [--warmup 10] [--seconds 30] [--sharers 60] [--procs 300] [--small-only]
+    python bench/p3_rss.py --otlp-down [--down-procs 190]
     python bench/p3_rss.py --smoke     # a few seconds, tiny node, no targets (tests use it)
 
-Targets: <= 60 MiB at 8 GPUs / 500 pods, <= 90 MiB at 10k series. The figure line is last.
+Targets (TARGETS.md, P3): <= 64 MiB at 8 GPUs / 500 pods, <= 100 MiB at 10k series. The figure
+line is last.
 """
 
 from __future__ import annotations
@@ -59,15 +69,35 @@ import aiohttp
 
 from bench import p3_census
 from bench.node_fixture import Node
+from otelgpu.compression import gunzip_bytes
 from tests.peers.kubelet import FakeKubelet, container, pod
-from tests.peers.rotel import free_port, rotel_binary
+from tests.peers.ports import free_port
+from tests.peers.rotel import rotel_binary
 from tests.peers.runtime import containerd_daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 _IMPORT_TIME = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 AGENT_READY_TIMEOUT = 40.0
+QUEUE_FULL_TIMEOUT = 300.0  # --otlp-down: seconds for the sending queue to fill
 STOP_TIMEOUT = 25.0
+SMALL_TARGET, LARGE_TARGET, DOWN_TARGET = 64 * MIB, 100 * MIB, 100 * MIB
+# How Prometheus 3 asks for /metrics (headers seen from a real Prometheus 3.5.3 with its default
+# scrape settings): the Accept header its default `scrape_protocols` build (OpenMetrics 1.0.0,
+# OpenMetrics 0.0.1, text 1.0.0, text 0.0.4, then anything, `escaping=allow-utf-8` on the two
+# formats that carry it; tests/unit/exporters/prometheus/test_negotiation.py holds the same
+# value), gzip, its user agent and its scrape timeout (the default 10 s).
+PROMETHEUS_3_HEADERS = {
+    "Accept": (
+        "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
+        "application/openmetrics-text;version=0.0.1;q=0.5,"
+        "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,"
+        "text/plain;version=0.0.4;q=0.3,*/*;q=0.2"
+    ),
+    "Accept-Encoding": "gzip",
+    "User-Agent": "Prometheus/3.5.3",
+    "X-Prometheus-Scrape-Timeout-Seconds": "10",
+}
 
 
 @dataclass
@@ -80,7 +110,8 @@ class Result:
     series: int
     labelled: int
     otlp_sent: float
-    queue: float
+    queue: float  # the sending queue gauge, in the sizer's unit
+    otlp_failed: float
     cpu: float  # the agent's CPU seconds per wall second over the window
     rss_file: float = 0.0  # of the last sample: file-backed pages (shared libraries, mostly)
     modules: list[str] = field(default_factory=list)
@@ -371,20 +402,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def otlp_failed(text: str) -> float:
+    """Points the `otlp` exporter dropped (`otelgpu_exporter_failed_points_total`), from a
+    /metrics body."""
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith("otelgpu_exporter_failed_points_total") and 'exporter="otlp"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def session() -> aiohttp.ClientSession:
+    """A client that leaves the gzip to `scrape` (Prometheus asks for it, and so do we)."""
+    return aiohttp.ClientSession(auto_decompress=False)
+
+
 async def scrape(session: aiohttp.ClientSession, port: int) -> str:
-    async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+    """/metrics as Prometheus 3 gets it: asked with its headers, answered gzipped OpenMetrics
+    (anything else means the bench measures another path than a real scrape's: an error)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    async with session.get(url, headers=PROMETHEUS_3_HEADERS) as response:
         response.raise_for_status()
-        return await response.text()
+        body = await response.read()
+        kind = response.headers.get("Content-Type", "")
+        coding = response.headers.get("Content-Encoding", "")
+    if not kind.startswith("application/openmetrics-text") or coding != "gzip":
+        raise RuntimeError(f"a Prometheus 3 scrape was answered {kind!r}, encoding {coding!r}")
+    return gunzip_bytes(body).decode()
 
 
 async def run_agent(
-    label: str, node: Node, args: argparse.Namespace, peers: dict[str, Any]
+    label: str, node: Node, args: argparse.Namespace, peers: dict[str, Any], *, down: bool = False
 ) -> Result:
-    """Starts the agent on `node`, waits, samples, stops it; returns the figures."""
+    """Starts the agent on `node`, waits, samples, stops it; returns the figures. `down`: its
+    OTLP endpoint refuses connections, and sampling starts once the sending queue is full."""
     tmp: Path = peers["tmp"] / label
     host_proc = node.write_host_proc(tmp / "proc")
+    otlp = f"127.0.0.1:{free_port()}" if down else peers["otlp"]
     async with kubelet_for(node) as kubelet:
-        config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], peers["otlp"])
+        config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], otlp)
         (tmp / "pipeline.yaml").write_text(json.dumps(config, indent=1))
         # -X importtime: the log then lists every module the agent imported, for the
         # "interpreter + the agent's imports" baseline. With --census, the agent starts
@@ -400,7 +456,7 @@ async def run_agent(
                 env=env,
             )
         try:
-            result = await _sample(label, proc, _port(config), args)
+            result = await _sample(label, proc, _port(config), args, down)
             if args.census:
                 await asyncio.to_thread(_census, proc, tmp / "census", result.series, label)
         except BaseException:
@@ -413,17 +469,19 @@ async def run_agent(
 
 
 async def _sample(
-    label: str, proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace
+    label: str, proc: subprocess.Popen[bytes], port: int, args: argparse.Namespace, down: bool
 ) -> Result:
-    async with aiohttp.ClientSession() as session:
+    async with session() as client:
         # tracemalloc (--census) slows the agent's start several times
-        await _wait_ready(session, proc, port, AGENT_READY_TIMEOUT * (5 if args.census else 1))
-        await _tick(session, proc, port, args.warmup)
+        await _wait_ready(client, proc, port, AGENT_READY_TIMEOUT * (5 if args.census else 1))
+        if down:
+            await _wait_queue_full(client, proc, port)
+        await _tick(client, proc, port, args.warmup)
         rss: list[float] = []
         body = ""
         cpu, wall = cpu_seconds(proc.pid), time.monotonic()
         for _ in range(int(args.seconds)):
-            body = await scrape(session, port)
+            body = await scrape(client, port)
             rss.append(status_field(proc.pid, "VmRSS"))
             await asyncio.sleep(1.0)
         hwm = status_field(proc.pid, "VmHWM")
@@ -440,11 +498,25 @@ async def _sample(
         labelled,
         sent,
         queue,
+        otlp_failed(body),
         load,
         rss_file,
         regions=regions,
         threads=threads,
     )
+
+
+async def _wait_queue_full(
+    session: aiohttp.ClientSession, proc: subprocess.Popen[bytes], port: int
+) -> None:
+    """Until the `otlp` exporter has dropped points: with its endpoint down, its queue is full."""
+    deadline = time.monotonic() + QUEUE_FULL_TIMEOUT
+    while not otlp_failed(await scrape(session, port)):
+        if proc.poll() is not None:
+            raise RuntimeError(f"the agent exited with {proc.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError("the OTLP sending queue did not fill")
+        await asyncio.sleep(1.0)
 
 
 async def _wait_ready(
@@ -480,9 +552,8 @@ def report(result: Result) -> str:
         f" MiB (first {first:.1f}, last {last:.1f}, {len(result.rss)} samples 1 s apart), "
         f"VmHWM {result.hwm / MIB:.1f} MiB, file-backed {result.rss_file / MIB:.1f} MiB; "
         f"/metrics {result.series} series ({result.labelled} with container env labels); "
-        f"OTLP points sent "
-        f"{result.otlp_sent:.0f}, queue {result.queue:.0f} batches; agent CPU "
-        f"{result.cpu * 100:.0f}% of a core"
+        f"OTLP points sent {result.otlp_sent:.0f}, dropped {result.otlp_failed:.0f}, queue gauge "
+        f"{result.queue:.0f}; agent CPU {result.cpu * 100:.0f}% of a core"
     )
 
 
@@ -533,26 +604,22 @@ async def main(args: argparse.Namespace) -> None:
         f"agent interpreter: {' '.join(PYTHON)}" + ("" if args.site_hooks else " (no site hooks)")
     )
     bare = import_rss(["otelgpu.cli"], env)
-    if args.smoke:
-        variants = {"small": Node(gpus=2, mig_gpus=1, mig_per_gpu=2, procs=1, pods=10)}
-    else:
-        variants = {"small": Node(), "10k": Node(sharers=args.sharers, procs=args.procs)}
-        if args.small_only:
-            del variants["10k"]
+    variants = _variants(args)
     results: dict[str, Result] = {}
     with tempfile.TemporaryDirectory(prefix="p3-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
         for label in variants:
             (tmp / label).mkdir()
         with containerd_daemon(tmp / "ctd") as containerd, rotel_blackhole(tmp / "rotel") as otlp:
-            records = variants["small"].write_cri_records(containerd.socket)
+            # Every variant's pods are the small node's (the 10k one shares its GPUs more).
+            records = variants.get("small", Node()).write_cri_records(containerd.socket)
             print(f"peers: containerd with {records} CRI records, test kubelet, rotel at {otlp}")
             peers = {"tmp": tmp, "containerd": containerd.socket, "otlp": otlp, "env": env}
             for label, node in variants.items():
-                results[label] = await run_agent(label, node, args, peers)
+                results[label] = await run_agent(label, node, args, peers, down=label == DOWN)
                 print(report(results[label]))
                 print_map(results[label])
-    first = results["small"]
+    first = results.get("small") or next(iter(results.values()))
     rows = import_breakdown(first.modules, env)
     print(f"bare `python -c 'import otelgpu.cli'`: {bare / MIB:.1f} MiB")
     print_breakdown(first, rows)
@@ -564,20 +631,50 @@ async def main(args: argparse.Namespace) -> None:
             f"interpreter + the agent's imports alone {imports / MIB:.1f} MiB (no targets)"
         )
         return
+    if DOWN in results:
+        full = results[DOWN]
+        print(
+            f"R4 OTLP endpoint down, sending queue full (default size), {full.series} series: "
+            f"RSS median {full.median / MIB:.1f} MiB, max {max(full.rss) / MIB:.1f} MiB "
+            f"(target <= {DOWN_TARGET // MIB}: {_verdict(full.median <= DOWN_TARGET)}); "
+            f"queue gauge {full.queue:.0f}, {full.otlp_failed:.0f} points dropped"
+        )
     if "10k" not in results:
-        print(f"P3 small node only: {first.median / MIB:.1f} MiB ({first.series} series)")
+        if "small" in results:
+            print(f"P3 small node only: {first.median / MIB:.1f} MiB ({first.series} series)")
         return
     second = results["10k"]
     if second.series < 10_000:
         print(f"warning: the 10k variant served only {second.series} series (raise --procs)")
-    ok_small, ok_large = first.median <= 60 * MIB, second.median <= 90 * MIB
+    ok_small, ok_large = first.median <= SMALL_TARGET, second.median <= LARGE_TARGET
     print(
-        f"P3 steady-state RSS (median): 8 GPUs/2 MIG/500 pods, both exporters "
-        f"{first.median / MIB:.1f} MiB ({first.series} series; target <= 60: "
-        f"{'met' if ok_small else 'MISSED'}); {second.series} series "
-        f"{second.median / MIB:.1f} MiB (target <= 90: {'met' if ok_large else 'MISSED'}); "
+        f"P3 steady-state RSS (median), scraped as Prometheus 3: 8 GPUs/2 MIG/500 pods, both "
+        f"exporters {first.median / MIB:.1f} MiB ({first.series} series; target <= "
+        f"{SMALL_TARGET // MIB}: {_verdict(ok_small)}); {second.series} series "
+        f"{second.median / MIB:.1f} MiB (target <= {LARGE_TARGET // MIB}: {_verdict(ok_large)}); "
         f"interpreter + the agent's imports alone {imports / MIB:.1f} MiB"
     )
+
+
+DOWN = "7k OTLP down"
+
+
+def _variants(args: argparse.Namespace) -> dict[str, Node]:
+    """The runs asked for, by label, in order."""
+    if args.smoke:
+        return {"small": Node(gpus=2, mig_gpus=1, mig_per_gpu=2, procs=1, pods=10)}
+    variants: dict[str, Node] = {}
+    if not args.down_only:
+        variants["small"] = Node()
+        if not args.small_only:
+            variants["10k"] = Node(sharers=args.sharers, procs=args.procs)
+    if args.otlp_down or args.down_only:
+        variants[DOWN] = Node(sharers=args.sharers, procs=args.down_procs)
+    return variants
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
 
 
 def _args() -> argparse.Namespace:
@@ -606,6 +703,17 @@ def _args() -> argparse.Namespace:
         help="one more variable in the agent's environment (allocator experiments); repeatable",
     )
     parser.add_argument("--small-only", action="store_true", help="skip the 10k variant")
+    parser.add_argument(
+        "--otlp-down",
+        action="store_true",
+        help="also run ~7k series with the OTLP endpoint down and the sending queue full",
+    )
+    parser.add_argument(
+        "--down-only", action="store_true", help="only the --otlp-down run (no P3 line)"
+    )
+    parser.add_argument(
+        "--down-procs", type=int, default=190, help="processes per device (--otlp-down run)"
+    )
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
     parser.add_argument(
         "--census",

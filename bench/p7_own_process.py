@@ -2,9 +2,9 @@
 its own, so that the benchmark can scrape `/metrics` as it would be served with no GIL shared
 with the pipeline (only the machine's cores).
 
-The same `otelgpu.http_listener.Listener` (h11 on its own thread and loop, the 0.1 ms switch
-interval, the send-buffer and slicing rules) and the exporter's Accept-Encoding negotiation
-answer each request; the bodies are files the benchmark fetched from the agent, read once.
+The same `otelgpu.http_listener.Listener` (httptools on its own thread and loop, the send-buffer
+and slicing rules), the 0.1 ms switch interval the agent sets for itself, and the exporter's
+Accept-Encoding negotiation answer each request; the bodies are files the benchmark fetched from the agent, read once.
 This process's main thread only waits, as a serving process's would.
 
     python bench/p7_own_process.py PLAIN_FILE GZIP_FILE
@@ -21,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from otelgpu import http_listener
 from otelgpu.exporters.prometheus.server import accepts_gzip
 from otelgpu.http_listener import Listener, Request, Response
 
@@ -50,6 +51,7 @@ async def serve(plain: bytes, gzipped: bytes) -> None:
 
 def main() -> None:
     plain, gzipped = (Path(name).read_bytes() for name in sys.argv[1:3])
+    sys.setswitchinterval(http_listener.SWITCH_INTERVAL)  # as the agent sets it while it runs
     asyncio.run(serve(plain, gzipped))
 
 

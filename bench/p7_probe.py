@@ -245,8 +245,8 @@ def _alternate(period: float, items: dict[str, str]) -> None:
 
 
 def _join_gzip_only_bodies_in_b(period: float) -> None:
-    """`joined=1`: in B slots a gzip-only body is joined whole, then gzipped in one call (as
-    before session 10), instead of gzipped chunk by chunk (one GIL hand-over per chunk)."""
+    """`joined=1`: in B slots a gzip-only body is joined whole, then gzipped in one call,
+    instead of gzipped chunk by chunk as the exporter does (one GIL hand-over per chunk)."""
     from otelgpu.exporters.prometheus import exporter, openmetrics, render
 
     chunked = render.body_of_chunks

@@ -14,20 +14,19 @@ A child process (so that this process's test kubelet never competes with it for 
 scrapes /metrics back to back (one keep-alive connection, plain and gzip in turn, `--gap`
 seconds between two scrapes) and times each from request to the last byte. The client reads
 as Prometheus does: keep-alive, the whole body into one buffer kept from scrape to scrape, with
-reads as large as what is left of the body (`Scraper`; before, `http.client`'s `read()` built a
+reads as large as what is left of the body (`Scraper`; `http.client`'s `read()` would build a
 new ~6 MB bytes object per plain scrape, busy and paused alike). Phases alternate, `--rounds`
 times: **busy** (the pipeline cycles every second) and **paused** (the same agent after a SIGHUP
 reload to a cycle longer than the phase, scraped after the new receiver's collection and before
 its next one, so only the exporter's own work and the scrapes remain). The figure is the busy
 p99 / max over the paused ones, plain and gzip.
 
-Like for like: the paused agent must serve the series the busy one does. Before session 6 the
-paused phase was a 1 h cycle whose one collection lacked the GPM-derived series (they need two
-samples; the receiver took its first with that collection), so it timed 5.45 MB bodies against
-busy 6.35 MB. Each phase starts once the new receiver has collected and the body is whole, and
-the run stops with an error when the two phases' median bodies differ by more than 1 %, and
-when the receiver's points counter moved during a paused phase (or stood still during a busy
-one of at least two cycles).
+Like for like: the paused agent must serve the series the busy one does (a paused phase
+serving fewer series, such as a collection without the GPM-derived ones, which need two
+samples, times less work). Each phase starts once the new receiver has collected and the body
+is whole, and the run stops with an error when the two phases' median bodies differ by more
+than 1 %, and when the receiver's points counter moved during a paused phase (or stood still
+during a busy one of at least two cycles).
 
 The headline pools the scrapes of all pairs. Each pair's own ratio is printed too, with their
 median: on a shared machine a stall from outside lands in one phase of one pair, and moves the
@@ -107,7 +106,7 @@ KEYS = ("plain", "gzip", "plain_at", "gzip_at", "plain_bytes", "gzip_bytes")
 # The gzip scrape asks as Prometheus 3 does (seen on the wire; tests/unit/exporters/prometheus/
 # test_negotiation.py): OpenMetrics first, so the agent serves and pre-renders the OpenMetrics
 # body, as it does for a real Prometheus. The plain scrape asks as curl does (no Accept: the
-# classic text). Before session 8 both asked for classic text, which no Prometheus does.
+# classic text). Asking for classic text alone would spare the agent the OpenMetrics body.
 PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,"
     "application/openmetrics-text;version=0.0.1;q=0.5,"
@@ -460,9 +459,8 @@ async def reload_until_full(
     """Reloads the agent to this collection interval and returns once the new receiver has
     collected (its points counter moved after the reload was seen) and the plain body is
     `full` bytes (within LIKE_FOR_LIKE). The old series are served until the new receiver's
-    first collection replaces them (which, before session 6, lacked the GPM-derived series for
-    one interval: the body is waited for, not assumed). With `full` 0, it returns once the
-    reload is done."""
+    first collection replaces them (the body is waited for, not assumed). With `full` 0, it
+    returns once the reload is done."""
     _, before = await asyncio.to_thread(self_telemetry, port)
     config["receivers"]["nvml"]["collection_interval"] = interval
     # Series must outlive two collections (validate refuses less): the quiet hour keeps its one.

@@ -1,32 +1,48 @@
 """One HTTP/1.1 connection of the agent's endpoints, and what a request and its answer are.
 
 `Connection` is the `asyncio.Protocol` a `Listener` (`otelgpu.http_listener`) makes for each
-accepted socket. h11 parses what arrives; a request whose answer is ready at once is answered
-inside the `data_received` call that read it, an awaited one (a password check) from a task
-while reading pauses. Its bounds (the idle timer, reading paused with writing, 431/413 with a
-lingering close, 503 for a called-off check, the send buffer) are listed in the listener's
-docstring.
+accepted socket. httptools parses what arrives: a binding of llhttp, Node.js's parser, in C
+(~3 µs a request; h11, in Python, takes ~100). llhttp refuses what RFC 9112 calls
+ambiguous framing: Content-Length with Transfer-Encoding, two Content-Length fields, a
+Transfer-Encoding other than a final `chunked`, bare LF and obsolete line folding; any request
+it refuses is answered 400 and the connection closed. What llhttp leaves to a server is checked
+here: one `Host` field, the size of a head and of a body.
+
+A request whose answer is ready at once is answered in the `data_received` call that read it;
+one the handler must await (a password check) from a task while reading pauses. Every answer
+leaves through one path: its head with the first slice of its body, then slices of the body
+object itself (`otelgpu.http_send_buffer`), the next once the one before is in the kernel.
+The listener's docstring lists the bounds.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
+import http
 import logging
+import re
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-import h11
+import httptools
 
 from otelgpu import http_send_buffer
+from otelgpu.http_send_buffer import BODY_SLICE
 from otelgpu.log_limits import RateLimitedLog
 
 _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
+# Requests parsed ahead of their answers (pipelined in one read): after this many the rest of
+# the read is dropped and the last answer closes the connection, as RFC 9112 allows a server.
+_MAX_QUEUED = 16
 _LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
-_JOIN_LIMIT = 256 * 1024  # bodies up to this go out in one send with their head (one copy)
+# What is read goes to the parser in pieces of this size: a head still incomplete is refused
+# once its bytes pass _MAX_HEAD by at most one piece (a request head is one piece or less).
+_PIECE = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +57,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One answer. A `body` over 256 KiB is sent from itself, in slices (at most one slice's
-    rest is ever copied); a smaller one is joined to its head, so that it leaves in one send."""
+    """One answer. Its head leaves with the body's first 128 KiB (one copy of at most that);
+    the rest is sent from the body object itself, in slices."""
 
     status: int
     body: bytes = b""
@@ -58,7 +74,10 @@ class Owner(Protocol):
     """What a connection needs of the listener that accepted it."""
 
     handler: Handler  # read once per request: a reload replaces it whole
+    ssl_context: ssl.SSLContext | None  # the handshake runs once the connection is counted
     idle_timeout: float
+    write_timeout: float
+    handshake_timeout: float
     errors: RateLimitedLog  # a failing handler: a line a minute, not a request
 
     def opened(self, connection: Connection) -> None: ...
@@ -73,25 +92,52 @@ _CALLED_OFF = Response(
 )
 
 
+class _Refused(Exception):
+    """Raised in a parser callback: the request is answered `status` and the connection ends."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class _LastRequest(Exception):
+    """Raised in a parser callback: nothing after this request is parsed."""
+
+
 class Connection(asyncio.Protocol):
-    """One client connection: h11 parses what arrives, each complete request is answered
-    inside `data_received` when its handler answers at once, else from a task while reading
-    pauses. Pipelined requests are answered in order. One timer closes a connection idle for
-    `idle_timeout`: no bytes from the client, or the client not reading the answer (writing
-    paused)."""
+    """One client connection. Requests are answered in order; reading pauses while an answer
+    is awaited or the client does not take what was written. One timer: `idle_timeout` while
+    no answer is being written (before the first request, between two, while one is awaited),
+    `write_timeout` from when an answer starts until all of it is in the kernel."""
 
     def __init__(self, owner: Owner) -> None:
         self._owner = owner
-        self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
-        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpRequestParser(self)
+        self._transport: asyncio.Transport | None = None  # the TCP one until a TLS handshake
+        self._socket: http_send_buffer.Sockopts | None = None
         self._peer = ""
-        self._request: Request | None = None  # the head of the request whose body is read
-        self._received = 0  # bytes of that body
+        # the request being parsed
+        self._url = bytearray()
+        self._headers: list[tuple[bytes, bytes]] = []
+        self._request: Request | None = None
+        self._head_size = 0  # bytes of its URL and complete header lines
+        self._head_pieces = 0  # bytes of pieces read that lay wholly inside its head
+        self._body_size = 0
+        self._in_head = False
+        self._in_message = False
+        self._began_in_piece = False
+        # answering
+        self._queue: deque[tuple[Request, bool]] = deque()  # parsed, not answered; keep-alive
+        self._reading_done = False  # nothing more is parsed on this connection
+        self._refusal: int | None = None  # sent once the requests before it are answered
+        self.handshake: asyncio.Task[None] | None = None  # a TLS handshake in progress
+        self._early: list[bytes] = []  # what TLS delivered before the handshake task resumed
         self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
+        self._unsent: deque[memoryview] = deque()  # what is left of the answer being written
+        self._close_when_sent = False
         self._writing_paused = False
-        self._unsent: deque[memoryview] = deque()  # what is left of a big answer, in order
-        self._slice = http_send_buffer.BODY_SLICE
         self._timer: asyncio.TimerHandle | None = None
+        self._write_deadline: float | None = None
         self._closing = False
 
     # --- asyncio's calls ------------------------------------------------------------------
@@ -99,60 +145,93 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
-        if transport.get_extra_info("ssl_object") is None:
-            # Writing pauses as soon as the kernel leaves anything unsent, and resumes once
-            # the transport has sent it all: a big answer's next slice then goes straight to
-            # `send`. (Not under TLS: its transport pauses at size >= high, so 0 would never
-            # resume, and it copies each slice to encrypt it anyway.)
-            transport.set_write_buffer_limits(high=0)
-        self._owner.opened(self)
-        granted = http_send_buffer.size_send_buffer(transport.get_extra_info("socket"))
-        self._slice = http_send_buffer.body_slice(granted)
+        self._socket = transport.get_extra_info("socket")
+        http_send_buffer.size_send_buffer(self._socket)
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
-        self._arm()
+        self._owner.opened(self)  # counted from the accept, a TLS handshake included
+        if self._owner.ssl_context is None:
+            # Writing pauses as soon as the kernel leaves anything unsent, and resumes once
+            # the transport has sent it all: the next slice then goes straight to `send`.
+            # (Not under TLS: its transport pauses at size >= high, so 0 would never resume.)
+            transport.set_write_buffer_limits(high=0)
+            self._arm()
+        else:
+            # Nothing is read until TLS takes the socket over: the task starts on a later turn
+            # of the loop, and the client's hello must not reach the HTTP parser before it.
+            transport.pause_reading()
+            self.handshake = asyncio.ensure_future(self._handshake(transport))
+
+    async def _handshake(self, tcp: asyncio.Transport) -> None:
+        context = self._owner.ssl_context
+        assert context is not None
+        loop = asyncio.get_running_loop()
+        tls: asyncio.Transport | None = None
+        try:
+            tls = await loop.start_tls(
+                tcp,
+                self,
+                context,
+                server_side=True,
+                ssl_handshake_timeout=self._owner.handshake_timeout,
+            )
+        except OSError:
+            pass  # refused, timed out (ConnectionAbortedError), or the client left: closed
+        finally:
+            self.handshake = None
+            # None: the connection was lost during the handshake. asyncio tells the protocol
+            # only in some of these cases, so the connection ends here in all of them.
+            if tls is None or self._closing:
+                if tls is not None:
+                    tls.abort()
+                self.connection_lost(None)
+        if tls is not None and not self._closing:
+            self._transport = tls
+            self._arm()
+            early, self._early = self._early, []
+            for data in early:
+                self.data_received(data)
 
     def data_received(self, data: bytes) -> None:
-        if self._closing:
-            return  # refused or closing: dropped
-        self._h11.receive_data(data)
+        if self.handshake is not None:
+            # TLS hands over what came with the end of the handshake before `start_tls`
+            # returns the transport to answer on: kept for then (one read at most).
+            self._early.append(data)
+            return
+        if self._closing or self._reading_done:
+            return  # refused, closing, or past the last request: dropped
         self._arm()
-        self._advance()
+        self._safely(lambda: self._parse(data))
 
     def eof_received(self) -> bool:
-        if self._closing:
-            return False
-        self._h11.receive_data(b"")  # h11 sees the client's close
-        self._advance()  # answers what came before it; h11 then says the connection is over
-        # Nothing is awaited here: reading pauses while an answer is, so a client that
-        # half-closed after its request is only seen to once it has been answered.
-        return False
+        # Reading pauses while any answer is owed, so the client's end arrives once what it
+        # asked before is answered; only a request it cut short is left, and gets 400.
+        if not self._closing and not self._reading_done and self._in_message:
+            self._reading_done, self._refusal = True, 400
+            self._safely(self._advance)
+        return False  # the transport closes once what was written is sent
 
     def pause_writing(self) -> None:
         # No new answer, and nothing more read, until the client reads this one: a client
-        # that sends without reading must not grow h11's buffer or keep the timer fresh.
+        # that sends without reading must not grow the parser's queue.
         self._writing_paused = True
-        if self.pending is None and self._transport is not None:
-            self._transport.pause_reading()
+        self._update_reading()
         self._arm()
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._feed()
-        if self._writing_paused:
-            return  # the next slice filled the socket again
-        if self.pending is None and self._transport is not None and not self._closing:
-            self._transport.resume_reading()
-        self._arm()
-        self._advance()
+        self._safely(self._feed)
+        if not self._writing_paused:
+            self._safely(self._advance)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self._owner.closed(self)
         if self._timer is not None:
             self._timer.cancel()
-        if self.pending is not None:
-            self.pending.cancel()
+        for task in (self.pending, self.handshake):
+            if task is not None:
+                task.cancel()
 
     # --- closing --------------------------------------------------------------------------
 
@@ -163,93 +242,159 @@ class Connection(asyncio.Protocol):
             self._transport.close()
 
     def abort(self) -> None:
-        """Closes at once, dropping what was not sent."""
+        """Closes at once, dropping what was not sent, the kernel's queue included."""
         self._closing = True
+        http_send_buffer.reset_on_close(self._socket)
         if self._transport is not None:
             self._transport.abort()
+        if self.handshake is not None:
+            self.handshake.cancel()
 
     def _arm(self) -> None:
+        """(Re)starts the timer for what the connection does now (see the class docstring)."""
+        loop = asyncio.get_running_loop()
+        if self._writing_paused or self._unsent:
+            if self._write_deadline is None:  # the answer's deadline: progress does not move it
+                self._write_deadline = loop.time() + self._owner.write_timeout
+                self._set_timer(self._write_deadline, self.abort)
+            return
+        self._write_deadline = None
+        self._set_timer(loop.time() + self._owner.idle_timeout, self._idle)
+
+    def _set_timer(self, when: float, callback: Callable[[], None]) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(self._owner.idle_timeout, self._idle)
+        self._timer = asyncio.get_running_loop().call_at(when, callback)
 
     def _idle(self) -> None:
-        if self._writing_paused:
-            self.abort()  # it does not read what it asked for: drop what is queued
-        elif self.pending is not None and not self.pending.done():
-            self._arm()  # the handler is still working on an answer (bounded by its own limits)
+        if self.pending is not None:
+            self._arm()  # the handler still works on an answer (bounded by its own limits)
+        elif http_send_buffer.kernel_unsent(self._socket):
+            self.abort()  # the client has not read the last answer in all that time
         else:
-            self.close()  # nothing from the client: what the kernel still holds is delivered
+            self.close()
+
+    # --- parsing: httptools calls these from `feed_data` ----------------------------------
+
+    def on_message_begin(self) -> None:
+        self._url.clear()
+        self._headers = []
+        self._head_size = self._head_pieces = self._body_size = 0
+        self._in_head = self._in_message = self._began_in_piece = True
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        self._grow_head(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers.append((name, value))
+        self._grow_head(len(name) + len(value) + 4)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        hosts = sum(1 for name, _ in self._headers if name.lower() == b"host")
+        if hosts > 1 or (hosts == 0 and self._parser.get_http_version() == "1.1"):
+            raise _Refused(400)  # RFC 9112 section 3.2
+        self._request = Request(
+            method=self._parser.get_method().decode("ascii", "replace"),
+            path=self._url.partition(b"?")[0].decode("ascii", "replace"),
+            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self._headers},
+            peer=self._peer,
+        )
+
+    def on_body(self, body: bytes) -> None:
+        self._body_size += len(body)
+        if self._body_size > _MAX_REQUEST_BODY:
+            raise _Refused(413)
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        request, self._request = self._request, None
+        assert request is not None  # the head comes first
+        parser = self._parser
+        keep_alive = (
+            parser.should_keep_alive()
+            and parser.get_http_version() == "1.1"  # HTTP/1.0: one request per connection
+            and not parser.should_upgrade()  # no protocol but this one is spoken here
+            and len(self._queue) + 1 < _MAX_QUEUED
+        )
+        self._queue.append((request, keep_alive))
+        if not keep_alive:
+            raise _LastRequest
+
+    def _grow_head(self, size: int) -> None:
+        self._head_size += size
+        if self._head_size > _MAX_HEAD:
+            raise _Refused(431)
 
     # --- requests -------------------------------------------------------------------------
 
+    def _parse(self, data: bytes) -> None:
+        whole = memoryview(data)
+        for start in range(0, len(whole), _PIECE):
+            piece = whole[start : start + _PIECE]
+            self._began_in_piece = False
+            try:
+                self._parser.feed_data(piece)
+            except httptools.HttpParserCallbackError as error:
+                self._stop(error.__context__)
+            except httptools.HttpParserUpgrade:  # after an Upgrade or CONNECT request: answered
+                self._reading_done = True
+            except httptools.HttpParserError:
+                self._reading_done, self._refusal = True, 400
+            if self._reading_done:
+                break
+            # llhttp keeps an unfinished header line until its end arrives: a head still
+            # incomplete is measured by the pieces that lay wholly inside it.
+            if self._in_head and not self._began_in_piece:
+                self._head_pieces += len(piece)
+                if self._head_pieces > _MAX_HEAD:
+                    self._reading_done, self._refusal = True, 431
+                    break
+        self._advance()
+
+    def _stop(self, cause: BaseException | None) -> None:
+        """Parsing stopped in a callback of ours; anything else it raised is a bug here."""
+        self._reading_done = True
+        if isinstance(cause, _Refused):
+            self._refusal = cause.status
+        elif not isinstance(cause, _LastRequest):
+            raise RuntimeError("HTTP parser callback failed") from cause
+
     def _advance(self) -> None:
-        """Answers every complete request h11 holds, in order, until it needs more bytes, an
-        answer is awaited, the client stops reading, or the connection ends."""
-        self._safely(self._drain)
+        """Answers the requests parsed, in order, until one is awaited or the client stops
+        reading; then sends the refusal that ended parsing, if any."""
+        while self._queue and self._ready():
+            request, keep_alive = self._queue.popleft()
+            self._answer(request, keep_alive)
+        if self._refusal is not None and self._ready():
+            self._refuse(self._refusal)
+        self._update_reading()
 
-    def _drain(self) -> None:
-        # (`_feed` leaves nothing unsent unless writing paused: no answer overtakes another)
-        while not self._closing and self.pending is None and not self._writing_paused:
-            if not self._step():
-                return
+    def _ready(self) -> bool:
+        return not self._closing and self.pending is None and not self._writing_paused
 
-    def _safely(self, work: Callable[[], None]) -> None:
-        """Runs `work`; what it raises ends this connection (with a 4xx where the request was
-        at fault), never the listener's loop."""
-        try:
-            work()
-        except h11.RemoteProtocolError as error:
-            self._refuse(error.error_status_hint)
-        except h11.ProtocolError:  # a state h11 refuses to go on from (a bad answer): close
-            self.close()
-        except Exception:  # a bug here must not take the listener's loop down: drop this one
-            self._owner.errors.log(logging.ERROR, "HTTP connection failed", exc_info=True)
-            self.abort()
+    def _update_reading(self) -> None:
+        if self._closing or self._transport is None:
+            return
+        if self.pending is not None or self._writing_paused:
+            self._transport.pause_reading()
+        else:
+            self._transport.resume_reading()
 
-    def _step(self) -> bool:
-        """Handles h11's next event; False when there is nothing more to do for now."""
-        event = self._h11.next_event()
-        if isinstance(event, h11.Request):
-            # h11 bounds only a head still incomplete; one read can bring a whole big one
-            if _head_size(event) > _MAX_HEAD:
-                raise h11.RemoteProtocolError("request head too large", 431)
-            self._request = Request(
-                method=event.method.decode("ascii", "replace"),
-                path=event.target.decode("ascii", "replace").partition("?")[0],
-                headers={k.decode("latin-1"): v.decode("latin-1") for k, v in event.headers},
-                peer=self._peer,
-            )
-            self._received = 0
-        elif isinstance(event, h11.Data):
-            self._received += len(event.data)
-            if self._received > _MAX_REQUEST_BODY:
-                raise h11.RemoteProtocolError("request body too large", 413)
-        elif isinstance(event, h11.EndOfMessage):
-            request, self._request = self._request, None
-            assert request is not None  # h11 gives the head before the end
-            self._answer(request)
-        elif event is h11.NEED_DATA or event is h11.PAUSED:
-            return False  # more bytes, or our answer first
-        else:  # ConnectionClosed
-            self.close()
-            return False
-        return True
-
-    def _answer(self, request: Request) -> None:
+    def _answer(self, request: Request, keep_alive: bool) -> None:
         try:
             answer = self._owner.handler(request)
         except Exception:
             answer = self._failed(request)
         if isinstance(answer, Response):
-            self._respond(request, answer)
-            return
-        assert self._transport is not None
-        self._transport.pause_reading()  # the answer comes from a task; requests wait
-        self.pending = asyncio.ensure_future(self._later(request, answer))
+            self._respond(request, answer, keep_alive)
+        else:
+            self.pending = asyncio.ensure_future(self._later(request, answer, keep_alive))
 
-    async def _later(self, request: Request, awaitable: Awaitable[Response]) -> None:
+    async def _later(
+        self, request: Request, awaitable: Awaitable[Response], keep_alive: bool
+    ) -> None:
         try:
             response = await awaitable
         except asyncio.CancelledError:
@@ -262,16 +407,8 @@ class Connection(asyncio.Protocol):
         finally:
             self.pending = None
         if not self._closing:
-            self._safely(lambda: self._resume(request, response))
-
-    def _resume(self, request: Request, response: Response) -> None:
-        """Sends an awaited answer, then reads and answers what came meanwhile."""
-        assert self._transport is not None
-        self._respond(request, response)
-        if not self._closing:
-            if not self._writing_paused:
-                self._transport.resume_reading()
-            self._drain()
+            self._safely(lambda: self._respond(request, response, keep_alive))
+            self._safely(self._advance)
 
     def _failed(self, request: Request) -> Response:
         """The answer when the handler raised: logged (a line a minute), 500 sent; a handler
@@ -281,57 +418,33 @@ class Connection(asyncio.Protocol):
         )
         return _INTERNAL_ERROR
 
-    def _respond(self, request: Request, response: Response) -> None:
-        assert self._transport is not None
-        conn = self._h11
-        headers = [*response.headers, ("Content-Length", str(len(response.body)))]
-        parts = [conn.send(h11.Response(status_code=response.status, headers=headers)) or b""]
-        if response.body and request.method != "HEAD":
-            # Passthrough: the body object itself, not a copy (h11 adds nothing with a
-            # Content-Length).
-            parts += conn.send_with_data_passthrough(h11.Data(data=response.body)) or ()
-        parts.append(conn.send(h11.EndOfMessage()) or b"")
-        keep_alive = conn.our_state is h11.DONE and conn.their_state is h11.DONE
-        if len(response.body) <= _JOIN_LIMIT:
-            # One send instead of two: each send releases the GIL, and taking it back while
-            # the pipeline computes can cost a switch interval.
-            self._transport.write(b"".join(parts))
-        elif keep_alive:
-            self._unsent.extend(memoryview(part) for part in parts if part)
-            self._feed()
-        else:  # the transport flushes its buffer before it closes: the whole body goes there
-            for part in parts:
-                if part:
-                    self._transport.write(part)
-        if keep_alive:
-            conn.start_next_cycle()
-            self._arm()
-        else:
-            self.close()  # Connection: close, HTTP/1.0, ...
+    def _safely(self, work: Callable[[], None]) -> None:
+        """Runs `work`; what it raises ends this connection, never the listener's loop."""
+        try:
+            work()
+        except Exception:  # a bug here (or an answer that cannot be sent): drop this one
+            self._owner.errors.log(logging.ERROR, "HTTP connection failed", exc_info=True)
+            self.abort()
 
-    def _feed(self) -> None:
-        """Hands the transport the next slices of a big answer until one is not sent whole
-        (writing pauses; `resume_writing` calls again once it has left) or all are."""
-        assert self._transport is not None
-        unsent = self._unsent
-        while unsent and not self._writing_paused and not self._closing:
-            part = unsent.popleft()
-            if len(part) > self._slice:
-                unsent.appendleft(part[self._slice :])
-                part = part[: self._slice]
-            self._transport.write(part)
+    # --- writing --------------------------------------------------------------------------
+
+    def _respond(self, request: Request, response: Response, keep_alive: bool) -> None:
+        body = b"" if request.method == "HEAD" else response.body
+        head = _head(response.status, response.headers, len(response.body), keep_alive)
+        whole = memoryview(body)
+        self._unsent.append(memoryview(b"".join((head, whole[:BODY_SLICE]))))
+        if len(body) > BODY_SLICE:
+            self._unsent.append(whole[BODY_SLICE:])
+        self._close_when_sent = not keep_alive
+        self._feed()
 
     def _refuse(self, status: int) -> None:
-        """Answers a request h11 could not parse (400, 413, 431, ...) when the state allows,
-        then closes the connection."""
+        """Answers a request that could not be parsed or is refused (400, 413, 431), then ends
+        the connection with a lingering close."""
         assert self._transport is not None
-        conn = self._h11
-        if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            headers = [("Content-Length", "0"), ("Connection", "close")]
-            with contextlib.suppress(h11.LocalProtocolError):
-                head = conn.send(h11.Response(status_code=status, headers=headers))
-                self._transport.write(head or b"")
-                self._transport.write(conn.send(h11.EndOfMessage()) or b"")
+        self._refusal = None
+        self._unsent.append(memoryview(_head(status, (), 0, keep_alive=False)))
+        self._feed()
         if not self._transport.can_write_eof():  # TLS
             self.close()
             return
@@ -340,15 +453,54 @@ class Connection(asyncio.Protocol):
         # side ends, what it still sends is read and dropped, for at most _LINGER seconds.
         self._closing = True
         self._transport.write_eof()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = asyncio.get_running_loop().call_later(_LINGER, self.abort)
+        self._transport.resume_reading()
+        self._set_timer(asyncio.get_running_loop().time() + _LINGER, self.abort)
+
+    def _feed(self) -> None:
+        """Hands the transport the next slices of the answer until one is not sent whole
+        (writing pauses; `resume_writing` calls again once it has left) or all are; closes
+        after the last one when the answer said so."""
+        assert self._transport is not None
+        unsent = self._unsent
+        while unsent and not self._writing_paused and not self._closing:
+            part = unsent.popleft()
+            if len(part) > BODY_SLICE:
+                unsent.appendleft(part[BODY_SLICE:])
+                part = part[:BODY_SLICE]
+            self._transport.write(part)
+        if self._closing:
+            return
+        if not unsent and self._close_when_sent:
+            self.close()  # the transport sends what it holds first
+        self._arm()
 
 
-def _head_size(request: h11.Request) -> int:
-    """About the bytes of a request head: its request line and header lines."""
-    return (
-        len(request.method)
-        + len(request.target)
-        + sum(len(name) + len(value) + 4 for name, value in request.headers)
-    )
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+
+
+def _head(
+    status: int, headers: tuple[tuple[str, str], ...], length: int, keep_alive: bool
+) -> bytes:
+    """An answer's status line and header fields, Content-Length last."""
+    return b"%sContent-Length: %d\r\n\r\n" % (_fields(status, headers, keep_alive), length)
+
+
+@functools.lru_cache(maxsize=64)
+def _fields(status: int, headers: tuple[tuple[str, str], ...], keep_alive: bool) -> bytes:
+    """The status line and the handler's header fields. Handlers answer with a few fixed
+    header sets, so each is built, and checked (no field can split the answer), once."""
+    if not 100 <= status <= 999:
+        raise ValueError(f"status {status} is not a 3-digit HTTP status")
+    try:
+        reason = http.HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    lines = [f"HTTP/1.1 {status} {reason}\r\n"]
+    for name, value in headers:
+        if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
+            raise ValueError(f"header {name!r} cannot be sent as it is")
+        lines.append(f"{name}: {value}\r\n")
+    if not keep_alive:
+        lines.append("Connection: close\r\n")
+    return "".join(lines).encode("latin-1")

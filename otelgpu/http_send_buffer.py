@@ -1,62 +1,69 @@
-"""The send buffer of the agent's HTTP connections, and how much of a big answer is handed to
-the transport at once.
+"""What the kernel and asyncio may hold of an answer, per connection of the agent's endpoints.
 
-A connection asks for a buffer that holds a whole 10k-series plain body where the kernel
-allows more than TCP autotuning would reach (`net.core.wmem_max` over half of
-`net.ipv4.tcp_wmem`'s maximum); one `send` then hands the body over. Elsewhere (every default
-kernel) the kernel takes a big body in parts, and asyncio's transport copies whatever one
-`send` did not take, twice: so a big body goes to the transport in slices of itself
-(`BODY_SLICE`), the next once the one before has left, and at most one slice's rest is copied.
+Every accepted connection asks for the same small send buffer, `SEND_BUFFER` (64 KiB; Linux
+grants twice what is asked, for its bookkeeping, so ~128 KiB), whatever the node's sysctls
+allow. Asking turns TCP autotuning off for that socket: left to autotuning, a buffer grows up
+to `net.ipv4.tcp_wmem`'s maximum (4 MiB by default, more where raised), and sized for a whole
+body it would let every client that stops reading pin that much kernel memory, charged to the
+agent's container. 64 KiB is ~1 ms of data at 0.5 Gbit/s: a 170 kB gzip body still leaves in
+a few sends on a cluster network.
+
+Above the kernel, a big answer goes to asyncio's transport in slices of the body object itself
+(`BODY_SLICE`), the next once the one before has been handed to the kernel: the transport
+copies whatever one `send` did not take, so at most one slice's rest is copied per connection.
+
+When a connection is dropped (`abort`) while the kernel still holds answer bytes the client
+never read, it is closed with a reset (`reset_on_close`): a plain close would leave those bytes
+queued on an orphaned socket, retried for minutes after the agent let go of it.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import fcntl
 import socket
+import struct
+import termios
+from typing import Protocol
 
-_SEND_BUFFER = 8 * 1024 * 1024  # a 10k-series plain body is ~6.4 MB
-_WMEM_MAX = "/proc/sys/net/core/wmem_max"  # the most SO_SNDBUF may ask for
-_TCP_WMEM = "/proc/sys/net/ipv4/tcp_wmem"  # min, default, most autotuning grows a buffer to
-BODY_SLICE = 1024 * 1024  # the most of a big answer handed over at once under autotuning
-
-
-def size_send_buffer(sock: socket.socket | None) -> int | None:
-    """Asks for the send buffer where that beats autotuning: what was granted, or None."""
-    size = send_buffer_size()
-    if size is None or sock is None:
-        return None
-    try:  # best effort: autotuning still works without it
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
-        return int(sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF))
-    except OSError:
-        return None
+SEND_BUFFER = 64 * 1024  # SO_SNDBUF asked for each connection
+BODY_SLICE = 128 * 1024  # the most of an answer handed to the transport at once
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close() resets, dropping the queue
 
 
-def body_slice(granted: int | None) -> int:
-    """The most of a big answer handed to the transport at once: the send buffer granted (a
-    body it holds then leaves in one `send`, as the kernel takes it whole), never less than
-    BODY_SLICE; under autotuning, BODY_SLICE."""
-    return BODY_SLICE if granted is None else max(BODY_SLICE, granted)
+class Sockopts(Protocol):
+    """The socket calls used here (asyncio hands out a `TransportSocket` with these)."""
+
+    def fileno(self) -> int: ...
+
+    def setsockopt(self, level: int, option: int, value: int | bytes, /) -> None: ...
 
 
-@functools.cache
-def send_buffer_size() -> int | None:
-    """The SO_SNDBUF accepted connections ask for, or None to leave them to TCP autotuning
-    (read from this kernel's limits once)."""
+def size_send_buffer(sock: Sockopts | None) -> None:
+    """Asks for `SEND_BUFFER` on an accepted socket (best effort: a socket that refuses keeps
+    the kernel's default)."""
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+
+
+def kernel_unsent(sock: Sockopts | None) -> int:
+    """Bytes still in the socket's send queue (not yet acknowledged by the client): Linux's
+    SIOCOUTQ; 0 where it cannot be asked."""
+    if sock is None:
+        return 0
     try:
-        with open(_WMEM_MAX, encoding="ascii") as file:
-            wmem_max = int(file.read())
-        with open(_TCP_WMEM, encoding="ascii") as file:
-            autotune_max = int(file.read().split()[2])
-    except (OSError, ValueError, IndexError):  # not Linux, or no /proc
-        return None
-    return choose_send_buffer(wmem_max, autotune_max)
+        raw = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+    except (OSError, ValueError):  # not Linux, or already closed
+        return 0
+    return int(struct.unpack("i", raw)[0])
 
 
-def choose_send_buffer(wmem_max: int, autotune_max: int, wanted: int = _SEND_BUFFER) -> int | None:
-    """`wanted` as far as `net.core.wmem_max` allows, when that beats autotuning: Linux
-    doubles the value asked (for its bookkeeping) and stops autotuning that socket, so asking
-    is only worth it when twice the granted size exceeds `net.ipv4.tcp_wmem`'s maximum. On a
-    default kernel (wmem_max 208 KiB, tcp_wmem max 4 MiB) it is not, and nothing is set."""
-    asked = min(wanted, wmem_max)
-    return asked if 2 * asked > autotune_max else None
+def reset_on_close(sock: Sockopts | None) -> None:
+    """Makes the next close of `sock` a reset that drops its send queue, when anything is
+    still queued; a socket whose queue is empty keeps an orderly close."""
+    if sock is None or kernel_unsent(sock) == 0:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)

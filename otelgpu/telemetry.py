@@ -30,7 +30,10 @@ _GAUGES = {
     "otelgpu_source_up": "1 if the source answered its last request, 0 if not",
     "otelgpu_source_last_success_timestamp_seconds": "Unix time of the source's last success",
     "otelgpu_collection_duration_seconds": "How long the receiver's last collection took",
-    "otelgpu_exporter_queue_size": "Points (or batches, with sizer: requests) waiting to be sent",
+    "otelgpu_exporter_queue_size": (
+        "What waits in the sending queue, in its sizer's unit: bytes as held "
+        "(points with sizer: items, batches with sizer: requests)"
+    ),
     "otelgpu_build_info": "Always 1; the agent's version as a label",
     "otelgpu_pod_resources_snapshot_age_seconds": "Age of the pod-resources snapshot in use",
     "otelgpu_config_last_reload_successful": (

@@ -10,16 +10,24 @@ is started again so the node is not left unmonitored). The agent owns the `KeptL
 every service's components park their HTTP servers in: a port whose settings did not change
 stays open through the reload, still answering with the old service's last body, and only
 what the new service did not take back is closed once it runs.
+
+Process-wide settings are the agent's alone, set once when `run` starts and put back when it
+returns; no component changes them. There is one: the GIL switch interval, shortened to
+`http_listener.SWITCH_INTERVAL` (0.1 ms; Python's default is 5 ms) unless it is already
+shorter, so that the HTTP endpoints' threads, which take the GIL back after each system call,
+wait at most that long for the pipeline's thread to hand it over (docs/prometheus.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 
-from otelgpu import heap, logs
+from otelgpu import heap, http_listener, logs
 from otelgpu.config.schema import AgentConfig
 from otelgpu.errors import ConfigError, StartError
 from otelgpu.kept_listeners import KeptListeners
@@ -59,7 +67,12 @@ class Agent:
         self._reload.set()
 
     async def run(self, config: AgentConfig) -> None:
-        """Starts `config`, then serves signals until asked to stop. Raises StartError."""
+        """Starts `config`, then serves signals until asked to stop. Raises StartError. The
+        process-wide settings (module docstring) hold while it runs."""
+        with _process_settings():
+            await self._run(config)
+
+    async def _run(self, config: AgentConfig) -> None:
         self._telemetry = SelfTelemetry()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -164,3 +177,17 @@ class Agent:
                 await self._listeners.close_all()
         except TimeoutError:
             _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)
+
+
+@contextlib.contextmanager
+def _process_settings() -> Iterator[None]:
+    """The agent's process-wide settings (module docstring), restored on the way out."""
+    interval = sys.getswitchinterval()
+    shorten = interval > http_listener.SWITCH_INTERVAL
+    if shorten:
+        sys.setswitchinterval(http_listener.SWITCH_INTERVAL)
+    try:
+        yield
+    finally:
+        if shorten:
+            sys.setswitchinterval(interval)

@@ -10,7 +10,7 @@ CE = "tests/unit/processors/container_env"
 K8S = "tests/unit/processors/k8s_attributes"
 PROM = "tests/unit/exporters/prometheus"
 OTLP = "tests/unit/exporters/otlp"
-# The endpoints' listener and its connections (split from one module in session 5).
+# The tests of the endpoints' listener, its connections and their send buffers.
 HTTP_TESTS = [
     "tests/unit/core/test_http_listener.py",
     "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors

@@ -258,8 +258,8 @@ async def _gpu0(node: Node, metric: str = "hw_energy_joules_total") -> list[Any]
 
 
 async def test_r1_containerd_killed_then_back(node: Node) -> None:
-    """A runtime outage never changes labels: the last good snapshot keeps labelling (issue 13
-    case 1: the labelled series froze while a new pod-only series carried the values)."""
+    """A runtime outage never changes labels: the last good snapshot keeps labelling (the
+    labelled series must not freeze while a new pod-only series carries the values)."""
     source = 'otelgpu_source_up{job="otel",source="containerd"}'
     assert node.watch is not None
     node.watch.phase = "containerd down"
@@ -313,7 +313,7 @@ async def test_r3_slow_kubelet_keeps_the_last_good_mapping(node: Node) -> None:
 
 
 async def test_reload_serves_no_unlabelled_series(node: Node) -> None:
-    """Issue 13 case 1: after every reload the first collection went out unlabelled."""
+    """After a reload the first collection goes out labelled, like every other."""
     assert node.watch is not None and node.agent is not None
     node.watch.phase = "reload"
     mark = len(node.agent.lines)
@@ -365,9 +365,9 @@ async def test_r5_deleted_pod_leaves_and_is_never_relabelled(node: Node) -> None
 async def test_a_pod_recreated_under_its_name_never_borrows_the_old_ones_labels(
     node: Node,
 ) -> None:
-    """Issue 13 case 3: `research/train-a` is deleted and created again on another GPU. The
-    kubelet names the new pod before its containers exist, while the old pod's stopped records
-    are still in containerd: matched by name, the new GPU carried the old pod's env and pod
+    """`research/train-a` is deleted and created again on another GPU. The kubelet names the
+    new pod before its containers exist, while the old pod's stopped records are still in
+    containerd: matched by name alone, the new GPU would carry the old pod's env and pod
     labels."""
     assert node.watch is not None
     node.watch.phase = "pod recreated"

@@ -231,7 +231,7 @@ def _business(rm_resource: dict[str, object]) -> dict[str, object]:
 async def test_recreated_pod_never_borrows_the_dead_pods_labels(
     containerd: Containerd, telemetry: SelfTelemetry
 ) -> None:
-    """Issue 13, borrowed labels: ml/train-0 is deleted and created again under the same
+    """No borrowed labels: ml/train-0 is deleted and created again under the same
     namespace, pod and container names. The dead pod's records are still in containerd
     (the kubelet removes them later), and the new pod's sandbox is ready before its
     container exists (image pull): the new pod must carry no labels until its own

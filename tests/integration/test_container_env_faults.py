@@ -69,7 +69,7 @@ def _labelled(rm_resource: Any) -> bool:
 
 
 async def test_r1_containerd_killed_mid_run(running: Containerd, telemetry: SelfTelemetry) -> None:
-    """Issue 13, a source outage never changes labels: while containerd is down the last
+    """A source outage never changes labels: while containerd is down the last
     good snapshot keeps labelling (its age exposed), `otelgpu_source_up` reads 0 after one
     refresh, and labels change only when containerd answers with a different truth."""
     pod = Pod("ml", "r1-pod", labels={"team": "vision"})

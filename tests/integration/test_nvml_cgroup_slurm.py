@@ -1,4 +1,4 @@
-"""Slurm job and step of a GPU process, read from a real cgroup hierarchy (issue 17).
+"""Slurm job and step of a GPU process, read from a real cgroup hierarchy.
 
 slurmd is not installed here; what the receiver reads is the kernel's answer in
 /proc/<pid>/cgroup, so the test makes the cgroups slurmd makes (cgroup v1:

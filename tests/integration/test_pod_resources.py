@@ -280,8 +280,8 @@ async def test_client_redials_after_unavailable_and_socket_removal(kubelet):
 async def test_a_large_answer_is_parsed_and_indexed_off_the_event_loop(
     telemetry, kubelet, monkeypatch
 ):
-    """Issue 14: the List answer was converted on the event loop (/metrics p99 2.56 s at 100k
-    pods). Both the parse and the snapshot index now run in worker threads."""
+    """The List answer is parsed and indexed in worker threads: on the event loop, 100k pods
+    held /metrics for seconds."""
     from otelgpu.processors.k8s_attributes import pod_resources as module
     from otelgpu.processors.k8s_attributes import processor as processor_module
 
@@ -311,7 +311,7 @@ async def test_a_large_answer_is_parsed_and_indexed_off_the_event_loop(
 
 
 async def test_names_longer_than_kubernetes_allows_are_cut(telemetry, kubelet):
-    """Issue 14: a 70,000-character pod name from a (malicious) kubelet reached /metrics whole."""
+    """A 70,000-character pod name from a (malicious) kubelet is cut before it reaches /metrics."""
     kubelet.set_pods(pod("ml", "p" * 70_000, container("c", {GPU: [UUID_A]})))
     processor = await start_processor(telemetry, kubelet)
     assert labelled(processor, gpu(UUID_A, 0), UUID_A) == [("ml", "p" * 253, "c")]

@@ -3,7 +3,7 @@
 Real peers (PEERS.md): a private containerd holding the CRI records of one GPU pod, the real
 CLI as a child process (nvml simulated, k8s_attributes on the test's pod-resources server,
 container_env on that containerd), two Prometheus exporters (otel and dcgm naming) and an
-OTLP exporter sending to a real rotel. The pod's env, labels and annotations carry issue 14's
+OTLP exporter sending to a real rotel. The pod's env, labels and annotations carry
 canaries under secret-like keys, disguised keys, innocent keys with credential-shaped values,
 and a `last-applied-configuration` annotation carrying the pod's spec. Each canary value must
 appear 0 times in both /metrics bodies, in rotel's output and in the agent's log, while the
@@ -51,7 +51,7 @@ JWT = f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJjYW5hcnkifQ.Zm9vYmFyY2Fu
 PEM_BODY = f"MIIBszCCAVmgAwIBAgIU{_TAG}Q0FOQVJZ"
 TOKEN = f"q8Zr2LmX7vT1kP4nW9sB3yH6{_TAG}"
 
-# Secret-like keys (issue 14's list): the value is a canary the key rules must refuse.
+# Secret-like keys: the value is a canary the key rules must refuse.
 SECRET_KEYS = [
     "MYSQL_PWD",
     "DB_PASS",

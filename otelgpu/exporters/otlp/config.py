@@ -6,7 +6,7 @@ The option names and defaults are the Collector's (`exporterhelper`, `configretr
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, PlainSerializer, SecretStr, field_validator, model_validator
@@ -24,6 +24,23 @@ SecretPem = Annotated[
     PlainSerializer(lambda v: "[REDACTED]" if v.get_secret_value() else "", return_type=str),
 ]
 TLSVersion = Literal["1.0", "1.1", "1.2", "1.3"]
+
+
+def redact_password(url: str) -> str:
+    """`url` with the password of its user info (a proxy's credentials) replaced by the
+    Collector's `[REDACTED]` marker; also in a URL without a scheme."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    return f"{scheme}{sep}{userinfo.partition(':')[0]}:[REDACTED]@{host}{slash}{path}"
+
+
+# A proxy URL may carry credentials: print-config shows its password as `[REDACTED]`.
+ProxyURL = Annotated[str, PlainSerializer(redact_password, return_type=str)]
 
 
 class ClientTLSConfig(StrictModel):
@@ -130,22 +147,31 @@ class RetryConfig(StrictModel):
         return self
 
 
-# Default queue capacity in points. Queued batches cost about 250-300 bytes a point (1,000
-# queued batches of ~1,800 enriched points held 456 MB); 100k points is ~30 MiB, which fits in
-# what the DaemonSet's 192Mi limit leaves above the agent's own 124 MiB peak (bench/p3_rss.py,
-# 10.5k series).
+# Default queue capacity with `sizer: bytes`: the memory the queued requests may hold. A
+# queued request is its protobuf bytes gzipped (~17-35 bytes a point with a pod's labels, from
+# 225-435 uncompressed: bench/p2_cycle_cpu.py's nodes), so 6 MiB holds some 180k-370k points:
+# 18-37 collections of a 10k-series node (3 to 6 minutes at the default 10 s interval, about
+# the 5 minutes a batch is retried). It is also what a full queue adds to the agent's RSS: a
+# 7k-series agent with its endpoint down and the queue full stays under 100 MiB
+# (bench/p3_rss.py --otlp-down), well inside the DaemonSet's 192Mi limit.
+DEFAULT_QUEUE_BYTES = 6 << 20
+# Default capacity with `sizer: items` (points) or `sizer: requests` (batches).
 DEFAULT_QUEUE_POINTS = 100_000
+Sizer = Literal["bytes", "items", "requests"]
 
 
 class QueueConfig(StrictModel):
     """`sending_queue`: the bounded in-memory backlog between the pipeline and the endpoint.
 
+    Batches wait in the queue as their encoded request (the protobuf bytes sent), gzipped, so
+    what the queue holds in memory is what `sizer: bytes` counts.
     enabled: true; when false there is no backlog: a batch is sent only if a consumer is idle,
     otherwise it is dropped and counted.
-    sizer: what `queue_size` counts, as the Collector spells it: `items` (the default: data
-    points, so memory is bounded whatever the batch size) or `requests` (batches, whatever
-    their size: memory is then not bounded by the number of series).
-    queue_size: 100000 points (with `sizer: requests`, set it yourself: in batches).
+    sizer: what `queue_size` counts, as the Collector spells it: `bytes` (the default: the
+    queued requests' size as held, gzipped, which is the queue's memory), `items` (data
+    points) or `requests` (batches, whatever their size: memory is then not bounded by the
+    number of series). A `queue_size` written without a `sizer` counts points (`items`).
+    queue_size: 6 MiB with `sizer: bytes` (`DEFAULT_QUEUE_BYTES`), 100000 otherwise.
     num_consumers: 1, batches sent concurrently; each holds one batch in flight, outside the
     queue's capacity.
     drain_timeout: 20s, how long shutdown keeps sending what is queued before it counts the
@@ -153,10 +179,23 @@ class QueueConfig(StrictModel):
     """
 
     enabled: bool = True
-    sizer: Literal["items", "requests"] = "items"
-    queue_size: Annotated[int, Field(ge=1)] = DEFAULT_QUEUE_POINTS
+    sizer: Sizer = "bytes"
+    queue_size: Annotated[int, Field(ge=1)] = DEFAULT_QUEUE_BYTES
     num_consumers: Annotated[int, Field(ge=1, le=64)] = 1
     drain_timeout: Annotated[Duration, Field(ge=0)] = 20.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sized(cls, data: Any) -> Any:
+        """A `queue_size` without a `sizer` counts points; a `sizer` without a `queue_size`
+        gets that sizer's default capacity."""
+        if not isinstance(data, dict):
+            return data
+        if "sizer" not in data:
+            return {"sizer": "items", **data} if "queue_size" in data else data
+        if "queue_size" not in data and data["sizer"] in ("items", "requests"):
+            return {**data, "queue_size": DEFAULT_QUEUE_POINTS}
+        return data
 
 
 class OtlpCommonConfig(StrictModel):
@@ -210,6 +249,11 @@ class OtlpHttpExporterConfig(OtlpCommonConfig):
 
     endpoint: base URL of the receiver (default `http://localhost:4318`); requests go to
     `<endpoint>/v1/metrics` unless `metrics_endpoint` names the full URL.
+    proxy_url: the HTTP proxy every request goes through (`http://` or `https://`, with
+    `user:password@` for Basic proxy authentication), as the Collector's confighttp names it;
+    empty (the default): the proxy the environment names, read as Go's net/http (and so the
+    Collector) reads it: `HTTPS_PROXY` for an `https://` endpoint, `HTTP_PROXY` for an
+    `http://` one, none for localhost, loopback addresses and the hosts `NO_PROXY` matches.
     tls: see `HttpTLSConfig`. headers: HTTP headers sent with every request (values are
     secrets). compression: gzip | none (gzip). timeout: per request (5s).
     retry_on_failure, sending_queue: see their models.
@@ -217,6 +261,7 @@ class OtlpHttpExporterConfig(OtlpCommonConfig):
 
     endpoint: str = "http://localhost:4318"
     metrics_endpoint: str = ""
+    proxy_url: ProxyURL = ""
     tls: HttpTLSConfig = Field(default_factory=HttpTLSConfig)
 
     @field_validator("endpoint", "metrics_endpoint")
@@ -226,6 +271,17 @@ class OtlpHttpExporterConfig(OtlpCommonConfig):
             parts = urlsplit(value)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ValueError(f'"{value}": expected an http:// or https:// URL')
+        return value
+
+    @field_validator("proxy_url")
+    @classmethod
+    def _proxy(cls, value: str) -> str:
+        if value:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(
+                    f'"{redact_password(value)}": expected an http:// or https:// URL of a proxy'
+                )
         return value
 
     def url(self) -> str:

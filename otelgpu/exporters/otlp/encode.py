@@ -235,14 +235,26 @@ class AttributeCache:
     Attribute sets are looked up first by object identity within a batch (receivers and
     processors share one dict between many points), then by content, across batches. The
     content key carries each value's type because `True == 1 == 1.0` in Python but not on the
-    wire. Bounded: past `limit` entries (pods come and go) it starts over.
+    wire. Bounded by generations: past `limit` entries (pods come and go) the entries become
+    the old generation, and only those found again move back; the rest are dropped at the next
+    turn. A batch with more attribute sets than `limit` therefore keeps them all across batches
+    (two generations at most) rather than encoding them again each time, so the cost per point
+    stays flat as batches grow.
 
     `resource_defaults` are added after a resource's own attributes, each one only where the
     resource has no value for its key; they are fixed for the cache's life, so a resource's
     cached encoding (keyed by its own attributes) already holds them.
     """
 
-    __slots__ = ("_by_content", "_by_id", "_defaults", "_descriptors", "_limit", "_scopes")
+    __slots__ = (
+        "_by_content",
+        "_by_id",
+        "_defaults",
+        "_descriptors",
+        "_limit",
+        "_older",
+        "_scopes",
+    )
     _by_id: dict[int, dict[int, tuple[Mapping[str, Any], bytes]]]
 
     def __init__(self, limit: int = 16384, resource_defaults: Attributes | None = None) -> None:
@@ -250,6 +262,7 @@ class AttributeCache:
         # field tag → id of an attribute mapping → (the mapping, its encoding)
         self._by_id = {_POINT_ATTRIBUTES: {}, _RESOURCE_ATTRIBUTES: {}}
         self._by_content: dict[tuple[Any, ...], bytes] = {}
+        self._older: dict[tuple[Any, ...], bytes] = {}  # the generation before
         self._descriptors: dict[tuple[str, str, str], bytes] = {}
         self._scopes: dict[tuple[str, str], bytes] = {}
         self._limit = limit
@@ -263,7 +276,7 @@ class AttributeCache:
         """Forgets identities (ids are reused once a batch is freed) and trims the cache."""
         self.end_batch()
         if len(self._by_content) > self._limit:
-            self._by_content.clear()
+            self._older, self._by_content = self._by_content, {}
         if len(self._descriptors) > self._limit:
             self._descriptors.clear()
 
@@ -296,10 +309,12 @@ class AttributeCache:
         key = (tag, *chain.from_iterable(attributes.items()), *map(type, attributes.values()))
         encoded = self._by_content.get(key)
         if encoded is None:
-            encoded = _attribute_fields(tag, attributes)
-            if tag == _RESOURCE_ATTRIBUTES and self._defaults:
-                missing = (f for k, f in self._defaults.items() if k not in attributes)
-                encoded += b"".join(missing)
+            encoded = self._older.pop(key, None)
+            if encoded is None:
+                encoded = _attribute_fields(tag, attributes)
+                if tag == _RESOURCE_ATTRIBUTES and self._defaults:
+                    missing = (f for k, f in self._defaults.items() if k not in attributes)
+                    encoded += b"".join(missing)
             self._by_content[key] = encoded
         by_id[id(attributes)] = (attributes, encoded)
         return encoded

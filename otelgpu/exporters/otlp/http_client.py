@@ -3,14 +3,25 @@
 opentelemetry-exporter-otlp-proto-http is built on blocking `requests`, which would stall the
 event loop, so the request body is the exporter's own encoding (`encode.encode_bytes`) and
 only the HTTP client is aiohttp.
+
+Proxies: `proxy_url` when set, else the one the environment names for the endpoint, chosen
+once in `open` by the rules of Go's net/http (`proxy_for`), which the Collector's exporters
+follow. aiohttp's own `trust_env` is not used: it also reads `~/.netrc` for every request (in
+a worker thread) and refuses a request whose `Authorization` header meets a netrc entry for
+the host.
 """
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import gzip
+import ipaddress
+import os
 import ssl
 import time
+from collections.abc import Mapping
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import aiohttp
 from google.rpc.status_pb2 import Status  # type: ignore[import-untyped]
@@ -31,10 +42,14 @@ _GZIP_LEVEL = 6
 
 
 class HttpTransport:
-    """POSTs each request to `<endpoint>/v1/metrics` over one pooled session."""
+    """POSTs each request to `<endpoint>/v1/metrics` over one pooled session, through the
+    proxy configured or named by `environ` (default: the process's environment)."""
 
-    def __init__(self, config: OtlpHttpExporterConfig) -> None:
+    def __init__(
+        self, config: OtlpHttpExporterConfig, *, environ: Mapping[str, str] | None = None
+    ) -> None:
         self._config = config
+        self._environ = environ
         self._url = config.url()
         self._gzip = config.compression == "gzip"
         self._headers = {k: v for k, v in config.header_items()}
@@ -44,11 +59,25 @@ class HttpTransport:
         self._session: aiohttp.ClientSession | None = None
         # The name the server's certificate is checked against, and sent in SNI.
         self._server_name = config.tls.server_name_override or None
+        self._proxy: str | None = None  # without its credentials: those go in the header
+        self._proxy_headers: dict[str, str] | None = None
 
     async def open(self) -> None:
         tls: ssl.SSLContext | bool = True
         if self._url.startswith("https://"):
             tls = ssl_context(self._config.tls)
+        environ = os.environ if self._environ is None else self._environ
+        proxy = self._config.proxy_url or proxy_for(self._url, environ)
+        if proxy:
+            self._proxy, credentials = _proxy_credentials(proxy)
+            if credentials is not None:
+                # https: in the CONNECT that opens the tunnel; http: in each request, which
+                # the proxy reads (and removes) before passing it on.
+                header = {"Proxy-Authorization": credentials}
+                if self._url.startswith("https://"):
+                    self._proxy_headers = header
+                else:
+                    self._headers |= header
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=tls))
 
     async def export(self, request: bytes, timeout: float) -> ExportResponse:
@@ -64,6 +93,8 @@ class HttpTransport:
                 headers=self._headers,
                 timeout=aiohttp.ClientTimeout(total=timeout),
                 server_hostname=self._server_name,
+                proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
             ) as response:
                 payload = await response.read()
                 status, retry_after = response.status, response.headers.get("Retry-After")
@@ -115,3 +146,92 @@ def parse_retry_after(value: str | None, now: float | None = None) -> float | No
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def proxy_for(url: str, environ: Mapping[str, str]) -> str:
+    """The proxy the environment names for `url`, or "" for none, by the rules of Go's
+    net/http (`httpproxy.FromEnvironment`): `HTTPS_PROXY` for an https URL, `HTTP_PROXY` for
+    an http one (each also in lower case); none for `localhost` and loopback addresses, nor
+    for a host `NO_PROXY` matches. A proxy given without a scheme is an http:// one."""
+    parts = urlsplit(url)
+    https = parts.scheme == "https"
+    proxy = _variable(environ, "HTTPS_PROXY" if https else "HTTP_PROXY")
+    host = (parts.hostname or "").lower()
+    if not (proxy and host):
+        return ""
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if host == "localhost" or (address is not None and address.is_loopback):
+        return ""
+    port = parts.port or (443 if https else 80)
+    if _bypassed(host, address, port, _variable(environ, "NO_PROXY")):
+        return ""
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _variable(environ: Mapping[str, str], name: str) -> str:
+    return (environ.get(name) or environ.get(name.lower()) or "").strip()
+
+
+def _bypassed(
+    host: str,
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+    port: int,
+    no_proxy: str,
+) -> bool:
+    """Whether a `NO_PROXY` entry matches: `*` (every host), an IP address or CIDR block
+    (IP hosts), a domain (that name and its subdomains; with a leading `.` or `*.`, its
+    subdomains only), each optionally with `:port`."""
+    for entry in no_proxy.lower().split(","):
+        entry = entry.strip()
+        if entry == "*":
+            return True
+        if not entry:
+            continue
+        if "/" in entry:
+            try:
+                if address is not None and address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+            continue
+        name, wanted = _split_port(entry)
+        if wanted is not None and wanted != port:
+            continue
+        try:
+            if address is not None and address == ipaddress.ip_address(name):
+                return True
+        except ValueError:
+            pass
+        if name.startswith("*."):
+            name = name[1:]
+        if name.startswith("."):  # subdomains only
+            if host.endswith(name):
+                return True
+        elif host == name or host.endswith("." + name):
+            return True
+    return False
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """A `NO_PROXY` entry as (host, port or None); IPv6 addresses with or without brackets."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest[1:].isdigit() else None
+    head, colon, tail = entry.rpartition(":")
+    if colon and tail.isdigit() and ":" not in head:
+        return head, int(tail)
+    return entry, None
+
+
+def _proxy_credentials(proxy: str) -> tuple[str, str | None]:
+    """The proxy URL without its user info, and the `Proxy-Authorization` value (Basic) that
+    info makes, if any."""
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, None
+    user_pass = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    bare = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return bare, "Basic " + base64.b64encode(user_pass.encode()).decode("ascii")

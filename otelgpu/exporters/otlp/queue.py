@@ -1,4 +1,5 @@
-"""The sending queue: a bounded FIFO of batches between the pipeline and the consumers."""
+"""The sending queue: a bounded FIFO of encoded requests between the pipeline and the
+consumers."""
 
 from __future__ import annotations
 
@@ -7,29 +8,55 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from otelgpu.model import Batch
-
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """A queued batch with its point count (the unit every drop is counted in)."""
+    """A batch on its way: its encoded request (the protobuf bytes the transport sends; the
+    batch's model objects are not kept), gzip-compressed while it waits in the queue
+    (`packed`), and its point count (the unit every drop is counted in)."""
 
-    batch: Batch
+    request: bytes
     points: int
+    packed: bool = False
+
+
+def by_request(_item: Item) -> int:
+    """Weight 1 per batch (`sizer: requests`)."""
+    return 1
+
+
+def by_points(item: Item) -> int:
+    """Weight of the batch's data points (`sizer: items`)."""
+    return item.points
+
+
+def by_bytes(item: Item) -> int:
+    """Weight of the request's bytes as held (`sizer: bytes`): what the item holds in memory,
+    but for ~100 bytes of object headers."""
+    return len(item.request)
 
 
 class BatchQueue:
     """Holds items weighing at most `capacity` in all; `offer` never waits, it refuses instead.
 
-    `weigh` gives an item's weight: 1 (the default: capacity counts batches) or its points
-    (capacity counts points, so memory is bounded whatever the batch size). Capacity 0 queues
-    nothing: a batch is accepted only when a consumer is idle and takes it at once (a hand-over
-    never takes queue room, however heavy the batch).
+    `weigh` gives an item's weight: 1 (the default, `by_request`: capacity counts batches),
+    its points (`by_points`) or its bytes as held (`by_bytes`: capacity bounds the memory the
+    queue holds, whatever the batch size or the labels' length). `pack` makes the form an
+    item waits in (weighed in that form); an item handed straight to an idle consumer is not
+    packed. Capacity 0 queues nothing: a batch is accepted only when a consumer is idle and
+    takes it at once (a hand-over never takes queue room, however heavy the batch).
     """
 
-    def __init__(self, capacity: int, *, weigh: Callable[[Item], int] = lambda _: 1) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        weigh: Callable[[Item], int] = by_request,
+        pack: Callable[[Item], Item] | None = None,
+    ) -> None:
         self._capacity = capacity
         self._weigh = weigh
+        self._pack = pack
         self.size = 0  # total weight queued
         self._items: deque[Item] = deque()
         self._waiters: deque[asyncio.Future[Item | None]] = deque()
@@ -51,6 +78,10 @@ class BatchQueue:
                 waiter.set_result(item)
                 self._handed[waiter] = item
                 return True
+        if self._capacity <= 0:
+            return False
+        if self._pack is not None:
+            item = self._pack(item)
         if self.size + self._weigh(item) <= self._capacity:
             self._push(item, left=False)
             return True

@@ -5,14 +5,23 @@ Basic auth checks the password with bcrypt every time it has not seen this exact
 hash of the same cost, so the answer takes as long whether or not the user exists. Successful
 checks are remembered under an HMAC of the length-prefixed pair with a per-process random key:
 the cache holds neither a password nor anything an attacker could precompute, and no crafted
-username can collide with another pair's key (CVE-2022-46146 was such a collision).
+username can collide with another pair's key (CVE-2022-46146 was such a collision). A pair
+remembered is answered at once, without a bcrypt check or a place in line: a scraper that has
+passed once is never held up by anyone else's checks.
 
-Checks run one at a time on one private thread, and the line in front of it is bounded: one
-two checks at a time per client address (a third concurrent one is answered 429) and
-`MAX_PENDING` for all clients together (503). Both answers come at once, before any look at the
-credentials, so a flood of wrong passwords from one client costs one core and cannot push a
-valid scraper from another address more than a few checks back, and the time of an answer
-still says nothing about the password.
+The other checks run one at a time on one private thread, and the line in front of it is
+bounded, in two lanes: addresses with no failed check remembered (a scraper's first scrape,
+after a start or a password change) go first, ahead of addresses whose last check failed (a
+wrong-password flood, once each of its addresses has failed). Each lane holds at most
+`MAX_PENDING` checks, running or waiting, and one address at most `PER_PEER`: beyond that a
+request is answered at once, 429 (this address) or 503 (everyone), before any look at the
+credentials. So a flood costs one core, and a new scraper waits for the check running when it
+came and at most `MAX_PENDING - 1` from other new addresses; the time of an answer still says
+nothing about the password. The failed addresses remembered are bounded too
+(`FAILED_PEERS`, least recently failed forgotten first).
+
+A reload that keeps the user and the hash hands both memories to the new authenticator
+(`take_over`), so it does not start a flood over with an empty cache.
 """
 
 from __future__ import annotations
@@ -20,10 +29,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import os
 import ssl
+from collections import OrderedDict, deque
 from concurrent.futures import ThreadPoolExecutor
 
 import bcrypt
@@ -31,8 +42,10 @@ import bcrypt
 from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
 
 _CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
-MAX_PENDING = 8  # checks running or waiting, all clients together
+MAX_PENDING = 8  # checks running or waiting in one lane, all its addresses together
 PER_PEER = 2  # checks running or waiting for one client address (two jobs may share one)
+FAILED_PEERS = 4096  # client addresses remembered as having failed their last check
+_FIRST, _FAILED = 0, 1  # the lanes: no failure remembered for the address, or one
 
 
 class AuthBusy(Exception):
@@ -58,7 +71,8 @@ def server_ssl_context(config: TLSServerConfig) -> ssl.SSLContext:
 
 
 class BasicAuthenticator:
-    """Checks `Authorization: Basic ...` headers against one user and bcrypt hash."""
+    """Checks `Authorization: Basic ...` headers against one user and bcrypt hash. Its checks
+    run on the loop of the server that owns it (the listener's)."""
 
     def __init__(self, config: BasicAuthConfig) -> None:
         self._user = config.username.encode()
@@ -66,8 +80,10 @@ class BasicAuthenticator:
         self._fake_hash = b""
         self._key = b""
         self._ok: set[bytes] = set()
-        self._pending = 0
-        self._pending_by_peer: dict[str, int] = {}
+        self._failed: OrderedDict[str, None] = OrderedDict()  # least recently failed first
+        self._held = [0, 0]  # checks running or waiting, by lane
+        self._held_by_peer: dict[str, int] = {}
+        self._turns = _Turns()
         # One private thread: checks run one at a time (a flood of wrong passwords costs one
         # core) and never queue behind other components' work in the default executor.
         self._executor: ThreadPoolExecutor | None = None
@@ -82,6 +98,15 @@ class BasicAuthenticator:
         )
         self._key = os.urandom(32)
 
+    def take_over(self, previous: BasicAuthenticator) -> None:
+        """Keeps what `previous` learnt, the pairs that passed and the addresses that failed,
+        when it checked the same user against the same hash; otherwise starts afresh."""
+        if hmac.compare_digest(previous._user, self._user) and hmac.compare_digest(
+            previous._hash, self._hash
+        ):
+            self._key, self._ok = previous._key, set(previous._ok)
+            self._failed = OrderedDict(previous._failed)
+
     def close(self) -> None:
         """Stops the bcrypt thread, waiting for a check in progress; idempotent. Blocks: call
         it from a worker thread."""
@@ -89,46 +114,114 @@ class BasicAuthenticator:
         if executor is not None:
             executor.shutdown(wait=True, cancel_futures=True)
 
+    @property
+    def waiting(self) -> tuple[int, int]:
+        """Checks running or waiting: from addresses with no failure remembered, and from
+        addresses whose last check failed."""
+        return self._held[_FIRST], self._held[_FAILED]
+
+    def remembers(self, header: str | None) -> bool:
+        """Whether this header's pair has passed before: it is allowed with no check."""
+        return self._cache_key(*_parse(header)) in self._ok
+
+    def failed_before(self, peer: str) -> bool:
+        """Whether the last check from this address failed (as far as is remembered)."""
+        return peer in self._failed
+
     async def check(self, header: str | None, peer: str = "") -> bool:
         """Whether the header carries the right user and password. Raises AuthBusy, without
-        looking at the credentials, when `peer` or everyone already has checks waiting."""
+        looking at the credentials, when `peer` or its lane already has checks waiting."""
         user, password = _parse(header)
         cache_key = self._cache_key(user, password)
         if cache_key in self._ok:
             return True
-        assert self._executor is not None, "prepare() was not awaited"
-        self._admit(peer)
+        lane = _FAILED if peer in self._failed else _FIRST
+        self._admit(peer, lane)
         try:
-            user_ok = hmac.compare_digest(user, self._user)
-            against = self._hash if user_ok else self._fake_hash
-            loop = asyncio.get_running_loop()
-            password_ok = await loop.run_in_executor(self._executor, _checkpw, password, against)
+            await self._turns.take(lane)
+            try:
+                passed = await self._bcrypt(user, password)
+            finally:
+                self._turns.give_back()
         finally:
-            self._release(peer)
-        if user_ok and password_ok:
+            self._release(peer, lane)
+        if passed:
             if len(self._ok) >= _CACHE_LIMIT:
                 self._ok.clear()
             self._ok.add(cache_key)
+            self._failed.pop(peer, None)
             return True
+        self._failed[peer] = None
+        self._failed.move_to_end(peer)
+        if len(self._failed) > FAILED_PEERS:
+            self._failed.popitem(last=False)
         return False
 
-    def _admit(self, peer: str) -> None:
-        if self._pending_by_peer.get(peer, 0) >= PER_PEER:
-            raise AuthBusy(429, "too many concurrent authentication attempts from this client")
-        if self._pending >= MAX_PENDING:
-            raise AuthBusy(503, "too many authentication attempts in progress")
-        self._pending += 1
-        self._pending_by_peer[peer] = self._pending_by_peer.get(peer, 0) + 1
+    async def _bcrypt(self, user: bytes, password: bytes) -> bool:
+        executor = self._executor
+        if executor is None:
+            raise AuthBusy(503, "authentication is being reconfigured")
+        user_ok = hmac.compare_digest(user, self._user)
+        against = self._hash if user_ok else self._fake_hash
+        loop = asyncio.get_running_loop()
+        try:
+            password_ok = await loop.run_in_executor(executor, _checkpw, password, against)
+        except RuntimeError as closed:  # close() came between the two lines above
+            raise AuthBusy(503, "authentication is being reconfigured") from closed
+        return user_ok and password_ok
 
-    def _release(self, peer: str) -> None:
-        self._pending -= 1
-        left = self._pending_by_peer.pop(peer) - 1
+    def _admit(self, peer: str, lane: int) -> None:
+        if self._held_by_peer.get(peer, 0) >= PER_PEER:
+            raise AuthBusy(429, "too many concurrent authentication attempts from this client")
+        if self._held[lane] >= MAX_PENDING:
+            raise AuthBusy(503, "too many authentication attempts in progress")
+        self._held[lane] += 1
+        self._held_by_peer[peer] = self._held_by_peer.get(peer, 0) + 1
+
+    def _release(self, peer: str, lane: int) -> None:
+        self._held[lane] -= 1
+        left = self._held_by_peer.pop(peer) - 1
         if left:
-            self._pending_by_peer[peer] = left
+            self._held_by_peer[peer] = left
 
     def _cache_key(self, user: bytes, password: bytes) -> bytes:
         message = len(user).to_bytes(8, "big") + user + len(password).to_bytes(8, "big") + password
         return hmac.new(self._key, message, hashlib.sha256).digest()
+
+
+class _Turns:
+    """Whose bcrypt check runs next: one at a time, a waiting check of the first lane before
+    any of the second, in arrival order within a lane."""
+
+    def __init__(self) -> None:
+        self._busy = False
+        self._lanes: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+
+    async def take(self, lane: int) -> None:
+        """Returns once it is this check's turn; `give_back` must follow."""
+        if not self._busy:
+            self._busy = True
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._lanes[lane].append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.cancelled():
+                with contextlib.suppress(ValueError):  # give_back may have dropped it
+                    self._lanes[lane].remove(turn)
+            else:  # the turn came just as this check was called off: the next one has it
+                self.give_back()
+            raise
+
+    def give_back(self) -> None:
+        for lane in self._lanes:
+            while lane:
+                turn = lane.popleft()
+                if not turn.done():
+                    turn.set_result(None)
+                    return
+        self._busy = False
 
 
 def _checkpw(password: bytes, hashed: bytes) -> bool:

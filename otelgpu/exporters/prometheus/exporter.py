@@ -10,13 +10,16 @@ Scrapes are served from the server's own thread and only ever read the last publ
 delay them. Only one body is kept: the text is dropped as soon as it is encoded, and the old
 body as soon as the new one is published (a scrape still sending it keeps it until done).
 
-OpenMetrics (`openmetrics.py`): while some scraper asked for it within `OPENMETRICS_WANTED`
-seconds, each new body is also rendered as OpenMetrics (from the same chunks, and gzipped)
-here, off the scrape path, and published with the classic one as one `Exposition`. An agent
-nobody scrapes with OpenMetrics holds the classic body only; the first OpenMetrics scrape
-after a quiet period or a start converts the current body once (on the server's thread, ~30
-ms at 10k series) and the next scrapes of that body version reuse it. A reload's new instance
-goes on rendering OpenMetrics when the body it takes over had it.
+Formats (`openmetrics.py`): each new body is rendered, here and off the scrape path, in the
+formats scrapers asked for within the last `FORMAT_WANTED` seconds, and only those: the
+OpenMetrics body (from the same chunks) when some scraper asked for it, the classic one when
+some scraper asked for classic text or none asked for OpenMetrics (at start, the classic body
+alone). Prometheus 2 and 3 ask for OpenMetrics, so an agent they scrape holds and gzips that
+body alone. A scrape of a format the current body version lacks converts it once from the
+held one (on the server's thread: an inflate and a gzip of the body, whose families' heads are
+swapped without parsing it) and the next scrapes of that version reuse it; from the next
+render on that format is rendered too, for `FORMAT_WANTED` seconds after its last scrape. A
+reload's new instance goes on rendering OpenMetrics when the body it takes over had it.
 
 On a reload (Settings.listeners set) the old instance parks its running server instead of
 closing it, and the new one, when endpoint and TLS are unchanged, takes it over together with
@@ -42,7 +45,7 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
-from otelgpu.exporters.prometheus.openmetrics import Exposition, render_openmetrics
+from otelgpu.exporters.prometheus.openmetrics import Exposition, layout_of, render_openmetrics
 from otelgpu.exporters.prometheus.render import (
     EMPTY,
     Body,
@@ -52,16 +55,16 @@ from otelgpu.exporters.prometheus.render import (
     render_text,
 )
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.server import OPENMETRICS, MetricsServer
+from otelgpu.exporters.prometheus.server import OPENMETRICS, TEXT, MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.model import Batch
 from otelgpu.tasks import cancel_and_wait
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
-# Seconds after the last OpenMetrics scrape during which new bodies are pre-converted: longer
-# than any sane scrape interval, short enough that a one-off `curl` does not double the memory
-# held for long.
-OPENMETRICS_WANTED = 600.0
+# Seconds after the last scrape of a format during which new bodies are rendered in it: longer
+# than any sane scrape interval, short enough that a one-off `curl` does not make every body
+# be rendered and held twice for long.
+FORMAT_WANTED = 600.0
 # Plain (not gzip) bodies are held for this long after a plain scrape had to inflate one; the
 # rest of the time only the gzip bytes are (at 10k series the plain ones are 2.6 to 7 MB).
 PLAIN_WANTED = 600.0
@@ -103,6 +106,7 @@ class PrometheusExporter:
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY)
         self._openmetrics_asked: float | None = None  # clock() of the last OpenMetrics scrape
+        self._text_asked: float | None = None  # clock() of the last classic text scrape
         self._plain_asked: float | None = None  # clock() when a plain scrape last inflated a body
         self._stale = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,7 +138,7 @@ class PrometheusExporter:
 
     @property
     def exposition(self) -> Exposition:
-        """The body version scrapes get right now, in both formats."""
+        """The body version scrapes get right now, in the formats it holds."""
         return self._exposition
 
     async def start(self, host: Host) -> None:
@@ -259,25 +263,27 @@ class PrometheusExporter:
         if self._exposition.inflated():
             self._plain_asked = now  # someone scrapes without gzip: keep plain bodies a while
         keep_plain = self._plain_asked is not None and now - self._plain_asked < PLAIN_WANTED
+        openmetrics = _recent(self._openmetrics_asked, now)
+        text = _recent(self._text_asked, now) or not openmetrics
         try:
-            exposition = await self._render(own, self._openmetrics_wanted(now), keep_plain)
+            exposition = await self._render(own, text, openmetrics, keep_plain)
         except BaseException:
             self._changed = True  # not published: the next check renders again
             raise
         self._own_text = own_text
         self._publish(exposition, now)
 
-    def _openmetrics_wanted(self, now: float) -> bool:
-        asked = self._openmetrics_asked
-        return asked is not None and now - asked < OPENMETRICS_WANTED
-
-    async def _render(self, own: list[Family], openmetrics: bool, plain: bool) -> Exposition:
+    async def _render(
+        self, own: list[Family], text: bool, openmetrics: bool, plain: bool
+    ) -> Exposition:
         # In small chunks on this loop (no long hold of the GIL), gzipped in the render thread
         rendered = render_chunks([*self._store.families.values(), *own])
         if self._executor is None:
-            return _encode(rendered, openmetrics, plain)
+            return _encode(rendered, text, openmetrics, plain)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, _encode, rendered, openmetrics, plain)
+        return await loop.run_in_executor(
+            self._executor, _encode, rendered, text, openmetrics, plain
+        )
 
     def _own_families(self, now: float) -> list[Family]:
         if self._host is None:
@@ -315,11 +321,14 @@ class PrometheusExporter:
 
     def scraped(self, status: int, format_: str) -> None:
         """What the server reports after each answer to `/metrics`: its status and the format
-        negotiated. Counted; an OpenMetrics one makes the bodies of the next
-        `OPENMETRICS_WANTED` seconds carry their OpenMetrics rendering too. Called from the
-        server's thread (a float store is atomic; telemetry is locked)."""
-        if format_ == OPENMETRICS:
-            self._openmetrics_asked = self._clock()
+        negotiated. Counted; a served one makes the bodies of the next `FORMAT_WANTED` seconds
+        be rendered in its format. Called from the server's thread (a float store is atomic;
+        telemetry is locked)."""
+        if status == 200:
+            if format_ == OPENMETRICS:
+                self._openmetrics_asked = self._clock()
+            elif format_ == TEXT:
+                self._text_asked = self._clock()
         self._settings.telemetry.count(
             SCRAPES,
             1,
@@ -330,12 +339,22 @@ class PrometheusExporter:
         )
 
 
-def _encode(rendered: Rendered, openmetrics: bool, plain: bool) -> Exposition:
-    """The gzip body of the rendered chunks (emptied: each is freed once compressed; the
-    gzip lets go of the GIL), its plain bytes too when `plain`, and the OpenMetrics body when
-    `openmetrics` (from the same chunks, first)."""
-    converted = render_openmetrics(rendered, plain) if openmetrics else None
-    return Exposition(body_of_chunks(rendered.chunks, rendered.series, plain), converted)
+def _recent(asked: float | None, now: float) -> bool:
+    return asked is not None and now - asked < FORMAT_WANTED
+
+
+def _encode(rendered: Rendered, text: bool, openmetrics: bool, plain: bool) -> Exposition:
+    """The bodies of the rendered chunks (emptied: each chunk is freed once compressed; the
+    gzip lets go of the GIL) in the formats asked for: the OpenMetrics one when `openmetrics`
+    (first, from the same chunks), the classic one when `text`; gzipped, and their plain bytes
+    too when `plain`. With the render's `Layout`, to convert to the other format if a scrape
+    asks for it."""
+    layout = layout_of(rendered)
+    converted = None
+    if openmetrics:
+        converted = render_openmetrics(rendered, plain, layout, drain=not text)
+    classic = body_of_chunks(rendered.chunks, rendered.series, plain) if text else None
+    return Exposition(classic, converted, layout)
 
 
 def _lower_priority() -> None:

@@ -23,11 +23,20 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from otelgpu.exporters.prometheus.render import Body, Rendered, body_of, body_of_chunks
+from otelgpu.exporters.prometheus.render import (
+    Body,
+    Rendered,
+    body_of,
+    body_of_chunks,
+    gzip_body,
+)
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+EOF = b"# EOF\n"
 _TOTAL = "_total"
 _QUOTE = '\\"'  # classic HELP leaves `"` as is; OpenMetrics escapes it like label values
 
@@ -58,24 +67,79 @@ def to_openmetrics(classic: bytes | str) -> str:
     return "".join(out)
 
 
-def render_openmetrics(rendered: Rendered, plain: bool = True) -> Body:
-    """The OpenMetrics body of a render, made while its chunks are still held: each family's
-    sample chunks (the same objects) under its OpenMetrics head, then `# EOF`. What
-    `to_openmetrics` of the joined classic text gives, without decoding, scanning and
-    re-encoding 6 MB of text each cycle (~30 ms of the GIL at 10k series, some of it in single
-    calls a scrape cannot interrupt). Without `plain`, only its gzip bytes (`body_of_chunks`).
-    Runs in the render thread."""
+class Part(NamedTuple):
+    """One family in both texts: its heads and the length of its samples."""
+
+    classic: bytes  # `# HELP`, `# TYPE` as the classic format writes them
+    openmetrics: bytes  # the same in OpenMetrics
+    samples: int  # bytes of sample lines, the same in both
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How the two formats' texts of one render are made of the same sample lines: each
+    family's heads in both formats and the length of its samples. Either text is the other
+    with the heads swapped and `# EOF` added or dropped, so the body of a format no one asked
+    for is made from the one held by slicing, without parsing (a few kB per 100 families)."""
+
+    parts: tuple[Part, ...] = ()
+
+    def classic(self, openmetrics_text: bytes) -> Iterator[bytes | memoryview]:
+        """The classic text in pieces, from the OpenMetrics text of the same render."""
+        view = memoryview(openmetrics_text)  # slices without copies
+        pos = 0
+        for part in self.parts:
+            pos += len(part.openmetrics)
+            yield part.classic
+            yield view[pos : pos + part.samples]
+            pos += part.samples
+
+    def openmetrics(self, classic_text: bytes) -> Iterator[bytes | memoryview]:
+        """The OpenMetrics text in pieces, from the classic text of the same render."""
+        view = memoryview(classic_text)
+        pos = 0
+        for part in self.parts:
+            pos += len(part.classic)
+            yield part.openmetrics
+            yield view[pos : pos + part.samples]
+            pos += part.samples
+        yield EOF
+
+
+def layout_of(rendered: Rendered) -> Layout:
+    """The `Layout` of a render, while its chunks are still held."""
     names = {span.name for span in rendered.spans}
     chunks = rendered.chunks
-    out: list[bytes] = []
+    parts = []
     for span in rendered.spans:
         samples = chunks[span.head + 1 : span.end]
         countable = span.type != "counter" or not any(
             _NOT_COUNTABLE_BYTES.search(chunk) for chunk in samples
         )
-        out.append(_head(span.name, span.type, span.help, names, countable).encode())
-        out += samples
-    out.append(b"# EOF\n")
+        head = _head(span.name, span.type, span.help, names, countable).encode()
+        parts.append(Part(chunks[span.head], head, sum(map(len, samples))))
+    return Layout(tuple(parts))
+
+
+def render_openmetrics(
+    rendered: Rendered, plain: bool = True, layout: Layout | None = None, *, drain: bool = False
+) -> Body:
+    """The OpenMetrics body of a render, made while its chunks are still held: each family's
+    sample chunks (the same objects) under its OpenMetrics head, then `# EOF`. What
+    `to_openmetrics` of the joined classic text gives, without decoding, scanning and
+    re-encoding 6 MB of text each cycle (~30 ms of the GIL at 10k series, some of it in single
+    calls a scrape cannot interrupt). Without `plain`, only its gzip bytes (`body_of_chunks`).
+    `drain`: the render's chunks are not needed after this (no classic body is made of them),
+    so each is let go of as soon as it is compressed. Runs in the render thread."""
+    layout = layout or layout_of(rendered)
+    chunks = rendered.chunks
+    out: list[bytes] = []
+    for span, part in zip(rendered.spans, layout.parts, strict=True):
+        out.append(part.openmetrics)
+        out += chunks[span.head + 1 : span.end]
+    out.append(EOF)
+    if drain:
+        chunks.clear()
     return body_of_chunks(out, rendered.series, plain)
 
 
@@ -231,26 +295,53 @@ def encode(classic: Body) -> Body:
 
 
 class Exposition:
-    """One body version in both formats: the classic body, and its OpenMetrics rendering,
-    made at most once (pre-rendered by the exporter while scrapers ask for OpenMetrics, else
-    converted by the first scrape that asks and kept for the scrapes after it)."""
+    """One body version in the formats scrapers want: the classic body, its OpenMetrics
+    rendering, or both. The exporter renders only the formats asked for recently; a scrape
+    that wants the other one converts it once (from the held body, by the render's `Layout`,
+    or by `to_openmetrics` for a bare classic body) and the scrapes after it reuse it.
+    Conversions make the gzip bytes only (a plain scrape then inflates them, see `Body`)."""
 
-    __slots__ = ("_lock", "_openmetrics", "classic")
+    __slots__ = ("_classic", "_layout", "_lock", "_openmetrics")
 
-    def __init__(self, classic: Body, openmetrics: Body | None = None) -> None:
-        self.classic = classic
+    def __init__(
+        self,
+        classic: Body | None,
+        openmetrics: Body | None = None,
+        layout: Layout | None = None,
+    ) -> None:
+        if classic is None and (openmetrics is None or layout is None):
+            raise ValueError("an exposition without its classic body needs the OpenMetrics one")
+        self._classic = classic
         self._openmetrics = openmetrics
+        self._layout = layout
         self._lock = threading.Lock()
 
     def inflated(self) -> bool:
         """Whether a plain request had to inflate one of its bodies (see `Body`)."""
-        converted = self._openmetrics
-        return self.classic.inflated or (converted is not None and converted.inflated)
+        return any(body is not None and body.inflated for body in self._held())
 
     @property
     def converted(self) -> bool:
         """Whether the OpenMetrics body exists already."""
         return self._openmetrics is not None
+
+    @property
+    def holds_classic(self) -> bool:
+        """Whether the classic body exists already."""
+        return self._classic is not None
+
+    @property
+    def classic(self) -> Body:
+        """The classic body, converted now when it was not rendered (thread-safe)."""
+        body = self._classic
+        if body is not None:
+            return body
+        with self._lock:
+            if self._classic is None:
+                source, layout = self._openmetrics, self._layout
+                assert source is not None and layout is not None  # the constructor checked
+                self._classic = gzip_body(layout.classic(source.text()), source.series)
+            return self._classic
 
     def openmetrics(self) -> Body:
         """The OpenMetrics body, converted now when no one asked before (thread-safe)."""
@@ -259,5 +350,16 @@ class Exposition:
             return body
         with self._lock:
             if self._openmetrics is None:
-                self._openmetrics = encode(self.classic)
+                classic = self._classic
+                assert classic is not None  # the constructor checked
+                layout = self._layout
+                if layout is None:
+                    self._openmetrics = encode(classic)
+                else:
+                    self._openmetrics = gzip_body(
+                        layout.openmetrics(classic.text()), classic.series
+                    )
             return self._openmetrics
+
+    def _held(self) -> tuple[Body | None, Body | None]:
+        return self._classic, self._openmetrics

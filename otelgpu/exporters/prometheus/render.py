@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, islice
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from otelgpu.compression import gunzip_bytes, gzip_bytes, gzip_chunks
 from otelgpu.exporters.prometheus.labels import replace_unsafe
@@ -140,7 +140,14 @@ def body_of_chunks(chunks: list[bytes], series: int, plain: bool) -> Body:
     inflates it if a plain scrape comes after all."""
     if plain:
         return body_of(join_chunks(chunks), series)
-    return Body(None, gzip_chunks(_drained(chunks), _GZIP_LEVEL), series)
+    return gzip_body(_drained(chunks), series)
+
+
+def gzip_body(chunks: Iterable[bytes | memoryview], series: int) -> Body:
+    """The gzip-only body of `chunks`, compressed one after the other as they come: the plain
+    text is never held whole."""
+    # zlib and ISA-L read any buffer: a memoryview slice is compressed without a copy.
+    return Body(None, gzip_chunks(cast(Iterable[bytes], chunks), _GZIP_LEVEL), series)
 
 
 def _drained(chunks: list[bytes]) -> Iterator[bytes]:

@@ -4,8 +4,10 @@ The server runs on its own thread and event loop (`otelgpu.http_listener`): a re
 one `Exposition` reference the exporter published and writes its bytes; it never renders
 (only an OpenMetrics scrape of a body no one converted yet converts it, once), never
 collects, never waits on NVML, the kubelet, a container runtime, or the pipeline's loop.
-Connections are capped and idle ones closed; a client whose password check would have to wait
-behind others is answered 429 / 503 at once (`auth.AuthBusy`).
+Connections are capped (TLS handshakes included) and idle ones closed, answers a client does
+not read time out (`otelgpu.http_listener`); a (user, password) pair that passed once is
+answered at once with no check, and a client whose password check would have to wait behind
+too many others is answered 429 / 503 at once (`auth.AuthBusy`).
 
 `/health` answers as dcgm-exporter's does (200, body `OK`), so probes written for it keep
 working: it says the exporter serves, nothing about sources (that is the health_check
@@ -34,7 +36,15 @@ from otelgpu.exporters.prometheus import openmetrics
 from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
 from otelgpu.exporters.prometheus.openmetrics import Exposition
 from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
-from otelgpu.http_listener import IDLE_TIMEOUT, MAX_CONNECTIONS, Listener, Request, Response
+from otelgpu.http_listener import (
+    HANDSHAKE_TIMEOUT,
+    IDLE_TIMEOUT,
+    MAX_CONNECTIONS,
+    WRITE_TIMEOUT,
+    Listener,
+    Request,
+    Response,
+)
 
 _TEXT = ("Content-Type", "text/plain; charset=utf-8")
 _UNAUTHORIZED = ("WWW-Authenticate", 'Basic realm="otelgpu", charset="UTF-8"')
@@ -83,6 +93,8 @@ class MetricsServer:
         authenticator: BasicAuthenticator | None = None,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout: float = IDLE_TIMEOUT,
+        write_timeout: float = WRITE_TIMEOUT,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
     ) -> None:
         self._answering = _Answering(current, on_scrape, authenticator)
         self._listener = Listener(
@@ -92,6 +104,8 @@ class MetricsServer:
             ssl_context=ssl_context,
             max_connections=max_connections,
             idle_timeout=idle_timeout,
+            write_timeout=write_timeout,
+            handshake_timeout=handshake_timeout,
             name=f"otelgpu /metrics :{port}",
         )
         self.port = port
@@ -126,8 +140,11 @@ class MetricsServer:
         authenticator: BasicAuthenticator | None,
     ) -> None:
         """Answers from now on with these (a new exporter taking the server over); closes the
-        authenticator it replaces once no check is waiting on it."""
+        authenticator it replaces once no check is waiting on it. A new authenticator for the
+        same user and hash keeps what the one it replaces learnt (`take_over`)."""
         replaced = self._answering.auth
+        if authenticator is not None and replaced is not None:
+            authenticator.take_over(replaced)
         self._answering = _Answering(current, on_scrape, authenticator)
         await _close(replaced)
 
@@ -141,8 +158,9 @@ class MetricsServer:
             return _NOT_FOUND
         answering = self._answering
         format_ = negotiate(request.headers.get("accept", ""))
-        if answering.auth is not None:
-            return _checked(answering.auth, answering, request, format_)
+        auth = answering.auth
+        if auth is not None and not auth.remembers(request.headers.get("authorization")):
+            return _checked(auth, answering, request, format_)
         return _metrics(answering, request, format_)
 
 

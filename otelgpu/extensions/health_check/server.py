@@ -43,8 +43,9 @@ class ProbeServer:
         self._path = path
         self._monotonic = monotonic
         self._beat = monotonic()
-        # Capped connections and a short idle timeout, as on /metrics: a flood of idle
-        # connections must not make the kubelet's probes time out and restart the agent.
+        # The listener's bounds, as on /metrics (capped connections, idle and write timeouts):
+        # a flood of idle or non-reading clients must not make the kubelet's probes time out
+        # and restart the agent.
         self._listener = Listener(self._handle, host, port, name=f"otelgpu health :{port}")
         self.port = port
 

@@ -4,7 +4,7 @@
 I/O, never raises); the snapshot is refreshed by a task this processor owns. `start` returns
 once the kubelet answered or failed once, so the first export is already labelled.
 
-Series identity (issue 13, SPEC "Shared GPUs and series identity"): each device stays one
+Series identity (SPEC "Shared GPUs and series identity"): each device stays one
 resource. One holder: its labels go on the device. Several holders (time-slicing, MPS): none of
 their labels go on the device (it gets `nvidia.gpu.shared` and `nvidia.gpu.holders`); each
 holder gets an `nvidia.gpu.allocation` series instead. A MIG-enabled GPU never gets its

@@ -38,6 +38,8 @@ _FIELD_NAMES = {field_id: name for name, field_id in FIELD_IDS.items()}
 _UP = "nvidia.gpu.up"
 _STATUS = "hw.status"
 _XID = "nvidia.gpu.xid.errors"
+# Refused readings named in the INFO line per GPU model; a MIG instance refuses dozens.
+_LISTED = 4
 
 
 class Collector:
@@ -70,6 +72,7 @@ class Collector:
         """One ResourceMetrics per device (plus one per GPU process); never raises."""
         out: list[ResourceMetrics] = []
         live_pids: list[int] = []
+        refused: list[Device] = []  # devices NVML refused something new this cycle
         reader = self._processes
         for device in devices:
             points: Points = {}
@@ -89,7 +92,7 @@ class Collector:
                 except Exception:  # a bug must cost one device one cycle, not the batch
                     self._guard.error("collect")
                 if len(device.unsupported) != known:
-                    self._tell_unsupported(device)
+                    refused.append(device)
             self._health(device, cycle, points)
             if points:
                 out.append(
@@ -106,22 +109,40 @@ class Collector:
                 out.extend(gone_markers(device))
         if reader is not None:
             reader.retain(live_pids)
+        if refused:
+            self._tell_unsupported(refused)
         return tuple(out)
 
-    def _tell_unsupported(self, device: Device) -> None:
-        """Logs, once per device, the NVML sources it refused for good (by their NVML names)."""
-        new = sorted(
-            _source_name(key) for key in device.unsupported - device.told_unsupported
-            if key != "fields"  # bookkeeping: every batched field is refused
-        )  # fmt: skip
-        device.told_unsupported |= device.unsupported
-        if new:
-            self._log.info(
+    def _tell_unsupported(self, devices: list[Device]) -> None:
+        """Logs what NVML newly refused for good, by NVML name: each device at DEBUG, and one
+        INFO line per GPU model and kind of device, so that a node of MIG instances (each of
+        which refuses dozens of fields) starts with a screenful, not a wall."""
+        groups: dict[tuple[str, bool, tuple[str, ...]], int] = {}
+        for device in devices:
+            new = tuple(sorted(
+                _source_name(key) for key in device.unsupported - device.told_unsupported
+                if key != "fields"  # bookkeeping: every batched field is refused
+            ))  # fmt: skip
+            device.told_unsupported |= device.unsupported
+            if not new:
+                continue
+            kind = "MIG instance" if device.is_mig else "GPU"
+            self._log.debug(
                 "%s %s (index %d): not supported, not asked again: %s",
-                "MIG instance" if device.is_mig else "GPU",
+                kind,
                 device.uuid,
                 device.index,
                 ", ".join(new),
+            )
+            key = (str(device.resource.get(semconv.HW_MODEL, "GPU")), device.is_mig, new)
+            groups[key] = groups.get(key, 0) + 1
+        for (model, is_mig, names), count in groups.items():
+            self._log.info(
+                "%s (%s): %s not supported, not asked again: %s",
+                model,
+                _count(count, "MIG instance" if is_mig else "GPU"),
+                _count(len(names), "NVML reading"),
+                _names(names),
             )
 
     def _health(self, device: Device, cycle: Cycle, points: Points) -> None:
@@ -235,3 +256,15 @@ def _source_name(key: str) -> str:
     if how == "field":
         return _FIELD_NAMES.get(int(what), key) if what.isdigit() else key
     return what if how == "gpm" else key
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _names(names: tuple[str, ...]) -> str:
+    """The first `_LISTED` names, and how many more (the DEBUG lines give them all)."""
+    if len(names) <= _LISTED:
+        return ", ".join(names)
+    more = len(names) - _LISTED
+    return f"{', '.join(names[:_LISTED])} and {more} more (each device's list at DEBUG)"

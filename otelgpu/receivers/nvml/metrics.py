@@ -271,7 +271,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.dram.active", "1", "gpm:NVML_GPM_METRIC_DRAM_BW_UTIL",
         "DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used (GPM).",
     ),
-    *(MetricSpec(*row) for row in PARITY_ROWS),  # fields_parity.py: issue-17 readings
+    *(MetricSpec(*row) for row in PARITY_ROWS),  # fields_parity.py: dcgm-exporter parity
 )  # fmt: skip
 
 BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}

@@ -233,7 +233,7 @@ class SimulatedNvml(ParitySimulation):
             "NVML_FI_DEV_REMAPPED_COR": index,
             "NVML_FI_DEV_REMAPPED_UNC": 0,
             "NVML_FI_DEV_REMAPPED_FAILURE": 0,
-            **self.parity_fields(index, t, load),  # issue-17 fields; test overrides last
+            **self.parity_fields(index, t, load),  # dcgm parity fields; test overrides last
         }
         return int(values[name])  # NVML answers these fields as integers
 

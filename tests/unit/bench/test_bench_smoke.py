@@ -29,6 +29,7 @@ FIGURE_LINES = {
     "bench.p5_slow_pod_resources": rf"^P5 batch latency p99 slow / healthy: {NUMBER}",
     "bench.p6_nvml": rf"^P6 simulated backend: agent / bare loop {NUMBER}x",
     "bench.p7_scrape_never_waits": rf"^P7\b.*?{NUMBER}",
+    "bench.p9_cost_growth": rf"^P9 cycle cost per point, \S+ / \S+: {NUMBER}x",
 }
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 

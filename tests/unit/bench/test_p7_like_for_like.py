@@ -24,7 +24,7 @@ def test_phases_that_served_the_same_bodies_are_like_for_like() -> None:
 
 
 def test_a_paused_phase_serving_fewer_series_is_named() -> None:
-    # session 6's finding: 10813 series busy, 9289 paused (no GPM series after one sample)
+    # 10813 series busy, 9289 paused: the paused phase had no GPM series after one sample
     problems = unlike(_results((6_351_719, 159_908), (5_450_125, 135_000)))
     assert problems == [
         "plain bodies were 6351719 B busy but 5450125 B paused",

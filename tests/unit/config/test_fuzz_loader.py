@@ -1,6 +1,7 @@
 """Fuzzing the loader: whatever the text, the only error is a ConfigError whose every issue is
-located (file, line >= 1, column >= 1). Seeded with the hostile cases of issue 14 and every
-good and bad case of the suites; bounded to a few hundred examples so CI stays fast."""
+located (file, line >= 1, column >= 1). Seeded with hostile documents (`HOSTILE`: odd tags,
+recursive and exploding aliases, deep nesting, huge scalars) and every good and bad case of the
+suites; bounded to a few hundred examples so CI stays fast."""
 
 from __future__ import annotations
 

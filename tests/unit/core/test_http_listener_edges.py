@@ -1,6 +1,6 @@
-"""The protocol listener's edges, from a mutation run of `otelgpu/http_listener.py` (session 5):
-each test here kills mutants that the serving tests let live (keep-alive on one socket, flow
-control with pipelined big answers, timers, cancellation, eviction, restarts, odd bytes)."""
+"""The listener's edges, written against the mutants of `otelgpu/http_listener.py` that the
+serving tests let live: keep-alive on one socket, flow control with pipelined big answers,
+timers, cancellation, eviction, restarts, odd bytes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import http_send_buffer
 from otelgpu.http_listener import Listener, Request, Response
 from tests.peers.prometheus import self_signed_cert
 from tests.peers.raw_http import raw
@@ -29,17 +28,8 @@ def _by_path(request: Request) -> Response:
     return Response(200, BIG if request.path == "/big" else request.path.encode())
 
 
-@pytest.fixture(params=["granted", "autotuning"])
-async def server(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[Listener]:
-    """A listener whose connections got the send buffer they asked for (a big answer goes in
-    slices of that buffer), or were left to TCP autotuning (1 MiB slices), as on a default
-    kernel, whatever this machine's limits."""
-    if request.param == "autotuning":
-        monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: None)
-    else:
-        monkeypatch.setattr(http_send_buffer, "send_buffer_size", lambda: 4 * 1024 * 1024)
+@pytest.fixture
+async def server() -> AsyncIterator[Listener]:
     listener = Listener(_by_path, "127.0.0.1", 0, idle_timeout=2)
     await listener.start()
     yield listener
@@ -211,7 +201,7 @@ async def test_odd_bytes_in_the_path_get_an_answer_not_a_dropped_connection(
     got = await asyncio.to_thread(
         raw, server.port, b"GET /caf\xe9 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
-    assert got.startswith(b"HTTP/1.1 400")  # h11 refuses it: an answer, then the close
+    assert got.startswith(b"HTTP/1.1 400")  # refused: an answer, then the close
 
 
 async def test_request_bodies_are_counted_per_request_not_per_connection(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from otelgpu import semconv
+from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.telemetry import SelfTelemetry
 
@@ -86,6 +87,11 @@ def numbered_batch(seq: int, points: int) -> Batch:
         ),
     )
     return (ResourceMetrics(resource={"test.seq": seq}, metrics=(metric,)),)
+
+
+def numbered_request(seq: int, points: int) -> bytes:
+    """The encoded request of `numbered_batch(seq, points)`, as the sending queue holds it."""
+    return encode_bytes(numbered_batch(seq, points))
 
 
 def counter(telemetry: SelfTelemetry, name: str, exporter: str) -> float:

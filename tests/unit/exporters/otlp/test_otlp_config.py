@@ -20,7 +20,7 @@ def test_defaults_are_the_collectors() -> None:
         assert retry.max_elapsed_time == 300.0
         queue = config.sending_queue
         assert (queue.enabled, queue.num_consumers) == (True, 1)
-        assert (queue.sizer, queue.queue_size) == ("items", 100_000)  # points, not batches
+        assert (queue.sizer, queue.queue_size) == ("bytes", 6 << 20)  # its memory, bounded
         assert queue.drain_timeout == 20.0
 
 

@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.component import Kind
+from otelgpu.compression import gzip_bytes
 from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, RetryConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
@@ -103,10 +104,12 @@ async def test_consume_only_queues_and_the_queue_gauge_follows(
     for seq in range(3):
         await exporter.consume(numbered_batch(seq, 2))
     await clock.advance(0)
-    assert queue_size(telemetry, ID) == 4  # points: one batch is in flight, blocked, 2 queued
+    queued = queue_size(telemetry, ID)  # one batch is in flight, blocked, 2 queued
     gate.set()
     await clock.advance(0)
     assert transport.seqs() == [0, 1, 2]
+    # In bytes (the default sizer) as held: gzipped while queued, sent as encoded.
+    assert queued == len(gzip_bytes(transport.raw[1])) + len(gzip_bytes(transport.raw[2]))
     assert (sent(telemetry, ID), failed(telemetry, ID), queue_size(telemetry, ID)) == (6, 0, 0)
 
 

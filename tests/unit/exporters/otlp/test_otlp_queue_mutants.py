@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 
 from otelgpu.exporters.otlp.queue import BatchQueue, Item
-from tests.unit.exporters.otlp.batches import numbered_batch
+from tests.unit.exporters.otlp.batches import numbered_request
 
 
 def _item(seq: int, points: int = 1) -> Item:
-    return Item(numbered_batch(seq, points), points)
+    return Item(numbered_request(seq, points), points)
 
 
 async def _idle_consumer(queue: BatchQueue) -> asyncio.Task[Item | None]:

@@ -1,8 +1,5 @@
-"""The sending queue is bounded in points (`sizer: items`, the default), not batches.
-
-The defect: the queue held 1000 batches whatever their size; at 10k-series batches the
-DaemonSet's 192Mi limit was passed after ~40 of them.
-"""
+"""The sending queue's `sizer: items` (points) and `sizer: requests` (batches), and
+`queue_size` written without a sizer, which counts points."""
 
 from __future__ import annotations
 
@@ -14,33 +11,31 @@ import pytest
 from otelgpu.component import Kind
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import OtlpExporter
-from otelgpu.exporters.otlp.queue import BatchQueue, Item
+from otelgpu.exporters.otlp.queue import BatchQueue, Item, by_points
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
-from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent
+from tests.unit.exporters.otlp.batches import (
+    failed,
+    numbered_batch,
+    numbered_request,
+    queue_size,
+    sent,
+)
 from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
 
 ID = "otlp"
 
 
-def test_the_default_queue_is_bounded_in_points_and_fits_the_memory_limit() -> None:
-    queue = OtlpExporterConfig().sending_queue
-    assert queue.sizer == "items"
-    # ~300 bytes per queued point (bench figure, enriched 10k-series batches): the default must
-    # stay under the ~60 MiB the DaemonSet's 192Mi limit leaves above the agent's own 124 MiB.
-    assert 10_000 <= queue.queue_size <= 60 * 2**20 // 300
-
-
-@pytest.mark.parametrize(("spelling", "unit"), [("items", "points"), ("requests", "batches")])
-def test_the_collectors_sizer_spellings_are_accepted(spelling: str, unit: str) -> None:
+@pytest.mark.parametrize("spelling", ["bytes", "items", "requests"])
+def test_the_collectors_sizer_spellings_are_accepted(spelling: str) -> None:
     config = OtlpExporterConfig.model_validate({"sending_queue": {"sizer": spelling}})
     assert config.sending_queue.sizer == spelling
 
 
 def test_an_unknown_sizer_is_refused() -> None:
     with pytest.raises(ValueError, match="sizer"):
-        OtlpExporterConfig.model_validate({"sending_queue": {"sizer": "bytes"}})
+        OtlpExporterConfig.model_validate({"sending_queue": {"sizer": "pages"}})
 
 
 async def test_a_points_sized_queue_refuses_what_would_pass_its_capacity(
@@ -71,8 +66,8 @@ async def test_a_points_sized_queue_refuses_what_would_pass_its_capacity(
 
 
 def test_the_queue_weighs_items_by_points_or_by_one() -> None:
-    by_points, by_batches = BatchQueue(10, weigh=lambda i: i.points), BatchQueue(2)
-    big = Item(batch=numbered_batch(0, 8), points=8)
-    assert by_points.offer(big) and not by_points.offer(Item(numbered_batch(1, 3), 3))
+    points, by_batches = BatchQueue(10, weigh=by_points), BatchQueue(2)
+    big = Item(request=numbered_request(0, 8), points=8)
+    assert points.offer(big) and not points.offer(Item(numbered_request(1, 3), 3))
     assert by_batches.offer(big) and by_batches.offer(big) and not by_batches.offer(big)
-    assert (by_points.size, by_batches.size) == (8, 2)
+    assert (points.size, by_batches.size) == (8, 2)

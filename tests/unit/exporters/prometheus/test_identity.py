@@ -1,4 +1,4 @@
-"""Series identity (issue 13, SPEC "Shared GPUs and series identity"): a series belongs to its
+"""Series identity (SPEC "Shared GPUs and series identity"): a series belongs to its
 device or process; labels processors add are properties of it. The body never holds a device
 twice under two label sets, and a shared GPU's allocation series are replaced as a set."""
 
@@ -163,9 +163,9 @@ def test_per_holder_copies_a_shared_gpu_once_per_holder_with_vgpu() -> None:
 
 
 def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
-    """Mutation survivor (issue 14): `rotate()` could do nothing and no test noticed. The
-    label cache and the identity numbers keep what is in use and let go of the rest. (The
-    general path only: a replayed resource's lines live in its plan, see test_replay.)"""
+    """The label cache and the identity numbers keep what is in use and let go of the rest
+    (without this test, a `rotate()` that does nothing survives mutation). The general path
+    only: a replayed resource's lines live in its plan, see test_replay."""
     store, translator = SeriesStore(), Translator("otel", {}, replay=False)
     gone, kept = device(0, held_by("old")), device(1, held_by("x"))
     ingest(translator, store, (gone, kept))

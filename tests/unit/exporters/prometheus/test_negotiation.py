@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
-from otelgpu.exporters.prometheus.exporter import OPENMETRICS_WANTED, PrometheusExporter
+from otelgpu.exporters.prometheus.exporter import FORMAT_WANTED, PrometheusExporter
 from otelgpu.exporters.prometheus.server import (
     NEGOTIATED,
     OPENMETRICS,
@@ -157,8 +157,8 @@ async def test_openmetrics_is_prerendered_only_while_asked_for(
     assert b"hw_power_watts{" in second.openmetrics().plain
     await exporter.refresh()
     assert exporter.exposition is second  # nothing changed: no new body
-    # Quiet for longer than OPENMETRICS_WANTED: new bodies are classic only again.
-    clock.now += OPENMETRICS_WANTED + 1
+    # Quiet for longer than FORMAT_WANTED: new bodies are classic only again.
+    clock.now += FORMAT_WANTED + 1
     await exporter.consume(batch(gpu(0)))
     await exporter.refresh()
     assert exporter.exposition is not second and not exporter.exposition.converted

@@ -222,7 +222,7 @@ def test_any_body_is_valid_openmetrics_with_the_same_samples(
     check(body_of(naming, b, with_self_telemetry=False))
 
 
-# --- the OpenMetrics body made from the render's chunks (session 8) ------------------------
+# --- the OpenMetrics body made from the render's chunks ------------------------------------
 
 _FAMILY_NAMES = st.sampled_from(
     ["a", "a_total", "a_created", "b_total", "b", "c_total", "_total", "d", "e_total"]

@@ -1,9 +1,8 @@
-"""`/metrics` and `/health` are served from their own thread (issue 15, issue 17).
+"""`/metrics` and `/health` are served from their own thread.
 
-The defects: the HTTP server ran on the pipeline's event loop, so any CPU the pipeline spent
-(processors, ingest, OTLP encode) delayed scrapes (p99 106 ms at 10k series); the body was
-re-rendered every few seconds when nothing changed; `/health`, which dcgm-exporter's probes
-use on the same port, answered 404.
+Served from the pipeline's event loop, scrapes would wait for any CPU the pipeline spends
+(processors, ingest, OTLP encode). The body is rendered again only when something changed, and
+`/health`, which dcgm-exporter's probes use on the same port, answers as dcgm-exporter does.
 
 A blocked pipeline loop is simulated by a synchronous HTTP request made from the loop's own
 thread: with the server on that loop it can never be answered (the client's timeout is only a

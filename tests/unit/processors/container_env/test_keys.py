@@ -42,7 +42,7 @@ def test_secret_like_keys(key: str) -> None:
     assert looks_secret(key)
 
 
-# The vocabularies of issue 14's canaries: today's rules let each of these through.
+# Common secret vocabularies: the key rules must refuse each of these.
 @pytest.mark.parametrize(
     "key",
     [

@@ -1,4 +1,4 @@
-"""Labels only from the live container: running, in its pod's newest ready sandbox (issue 13)."""
+"""Labels only from the live container: running, in its pod's newest ready sandbox."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A GPU process belongs to the container it runs in, never to its GPU's allocation (issue 13
-case 4), and a process outside its GPU's allocation is counted and logged."""
+"""A GPU process belongs to the container it runs in, never to its GPU's allocation, and a
+process outside its GPU's allocation is counted and logged."""
 
 from __future__ import annotations
 
@@ -124,8 +124,8 @@ async def test_no_note_no_gauge(telemetry, clock):
 
 
 async def test_start_waits_for_the_first_refresh(telemetry, clock):
-    """Issue 13 case 1: the first export went out before any runtime had answered, so every
-    series started unlabelled (then a labelled twin appeared beside it)."""
+    """The first export waits for a runtime's first answer: before it, every series would
+    start unlabelled (then a labelled twin would appear beside it)."""
     proc = make_processor(telemetry, [(_runtime(), True)], clock, env={"include": ["TEAM"]})
     await proc.start(FakeHost(telemetry))  # no clock advance: the answer is already in
     resource = one(proc.process((_process(7, TRAINER, None),)))

@@ -116,8 +116,8 @@ class ShufflingKubelet(FakeKubelet):
 async def test_a_reordered_answer_keeps_the_snapshot_and_restarts_its_age(
     telemetry: SelfTelemetry,
 ) -> None:
-    """Issue 15: with a kubelet listing pods in a new order each time, every refresh parsed
-    the whole answer and rebuilt the snapshot (P4 4.4x at 1000 pods)."""
+    """A kubelet that lists pods in a new order each time gives the same snapshot: it is kept
+    (its age restarts), not parsed and rebuilt in full at every refresh."""
     kubelet = ShufflingKubelet()
     kubelet.set_pods(
         *(pb_pod("ml", f"p{i}", pb_container("c", {GPU: [f"{UUID_A}::{i}"]})) for i in range(30))

@@ -88,7 +88,7 @@ async def test_process_before_start_passes_the_batch_through(telemetry, client, 
 
 
 async def test_time_sliced_gpu_is_one_series_with_an_allocation_per_holder(started, client, clock):
-    """Issue 13 case 2 and 5: a shared GPU was copied once per holder (sums double counted)."""
+    """A shared GPU stays one series: copied once per holder, its sums would count twice."""
     client.set(
         *(pod("ml", f"infer-{i}", container("srv", {GPU: [f"{UUID_A}::{i}"]})) for i in (0, 3))
     )
@@ -199,7 +199,7 @@ async def test_early_refreshes_are_at_most_one_per_second(started, client, clock
 
 
 async def test_mig_instances_are_matched_by_their_own_uuid(started, telemetry, client, clock):
-    """Issue 13 case 2: the MIG parent was copied once per MIG holder."""
+    """A MIG holder labels its instance only: the parent GPU is never copied per MIG holder."""
     client.set(
         pod("ml", "a", container("c", {"nvidia.com/mig-1g.10gb": [MIG_1]})),
         pod("ml", "b", container("c", {"nvidia.com/mig-1g.10gb": [MIG_2]})),
@@ -235,7 +235,7 @@ async def test_existing_attributes_are_never_overwritten(started, client, clock)
 
 
 async def test_process_series_are_never_labelled_by_the_allocation(started, client, clock):
-    """Issue 13 case 4: a process on a GPU was billed to whoever holds the GPU."""
+    """A process on a GPU is never billed to whoever holds the GPU."""
     client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
     await clock.advance(10)
     proc = gpu(UUID_A, 0, points=1, **{semconv.PROCESS_PID: 4242})
@@ -349,7 +349,7 @@ async def test_node_name(telemetry, client, clock, config_name, environ, expecte
 
 
 async def test_otlp_request_carries_each_device_once(started, client, clock):
-    """Issue 13: a device is never sent twice in one OTLP batch under two label sets."""
+    """A device is never sent twice in one OTLP batch under two label sets."""
     from otelgpu.exporters.otlp.encode import encode
 
     client.set(

@@ -48,7 +48,7 @@ async def test_container_env_labels_pod_and_container_series(
 async def test_enriched_series_keep_the_receivers_identity(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
-    """Issue 13: a pod's series relabelled by container_env (a new env value) replace their
+    """A pod's series relabelled by container_env (a new env value) replace their
     old label set at once, because their identity is what the receiver read, not their final
     labels."""
     from otelgpu.exporters.prometheus.series import SeriesStore

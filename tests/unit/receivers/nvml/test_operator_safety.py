@@ -71,26 +71,44 @@ async def test_a_devices_entry_that_matches_no_gpu_is_a_warning_and_a_metric(
 async def test_unsupported_fields_are_logged_once_at_info_by_name(
     make_receiver: MakeReceiver, caplog: pytest.LogCaptureFixture
 ) -> None:
+    refused = ["NVML_FI_DEV_MEMORY_TEMP", "nvmlDeviceGetEncoderUtilization"]
     receiver = make_receiver(
         simulated={
             "gpus": [
-                {
-                    "uuid": "GPU-a",
-                    "unsupported_fields": [
-                        "NVML_FI_DEV_MEMORY_TEMP",
-                        "nvmlDeviceGetEncoderUtilization",
-                    ],
-                }
+                {"uuid": "GPU-a", "unsupported_fields": refused},
+                {"uuid": "GPU-b", "unsupported_fields": refused},
             ]
         }
     )
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.DEBUG):
         for _ in range(3):
             await receiver.scrape()
-    lines = [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno == logging.INFO and "NVML_FI_DEV_MEMORY_TEMP" in r.getMessage()
+    said = [r for r in caplog.records if "NVML_FI_DEV_MEMORY_TEMP" in r.getMessage()]
+    info = [r.getMessage() for r in said if r.levelno == logging.INFO]
+    assert len(info) == 1, info  # once per GPU model, not per GPU nor every cycle
+    assert "(2 GPUs)" in info[0] and "nvmlDeviceGetEncoderUtilization" in info[0]
+    debug = sorted(r.getMessage() for r in said if r.levelno == logging.DEBUG)
+    assert [line.split(" (")[0] for line in debug] == ["GPU GPU-a", "GPU GPU-b"]  # each, once
+
+
+async def test_a_long_list_of_refused_readings_is_cut_short_at_info(
+    make_receiver: MakeReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    refused = [
+        "NVML_FI_DEV_MEMORY_TEMP",
+        "NVML_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "NVML_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "NVML_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "NVML_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "nvmlDeviceGetEncoderUtilization",
     ]
-    assert len(lines) == 1, lines  # once, not every cycle
-    assert "GPU-a" in lines[0] and "nvmlDeviceGetEncoderUtilization" in lines[0]
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a", "unsupported_fields": refused}]})
+    with caplog.at_level(logging.DEBUG):
+        await receiver.scrape()
+    (listed,) = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    names = listed.split("not asked again: ")[1].split(", ")
+    assert set(refused) <= set(names)  # the simulated GPU refuses one more of its own
+    info = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    line = next(m for m in info if "not asked again" in m)
+    assert f"(1 GPU): {len(names)} NVML readings not supported" in line
+    assert line.endswith(f"and {len(names) - 4} more (each device's list at DEBUG)")

@@ -1,4 +1,4 @@
-"""Issue-17 readings (fields_parity.py, parity_reads.py): clock events, violation time, NVLink
+"""The readings dcgm-exporter users alert on (fields_parity.py, parity_reads.py): clock events, violation time, NVLink
 errors and state, ECC lifetime counts, retired pages, row-remap pending, PCIe link and vGPU
 licence, through the simulated backend, the real backend over the fake pynvml, and the
 Prometheus exporter's dcgm naming."""

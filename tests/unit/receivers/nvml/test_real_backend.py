@@ -308,7 +308,7 @@ class FakePynvml(types.ModuleType):
             )  # fmt: skip
         return out[0 : len(newer)]
 
-    # --- issue-17 readings (parity_reads.py) ------------------------------------------------
+    # --- dcgm-exporter parity readings (parity_reads.py) --------------------------------------
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
         self._enter("nvmlDeviceGetCurrentClocksEventReasons", handle)

@@ -1,0 +1,225 @@
+"""`/metrics` with basic auth under a 200-client wrong-password flood (TARGETS.md S5).
+
+bcrypt is replaced by a check that waits for a gate, so a test holds every check slot for as
+long as it likes and then looks at what was answered, what is held and in which order checks
+ran: nothing here depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import gzip
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+
+import aiohttp
+import bcrypt
+import pytest
+
+from otelgpu.exporters.prometheus import auth
+from otelgpu.exporters.prometheus.auth import BasicAuthenticator
+from otelgpu.exporters.prometheus.config import BasicAuthConfig
+from otelgpu.exporters.prometheus.render import Body
+from otelgpu.exporters.prometheus.server import MetricsServer
+
+PASSWORD = "s3cret-scrape"
+HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
+BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
+FLOOD_ADDRESSES = [f"127.0.0.{i}" for i in range(10, 30)]  # 20 addresses, 10 clients each
+DEADLINE = 30.0
+
+
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    give_up = time.monotonic() + DEADLINE
+    while not condition():
+        if time.monotonic() > give_up:
+            pytest.fail(f"still waiting, after {DEADLINE:.0f} s, for {what}")
+        await asyncio.sleep(0.01)
+
+
+class Gate:
+    """bcrypt that records each password it is asked about and runs only while open."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[bytes] = []
+        self.open = threading.Event()
+        self.open.set()
+
+        def gated(password: bytes, hashed: bytes) -> bool:
+            self.calls.append(password)
+            self.open.wait(DEADLINE)
+            return bcrypt.checkpw(password, hashed)
+
+        monkeypatch.setattr(auth, "_checkpw", gated)
+
+
+def authenticator() -> BasicAuthenticator:
+    return BasicAuthenticator(BasicAuthConfig(username="prom", password_hash=HASH))  # type: ignore[arg-type]
+
+
+class Clients:
+    """HTTP sessions from given loopback addresses (one connection pool per address)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+
+    async def get(self, address: str, password: str) -> int:
+        session = self._sessions.get(address)
+        if session is None:
+            connector = aiohttp.TCPConnector(limit=0, local_addr=(address, 0))
+            session = self._sessions[address] = aiohttp.ClientSession(connector=connector)
+        headers = {"Authorization": basic("prom", password)}
+        async with session.get(self.url, headers=headers) as response:
+            await response.read()
+            return response.status
+
+    async def close(self) -> None:
+        for session in self._sessions.values():
+            await session.close()
+
+
+@contextlib.asynccontextmanager
+async def flooded(
+    monkeypatch: pytest.MonkeyPatch, scrapers_before: tuple[str, ...] = ()
+) -> AsyncIterator[tuple[MetricsServer, BasicAuthenticator, Gate, Clients]]:
+    """A server whose 20 flooding addresses have each failed once already (and whose
+    `scrapers_before` have each passed once), now holding every check slot the flood can get
+    with the gate closed (200 wrong-password requests)."""
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    server = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=checker,
+    )
+    await server.start()
+    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+    flood: list[asyncio.Task[int]] = []
+    try:
+        for address in scrapers_before:
+            assert await clients.get(address, PASSWORD) == 200
+        for address in FLOOD_ADDRESSES:  # each address fails once
+            assert await clients.get(address, "wrong") == 401
+        gate.open.clear()
+        before = len(gate.calls)
+        flood = [
+            asyncio.create_task(clients.get(address, "wrong"))
+            for address in FLOOD_ADDRESSES
+            for _ in range(10)
+        ]
+        await until(lambda: len(gate.calls) > before, "a flood check to run")
+        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
+        await until(
+            lambda: sum(task.done() for task in flood) == len(flood) - held,
+            f"all but {held} of the flood's requests to be refused",
+        )
+        refused = [task.result() for task in flood if task.done()]
+        assert set(refused) <= {429, 503}
+        yield server, checker, gate, clients
+    finally:
+        gate.open.set()
+        await asyncio.gather(*flood, return_exceptions=True)
+        await clients.close()
+        await server.stop()
+
+
+async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_that_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first scrape from an address with no failed check waits for the check running now
+    and no other: it gets a slot of its own, ahead of every address that failed before."""
+    async with flooded(monkeypatch) as (_, checker, gate, clients):
+        running = len(gate.calls)
+        scrape = asyncio.create_task(clients.get("127.0.0.2", PASSWORD))
+        await until(
+            lambda: scrape.done() or checker.waiting == (1, auth.MAX_PENDING),
+            "the scrape's check to wait in its own lane",
+        )
+        assert not scrape.done(), scrape.result()  # not refused for want of a slot
+        gate.open.set()
+        assert await scrape == 200
+        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
+
+
+async def test_a_scraper_whose_password_passed_is_answered_while_the_flood_holds_every_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pair that passed once needs no check and no slot: the answer comes while every
+    check the flood holds is still waiting (from another address of the scraper's too)."""
+    async with flooded(monkeypatch, scrapers_before=("127.0.0.2",)) as (_, checker, gate, clients):
+        assert checker.waiting == (0, auth.MAX_PENDING)
+        for address in ("127.0.0.2", "127.0.0.3"):
+            assert await asyncio.wait_for(clients.get(address, PASSWORD), DEADLINE) == 200
+        assert gate.calls.count(PASSWORD.encode()) == 1  # its one check, before the flood
+        assert checker.waiting == (0, auth.MAX_PENDING)
+
+
+async def test_a_reload_with_the_same_credentials_keeps_what_passed_and_what_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The next exporter's authenticator (a SIGHUP) takes over the pairs that passed and the
+    addresses that failed, so a reload in the middle of a flood neither makes the scraper
+    wait for a check again nor lets the flood's addresses into the first lane."""
+    async with flooded(monkeypatch, scrapers_before=("127.0.0.2",)) as flood:
+        server, _, gate, clients = flood
+        renewed = authenticator()
+        await renewed.prepare()
+        # (closing the old authenticator waits for its check in progress, held by the gate)
+        reload = asyncio.create_task(server.serve(lambda: BODY, lambda *_: None, renewed))
+        await until(lambda: renewed.remembers(basic("prom", PASSWORD)), "the take-over")
+        assert all(renewed.failed_before(address) for address in FLOOD_ADDRESSES)
+        assert await asyncio.wait_for(clients.get("127.0.0.2", PASSWORD), DEADLINE) == 200
+        assert gate.calls.count(PASSWORD.encode()) == 1
+        gate.open.set()
+        await reload
+
+
+async def test_another_user_or_hash_starts_afresh() -> None:
+    first = authenticator()
+    await first.prepare()
+    assert await first.check(basic("prom", PASSWORD), peer="127.0.0.2")
+    other_hash = bcrypt.hashpw(b"other", bcrypt.gensalt(rounds=4)).decode()
+    for config in (
+        BasicAuthConfig(username="prom", password_hash=other_hash),  # type: ignore[arg-type]
+        BasicAuthConfig(username="other", password_hash=HASH),  # type: ignore[arg-type]
+    ):
+        renewed = BasicAuthenticator(config)
+        await renewed.prepare()
+        renewed.take_over(first)
+        assert not renewed.remembers(basic("prom", PASSWORD))
+        renewed.close()
+    first.close()
+
+
+async def test_a_flood_from_one_address_is_refused_per_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The per-address bound: a third concurrent check from one address gets 429 at once."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = authenticator()
+    await checker.prepare()
+
+    async def attempt() -> bool:
+        return await checker.check(basic("prom", "wrong"), peer="127.0.0.9")
+
+    first, second = asyncio.create_task(attempt()), asyncio.create_task(attempt())
+    await until(lambda: checker.waiting == (2, 0), "two checks held for the address")
+    with pytest.raises(auth.AuthBusy) as busy:
+        await attempt()
+    assert busy.value.status == 429
+    gate.open.set()
+    assert await asyncio.gather(first, second) == [False, False]
+    assert checker.failed_before("127.0.0.9") and checker.waiting == (0, 0)
+    checker.close()
