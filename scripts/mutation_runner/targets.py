@@ -14,6 +14,8 @@ OTLP = "tests/unit/exporters/otlp"
 HTTP_TESTS = [
     "tests/unit/core/test_http_listener.py",
     "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors
+    "tests/unit/core/test_http_attacks.py",  # buffers, write and handshake timeouts, framing
+    f"{PROM}/test_auth_flood.py",  # the bcrypt queue's limits
     f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
     f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
     f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
@@ -74,6 +76,16 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
     "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
     "http_send_buffer": ("otelgpu/http_send_buffer.py", HTTP_TESTS),
     "cpu_limit": ("otelgpu/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
+    "grpc_client": ("otelgpu/configgrpc/client.py", ["tests/unit/configgrpc"]),
+    "grpc_policy": ("otelgpu/configgrpc/policy.py", ["tests/unit/configgrpc"]),
+    "secret_values": (
+        "otelgpu/processors/container_env/values.py",
+        [
+            "tests/unit/processors/container_env/test_value_shapes.py",
+            "tests/unit/processors/container_env/test_glob_values.py",
+            "tests/unit/processors/container_env/test_secret_corpus.py",
+        ],
+    ),
     "openmetrics": (
         "otelgpu/exporters/prometheus/openmetrics.py",
         [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],
