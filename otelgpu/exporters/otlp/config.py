@@ -264,6 +264,19 @@ class OtlpHttpExporterConfig(OtlpCommonConfig):
     proxy_url: ProxyURL = ""
     tls: HttpTLSConfig = Field(default_factory=HttpTLSConfig)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _encoding(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("encoding", "proto") != "proto":
+            raise ValueError(
+                f'encoding: "{data["encoding"]}" is not supported: requests are sent as binary '
+                "protobuf (the Collector's default, encoding: proto); every OTLP/HTTP receiver "
+                "accepts it"
+            )
+        if isinstance(data, dict) and "encoding" in data:
+            data = {k: v for k, v in data.items() if k != "encoding"}
+        return data
+
     @field_validator("endpoint", "metrics_endpoint")
     @classmethod
     def _url(cls, value: str) -> str:

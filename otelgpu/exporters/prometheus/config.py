@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from otelgpu.config.types import Endpoint, PositiveDuration, StrictModel
 from otelgpu.exporters.prometheus.naming import LABEL_NAME_RE, replace_invalid
@@ -91,6 +91,18 @@ class PrometheusExporterConfig(StrictModel):
         default_factory=ResourceToTelemetryConfig
     )
     send_timestamps: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _collector_only(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "resource_constant_labels" in data:
+            raise ValueError(
+                "resource_constant_labels (a Collector option) is not needed here: every "
+                "resource attribute (GPU, pod, node, business labels) is already a label on "
+                "each series, as with resource_to_telemetry_conversion: true; remove it, and "
+                "use const_labels for fixed labels"
+            )
+        return data
 
     @field_validator("namespace")
     @classmethod

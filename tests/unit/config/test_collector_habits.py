@@ -123,3 +123,19 @@ service:
     (message,) = _issues(PIPELINE, text)
     assert message.startswith("expected a string; ")
     assert f"YAML read the value as {read_as}: quote it" in message
+
+
+def test_exporter_options_of_the_collector_get_a_targeted_error_or_their_meaning() -> None:
+    text = """
+exporters:
+  otlp_http: {endpoint: "http://gateway:4318", encoding: json}
+  otlp_http/proto: {endpoint: "http://gateway:4318", encoding: proto}
+  prometheus: {endpoint: "0.0.0.0:9400", resource_constant_labels: [k8s.pod.name]}
+service:
+  pipelines:
+    metrics: {exporters: [otlp_http, otlp_http/proto, prometheus]}
+"""
+    messages = _issues(PIPELINE, text)
+    assert len(messages) == 2, messages
+    assert any(m.startswith('encoding: "json" is not supported') for m in messages)
+    assert any(m.startswith("resource_constant_labels (a Collector option)") for m in messages)
