@@ -114,9 +114,7 @@ def _dump(out: Path) -> None:
 def _experiment(spec: str) -> None:
     """Settings tried in A/B runs, from `P7_EXPERIMENT` (`key=value;...`): `gc=T0,T1,T2`
     (thresholds set after each start's `heap.settle`), `render_nice=N`, `switch=SECONDS`,
-    `send_buffer=autotune` (connections ask for no send buffer, as where `net.core.wmem_max` is
-    a default kernel's 208 KiB: the kernel then takes a plain body in parts), `fork=SECONDS`
-    (`_fork_a_server`)."""
+    `fork=SECONDS` (`_fork_a_server`)."""
     from otelgpu import heap, http_listener
     from otelgpu.exporters.prometheus import exporter
 
@@ -144,10 +142,6 @@ def _experiment(spec: str) -> None:
             sys.setswitchinterval(float(value))
         elif key == "fork":
             _fork_a_server(float(value))
-        elif key == "send_buffer" and value == "autotune":
-            from otelgpu import http_send_buffer
-
-            http_send_buffer.send_buffer_size = lambda: None
         else:
             raise SystemExit(f"P7_EXPERIMENT: unknown setting {key!r}")
 
