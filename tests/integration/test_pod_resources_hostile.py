@@ -4,10 +4,7 @@ sane: the refresh fails and is counted, the source is said down once, memory sta
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
+from tests.integration.test_pod_resources import wait_for
 from tests.unit.configgrpc.hostile import HostileServer
 from tests.unit.processors.k8s_attributes.fakes import series
 
@@ -25,14 +23,6 @@ pytestmark = pytest.mark.integration
 
 ERRORS = "otelgpu_pod_resources_errors_total"
 UP = "otelgpu_source_up"
-
-
-async def wait_for(check: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
 
 
 @pytest.mark.parametrize(
@@ -62,13 +52,13 @@ async def test_a_hostile_kubelet_is_counted_said_down_once_and_left_behind_when_
     )
     await processor.start(FakeHost(telemetry))
     try:
-        await wait_for(lambda: (series(telemetry, ERRORS, code=code) or 0) >= 3)
+        await wait_for(lambda: (series(telemetry, ERRORS, code=code) or 0) >= 3, timeout=30)
         assert series(telemetry, UP, source="pod_resources") == 0
         down = [r for r in caplog.records if "pod_resources is down" in r.getMessage()]
         assert len(down) == 1, [r.getMessage() for r in down]
         # Sane again (it answers an empty pod list): the source comes back up.
         kubelet.mode = "echo"
-        await wait_for(lambda: series(telemetry, UP, source="pod_resources") == 1)
+        await wait_for(lambda: series(telemetry, UP, source="pod_resources") == 1, timeout=30)
         assert processor.snapshot is not None
     finally:
         await processor.shutdown()

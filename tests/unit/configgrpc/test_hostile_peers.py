@@ -205,15 +205,20 @@ async def test_a_peer_gone_silent_is_dropped_by_keepalive_and_dialled_again(
 
 
 async def _strict_server(
-    options: list[tuple[str, int]], handler_gate: asyncio.Event | None = None
+    options: list[tuple[str, int]],
+    handler_gate: asyncio.Event | None = None,
+    called: asyncio.Event | None = None,
 ) -> tuple[grpc.aio.Server, int, list[str], list[int]]:
     """A grpcio server on TCP: Call echoes (after `handler_gate`, when given); it records
-    each call's peer address (one port per connection) and how many calls were open at once."""
+    each call's peer address (one port per connection) and how many calls were open at once,
+    and sets `called` at the first call."""
+    called = called or asyncio.Event()
     peers: list[str] = []
     open_now = [0, 0]  # calls open now, the most at once
 
     async def call(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         peers.append(context.peer())
+        called.set()
         open_now[0] += 1
         open_now[1] = max(open_now[1], open_now[0])
         try:
@@ -234,13 +239,14 @@ async def _strict_server(
 
 
 async def test_a_server_allowing_one_stream_at_a_time_serves_every_concurrent_call() -> None:
-    gate = asyncio.Event()
-    server, port, peers, open_now = await _strict_server([("grpc.max_concurrent_streams", 1)], gate)
+    gate, called = asyncio.Event(), asyncio.Event()
+    server, port, peers, open_now = await _strict_server(
+        [("grpc.max_concurrent_streams", 1)], gate, called
+    )
     client = Client(f"127.0.0.1:{port}", ChannelPolicy(proxy=False))
     try:
         calls = [asyncio.create_task(client.unary(METHOD, b"%d" % n, timeout=30)) for n in range(5)]
-        while not peers:  # the first call is in the handler; the others wait for a stream
-            await asyncio.sleep(0.01)
+        await called.wait()  # the first call is in the handler; the others wait for a stream
         gate.set()
         assert await asyncio.gather(*calls) == [b"%d" % n for n in range(5)]
         assert open_now[1] == 1 and len(set(peers)) == 1
