@@ -23,6 +23,7 @@ import yaml
 
 from tests.e2e.node import eventually
 from tests.integration.agent_process import AgentProcess
+from tests.integration.secrets_pipeline import secrets_pipeline
 from tests.peers import kubelet as kubelet_api
 from tests.peers.cri_records import Pod, create_container, create_sandbox
 from tests.peers.kubelet import FakeKubelet
@@ -51,47 +52,17 @@ def _config(
         source: {"include": ["*"] if mode == MODES[0] else planted.sources[source].named()}
         for source in SOURCES
     }
-    return {
-        "receivers": {
-            "nvml": {
-                "collection_interval": "500ms",
-                "backend": "simulated",
-                "simulated": {"gpus": [{"uuid": GPU}]},
-            }
-        },
-        "processors": {
-            "k8s_attributes": {
-                "pod_resources_socket": str(kubelet.socket),
-                "refresh_interval": "500ms",
-                "node_name": "corpus-node",
-            },
-            "container_env": {
-                "runtime": "containerd",
-                "containerd": {"socket": str(containerd.socket)},
-                "refresh_interval": "500ms",
-                **filters,
-                # No cap hides a leak: everything not refused is exported.
-                "max_attributes": 1024,
-                "max_value_length": 4096,
-            },
-        },
-        "exporters": {
-            "prometheus": {"endpoint": f"127.0.0.1:{ports[0]}"},
-            "prometheus/dcgm": {"endpoint": f"127.0.0.1:{ports[1]}", "naming": "dcgm"},
-            "otlp": {"endpoint": otlp.grpc_endpoint, "tls": {"insecure": True}},
-            "otlp_http": {"endpoint": otlp.http_endpoint},
-        },
-        "service": {
-            "telemetry": {"logs": {"level": "debug"}},
-            "pipelines": {
-                "metrics/gpu": {
-                    "receivers": ["nvml"],
-                    "processors": ["k8s_attributes", "container_env"],
-                    "exporters": ["prometheus", "prometheus/dcgm", "otlp", "otlp_http"],
-                }
-            },
-        },
-    }
+    return secrets_pipeline(
+        gpu=GPU,
+        containerd=containerd,
+        kubelet=kubelet,
+        otlp=otlp,
+        ports=ports,
+        node_name="corpus-node",
+        filters=filters,
+        max_attributes=1024,
+        otlp_http=True,
+    )
 
 
 class Run:

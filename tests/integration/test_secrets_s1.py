@@ -29,6 +29,7 @@ import yaml
 
 from tests.e2e.node import eventually
 from tests.integration.agent_process import AgentProcess
+from tests.integration.secrets_pipeline import secrets_pipeline
 from tests.peers import kubelet as kubelet_api
 from tests.peers.cri_records import Pod, create_container, create_sandbox
 from tests.peers.kubelet import FakeKubelet
@@ -127,49 +128,21 @@ def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: li
     everything = {"include": ["*"]}
     # A hex run ID is random-looking: only a key named in the include list exports it.
     env = {"include": ["MLFLOW_RUN_ID", "*"]}
-    return {
-        "receivers": {
-            "nvml": {
-                "collection_interval": "500ms",
-                "backend": "simulated",
-                "simulated": {"gpus": [{"uuid": GPU}]},
-            }
+    return secrets_pipeline(
+        gpu=GPU,
+        containerd=containerd,
+        kubelet=kubelet,
+        otlp=otlp,
+        ports=ports,
+        node_name="s1-node",
+        filters={
+            "env": env,
+            "labels": everything,
+            "pod_labels": everything,
+            "annotations": everything,
         },
-        "processors": {
-            "k8s_attributes": {
-                "pod_resources_socket": str(kubelet.socket),
-                "refresh_interval": "500ms",
-                "node_name": "s1-node",
-            },
-            "container_env": {
-                "runtime": "containerd",
-                "containerd": {"socket": str(containerd.socket)},
-                "refresh_interval": "500ms",
-                "env": env,
-                "labels": everything,
-                "pod_labels": everything,
-                "annotations": everything,
-                # No cap hides a leak: everything not refused is exported.
-                "max_attributes": 512,
-                "max_value_length": 4096,
-            },
-        },
-        "exporters": {
-            "prometheus": {"endpoint": f"127.0.0.1:{ports[0]}"},
-            "prometheus/dcgm": {"endpoint": f"127.0.0.1:{ports[1]}", "naming": "dcgm"},
-            "otlp": {"endpoint": otlp.grpc_endpoint, "tls": {"insecure": True}},
-        },
-        "service": {
-            "telemetry": {"logs": {"level": "debug"}},
-            "pipelines": {
-                "metrics/gpu": {
-                    "receivers": ["nvml"],
-                    "processors": ["k8s_attributes", "container_env"],
-                    "exporters": ["prometheus", "prometheus/dcgm", "otlp"],
-                }
-            },
-        },
-    }
+        max_attributes=512,
+    )
 
 
 class Run:
