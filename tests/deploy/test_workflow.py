@@ -142,17 +142,24 @@ else:
 """
 
 
+def _fake_tool(tmp_path: Path, name: str, script: str) -> str:
+    """Installs `script` as the executable `name` in a directory of its own; returns a PATH
+    that finds it first."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    tool = bin_dir / name
+    tool.write_text(script)
+    tool.chmod(0o755)
+    return f"{bin_dir}:{os.environ['PATH']}"
+
+
 def test_the_chart_step_packages_a_self_contained_chart_and_pushes_it(
     tmp_path: Path, checkout: Path
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     log = tmp_path / "helm.log"
-    fake = bin_dir / "helm"
-    fake.write_text(_FAKE_HELM.format(python=sys.executable, log=str(log)))
-    fake.chmod(0o755)
+    path = _fake_tool(tmp_path, "helm", _FAKE_HELM.format(python=sys.executable, log=str(log)))
     env = workflow.step_env("Package and push the chart", VERSION, GITHUB_TOKEN="token")
-    env |= {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_ACTOR": "release-bot"}
+    env |= {"PATH": path, "GITHUB_ACTOR": "release-bot"}
     result = _run_step("Package and push the chart", tmp_path, env)
     assert result.returncode == 0, result.stdout + result.stderr
     login, push = (json.loads(line) for line in log.read_text().splitlines())
@@ -180,18 +187,16 @@ def test_the_chart_step_packages_a_self_contained_chart_and_pushes_it(
 def test_the_release_carries_the_chart_the_sbom_and_this_versions_notes(
     tmp_path: Path, checkout: Path
 ) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     calls = tmp_path / "gh.json"
-    fake = bin_dir / "gh"
-    fake.write_text(
+    path = _fake_tool(
+        tmp_path,
+        "gh",
         f"#!{sys.executable}\nimport json, sys\n"
-        f"open({str(calls)!r}, 'w').write(json.dumps(sys.argv[1:]))\n"
+        f"open({str(calls)!r}, 'w').write(json.dumps(sys.argv[1:]))\n",
     )
-    fake.chmod(0o755)
     name = "GitHub release with the chart and the SBOM"
     env = workflow.step_env(name, VERSION, GITHUB_TOKEN="token")
-    env |= {"PATH": f"{bin_dir}:{os.environ['PATH']}", "GITHUB_REF_NAME": f"v{VERSION}"}
+    env |= {"PATH": path, "GITHUB_REF_NAME": f"v{VERSION}"}
     script = workflow.script(name, VERSION).replace("${{ steps.image.outputs.digest }}", DIGEST)
     (tmp_path / "step.sh").write_text(script)
     result = subprocess.run(
