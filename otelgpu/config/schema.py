@@ -64,35 +64,19 @@ _COLLECTOR_ONLY = {
 }
 
 
-def _refuse_collector_keys(section: str, data: Any) -> Any:
-    found = sorted(_COLLECTOR_ONLY[section].keys() & set(data)) if isinstance(data, dict) else []
-    if found:
-        raise ValueError(
-            "; ".join(
-                f"{key} (a Collector option) is not supported here: {_COLLECTOR_ONLY[section][key]}"
-                for key in found
-            )
-        )
-    return data
-
-
 class LogsConfig(StrictModel):
     """`service::telemetry::logs`: the agent's own log output.
 
     level: debug, info, warn (or warning), error; any case, as the Collector reads them.
     encoding: console or json. `otelgpu run --log-level/--log-format` override both.
-    The Collector's other keys (output_paths, sampling, ...) get an error saying why.
+    The Collector's other keys (output_paths, sampling, ...) get an error saying why (see
+    `TelemetryConfig`).
     """
 
     level: Annotated[
         Literal["debug", "info", "warn", "warning", "error"], BeforeValidator(_lower)
     ] = "info"
     encoding: Literal["console", "json"] = "console"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _collector_keys(cls, data: Any) -> Any:
-        return _refuse_collector_keys("logs", data)
 
 
 class MetricsTelemetryConfig(StrictModel):
@@ -110,14 +94,14 @@ class MetricsTelemetryConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _collector_keys(cls, data: Any) -> Any:
+    def _no_level_none(cls, data: Any) -> Any:
         if isinstance(data, dict) and _lower(data.get("level")) == "none":
             raise ValueError(
                 "level: none is not supported: the agent's own metrics (otelgpu_*) are what "
                 "the shipped alerts and docs/troubleshooting.md read; drop them downstream "
                 "with a relabelling rule if they must go"
             )
-        return _refuse_collector_keys("metrics", data)
+        return data
 
 
 class TelemetryConfig(StrictModel):
@@ -129,7 +113,7 @@ class TelemetryConfig(StrictModel):
     @model_validator(mode="before")
     @classmethod
     def _collector_keys(cls, data: Any) -> Any:
-        # Every Collector-only key at once, not one section per run.
+        # Every Collector-only key, of this section and the two below it, in one message.
         if not isinstance(data, dict):
             return data
         found = [

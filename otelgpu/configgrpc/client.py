@@ -4,7 +4,6 @@ request's bytes itself, and the kubelet's List answer is split before any pod is
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import grpc
@@ -66,8 +65,6 @@ class Client:
             raise RpcError(
                 exc.code(), exc.details() or "", _metadata(exc.trailing_metadata())
             ) from None
-        except asyncio.CancelledError:
-            raise
         if not isinstance(answer, bytes):  # no deserializer: grpcio hands the bytes over
             raise RpcError(StatusCode.INTERNAL, f"an answer of type {type(answer).__name__}")
         return answer

@@ -24,7 +24,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 KEEPALIVE_TIME = 10.0  # seconds; the Collector's configgrpc default
 KEEPALIVE_TIMEOUT = 10.0
@@ -56,7 +56,6 @@ class ChannelPolicy:
     proxy: bool = True
     authority: str = ""
     user_agent: str = "otelgpu"
-    extra: tuple[tuple[str, int | str], ...] = field(default=())
 
     def options(self, credentials: Credentials | None = None) -> list[tuple[str, int | str]]:
         """The grpcio channel arguments of this policy."""
@@ -86,4 +85,4 @@ class ChannelPolicy:
             options.append(("grpc.default_authority", self.authority))
         if credentials is not None and credentials.server_name:
             options.append(("grpc.ssl_target_name_override", credentials.server_name))
-        return options + list(self.extra)
+        return options
