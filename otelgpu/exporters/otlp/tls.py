@@ -6,10 +6,14 @@ import asyncio
 import contextlib
 import ssl
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from otelgpu.configgrpc import Credentials
 from otelgpu.exporters.otlp.config import ClientTLSConfig
+
+T = TypeVar("T")
 
 _TLS_VERSIONS = {
     "1.0": ssl.TLSVersion.TLSv1,
@@ -67,18 +71,9 @@ async def presented_certificate(host: str, port: int, server_name: str, timeout:
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["h2"])
-    async with asyncio.timeout(timeout):
-        _, writer = await asyncio.open_connection(
-            host, port, ssl=context, server_hostname=server_name or host
-        )
-    try:
-        peer = writer.get_extra_info("ssl_object")
-        der = peer.getpeercert(binary_form=True) if peer is not None else None
-    finally:
-        writer.close()
-        with contextlib.suppress(OSError, ssl.SSLError):
-            await writer.wait_closed()
+    der = await _handshake(
+        host, port, context, server_name, timeout, lambda peer: peer.getpeercert(True)
+    )
     if not der:
         raise ssl.SSLError(f"{host}:{port} presented no certificate")
     return ssl.DER_cert_to_PEM_cert(der).encode()
@@ -92,25 +87,41 @@ async def certificate_names(
     handshake then fails: a CA must be configured)."""
     context = ssl.create_default_context(cadata=pem.decode())
     context.check_hostname = False
-    context.set_alpn_protocols(["h2"])
     try:
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(
-                host, port, ssl=context, server_hostname=server_name or host
-            )
+        found = await _handshake(
+            host, port, context, server_name, timeout, ssl.SSLObject.getpeercert
+        )
     except (ssl.SSLError, OSError, TimeoutError):
         return []
+    cert: dict[str, Any] = dict(found or {})  # typeshed's value types are looser than the API
+    names = [v for k, v in cert.get("subjectAltName", ()) if k in ("DNS", "IP Address")]
+    for rdn in cert.get("subject", ()):
+        names += [v for k, v in rdn if k == "commonName"]
+    return names
+
+
+async def _handshake(
+    host: str,
+    port: int,
+    context: ssl.SSLContext,
+    server_name: str,
+    timeout: float,
+    read: Callable[[ssl.SSLObject], T],
+) -> T | None:
+    """`read` of the TLS object of one handshake (ALPN h2, as gRPC's) and nothing more; None
+    when the connection has none."""
+    context.set_alpn_protocols(["h2"])
+    async with asyncio.timeout(timeout):
+        _, writer = await asyncio.open_connection(
+            host, port, ssl=context, server_hostname=server_name or host
+        )
     try:
-        peer = writer.get_extra_info("ssl_object")
-        cert = peer.getpeercert() if peer is not None else None
+        peer: ssl.SSLObject | None = writer.get_extra_info("ssl_object")
+        return read(peer) if peer is not None else None
     finally:
         writer.close()
         with contextlib.suppress(OSError, ssl.SSLError):
             await writer.wait_closed()
-    names = [v for k, v in (cert or {}).get("subjectAltName", ()) if k in ("DNS", "IP Address")]
-    for rdn in (cert or {}).get("subject", ()):
-        names += [v for k, v in rdn if k == "commonName"]
-    return names
 
 
 def _pem(path: str, text: str) -> bytes | None:
