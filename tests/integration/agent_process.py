@@ -86,3 +86,17 @@ def scrape(port: int) -> str:
     """The agent's /metrics on 127.0.0.1:`port`, as text."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as response:
         return str(response.read().decode())
+
+
+def scrape_until(port: int, needle: str, timeout: float = 20.0) -> str:
+    """Scrapes until the body holds `needle` and returns that body.
+
+    The debug exporter may log a collection before the prometheus exporter, a sibling in the same
+    fan-out, has taken it in, so a log line alone does not mean the body holds it yet."""
+    deadline = time.monotonic() + timeout
+    body = scrape(port)
+    while needle not in body:
+        assert time.monotonic() < deadline, f"no {needle!r} on :{port} within {timeout} s:\n{body}"
+        time.sleep(0.05)
+        body = scrape(port)
+    return body

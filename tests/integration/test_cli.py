@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.agent_process import AgentProcess, scrape
+from tests.integration.agent_process import AgentProcess, scrape, scrape_until
 from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
@@ -193,7 +193,7 @@ def test_sighup_with_an_alias_bomb_is_refused_and_the_agent_keeps_serving(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in scrape(port)
+    scrape_until(port, "hw_gpu_utilization")
 
     config.write_text(serving + alias_bomb(9))  # ~10**9 nodes once expanded
     agent.send(signal.SIGHUP)
@@ -315,7 +315,7 @@ def test_valid_reloads_keep_the_ports_open_and_the_last_body_served(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in scrape(metrics_port)
+    scrape_until(metrics_port, "hw_gpu_utilization")
     metrics = _Poller(f"http://127.0.0.1:{metrics_port}/metrics")
     health = _Poller(f"http://127.0.0.1:{health_port}/healthz")
     metrics.start(), health.start()
@@ -344,7 +344,7 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(r'"pipeline_tag": "v1"')
-    assert "hw_gpu_utilization" in scrape(old_port)
+    scrape_until(old_port, "hw_gpu_utilization")
 
     config.write_text(_serving_config(new_port, health_port))
     agent.send(signal.SIGHUP)
@@ -352,9 +352,7 @@ def test_a_reload_that_moves_the_port_releases_the_old_one(
     agent.wait_for(rf"serving http://127\.0\.0\.1:{new_port}/metrics \(otel naming\)$")
     with pytest.raises(OSError):  # refused: nothing listens there any more
         socket.create_connection(("127.0.0.1", old_port), timeout=5).close()
-    body = ""
-    while "hw_gpu_utilization" not in body:  # the new pipeline's first body, then GPU series
-        body = scrape(new_port)
+    scrape_until(new_port, "hw_gpu_utilization")  # the new pipeline's first body, then GPU series
     assert agent.stop() == 0
 
 
