@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from otelgpu.cpu_limit import CGROUP_ROOT, v1_cpu_mount
+from otelgpu.service.cpu_limit import CGROUP_ROOT, v1_cpu_mount
 
 PERIOD_US = 100_000  # the kubelet's default --cpu-cfs-quota-period
 

@@ -41,12 +41,12 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from otelgpu import semconv
-from otelgpu.compression import GZIP_IMPLEMENTATION, gzip_bytes
+from otelgpu.confighttp.compression import GZIP_IMPLEMENTATION, gzip_bytes
 from otelgpu.exporters.prometheus.render import body_of, join_chunks, render_chunks
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 GZIP_LEVEL = 1  # the exporter's (render.py)
 CLIENT_GZIP_LEVEL = 9  # prometheus_client's: gzip.compress's default

@@ -74,20 +74,20 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from bench.node_fixture import Node
-from otelgpu import semconv
-from otelgpu.component import ComponentID, Kind, Settings
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
-from otelgpu.model import Batch, MetricKind, point_count
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, MetricKind, point_count
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.processor import ContainerEnvProcessor
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeHost, Sink
 from tests.unit.processors.k8s_attributes.fakes import (
     FakePodResources,

@@ -69,7 +69,7 @@ import aiohttp
 
 from bench import p3_census
 from bench.node_fixture import Node
-from otelgpu.compression import gunzip_bytes
+from otelgpu.confighttp.compression import gunzip_bytes
 from tests.peers.kubelet import FakeKubelet, container, pod
 from tests.peers.ports import free_port
 from tests.peers.rotel import rotel_binary

@@ -44,13 +44,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otelgpu import semconv
-from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
-from otelgpu.telemetry import SelfTelemetry
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUS, MIG_GPUS, MIG_PER_GPU, METRICS = 8, 2, 3, 24

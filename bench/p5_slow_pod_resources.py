@@ -28,11 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.p4_enrichment_scaling import batch
-from otelgpu import semconv
-from otelgpu.component import ComponentID, Kind, Settings
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeHost
 from tests.peers.kubelet import FakeKubelet, container, pod
 

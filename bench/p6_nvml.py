@@ -34,14 +34,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.model import point_count
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import point_count
 from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.sources import FIELD_IDS
-from otelgpu.telemetry import SelfTelemetry
 
 SMI_FIELDS = (
     "utilization.gpu,utilization.memory,encoder.stats.averageFps,memory.used,memory.free,"

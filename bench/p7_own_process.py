@@ -2,7 +2,7 @@
 its own, so that the benchmark can scrape `/metrics` as it would be served with no GIL shared
 with the pipeline (only the machine's cores).
 
-The same `otelgpu.http_listener.Listener` (httptools on its own thread and loop, the send-buffer
+The same `otelgpu.confighttp.listener.Listener` (httptools on its own thread and loop, the send-buffer
 and slicing rules), the 0.1 ms switch interval the agent sets for itself, and the exporter's
 Accept-Encoding negotiation answer each request; the bodies are files the benchmark fetched from the agent, read once.
 This process's main thread only waits, as a serving process's would.
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otelgpu import http_listener
+from otelgpu.confighttp import listener as http_listener
+from otelgpu.confighttp.listener import Listener, Request, Response
 from otelgpu.exporters.prometheus.server import accepts_gzip
-from otelgpu.http_listener import Listener, Request, Response
 
 _TYPE = ("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 

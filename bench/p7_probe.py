@@ -88,7 +88,7 @@ def _install_spans() -> None:
         for parent in parents:
             owner = getattr(owner, parent)
         setattr(owner, attribute, _timed(name, getattr(owner, attribute)))
-    from otelgpu import http_listener
+    from otelgpu.confighttp import listener as http_listener
 
     run = http_listener.Listener._run
 
@@ -115,8 +115,9 @@ def _experiment(spec: str) -> None:
     """Settings tried in A/B runs, from `P7_EXPERIMENT` (`key=value;...`): `gc=T0,T1,T2`
     (thresholds set after each start's `heap.settle`), `render_nice=N`, `switch=SECONDS`,
     `fork=SECONDS` (`_fork_a_server`)."""
-    from otelgpu import heap, http_listener
+    from otelgpu.confighttp import listener as http_listener
     from otelgpu.exporters.prometheus import exporter
+    from otelgpu.service import heap
 
     items = dict(item.partition("=")[::2] for item in filter(None, spec.split(";")))
     if "alt" in items:

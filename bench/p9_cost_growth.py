@@ -35,9 +35,9 @@ from typing import TypeVar
 
 from bench.node_fixture import Node
 from bench.p2_cycle_cpu import Pipeline
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.model import Batch
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch
 
 T = TypeVar("T")
 

@@ -13,15 +13,16 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
-from otelgpu import __version__, logs
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
+from otelgpu import __version__
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ConfigError, StartError
+from otelgpu.component.registry import Registry
 from otelgpu.config import AgentConfig, load_config
 from otelgpu.config.render import render
-from otelgpu.cpu_limit import cpu_limit, cpu_limit_note
-from otelgpu.errors import ConfigError, StartError
-from otelgpu.registry import Registry
+from otelgpu.service import logs
 from otelgpu.service.agent import Agent
+from otelgpu.service.builtins import builtin_registry
+from otelgpu.service.cpu_limit import cpu_limit, cpu_limit_note
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
 _log = logging.getLogger("otelgpu.cli")

@@ -6,12 +6,13 @@ from typing import Literal
 
 from pydantic import Field
 
-from otelgpu.builtins import builtin_factories
-from otelgpu.component import Host, Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.clock import Clock
+from otelgpu.component.component import Host, Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.registry import Factory, Registry
 from otelgpu.config.types import PositiveDuration, StrictModel
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.registry import Factory, Registry
-from otelgpu.scraper import Clock, ScrapeController
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.scraperhelper.scraper import ScrapeController
+from otelgpu.service.builtins import builtin_factories
 
 
 class SampleReceiverConfig(StrictModel):

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from otelgpu.component import ComponentID, Kind, Settings
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost, Sink
 
 
 @pytest.fixture(autouse=True)
 def _otelgpu_logger_restored() -> Iterator[None]:
-    """A test that runs the Agent in this process has `otelgpu.logs.configure` take over the
+    """A test that runs the Agent in this process has `otelgpu.service.logs.configure` take over the
     `otelgpu` logger (its own handler, no propagation): put it back, so later tests' caplog
     still sees the records."""
     logger = logging.getLogger("otelgpu")
@@ -27,7 +27,7 @@ def _otelgpu_logger_restored() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def _heap_thawed() -> Iterator[None]:
-    """An Agent started in this process freezes the heap (otelgpu/heap.py); thaw it after the
+    """An Agent started in this process freezes the heap (otelgpu/service/heap.py); thaw it after the
     test so the test run's own garbage is still collected."""
     yield
     gc.unfreeze()

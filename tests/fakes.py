@@ -6,8 +6,8 @@ import asyncio
 import heapq
 import itertools
 
-from otelgpu.model import Batch
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch
 
 
 class FakeClock:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from importlib import resources
 
+from otelgpu.component.registry import Registry
 from otelgpu.config.loader import RawConfig, load, read_files
 from otelgpu.config.schema import AgentConfig, validate
-from otelgpu.registry import Registry
 
 DEFAULT_PIPELINE_NAME = "<embedded default pipeline>"
 

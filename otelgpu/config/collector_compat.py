@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from otelgpu.component import ComponentID, Kind
-from otelgpu.registry import Factory, Registry
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.registry import Factory, Registry
 
 _log = logging.getLogger("otelgpu.config")
 

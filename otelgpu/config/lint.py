@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic.functional_validators import BeforeValidator
 
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.errors import Issue
+from otelgpu.config.pipeline import Pipeline
 from otelgpu.config.positions import Path, Positions
 from otelgpu.config.types import KeyFilter, format_duration, parse_endpoint, split_endpoint
-from otelgpu.errors import Issue
-
-if TYPE_CHECKING:
-    from otelgpu.config.schema import Pipeline
 
 _log = logging.getLogger("otelgpu.config")
 _EVERY_INTERFACE = ("", "0.0.0.0", "::")
@@ -125,8 +123,8 @@ def warn_secret_like_includes(
     ]
     if not filters:
         return
-    # Imported only when an include list exists: the rules are container_env's public ones.
-    from otelgpu.processors.container_env.secret_keys import looks_secret
+    # Imported only when an include list exists (the rules container_env refuses keys by).
+    from otelgpu.config.secret_keys import looks_secret
 
     for path, key_filter, allowed in filters:
         for i, pattern in enumerate(key_filter.include):

@@ -19,10 +19,10 @@ from typing import Any
 
 import yaml
 
+from otelgpu.component.errors import ConfigError, Issue
 from otelgpu.config.composer import MAX_DEPTH, Composed, NestingTooDeep, compose
 from otelgpu.config.positions import Mark, Path, Positions
 from otelgpu.config.walker import Walker
-from otelgpu.errors import ConfigError, Issue
 
 
 @dataclass

@@ -14,9 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 from pydantic.functional_validators import BeforeValidator
 
+from otelgpu.component.errors import Issue
 from otelgpu.config.positions import Path, Positions
 from otelgpu.config.types import parse_duration, parse_size
-from otelgpu.errors import Issue
 
 _TYPE_ERRORS = {
     "string_type",

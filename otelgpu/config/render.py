@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, SecretStr
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
 from otelgpu.config.schema import AgentConfig
 
 REDACTED = "[REDACTED]"

@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, model_validator
 
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.errors import ConfigError, Issue
+from otelgpu.component.registry import Registry
 from otelgpu.config.collector_compat import factory_for, warn_deprecated
 from otelgpu.config.lint import (
     expiring_before_collection,
@@ -20,10 +22,9 @@ from otelgpu.config.lint import (
 )
 from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
+from otelgpu.config.pipeline import Pipeline
 from otelgpu.config.positions import Path, Positions
 from otelgpu.config.types import PositiveDuration, StrictModel
-from otelgpu.errors import ConfigError, Issue
-from otelgpu.registry import Registry
 
 _log = logging.getLogger("otelgpu.config")
 
@@ -146,16 +147,6 @@ class ServiceConfig(StrictModel):
     extensions: list[str] = Field(default_factory=list)
     pipelines: dict[str, PipelineSpec] = Field(default_factory=dict)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """One validated pipeline: its components in order."""
-
-    id: ComponentID
-    receivers: tuple[ComponentID, ...]
-    processors: tuple[ComponentID, ...]
-    exporters: tuple[ComponentID, ...]
 
 
 @dataclass

@@ -15,9 +15,9 @@ from typing import Any
 
 import yaml
 
+from otelgpu.component.errors import Issue
 from otelgpu.config.composer import MAX_DEPTH, Alias, Composed
 from otelgpu.config.positions import Mark, Path, Positions
-from otelgpu.errors import Issue
 
 _SUBST_RE = re.compile(r"\$\$|\$\{([^}]*)\}")
 # `${env:NAME}`, and `${NAME}`: the Collector's default scheme is env.

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from otelgpu.config.types import StrictModel
-from otelgpu.model import Attributes, AttrValue
+from otelgpu.pdata.model import Attributes, AttrValue
 
 
 class AttributeAction(StrictModel):

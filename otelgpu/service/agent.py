@@ -27,14 +27,15 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
-from otelgpu import heap, http_listener, logs
+from otelgpu.component.errors import ConfigError, StartError
+from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.registry import Registry
+from otelgpu.component.tasks import cancel_and_wait
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.schema import AgentConfig
-from otelgpu.errors import ConfigError, StartError
-from otelgpu.kept_listeners import KeptListeners
-from otelgpu.registry import Registry
+from otelgpu.confighttp import listener as http_listener
+from otelgpu.service import heap, logs
 from otelgpu.service.service import Service
-from otelgpu.tasks import cancel_and_wait
-from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.agent")
 
@@ -96,7 +97,7 @@ class Agent:
             self._telemetry.shutdown()
 
     async def _trim_heap(self) -> None:
-        """Hands freed C-heap pages back to the system now and then (otelgpu/heap.py)."""
+        """Hands freed C-heap pages back to the system now and then (otelgpu/service/heap.py)."""
         while True:
             await asyncio.sleep(heap.TRIM_INTERVAL)
             heap.trim()
@@ -116,7 +117,7 @@ class Agent:
         logs.configure(config.telemetry.logs.level, config.telemetry.logs.encoding)
         service = Service(config, self._registry, self._telemetry, self._listeners)
         await service.start()
-        heap.settle()  # start-up objects leave the collector's full passes (otelgpu/heap.py)
+        heap.settle()  # start-up objects leave the collector's full passes (service/heap.py)
         heap.trim()  # and what loading and starting freed goes back to the system
         # What this service did not take back from the previous one is not coming back. (When
         # it fails to start, they stay parked for the previous config started again.)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from otelgpu.component import (
+from otelgpu.component.component import (
     Component,
     ComponentID,
     Exporter,
@@ -21,13 +21,13 @@ from otelgpu.component import (
     Receiver,
     Settings,
 )
+from otelgpu.component.consumer import FanOut, GuardedConsumer, PipelineHead
+from otelgpu.component.errors import StartError
+from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.registry import Registry
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.collector_compat import factory_for
 from otelgpu.config.schema import AgentConfig
-from otelgpu.consumer import FanOut, GuardedConsumer, PipelineHead
-from otelgpu.errors import StartError
-from otelgpu.kept_listeners import KeptListeners
-from otelgpu.registry import Registry
-from otelgpu.telemetry import SelfTelemetry
 
 
 @dataclass

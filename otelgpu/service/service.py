@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from otelgpu.component import Component
+from otelgpu.component.component import Component
+from otelgpu.component.errors import StartError
+from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.registry import Registry
+from otelgpu.component.tasks import cancel_and_wait
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.schema import AgentConfig
-from otelgpu.errors import StartError
-from otelgpu.kept_listeners import KeptListeners
-from otelgpu.registry import Registry
 from otelgpu.service.graph import Graph, build
-from otelgpu.tasks import cancel_and_wait
-from otelgpu.telemetry import SelfTelemetry
 
 _log = logging.getLogger("otelgpu.service")
 

@@ -25,7 +25,7 @@ HTTP_TESTS = [
 TARGETS: dict[str, tuple[str, list[str]]] = {
     # short name: (module path, test files)
     "secret_keys": (
-        "otelgpu/processors/container_env/secret_keys.py",
+        "otelgpu/config/secret_keys.py",
         [f"{CE}/test_keys.py", f"{CE}/test_secret_keys_mutants.py"],
     ),
     "values": (
@@ -51,7 +51,7 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "queue": (
-        "otelgpu/exporters/otlp/queue.py",
+        "otelgpu/exporterhelper/queue.py",
         [
             f"{OTLP}/test_otlp_queue_points.py",
             f"{OTLP}/test_otlp_queue_handover.py",
@@ -72,10 +72,10 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{K8S}/test_order_independence.py",  # the same pods in any order
         ],
     ),
-    "http_listener": ("otelgpu/http_listener.py", HTTP_TESTS),
-    "http_connection": ("otelgpu/http_connection.py", HTTP_TESTS),
-    "http_send_buffer": ("otelgpu/http_send_buffer.py", HTTP_TESTS),
-    "cpu_limit": ("otelgpu/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
+    "http_listener": ("otelgpu/confighttp/listener.py", HTTP_TESTS),
+    "http_connection": ("otelgpu/confighttp/connection.py", HTTP_TESTS),
+    "http_send_buffer": ("otelgpu/confighttp/send_buffer.py", HTTP_TESTS),
+    "cpu_limit": ("otelgpu/service/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
     "grpc_client": ("otelgpu/configgrpc/client.py", ["tests/unit/configgrpc"]),
     "grpc_policy": ("otelgpu/configgrpc/policy.py", ["tests/unit/configgrpc"]),
     "secret_values": (

@@ -22,7 +22,7 @@ from pathlib import Path
 from otelgpu.exporters.prometheus.labels import dcgm_label
 from otelgpu.exporters.prometheus.naming import metric_name, sanitize_label
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Metric
+from otelgpu.pdata.model import Metric
 from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,7 +121,7 @@ def self_telemetry_names() -> frozenset[str]:
 
 
 def _attribute_keys() -> set[str]:
-    from otelgpu import semconv
+    from otelgpu.pdata import semconv
     from otelgpu.receivers.nvml import metrics
 
     keys = {v for k, v in vars(semconv).items() if k.isupper() and isinstance(v, str)}

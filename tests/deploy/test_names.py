@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.naming import sanitize_label
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
 from tests.deploy.names import (
     catalog_names,
     dcgm_names,

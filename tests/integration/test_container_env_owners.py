@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.factory import runtimes_for
 from otelgpu.processors.container_env.processor import ContainerEnvProcessor
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.cri_records import Pod, create_container, create_sandbox

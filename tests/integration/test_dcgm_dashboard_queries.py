@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.model import Batch
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
 from tests.integration.test_prometheus_scrape import prometheus, running

@@ -16,13 +16,13 @@ from typing import Any
 import aiohttp
 import pytest
 
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config import load_config
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
+from otelgpu.service.builtins import builtin_registry
 from otelgpu.service.service import Service
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import Sink
 from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer

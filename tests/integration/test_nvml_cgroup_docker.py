@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml.cgroup import container_id_from_cgroup
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.peers.runtime import Dockerd, docker_daemon

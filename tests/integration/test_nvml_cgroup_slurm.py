@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import semconv
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 

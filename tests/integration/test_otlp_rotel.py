@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.registry import Factory
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp import factory, http_factory
 from otelgpu.exporters.otlp.exporter import OtlpExporter
 from otelgpu.exporters.otlp.resource import service_attributes
-from otelgpu.model import ResourceMetrics, point_count
-from otelgpu.registry import Factory
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import ResourceMetrics, point_count
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.rotel import ResourceOut, Rotel, rotel

@@ -15,9 +15,10 @@ from collections.abc import AsyncIterator, Callable
 import grpc
 import pytest
 
-from otelgpu import semconv
-from otelgpu.component import Kind
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.pod_resources import (
     GrpcPodResourcesClient,
@@ -27,7 +28,6 @@ from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.receivers.nvml.config import SimulatedConfig
 from otelgpu.receivers.nvml.devices import discover
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.kubelet import FakeKubelet, claim, claim_device, container, pod

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.integration.test_pod_resources import wait_for

@@ -11,7 +11,7 @@ from typing import Any
 import bcrypt
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from tests.conftest import make_settings

@@ -7,9 +7,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from otelgpu.component import Settings, Stateless
+from otelgpu.component.component import Settings, Stateless
 from otelgpu.exporters.debug.config import DebugExporterConfig
-from otelgpu.model import Attributes, Batch, point_count
+from otelgpu.pdata.model import Attributes, Batch, point_count
 
 
 class DebugExporter(Stateless):

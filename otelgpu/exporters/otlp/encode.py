@@ -31,8 +31,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otelgpu.model import Attributes, Batch, Metric, MetricKind
-from otelgpu.semconv import PROCESS_PID
+from otelgpu.pdata.model import Attributes, Batch, Metric, MetricKind
+from otelgpu.pdata.semconv import PROCESS_PID
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 

@@ -25,16 +25,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from otelgpu.component import Host, Settings
-from otelgpu.compression import gunzip_bytes, gzip_bytes
-from otelgpu.errors import ExportError
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.errors import ExportError
+from otelgpu.component.log_limits import capped
+from otelgpu.confighttp.compression import gunzip_bytes, gzip_bytes
+from otelgpu.exporterhelper.queue import BatchQueue, Item, by_bytes, by_points, by_request
+from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
-from otelgpu.exporters.otlp.queue import BatchQueue, Item, by_bytes, by_points, by_request
 from otelgpu.exporters.otlp.resource import service_attributes
-from otelgpu.exporters.otlp.retry import Backoff
-from otelgpu.log_limits import capped
-from otelgpu.model import Batch, point_count
+from otelgpu.pdata.model import Batch, point_count
 
 QUEUE_SIZE_GAUGE = "otelgpu_exporter_queue_size"
 

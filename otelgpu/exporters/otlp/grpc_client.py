@@ -17,8 +17,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu import __version__
+from otelgpu.component.errors import ExportError
 from otelgpu.configgrpc import ChannelPolicy, Client, Credentials, Metadata, RpcError, StatusCode
-from otelgpu.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.tls import certificate_names, grpc_credentials, presented_certificate

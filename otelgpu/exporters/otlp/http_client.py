@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from otelgpu.errors import ExportError
+from otelgpu.component.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.tls import ssl_context

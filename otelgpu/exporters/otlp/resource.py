@@ -15,7 +15,8 @@ import socket
 import uuid
 from collections.abc import Callable, Mapping
 
-from otelgpu import __version__, semconv
+from otelgpu import __version__
+from otelgpu.pdata import semconv
 
 SERVICE_NAME = "otelgpu"
 NODE_NAME_ENVS = ("K8S_NODE_NAME", "NODE_NAME")

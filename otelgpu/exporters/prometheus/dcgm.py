@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus.dcgm_xid import xid_message
-from otelgpu.model import Attributes, AttrValue
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes, AttrValue
 from otelgpu.receivers.nvml import fields_parity
 from otelgpu.receivers.nvml import metrics as catalog
 

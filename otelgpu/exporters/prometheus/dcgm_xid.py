@@ -3,7 +3,7 @@ field mapping in `dcgm.py` because it is data (one line per code)."""
 
 from __future__ import annotations
 
-from otelgpu.model import AttrValue
+from otelgpu.pdata.model import AttrValue
 
 
 def xid_message(code: AttrValue) -> str:

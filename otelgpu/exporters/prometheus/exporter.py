@@ -40,7 +40,8 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 
-from otelgpu.component import Host, Settings
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
@@ -57,8 +58,7 @@ from otelgpu.exporters.prometheus.render import (
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.server import OPENMETRICS, TEXT, MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Batch
-from otelgpu.tasks import cancel_and_wait
+from otelgpu.pdata.model import Batch
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
 # Seconds after the last scrape of a format during which new bodies are rendered in it: longer

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otelgpu.component import Kind, Settings, Stability
+from otelgpu.component.component import Kind, Settings, Stability
+from otelgpu.component.registry import Factory
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
-from otelgpu.registry import Factory
 
 if TYPE_CHECKING:
     from otelgpu.exporters.prometheus.exporter import PrometheusExporter

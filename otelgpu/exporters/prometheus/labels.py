@@ -42,10 +42,10 @@ import re
 from collections.abc import Mapping
 from typing import Literal
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.naming import replace_invalid, sanitize_label
-from otelgpu.model import AttrValue
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue
 
 Naming = Literal["otel", "dcgm"]
 AttrItems = tuple[tuple[str, AttrValue], ...]

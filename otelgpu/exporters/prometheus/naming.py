@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from otelgpu.model import MetricKind
+from otelgpu.pdata.model import MetricKind
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _NOT_LABEL_CHAR = re.compile(r"[^a-zA-Z0-9_]")

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import NamedTuple, cast
 
-from otelgpu.compression import gunzip_bytes, gzip_bytes, gzip_chunks
+from otelgpu.confighttp.compression import gunzip_bytes, gzip_bytes, gzip_chunks
 from otelgpu.exporters.prometheus.labels import replace_unsafe
 from otelgpu.exporters.prometheus.series import Family
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Level 1 compresses 10k series (2.6 MB) to ~160 to 180 kB in ~1.3 ms (ISA-L) or ~5 ms (zlib, see
-# `otelgpu.compression`); zlib's level 6 saves another ~20 % for three times the CPU, a bad
-# trade for a node agent.
+# `otelgpu.confighttp.compression`); zlib's level 6 saves another ~20 % for three times the
+# CPU, a bad trade for a node agent.
 _GZIP_LEVEL = 1
 CHUNK_SERIES = 256  # series per chunk of `render_chunks` (~0.1 ms of GIL to join and encode)
 

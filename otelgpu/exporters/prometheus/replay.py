@@ -29,7 +29,7 @@ from typing import Any
 
 from otelgpu.exporters.prometheus.dcgm import Convert
 from otelgpu.exporters.prometheus.series import Family, Layout, format_point
-from otelgpu.model import Attributes, Metric, MetricKind, NumberDataPoint
+from otelgpu.pdata.model import Attributes, Metric, MetricKind, NumberDataPoint
 
 # One metric of a plan: (form, descriptor, family, attributes, prefixes, scale, convert).
 # The descriptor is (name, unit, kind, monotonic): what chose the family (the description is

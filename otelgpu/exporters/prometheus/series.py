@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
-from otelgpu.model import Attributes
+from otelgpu.pdata.model import Attributes
 
 
 class Layout:

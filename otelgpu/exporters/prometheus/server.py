@@ -1,11 +1,11 @@
 """The HTTP side: the current pre-rendered body at `/metrics`, and `/health`.
 
-The server runs on its own thread and event loop (`otelgpu.http_listener`): a request reads
+The server runs on its own thread and event loop (`otelgpu.confighttp.listener`): a request reads
 one `Exposition` reference the exporter published and writes its bytes; it never renders
 (only an OpenMetrics scrape of a body no one converted yet converts it, once), never
 collects, never waits on NVML, the kubelet, a container runtime, or the pipeline's loop.
 Connections are capped (TLS handshakes included) and idle ones closed, answers a client does
-not read time out (`otelgpu.http_listener`); a (user, password) pair that passed once is
+not read time out (`otelgpu.confighttp.listener`); a (user, password) pair that passed once is
 answered at once with no check, and a client whose password check would have to wait behind
 too many others is answered 429 / 503 at once (`auth.AuthBusy`).
 
@@ -32,11 +32,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from otelgpu.exporters.prometheus import openmetrics
-from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
-from otelgpu.exporters.prometheus.openmetrics import Exposition
-from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
-from otelgpu.http_listener import (
+from otelgpu.confighttp.listener import (
     HANDSHAKE_TIMEOUT,
     IDLE_TIMEOUT,
     MAX_CONNECTIONS,
@@ -45,6 +41,10 @@ from otelgpu.http_listener import (
     Request,
     Response,
 )
+from otelgpu.exporters.prometheus import openmetrics
+from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
+from otelgpu.exporters.prometheus.openmetrics import Exposition
+from otelgpu.exporters.prometheus.render import CONTENT_TYPE, Body
 
 _TEXT = ("Content-Type", "text/plain; charset=utf-8")
 _UNAUTHORIZED = ("WWW-Authenticate", 'Basic realm="otelgpu", charset="UTF-8"')

@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
@@ -31,7 +30,8 @@ from otelgpu.exporters.prometheus.replay import (
     step,
 )
 from otelgpu.exporters.prometheus.series import Family, SeriesStore, format_point
-from otelgpu.model import (
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import (
     Attributes,
     AttrValue,
     Batch,

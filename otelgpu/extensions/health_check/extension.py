@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 
-from otelgpu.component import Host, Settings
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.config.types import split_endpoint
 from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
 from otelgpu.extensions.health_check.server import ProbeServer
-from otelgpu.tasks import cancel_and_wait
 
 _BEAT_INTERVAL = 1.0  # seconds between two "the event loop runs" marks
 

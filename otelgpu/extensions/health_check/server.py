@@ -1,6 +1,6 @@
 """The HTTP side of `health_check`: `/healthz`, `/readyz` and the configured `path`.
 
-The server runs on its own thread and event loop (`otelgpu.http_listener`), so a busy
+The server runs on its own thread and event loop (`otelgpu.confighttp.listener`), so a busy
 pipeline cannot make the kubelet's probes time out. Readiness is asked of a callable that
 must be cheap and safe to call from that thread (the service's readiness reads two values and
 copies one dict). It can be swapped while the socket stays open (`serve`), so the next
@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 
-from otelgpu.http_listener import Listener, Request, Response
+from otelgpu.confighttp.listener import Listener, Request, Response
 
 Readiness = Callable[[], tuple[bool, list[str]]]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.container_env.keys import SECRET_KEY, SPEC_ANNOTATION, UNSAFE_KEY
 from otelgpu.processors.container_env.values import GLOB_REASONS
-from otelgpu.telemetry import SelfTelemetry
 
 REFUSED = "otelgpu_container_env_refused_keys_total"
 TRUNCATED = "otelgpu_container_env_truncated_values_total"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from otelgpu.component import Kind, Settings, Stability
+from otelgpu.component.component import Kind, Settings, Stability
+from otelgpu.component.registry import Factory
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
-from otelgpu.registry import Factory
 
 if TYPE_CHECKING:
     from otelgpu.processors.container_env.processor import ContainerEnvProcessor

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from otelgpu.config.secret_keys import is_safe_key, looks_secret
 from otelgpu.config.types import KeyFilter
-from otelgpu.processors.container_env.secret_keys import is_safe_key, looks_secret
 from otelgpu.processors.container_env.values import credential_kind, plain_refusal
 
 __all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]

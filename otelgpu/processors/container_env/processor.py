@@ -19,10 +19,12 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 
-from otelgpu import notes, semconv
-from otelgpu.component import Host, Settings
+from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.config.types import KeyFilter
-from otelgpu.model import Batch, ResourceMetrics, point_count, with_resource
+from otelgpu.pdata import notes, semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics, point_count, with_resource
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.keys import KeySelector
@@ -30,8 +32,6 @@ from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRuntime
 from otelgpu.processors.container_env.snapshot import Match, Snapshot
 from otelgpu.processors.container_env.source import RuntimeSource
-from otelgpu.scraper import Clock, RealClock
-from otelgpu.tasks import cancel_and_wait
 
 # Runtimes to use, by the config: (runtime, expected). Injected so unit tests need no socket.
 RuntimeFactory = Callable[[ContainerEnvProcessorConfig], Sequence[tuple[ContainerRuntime, bool]]]

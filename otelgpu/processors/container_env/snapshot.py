@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.records import Record
 

@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.records import Record, Selectors, extract
 from otelgpu.processors.container_env.runtime import (
@@ -16,7 +17,6 @@ from otelgpu.processors.container_env.runtime import (
     RuntimeUnavailable,
 )
 from otelgpu.processors.container_env.snapshot import Snapshot, SnapshotComposer
-from otelgpu.telemetry import SelfTelemetry
 
 AGE_GAUGE = "otelgpu_container_env_snapshot_age_seconds"
 

@@ -71,7 +71,7 @@ from collections import Counter
 from collections.abc import Iterator
 from urllib.parse import unquote
 
-from otelgpu.processors.container_env.secret_keys import looks_secret, mentions_secret
+from otelgpu.config.secret_keys import looks_secret, mentions_secret
 
 CREDENTIAL_URL = "credential_url"
 CREDENTIAL_PAIR = "credential_pair"

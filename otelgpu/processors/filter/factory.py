@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from otelgpu.component import Kind, Settings, Stability, Stateless
-from otelgpu.model import Batch
+from otelgpu.component.component import Kind, Settings, Stability, Stateless
+from otelgpu.component.registry import Factory
+from otelgpu.pdata.model import Batch
 from otelgpu.processors.filter.config import FilterProcessorConfig
-from otelgpu.registry import Factory
 
 
 class FilterProcessor(Stateless):

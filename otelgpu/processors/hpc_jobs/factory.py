@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otelgpu.component import Kind, Settings, Stability
+from otelgpu.component.component import Kind, Settings, Stability
+from otelgpu.component.registry import Factory
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
-from otelgpu.registry import Factory
 
 if TYPE_CHECKING:
     from otelgpu.processors.hpc_jobs.processor import HpcJobsProcessor

@@ -15,13 +15,13 @@ import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 
-from otelgpu import semconv
-from otelgpu.component import Host, Settings
-from otelgpu.model import Batch, ResourceMetrics, with_resource
+from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.tasks import cancel_and_wait
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics, with_resource
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
 from otelgpu.processors.hpc_jobs.job_files import GpuKey, JobFiles, Reading
-from otelgpu.scraper import Clock, RealClock
-from otelgpu.tasks import cancel_and_wait
 
 ERRORS = "otelgpu_hpc_jobs_errors_total"
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from otelgpu import semconv
-from otelgpu.model import Attributes
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes
 
 Key = tuple[str, ...]
 

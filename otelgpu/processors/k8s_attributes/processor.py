@@ -26,9 +26,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 
-from otelgpu import notes, semconv
-from otelgpu.component import Host, Settings
-from otelgpu.model import (
+from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.component import Host, Settings
+from otelgpu.component.tasks import cancel_and_wait
+from otelgpu.pdata import notes, semconv
+from otelgpu.pdata.model import (
     Attributes,
     Batch,
     Identity,
@@ -57,8 +59,6 @@ from otelgpu.processors.k8s_attributes.snapshot import (
     build_snapshot,
     describe_forms,
 )
-from otelgpu.scraper import Clock, RealClock
-from otelgpu.tasks import cancel_and_wait
 
 # Why a GPU point left without pod labels (the `reason` of the unmatched counter).
 NO_SNAPSHOT = "no_snapshot"  # the kubelet never answered

@@ -22,14 +22,14 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 
-from otelgpu.component import Settings
+from otelgpu.component.clock import Clock
+from otelgpu.component.component import Settings
 from otelgpu.processors.k8s_attributes.pod_resources import (
     DeviceAllocation,
     PodAllocation,
     PodResourcesClient,
     PodResourcesError,
 )
-from otelgpu.scraper import Clock
 
 SOURCE = "pod_resources"
 AGE_GAUGE = "otelgpu_pod_resources_snapshot_age_seconds"

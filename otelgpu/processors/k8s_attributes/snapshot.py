@@ -26,8 +26,8 @@ import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from otelgpu import semconv
-from otelgpu.model import Attributes, AttrValue
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes, AttrValue
 from otelgpu.processors.k8s_attributes.devices import (
     DRA_OTHER_POOL,
     Key,

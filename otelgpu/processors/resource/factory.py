@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from otelgpu.component import Kind, Settings, Stability, Stateless
+from otelgpu.component.component import Kind, Settings, Stability, Stateless
+from otelgpu.component.registry import Factory
 from otelgpu.config.types import StrictModel
-from otelgpu.model import Batch
+from otelgpu.pdata.model import Batch
 from otelgpu.processors.actions import AttributeAction, apply_actions
-from otelgpu.registry import Factory
 
 
 class ResourceProcessorConfig(StrictModel):

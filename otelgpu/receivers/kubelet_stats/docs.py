@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.receivers.kubelet_stats.metrics import (
     CATALOG,
     K8S_PVC_NAME,

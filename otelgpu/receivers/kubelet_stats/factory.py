@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.registry import Factory
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
-from otelgpu.registry import Factory
 
 if TYPE_CHECKING:
     from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
 
-from otelgpu.model import MetricKind
+from otelgpu.pdata.model import MetricKind
 
-# Attribute names this receiver adds beyond otelgpu/semconv.py (reported to the lead).
+# Attribute names this receiver adds beyond otelgpu/pdata/semconv.py (reported to the lead).
 K8S_VOLUME_NAME = "k8s.volume.name"  # resource: the pod's volume name
 K8S_PVC_NAME = "k8s.persistentvolumeclaim.name"  # resource: when the volume is a PVC
 NETWORK_INTERFACE_NAME = "network.interface.name"  # datapoint: eth0, ...

@@ -16,8 +16,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from otelgpu.component import Host, MetricsConsumer, Settings
-from otelgpu.model import Batch
+from otelgpu.component.clock import Clock
+from otelgpu.component.component import Host, MetricsConsumer, Settings
+from otelgpu.pdata.model import Batch
 from otelgpu.receivers.kubelet_stats.client import (
     HttpKubeletClient,
     KubeletClient,
@@ -26,7 +27,7 @@ from otelgpu.receivers.kubelet_stats.client import (
 )
 from otelgpu.receivers.kubelet_stats.config import AuthType, KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.summary import Reading, SummaryReader
-from otelgpu.scraper import Clock, ScrapeController
+from otelgpu.scraperhelper.scraper import ScrapeController
 
 SOURCE = "kubelet"
 # The controller's own bound sits above the request timeout, so a slow kubelet is reported

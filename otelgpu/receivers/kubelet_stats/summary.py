@@ -16,8 +16,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from otelgpu import semconv
-from otelgpu.model import Attributes, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import (
+    Attributes,
+    Batch,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+)
 from otelgpu.receivers.kubelet_stats.metrics import (
     CATALOG,
     DIRECTION,

@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from otelgpu import semconv
-from otelgpu.model import AttrValue
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue
 
 # A path segment that names a container: an optional runtime prefix, 64 hex digits, and an
 # optional systemd `.scope` suffix. conmon (CRI-O's monitor) is not the container itself.

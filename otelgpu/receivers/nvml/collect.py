@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import logging
 
-from otelgpu import __version__, semconv
-from otelgpu.model import Attributes, Batch, ResourceMetrics
+from otelgpu import __version__
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes, Batch, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
@@ -32,7 +34,6 @@ from otelgpu.receivers.nvml.reading import (
     metrics_of,
 )
 from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, Plan
-from otelgpu.telemetry import SelfTelemetry
 
 _FIELD_NAMES = {field_id: name for name, field_id in FIELD_IDS.items()}
 _UP = "nvidia.gpu.up"

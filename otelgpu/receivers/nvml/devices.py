@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from otelgpu import semconv
-from otelgpu.model import Attributes, AttrValue
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes, AttrValue
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml.metrics import CATALOG, MetricSpec, dcgm_names
 
 _HEADER = """\

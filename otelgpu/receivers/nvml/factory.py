@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from otelgpu.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.component import Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.registry import Factory
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
-from otelgpu.registry import Factory
 
 if TYPE_CHECKING:
     from otelgpu.receivers.nvml.receiver import NvmlReceiver

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from otelgpu.model import AttrValue, MetricKind
+from otelgpu.pdata.model import AttrValue, MetricKind
 
 ERROR_TYPE = "error.type"  # hardware semantic conventions (hw.errors); metrics.py uses it too
 CLOCK_EVENT_REASON = "nvidia.gpu.clock.event.reason"

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from otelgpu.model import Attributes, NumberDataPoint
+from otelgpu.pdata.model import Attributes, NumberDataPoint
 from otelgpu.receivers.nvml.fields_parity import (
     CLOCK_EVENT_REASON,
     HEALTH_REASON,

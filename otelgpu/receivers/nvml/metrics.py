@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from otelgpu.model import AttrValue, MetricKind
+from otelgpu.pdata.model import AttrValue, MetricKind
 from otelgpu.receivers.nvml.fields_parity import (
     ERROR_TYPE,
     HEALTH_REASON,

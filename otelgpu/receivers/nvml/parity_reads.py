@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from otelgpu.model import Attributes
+from otelgpu.pdata.model import Attributes
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.fields_parity import (

@@ -4,8 +4,9 @@ from their cgroup (`cgroup.ContainerResolver`)."""
 
 from __future__ import annotations
 
-from otelgpu import __version__, semconv
-from otelgpu.model import Attributes, ResourceMetrics
+from otelgpu import __version__
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes, ResourceMetrics
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.metrics import GPU_TASK

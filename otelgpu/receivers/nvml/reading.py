@@ -13,12 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ParamSpec, TypeAlias, TypeVar
 
-from otelgpu.model import Attributes, Metric, NumberDataPoint
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Attributes, Metric, NumberDataPoint
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.nvml import NvmlError
-from otelgpu.telemetry import SelfTelemetry
 
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from otelgpu import semconv
-from otelgpu.component import Host, MetricsConsumer, Settings
-from otelgpu.model import Batch
+from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.component import Host, MetricsConsumer, Settings
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.collect import Collector
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig, SimulatedConfig
@@ -31,7 +32,7 @@ from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.receivers.nvml.sources import Plan
 from otelgpu.receivers.nvml.xid import XidWatcher
-from otelgpu.scraper import Clock, RealClock, ScrapeController
+from otelgpu.scraperhelper.scraper import ScrapeController
 
 SOURCE = "nvml"
 # Where the node's name comes from (the downward API's spec.nodeName): ours, then

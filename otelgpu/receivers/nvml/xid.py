@@ -15,10 +15,10 @@ import logging
 import threading
 from collections import Counter
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
-from otelgpu.telemetry import SelfTelemetry
 
 WAIT_MS = 500
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from otelgpu.component.errors import ConfigError
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
 from tests.components import core_registry
 
 CASES = sorted((Path(__file__).parent / "testdata" / "bad").glob("*.yaml"))

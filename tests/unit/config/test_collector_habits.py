@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ConfigError
 from otelgpu.config import load_config
 from otelgpu.config.loader import load, read_files
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
+from otelgpu.service.builtins import builtin_registry
 
 PIPELINE = """
 receivers:

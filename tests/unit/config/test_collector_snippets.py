@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.errors import ConfigError
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+from otelgpu.service.builtins import builtin_registry
 
 CASES = sorted((Path(__file__).parent / "testdata" / "collector").glob("*.yaml"))
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from otelgpu.component.errors import ConfigError
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
 from tests.components import core_registry
 
 TESTDATA = Path(__file__).parent / "testdata"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from tests.components import core_registry

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.errors import ConfigError
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
 from tests.components import SampleReceiverConfig, core_registry
 
 BASE = """\

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from pydantic import SecretStr
 
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
 from otelgpu.config.loader import load
 from otelgpu.config.render import REDACTED, _plain
 from otelgpu.config.schema import validate

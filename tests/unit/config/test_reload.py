@@ -103,7 +103,7 @@ def _reload_series(agent: Agent) -> dict[str, float]:
 async def test_a_rejected_reload_is_a_metric_and_a_good_one_clears_it() -> None:
     """Reloads rejected (invalid file, then a valid one) show in self-telemetry, which the
     OtelgpuConfigReloadFailed alert reads (deploy/rules)."""
-    from otelgpu.errors import ConfigError, Issue
+    from otelgpu.component.errors import ConfigError, Issue
 
     answers: list[AgentConfig | Exception] = [
         ConfigError([Issue("p.yaml", 3, 5, ("receivers",), "duplicate key")]),

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from otelgpu import cli
-from otelgpu.builtins import builtin_factories, builtin_registry
+from otelgpu.component.errors import ConfigError
+from otelgpu.component.registry import Registry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
-from otelgpu.errors import ConfigError
-from otelgpu.registry import Registry
+from otelgpu.service.builtins import builtin_factories, builtin_registry
 from tests.components import sample_factory
 
 CASES = sorted((Path(__file__).parent / "testdata" / "whole").glob("*.yaml"))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from otelgpu import cli
-from otelgpu.builtins import builtin_registry
 from otelgpu.config import default_pipeline_text
+from otelgpu.service.builtins import builtin_registry
 
 ROOT = Path(__file__).resolve().parents[3]
 PIPELINES = sorted((ROOT / "pipelines").glob("*.yaml"))

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.builtins import builtin_factories, builtin_registry
-from otelgpu.component import ComponentID, Kind
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.registry import LazyFactory, Registry
 from otelgpu.exporters import debug
-from otelgpu.registry import LazyFactory, Registry
+from otelgpu.service.builtins import builtin_factories, builtin_registry
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -113,8 +113,8 @@ def _components(modules: set[str]) -> set[str]:
 def test_the_cli_and_the_builtin_registry_import_no_component() -> None:
     modules = _modules_after(
         "import otelgpu.cli\n"
-        "from otelgpu.builtins import builtin_registry\n"
-        "from otelgpu.component import Kind\n"
+        "from otelgpu.service.builtins import builtin_registry\n"
+        "from otelgpu.component.component import Kind\n"
         "r = builtin_registry()\n"
         "assert r.types(Kind.RECEIVER) == ['kubelet_stats', 'nvml']"
     )
@@ -140,13 +140,13 @@ def test_validate_imports_only_the_named_components_configs(tmp_path: Path) -> N
 
 def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> None:
     modules = _modules_after(
-        "from otelgpu.builtins import builtin_registry\n"
-        "from otelgpu.component import Kind\n"
+        "from otelgpu.service.builtins import builtin_registry\n"
+        "from otelgpu.component.component import Kind\n"
         "from otelgpu.processors.container_env.factory import runtimes_for\n"
         "r = builtin_registry()\n"
         "f = r.get(Kind.EXPORTER, 'otlp')\n"
-        "from otelgpu.component import ComponentID, Settings\n"
-        "from otelgpu.telemetry import SelfTelemetry\n"
+        "from otelgpu.component.component import ComponentID, Settings\n"
+        "from otelgpu.component.telemetry import SelfTelemetry\n"
         "s = Settings.for_component(ComponentID('otlp'), Kind.EXPORTER, SelfTelemetry())\n"
         "f.create(s, f.config_type.model_validate({'endpoint': '127.0.0.1:4317'}))\n"
         "c = r.get(Kind.PROCESSOR, 'container_env')\n"

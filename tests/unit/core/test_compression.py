@@ -1,4 +1,4 @@
-"""gzip of bodies (otelgpu/compression.py): ISA-L where installed, zlib otherwise, and any gzip
+"""gzip of bodies (otelgpu/confighttp/compression.py): ISA-L where installed, zlib otherwise, and any gzip
 reader gets the bytes back."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from otelgpu import compression
+from otelgpu.confighttp import compression
 
 
 @given(data=st.binary(max_size=5000), level=st.integers(0, 9))

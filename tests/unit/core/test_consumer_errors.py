@@ -11,15 +11,15 @@ import logging
 
 import pytest
 
-from otelgpu.component import Host, Kind, Settings, Stability
+from otelgpu.component.component import Host, Kind, Settings, Stability
+from otelgpu.component.consumer import GuardedConsumer
+from otelgpu.component.registry import Factory, Registry
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.config.types import StrictModel
-from otelgpu.consumer import GuardedConsumer
-from otelgpu.model import Batch
-from otelgpu.registry import Factory, Registry
+from otelgpu.pdata.model import Batch
 from otelgpu.service.service import Service
-from otelgpu.telemetry import SelfTelemetry
 from tests.components import SampleReceiver, SampleReceiverConfig, core_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock

@@ -1,4 +1,4 @@
-"""The CPU limit the agent names at start (`otelgpu.cpu_limit`), read from cgroup trees laid
+"""The CPU limit the agent names at start (`otelgpu.service.cpu_limit`), read from cgroup trees laid
 out as the kernel lays them out, v2 and v1, inside a container and on a host."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.cpu_limit import cpu_limit, cpu_limit_note
+from otelgpu.service.cpu_limit import cpu_limit, cpu_limit_note
 
 
 def _files(root: Path, files: dict[str, str]) -> None:

@@ -11,13 +11,13 @@ import aiohttp
 import pydantic
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.debug.config import DebugExporterConfig
 from otelgpu.exporters.debug.exporter import DebugExporter
 from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
 from otelgpu.extensions.health_check.extension import HealthCheckExtension
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 
@@ -118,7 +118,7 @@ async def test_health_check_caps_idle_connections_and_probes_still_answer(
 ) -> None:
     import asyncio
 
-    from otelgpu.http_listener import MAX_CONNECTIONS
+    from otelgpu.confighttp.listener import MAX_CONNECTIONS
 
     ext = HealthCheckExtension(
         make_settings("health_check", Kind.EXTENSION, telemetry),

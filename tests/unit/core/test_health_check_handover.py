@@ -7,11 +7,11 @@ import socket
 
 import aiohttp
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.extensions.health_check.config import HealthCheckExtensionConfig
 from otelgpu.extensions.health_check.extension import HealthCheckExtension
-from otelgpu.kept_listeners import KeptListeners
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.ports import free_port

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import heap
+from otelgpu.service import heap
 from otelgpu.service.agent import Agent
 from tests.unit.config.test_reload import config, core_registry
 

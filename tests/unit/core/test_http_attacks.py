@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
+from otelgpu.confighttp.listener import Listener, Request, Response
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.extensions.health_check.server import ProbeServer
-from otelgpu.http_listener import Listener, Request, Response
 from tests.peers.prometheus import self_signed_cert
 from tests.peers.raw_http import raw
 

@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from otelgpu import http_listener, http_send_buffer
-from otelgpu.http_listener import Listener, Request, Response
+from otelgpu.confighttp import listener as http_listener
+from otelgpu.confighttp import send_buffer as http_send_buffer
+from otelgpu.confighttp.listener import Listener, Request, Response
 from tests.peers.raw_http import raw
 
 SMALL = b"x" * (100 * 1024)  # a 10k-series gzip body is ~170 kB

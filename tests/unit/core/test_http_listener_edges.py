@@ -1,4 +1,4 @@
-"""The listener's edges, written against the mutants of `otelgpu/http_listener.py` that the
+"""The listener's edges, written against the mutants of `otelgpu/confighttp/listener.py` that the
 serving tests let live: keep-alive on one socket, flow control with pipelined big answers,
 timers, cancellation, eviction, restarts, odd bytes."""
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.http_listener import Listener, Request, Response
+from otelgpu.confighttp.listener import Listener, Request, Response
 from tests.peers.prometheus import self_signed_cert
 from tests.peers.raw_http import raw
 from tests.unit.core.test_http_listener import exchange

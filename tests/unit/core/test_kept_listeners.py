@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otelgpu.kept_listeners import KeptListeners
+from otelgpu.component.kept_listeners import KeptListeners
 
 
 class Server:

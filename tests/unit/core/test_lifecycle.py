@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.registry import Factory
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.component import Kind
+from otelgpu.component.registry import Factory
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost, Sink
 

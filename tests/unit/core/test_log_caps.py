@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.log_limits import PEER_TEXT_LIMIT
-from otelgpu.model import Batch
-from otelgpu.scraper import ScrapeController
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.component import Kind
+from otelgpu.component.log_limits import PEER_TEXT_LIMIT
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch
+from otelgpu.scraperhelper.scraper import ScrapeController
 from tests.conftest import make_settings
 from tests.fakes import Sink
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from otelgpu import http_listener
+from otelgpu.confighttp import listener as http_listener
 from otelgpu.service.agent import Agent
 from tests.unit.config.test_reload import config, core_registry
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.actions import AttributeAction, apply_actions
 from otelgpu.processors.attributes.factory import AttributesProcessor, AttributesProcessorConfig
 from otelgpu.processors.filter.factory import FilterProcessor, FilterProcessorConfig
 from otelgpu.processors.resource.factory import ResourceProcessor, ResourceProcessorConfig
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 
 

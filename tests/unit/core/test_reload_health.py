@@ -7,13 +7,13 @@ reload stayed down (or "no answer yet") in /readyz and in the alert forever.
 
 from __future__ import annotations
 
-from otelgpu.component import Host, Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.component import Host, Kind, MetricsConsumer, Settings, Stability
+from otelgpu.component.registry import Factory, Registry
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.config.types import StrictModel
-from otelgpu.registry import Factory, Registry
 from otelgpu.service.service import Service
-from otelgpu.telemetry import SelfTelemetry
 from tests.components import core_registry
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from otelgpu.component import Kind
-from otelgpu.model import Batch
-from otelgpu.scraper import ScrapeController
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch
+from otelgpu.scraperhelper.scraper import ScrapeController
 from tests.components import SampleReceiver, SampleReceiverConfig
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu.component import ComponentID, Host, Kind, Settings, Stability
+from otelgpu.component.component import ComponentID, Host, Kind, Settings, Stability
+from otelgpu.component.errors import StartError
+from otelgpu.component.registry import Factory, Registry
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.config.types import StrictModel
-from otelgpu.errors import StartError
-from otelgpu.model import Batch
-from otelgpu.registry import Factory, Registry
+from otelgpu.pdata.model import Batch
 from otelgpu.service.service import Service
-from otelgpu.telemetry import SelfTelemetry
 from tests.components import core_registry
 
 EVENTS: list[str] = []
@@ -139,7 +139,7 @@ class _Broken:
 
 
 async def test_a_raising_processor_costs_only_its_batch_and_is_counted() -> None:
-    from otelgpu.consumer import PipelineHead
+    from otelgpu.component.consumer import PipelineHead
     from tests.fakes import Sink
 
     telemetry, sink = SelfTelemetry(), Sink()

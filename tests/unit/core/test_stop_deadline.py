@@ -16,13 +16,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from otelgpu.builtins import builtin_factories
+from otelgpu.component.registry import Registry
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.loader import load
 from otelgpu.config.schema import AgentConfig, validate
-from otelgpu.registry import Registry
 from otelgpu.service.agent import Agent
+from otelgpu.service.builtins import builtin_factories
 from otelgpu.service.service import Service
-from otelgpu.telemetry import SelfTelemetry
 from tests.components import sample_factory
 
 EXPORTERS = ["otlp/a", "otlp/b", "otlp_http/c", "otlp_http/d"]

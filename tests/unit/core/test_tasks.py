@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from otelgpu.tasks import cancel_and_wait
+from otelgpu.component.tasks import cancel_and_wait
 
 
 def _stubborn(release: asyncio.Event) -> asyncio.Task[None]:

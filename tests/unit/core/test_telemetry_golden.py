@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from otelgpu import __version__
-from otelgpu.model import MetricKind, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import MetricKind, ResourceMetrics
 
 V = __version__
 UP = "1 if the source answered its last request, 0 if not"
@@ -288,9 +288,9 @@ def test_every_gauge_a_component_sets_has_help() -> None:
     from pathlib import Path
 
     import otelgpu
+    from otelgpu.component.telemetry import SelfTelemetry
     from otelgpu.processors.container_env import audit, source
     from otelgpu.processors.container_env.processor import OUTSIDE_ALLOCATION
-    from otelgpu.telemetry import SelfTelemetry
 
     # The gauges set through module constants, and every literal name passed to set_gauge.
     root = Path(otelgpu.__file__).parent

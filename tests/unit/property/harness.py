@@ -34,12 +34,13 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from otelgpu.component import Kind, Settings
+from otelgpu.component.component import Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-from otelgpu.model import Batch
+from otelgpu.pdata.model import Batch
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.processor import ContainerEnvProcessor
 from otelgpu.processors.container_env.runtime import ContainerRuntime
@@ -58,7 +59,6 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimHandle, SimulatedNvml
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime

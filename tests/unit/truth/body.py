@@ -6,7 +6,7 @@ from otelgpu.exporters.prometheus.labels import Naming
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Batch
+from otelgpu.pdata.model import Batch
 
 
 class Body:

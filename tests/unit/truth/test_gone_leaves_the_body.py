@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import semconv
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.labels import Naming
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
 from tests.unit.processors.k8s_attributes.fakes import (

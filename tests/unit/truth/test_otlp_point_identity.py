@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.k8s_attributes.fakes import (
     GPU,

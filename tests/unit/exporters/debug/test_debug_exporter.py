@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.debug.config import DebugExporterConfig
 from otelgpu.exporters.debug.exporter import DebugExporter
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 
 BATCH = (

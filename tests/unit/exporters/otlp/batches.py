@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from otelgpu import semconv
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 T0 = 1_700_000_000_000_000_000
 START = 1_699_999_000_000_000_000

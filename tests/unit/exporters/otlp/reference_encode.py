@@ -12,7 +12,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
-from otelgpu.model import Batch, Metric, MetricKind
+from otelgpu.pdata.model import Batch, Metric, MetricKind
 
 _CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1

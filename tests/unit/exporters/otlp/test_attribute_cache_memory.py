@@ -8,7 +8,7 @@ import tracemalloc
 from typing import Any
 
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.test_otlp_wire import _same
 
 SETS, ATTRIBUTES = 500, 20

@@ -149,9 +149,9 @@ def test_collector_retry_and_tls_options_are_accepted() -> None:
 
 
 def test_backoff_follows_the_configured_multiplier_and_randomization() -> None:
-    from otelgpu.errors import ExportError
-    from otelgpu.exporters.otlp.config import RetryConfig
-    from otelgpu.exporters.otlp.retry import Backoff
+    from otelgpu.component.errors import ExportError
+    from otelgpu.exporterhelper.config import RetryConfig
+    from otelgpu.exporterhelper.retry import Backoff
 
     error = ExportError("down", retryable=True)
     steady = RetryConfig.model_validate(
@@ -171,10 +171,10 @@ def test_backoff_follows_the_configured_multiplier_and_randomization() -> None:
 
 
 def test_print_config_redacts_a_pem_key_and_leaves_an_unset_one_empty() -> None:
-    from otelgpu.builtins import builtin_registry
     from otelgpu.config.loader import load
     from otelgpu.config.render import render
     from otelgpu.config.schema import validate
+    from otelgpu.service.builtins import builtin_registry
 
     text = """\
 receivers: {nvml: {backend: simulated}}

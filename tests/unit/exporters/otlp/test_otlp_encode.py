@@ -9,7 +9,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from otelgpu.exporters.otlp import encode
 from otelgpu.exporters.otlp.encode import any_value, encode_bytes
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.batches import START, T0, gpu_metrics, gpu_resource
 
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE

@@ -13,15 +13,16 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from otelgpu.component import Kind
-from otelgpu.compression import gzip_bytes
-from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp.config import OtlpExporterConfig, RetryConfig
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ExportError
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.confighttp.compression import gzip_bytes
+from otelgpu.exporterhelper.config import RetryConfig
+from otelgpu.exporterhelper.retry import Backoff
+from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from otelgpu.exporters.otlp.resource import service_attributes
-from otelgpu.exporters.otlp.retry import Backoff
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent

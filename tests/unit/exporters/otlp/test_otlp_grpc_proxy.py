@@ -10,7 +10,7 @@ import grpc
 import pytest
 from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
 
-from otelgpu.errors import ExportError
+from otelgpu.component.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse

@@ -18,14 +18,14 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from otelgpu.component import Kind
-from otelgpu.errors import ExportError
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ExportError
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp import encode, http_factory
 from otelgpu.exporters.otlp.config import OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.http_client import HttpTransport, parse_retry_after
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.unit.exporters.otlp.batches import failed, numbered_batch, sent

@@ -23,8 +23,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config import load_config
 from otelgpu.config.render import render
 from otelgpu.exporters.otlp import http_factory
@@ -32,7 +32,7 @@ from otelgpu.exporters.otlp.config import OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.http_client import HttpTransport, proxy_for
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.prometheus import self_signed_cert

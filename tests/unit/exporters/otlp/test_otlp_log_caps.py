@@ -6,12 +6,12 @@ import logging
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.errors import ExportError
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ExportError
+from otelgpu.component.log_limits import PEER_TEXT_LIMIT
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
-from otelgpu.log_limits import PEER_TEXT_LIMIT
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import numbered_batch

@@ -17,21 +17,25 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.compression import gzip_bytes
-from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp.config import (
-    DEFAULT_QUEUE_BYTES,
-    OtlpExporterConfig,
-    OtlpHttpExporterConfig,
-)
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ExportError
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.confighttp.compression import gzip_bytes
+from otelgpu.exporterhelper.config import DEFAULT_QUEUE_BYTES
+from otelgpu.exporterhelper.queue import BatchQueue, Item, by_bytes
+from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from otelgpu.exporters.otlp.http_client import HttpTransport
-from otelgpu.exporters.otlp.queue import BatchQueue, Item, by_bytes
 from otelgpu.exporters.otlp.resource import service_attributes
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics, point_count
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import (
+    Batch,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+    point_count,
+)
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from otelgpu.exporters.otlp.queue import BatchQueue, Item
+from otelgpu.exporterhelper.queue import BatchQueue, Item
 from tests.unit.exporters.otlp.batches import numbered_request
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporterhelper.queue import BatchQueue, Item, by_points
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import OtlpExporter
-from otelgpu.exporters.otlp.queue import BatchQueue, Item, by_points
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import (

@@ -12,14 +12,15 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
 
-from otelgpu import __version__, semconv
-from otelgpu.component import Kind
+from otelgpu import __version__
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode, encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from otelgpu.exporters.otlp.resource import INSTANCE_ID_NAMESPACE, service_attributes
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import T0, failed, gpu_metrics, gpu_resource, sent

@@ -11,10 +11,10 @@ import logging
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import OtlpExporter
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent

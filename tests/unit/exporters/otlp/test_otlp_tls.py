@@ -16,7 +16,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceResponse,
 )
 
-from otelgpu.errors import ExportError
+from otelgpu.component.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, Transport

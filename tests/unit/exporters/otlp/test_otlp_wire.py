@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.batches import START, T0, gpu_metrics, gpu_resource
 from tests.unit.exporters.otlp.reference_encode import reference_request
 

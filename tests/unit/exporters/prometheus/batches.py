@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from otelgpu import semconv
-from otelgpu.model import AttrValue, Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import (
+    AttrValue,
+    Batch,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+)
 
 
 def gpu(index: int, **extra: AttrValue) -> dict[str, AttrValue]:

@@ -11,7 +11,7 @@ import aiohttp
 import bcrypt
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
 from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import (

@@ -79,12 +79,12 @@ service:
 
 
 def test_loads_from_a_pipeline_file_and_print_config_hides_the_hash() -> None:
-    from otelgpu.component import ComponentID, Kind
+    from otelgpu.component.component import ComponentID, Kind
+    from otelgpu.component.registry import Registry
     from otelgpu.config.loader import load
     from otelgpu.config.render import render
     from otelgpu.config.schema import validate
     from otelgpu.exporters.prometheus import factory
-    from otelgpu.registry import Registry
     from tests.components import core_registry
 
     text = PIPELINE.replace("HASH", GOOD_HASH)
@@ -120,9 +120,9 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
 
     import aiohttp
 
-    from otelgpu.component import Kind
+    from otelgpu.component.component import Kind
+    from otelgpu.component.telemetry import SelfTelemetry
     from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-    from otelgpu.telemetry import SelfTelemetry
     from tests.conftest import make_settings
     from tests.fakes import FakeClock, FakeHost
     from tests.unit.exporters.prometheus.batches import batch, gpu

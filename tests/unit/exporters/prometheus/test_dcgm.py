@@ -10,7 +10,7 @@ from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import MetricKind
+from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.nvml import metrics as catalog
 from tests.unit.exporters.prometheus.batches import batch, gpu
 

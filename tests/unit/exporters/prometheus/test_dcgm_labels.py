@@ -7,13 +7,13 @@ import re
 
 import pytest
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus import dcgm, dcgm_xid
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu
 
 

@@ -9,15 +9,15 @@ import re
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import SharedGpuSeries, Translator
-from otelgpu.model import Batch, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
 from otelgpu.processors.k8s_attributes.pod_resources import parse_list
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet import claim, claim_device, container, pod
 from tests.unit.exporters.prometheus.batches import gpu, gpu_metrics

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import factory
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by

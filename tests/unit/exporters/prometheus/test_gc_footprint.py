@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
 from tests.fakes import FakeClock
 from tests.unit.exporters.prometheus.batches import batch, gpu
 from tests.unit.exporters.prometheus.test_exporter import make

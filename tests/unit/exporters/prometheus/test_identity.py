@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import AttrValue, Batch, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue, Batch, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gauge, gpu, gpu_metrics, held_by
 
 UUID0 = gpu(0)[semconv.HW_ID]

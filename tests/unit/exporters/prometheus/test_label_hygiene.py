@@ -8,15 +8,15 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from otelgpu import semconv
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.labels import MAX_VALUE_LENGTH, LabelRenderer
 from otelgpu.exporters.prometheus.render import encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.runtime import require_binary

@@ -8,12 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus.labels import LabelRenderer
 from otelgpu.exporters.prometheus.render import encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
 
 # C0 but newline, DEL, C1 and U+2028/9 as UTF-8: what no label value may carry.

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from otelgpu.exporters.prometheus.naming import LABEL_NAME_RE, metric_name, sanitize_label
-from otelgpu.model import MetricKind
+from otelgpu.pdata.model import MetricKind
 
 G, S = MetricKind.GAUGE, MetricKind.SUM
 

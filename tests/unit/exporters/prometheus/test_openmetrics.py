@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 from prometheus_client.parser import text_string_to_metric_families as parse_classic
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import openmetrics
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
@@ -27,8 +28,7 @@ from otelgpu.exporters.prometheus.openmetrics import (
 from otelgpu.exporters.prometheus.render import CHUNK_SERIES, Body, render_chunks, render_text
 from otelgpu.exporters.prometheus.series import Family
 from otelgpu.exporters.prometheus.server import OPENMETRICS
-from otelgpu.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.unit.exporters.prometheus.batches import batch, gpu, held_by

@@ -9,12 +9,12 @@ import socket
 import aiohttp
 import bcrypt
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
-from otelgpu.kept_listeners import KeptListeners
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.ports import free_port

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otelgpu import semconv
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.translate import PLAN_SWEEP, Translator
-from otelgpu.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
 
 TASKS = ({"hw.gpu.task": "general"}, {"hw.gpu.task": "encoder"}, {"hw.gpu.task": "decoder"})

@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.audit import REFUSED, Audit
 from otelgpu.processors.container_env.keys import KeySelector
-from otelgpu.telemetry import SelfTelemetry
 from tests.unit.processors.container_env.helpers import counter
 
 CANARY = "canary-4f1d9e"

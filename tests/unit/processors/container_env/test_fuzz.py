@@ -16,15 +16,15 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from otelgpu import semconv
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.config.secret_keys import is_safe_key
 from otelgpu.config.types import KeyFilter
-from otelgpu.model import ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import ResourceMetrics
 from otelgpu.processors.container_env import containerd as containerd_mod
 from otelgpu.processors.container_env import docker as docker_mod
 from otelgpu.processors.container_env.keys import KeySelector, looks_secret, refusal
 from otelgpu.processors.container_env.runtime import decode_oci_spec
-from otelgpu.processors.container_env.secret_keys import is_safe_key
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import gpu, make_processor

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from otelgpu.config.secret_keys import FRAGMENTS, WORDS, SecretKeyRules
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.keys import KeySelector, looks_secret
-from otelgpu.processors.container_env.secret_keys import FRAGMENTS, WORDS, SecretKeyRules
 
 
 def _selector(

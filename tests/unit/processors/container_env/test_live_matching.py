@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import (

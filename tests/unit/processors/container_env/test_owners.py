@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.container_env.owners import owners
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import by_id, by_workload, make_processor, one

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from otelgpu import notes, semconv
-from otelgpu.model import ResourceMetrics
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import notes, semconv
+from otelgpu.pdata.model import ResourceMetrics
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import gpu, make_processor, one

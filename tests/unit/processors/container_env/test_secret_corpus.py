@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-from otelgpu.model import Batch
+from otelgpu.pdata.model import Batch
 from otelgpu.processors.container_env.audit import REFUSED
 from otelgpu.processors.container_env.values import GLOB_REASONS
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.corpus import SOURCES, Planted, load

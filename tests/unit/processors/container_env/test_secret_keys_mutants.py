@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu.processors.container_env.secret_keys import is_safe_key, looks_secret, normalise
+from otelgpu.config.secret_keys import is_safe_key, looks_secret, normalise
 
 
 @pytest.mark.parametrize("key", ["MYSQL_P\u200bWD", "DB_P\u00adW", "J\u200dWT"])

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import by_id, counter, make_processor, one

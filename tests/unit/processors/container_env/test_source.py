@@ -6,13 +6,13 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.keys import KeySelector
 from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRef
 from otelgpu.processors.container_env.source import AGE_GAUGE, RuntimeSource
-from otelgpu.telemetry import SelfTelemetry
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import counter
 

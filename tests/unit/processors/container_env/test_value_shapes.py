@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from otelgpu.processors.container_env.secret_keys import looks_secret
+from otelgpu.config.secret_keys import looks_secret
 from otelgpu.processors.container_env.values import credential_kind
 
 X = "canary-shape-1a2b3c4d"

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import semconv
-from otelgpu.builtins import builtin_registry
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.labels import dcgm_label
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
 from otelgpu.processors.hpc_jobs.job_files import JobFiles, parse_jobs
 from otelgpu.processors.hpc_jobs.processor import HpcJobsProcessor
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.k8s_attributes.fakes import series

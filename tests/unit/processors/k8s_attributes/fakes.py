@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 
-from otelgpu import semconv
-from otelgpu.component import Kind
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.pod_resources import (
     ContainerAllocation,
@@ -16,7 +17,6 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     PodResourcesError,
 )
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock
 

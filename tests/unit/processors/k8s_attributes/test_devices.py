@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.devices import parse_device_id, resource_keys
 
 U = "GPU-8f6c3a2e-1111-4b17-9c2e-5da9abb51763"
@@ -94,7 +94,7 @@ def test_gke_mig_form_names_the_parent_by_its_device_file():
         semconv.MIG_GPU_INSTANCE_ID: "3",
         semconv.MIG_COMPUTE_INSTANCE_ID: "0",
     }
-    from otelgpu.model import ResourceMetrics
+    from otelgpu.pdata.model import ResourceMetrics
     from otelgpu.processors.k8s_attributes.processor import _mig_parents
 
     _, names = _mig_parents((ResourceMetrics(resource=parent, metrics=()),))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.devices import (
     parse_device_id,
     parse_dra_device,

@@ -7,8 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from otelgpu import semconv
-from otelgpu.model import ResourceMetrics
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import ResourceMetrics
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
 from otelgpu.processors.k8s_attributes.devices import parse_dra_device, resource_keys
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -18,7 +19,6 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     parse_list,
 )
 from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, build_snapshot
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet import claim, claim_device
 from tests.peers.kubelet import container as pb_container

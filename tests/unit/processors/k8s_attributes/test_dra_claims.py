@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-from otelgpu import semconv
-from otelgpu.model import Attributes
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Attributes
 from otelgpu.processors.k8s_attributes.pod_resources import (
     ClaimDevice,
     ContainerAllocation,

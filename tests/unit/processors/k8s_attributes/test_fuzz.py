@@ -7,8 +7,9 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otelgpu import semconv
-from otelgpu.model import ResourceMetrics
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import ResourceMetrics
 from otelgpu.processors.k8s_attributes.devices import parse_device_id, resource_keys
 from otelgpu.processors.k8s_attributes.pod_resources import (
     ContainerAllocation,
@@ -16,7 +17,6 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     PodAllocation,
 )
 from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, build_snapshot
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock
 from tests.unit.processors.k8s_attributes.fakes import FakePodResources, make_processor
 

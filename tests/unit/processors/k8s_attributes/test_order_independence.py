@@ -7,8 +7,9 @@ import asyncio
 import random
 from typing import Any
 
-from otelgpu import semconv
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -19,7 +20,6 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.processors.k8s_attributes.snapshot import Holder, ResourceFilter, build_snapshot
 from otelgpu.processors.k8s_attributes.wire import WireError
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet import FakeKubelet

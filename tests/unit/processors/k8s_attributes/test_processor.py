@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from otelgpu import notes, semconv
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata import notes, semconv
 from otelgpu.processors.k8s_attributes.pod_resources import PodResourcesError
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.k8s_attributes.fakes import (
     GPU,

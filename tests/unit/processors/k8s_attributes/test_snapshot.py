@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.snapshot import Holder, ResourceFilter, build_snapshot
 from tests.unit.processors.k8s_attributes.fakes import (
     GPU,

@@ -3,7 +3,7 @@ held (docs/dev/mutation.md)."""
 
 from __future__ import annotations
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.processors.k8s_attributes.snapshot import (
     ResourceFilter,
     build_snapshot,

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.k8s_attributes.pod_resources import GrpcPodResourcesClient
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet import FakeKubelet
 from tests.peers.kubelet import container as pb_container

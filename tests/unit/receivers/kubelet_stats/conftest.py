@@ -6,12 +6,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from otelgpu.component import Kind
-from otelgpu.model import Batch, Metric, ResourceMetrics
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.kubelet_stats.client import KubeletError
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.peers.kubelet_stats_server import sample_summary

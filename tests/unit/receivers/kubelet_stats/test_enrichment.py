@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.kubelet_stats.metrics import CATALOG
 from otelgpu.receivers.kubelet_stats.summary import SummaryReader
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet_stats_server import sample_summary
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.kubelet_stats import receiver as receiver_module
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, Sink
 from tests.unit.receivers.kubelet_stats.conftest import make_receiver
 

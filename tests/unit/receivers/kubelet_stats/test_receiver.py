@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.kubelet_stats.client import KubeletError
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
 from tests.unit.receivers.kubelet_stats.conftest import counter, make_receiver

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from otelgpu.model import MetricKind
+from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.kubelet_stats.metrics import CATALOG
 from otelgpu.receivers.kubelet_stats.summary import SummaryReader, parse_time
 from tests.peers.kubelet_stats_server import NODE, NOW, T0, sample_summary

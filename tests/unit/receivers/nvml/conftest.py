@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.model import Batch, Metric, ResourceMetrics
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 

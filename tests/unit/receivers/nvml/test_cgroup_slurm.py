@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml.cgroup import ContainerResolver, slurm_from_cgroup
 from tests.unit.receivers.nvml.conftest import MakeReceiver
 

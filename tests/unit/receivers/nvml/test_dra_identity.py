@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from otelgpu import semconv
+from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml.config import SimulatedConfig
 from otelgpu.receivers.nvml.devices import discover
 from otelgpu.receivers.nvml.nvml import ERROR_NOT_SUPPORTED

@@ -8,12 +8,12 @@ import time
 import pynvml as real
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.fields_parity import PARITY_GPM_IDS, gpm_convert
 from otelgpu.receivers.nvml.receiver import GPM_REFRESH, NvmlReceiver
 from otelgpu.receivers.nvml.sources import GPM_METRIC_IDS
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim, value

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.model import Attributes, NumberDataPoint
+from otelgpu.pdata.model import Attributes, NumberDataPoint
 from otelgpu.receivers.nvml.health import DEGRADED_XIDS, FAILED_XIDS, XID_HOLD_S, HealthSummary
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for

@@ -7,12 +7,12 @@ import logging
 
 import pytest
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml import receiver as receiver_module
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import make_client
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
-from otelgpu.telemetry import SelfTelemetry
 from tests.fakes import FakeClock
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id
 

@@ -8,18 +8,18 @@ from __future__ import annotations
 import pynvml as real
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.model import Batch, Metric, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, dcgm_name
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim, value

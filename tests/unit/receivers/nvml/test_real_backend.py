@@ -24,7 +24,8 @@ from typing import Any
 import pynvml as real  # the installed binding: its structures give the fake the real shapes
 import pytest
 
-from otelgpu.component import Kind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.nvml import (
@@ -35,7 +36,6 @@ from otelgpu.receivers.nvml.nvml import (
 )
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.unit.receivers.nvml.conftest import by_attribute, by_id, value

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component import Kind
-from otelgpu.model import MetricKind
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.nvml import nvml, real_nvml
 from otelgpu.receivers.nvml import receiver as receiver_module
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
@@ -18,7 +19,6 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimHandle, SimulatedNvml
 from otelgpu.receivers.nvml.sources import FIELD_IDS
-from otelgpu.telemetry import SelfTelemetry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
 from tests.unit.receivers.nvml.conftest import (

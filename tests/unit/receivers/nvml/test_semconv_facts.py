@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
-from otelgpu import __version__, semconv
+from otelgpu import __version__
 from otelgpu.exporters.otlp.encode import encode
-from otelgpu.model import Metric, MetricKind, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, MetricKind, ResourceMetrics
 from otelgpu.receivers.nvml.metrics import CATALOG
 from tests.unit.receivers.nvml.conftest import MakeReceiver, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for

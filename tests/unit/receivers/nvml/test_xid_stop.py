@@ -10,10 +10,10 @@ import logging
 import threading
 from typing import Any
 
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.xid import XidWatcher
-from otelgpu.telemetry import SelfTelemetry
 
 
 class SlowEvents:

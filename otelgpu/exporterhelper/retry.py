@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from otelgpu.errors import ExportError
-from otelgpu.exporters.otlp.config import RetryConfig
+from otelgpu.component.errors import ExportError
+from otelgpu.exporterhelper.config import RetryConfig
 
 
 class Backoff:

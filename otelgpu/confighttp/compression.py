@@ -8,7 +8,7 @@ larger (~182 kB instead of ~160 kB). Any gzip reader decompresses either.
 
 The agent uses ISA-L where the package is installed (a dependency on x86-64 and arm64, where
 it ships wheels) and zlib otherwise; `GZIP_IMPLEMENTATION` says which:
-`python -c "from otelgpu.compression import GZIP_IMPLEMENTATION as g; print(g)"`.
+`python -c "from otelgpu.confighttp.compression import GZIP_IMPLEMENTATION as g; print(g)"`.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from otelgpu import __version__
-from otelgpu.log_limits import capped
-from otelgpu.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.component.log_limits import capped
+from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 _log = logging.getLogger("otelgpu.telemetry")
 

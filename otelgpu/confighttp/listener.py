@@ -4,7 +4,7 @@ Each listener runs on **its own thread with its own event loop**, so the pipelin
 (receivers, processors, Prometheus ingest, OTLP encode, all on the service's loop) can never
 delay an answer: a handler reads an immutable value the pipeline published (a pre-rendered
 body, a readiness answer) and writes it. HTTP/1.1 is parsed by httptools (llhttp, in C; no
-hand-parsed HTTP) inside an `asyncio.Protocol` (`otelgpu.http_connection`): a request whose
+hand-parsed HTTP) inside an `asyncio.Protocol` (`otelgpu.confighttp.connection`): a request whose
 answer is ready at once (every answer but a password check) is answered in the same
 `data_received` call that read it, with no task and no further turn of the loop. Each turn is a
 system call that releases the GIL, and taking the GIL back while the pipeline computes is
@@ -26,7 +26,7 @@ Bounds a default server lacks:
   kernel frees what it held for it; while an answer waits for the client, nothing more is
   read from it either, so a client that sends without reading cannot grow the agent's buffers;
 - each connection asks for a small fixed kernel send buffer and hands the kernel a big answer
-  in slices of the body object itself (`otelgpu.http_send_buffer`): a client that stops
+  in slices of the body object itself (`otelgpu.confighttp.send_buffer`): a client that stops
   reading holds ~128 KiB of kernel memory and at most one slice's copy, whatever it asked for;
 - a request head over 16 KiB is refused (431), a request body (never needed here) over
   64 KiB too (413), anything the parser refuses (ambiguous framing among it) gets 400; the
@@ -53,8 +53,8 @@ import ssl
 import threading
 from typing import Any
 
-from otelgpu.http_connection import Connection, Handler, Request, Response
-from otelgpu.log_limits import RateLimitedLog
+from otelgpu.component.log_limits import RateLimitedLog
+from otelgpu.confighttp.connection import Connection, Handler, Request, Response
 
 # A listener's owners import the request and answer types from here, with the listener.
 __all__ = [

@@ -1,6 +1,6 @@
 """One HTTP/1.1 connection of the agent's endpoints, and what a request and its answer are.
 
-`Connection` is the `asyncio.Protocol` a `Listener` (`otelgpu.http_listener`) makes for each
+`Connection` is the `asyncio.Protocol` a `Listener` (`otelgpu.confighttp.listener`) makes for each
 accepted socket. httptools parses what arrives: a binding of llhttp, Node.js's parser, in C
 (~3 µs a request; h11, in Python, takes ~100). llhttp refuses what RFC 9112 calls
 ambiguous framing: Content-Length with Transfer-Encoding, two Content-Length fields, a
@@ -11,7 +11,7 @@ here: one `Host` field, the size of a head and of a body.
 A request whose answer is ready at once is answered in the `data_received` call that read it;
 one the handler must await (a password check) from a task while reading pauses. Every answer
 leaves through one path: its head with the first slice of its body, then slices of the body
-object itself (`otelgpu.http_send_buffer`), the next once the one before is in the kernel.
+object itself (`otelgpu.confighttp.send_buffer`), the next once the one before is in the kernel.
 The listener's docstring lists the bounds.
 """
 
@@ -30,9 +30,9 @@ from typing import Protocol
 
 import httptools
 
-from otelgpu import http_send_buffer
-from otelgpu.http_send_buffer import BODY_SLICE
-from otelgpu.log_limits import RateLimitedLog
+from otelgpu.component.log_limits import RateLimitedLog
+from otelgpu.confighttp import send_buffer
+from otelgpu.confighttp.send_buffer import BODY_SLICE
 
 _MAX_HEAD = 16 * 1024
 _MAX_REQUEST_BODY = 64 * 1024
@@ -114,7 +114,7 @@ class Connection(asyncio.Protocol):
         self._owner = owner
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None  # the TCP one until a TLS handshake
-        self._socket: http_send_buffer.Sockopts | None = None
+        self._socket: send_buffer.Sockopts | None = None
         self._peer = ""
         # the request being parsed
         self._url = bytearray()
@@ -146,7 +146,7 @@ class Connection(asyncio.Protocol):
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._socket = transport.get_extra_info("socket")
-        http_send_buffer.size_send_buffer(self._socket)
+        send_buffer.size_send_buffer(self._socket)
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
         self._owner.opened(self)  # counted from the accept, a TLS handshake included
@@ -244,7 +244,7 @@ class Connection(asyncio.Protocol):
     def abort(self) -> None:
         """Closes at once, dropping what was not sent, the kernel's queue included."""
         self._closing = True
-        http_send_buffer.reset_on_close(self._socket)
+        send_buffer.reset_on_close(self._socket)
         if self._transport is not None:
             self._transport.abort()
         if self.handshake is not None:
@@ -269,7 +269,7 @@ class Connection(asyncio.Protocol):
     def _idle(self) -> None:
         if self.pending is not None:
             self._arm()  # the handler still works on an answer (bounded by its own limits)
-        elif http_send_buffer.kernel_unsent(self._socket):
+        elif send_buffer.kernel_unsent(self._socket):
             self.abort()  # the client has not read the last answer in all that time
         else:
             self.close()

@@ -10,33 +10,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
-from otelgpu.component import MetricsConsumer, Settings
-from otelgpu.consumer import GuardedConsumer
-from otelgpu.log_limits import capped
-from otelgpu.model import Batch, point_count
-from otelgpu.tasks import cancel_and_wait
-
-
-class Clock(Protocol):
-    """Time as the controller sees it; tests pass a clock they advance by hand."""
-
-    def monotonic(self) -> float:
-        """Seconds on a clock that never goes backwards."""
-
-    async def sleep(self, seconds: float) -> None:
-        """Waits `seconds` (cancellable)."""
-
-
-class RealClock:
-    """The event loop's clock."""
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.component import MetricsConsumer, Settings
+from otelgpu.component.consumer import GuardedConsumer
+from otelgpu.component.log_limits import capped
+from otelgpu.component.tasks import cancel_and_wait
+from otelgpu.pdata.model import Batch, point_count
 
 
 class ScrapeController:

@@ -1,5 +1,8 @@
 """Key-name rules: which keys look like secrets, which keys are unsafe whatever they say.
 
+They live with the configuration because two readers share them: `validate` warns about an
+include pattern that names a secret, and the container_env processor refuses such keys.
+
 A key is compared after Unicode normalisation: NFKC (full-width letters such as `\uff34`
 become `T`), invisible format characters removed (zero-width space and joiners, soft
 hyphen), the common Cyrillic and Greek look-alikes of Latin letters mapped to those letters,

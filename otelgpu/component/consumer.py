@@ -12,10 +12,10 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from otelgpu.component import MetricsConsumer, Processor
-from otelgpu.log_limits import RateLimitedLog, capped
-from otelgpu.model import Batch, point_count
-from otelgpu.telemetry import SelfTelemetry
+from otelgpu.component.component import MetricsConsumer, Processor
+from otelgpu.component.log_limits import RateLimitedLog, capped
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import Batch, point_count
 
 _log = logging.getLogger("otelgpu.service")
 

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
-from otelgpu.model import Batch
+from otelgpu.pdata.model import Batch
 
 if TYPE_CHECKING:
-    from otelgpu.kept_listeners import KeptListeners
-    from otelgpu.telemetry import SelfTelemetry
+    from otelgpu.component.kept_listeners import KeptListeners
+    from otelgpu.component.telemetry import SelfTelemetry
 
 
 class Kind(Enum):

@@ -7,8 +7,8 @@ holds only the components its pipelines use.
 
 from __future__ import annotations
 
-from otelgpu.component import Kind
-from otelgpu.registry import LazyFactory, Registry
+from otelgpu.component.component import Kind
+from otelgpu.component.registry import LazyFactory, Registry
 
 _BUILTINS = (
     LazyFactory(Kind.RECEIVER, "nvml", "otelgpu.receivers.nvml.factory"),

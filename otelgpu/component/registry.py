@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from otelgpu.component import Component, Kind, Stability
+from otelgpu.component.component import Component, Kind, Stability
 
 
 @dataclass(frozen=True, kw_only=True)
