@@ -23,18 +23,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
-from tests.e2e.node import eventually
-from tests.integration.agent_process import AgentProcess
-from tests.integration.secrets_pipeline import secrets_pipeline
-from tests.peers import kubelet as kubelet_api
-from tests.peers.cri_records import Pod, create_container, create_sandbox
+from tests.integration.secrets_pipeline import SecretsRun, secrets_pipeline, secrets_run
+from tests.peers.cri_records import Pod
 from tests.peers.kubelet import FakeKubelet
-from tests.peers.prometheus import free_port
-from tests.peers.rotel import Rotel, rotel
+from tests.peers.rotel import Rotel
 from tests.peers.runtime import Containerd
 
 pytestmark = pytest.mark.integration
@@ -145,79 +140,31 @@ def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: li
     )
 
 
-class Run:
-    """The agent and its peers, and what left the agent."""
-
-    def __init__(self, agent: AgentProcess, otlp: Rotel, ports: list[int], config: Path) -> None:
-        self.agent, self.otlp, self.ports, self.config = agent, otlp, ports, config
-        self.session = aiohttp.ClientSession()
-
-    async def body(self, port: int) -> str:
-        try:
-            async with self.session.get(f"http://127.0.0.1:{port}/metrics") as response:
-                return await response.text() if response.status == 200 else ""
-        except aiohttp.ClientError:
-            return ""
-
-
 @pytest.fixture
-async def run(tmp_path: Path) -> AsyncIterator[Run]:
-    root = tmp_path
-    containerd = Containerd(root / "containerd")
-    containerd.start()
-    kubelet = FakeKubelet()
-    try:
-        pod = Pod("ml", "s1-pod", uid="uid-s1", labels=POD_LABELS, annotations=ANNOTATIONS)
-        create_sandbox(containerd.socket, pod)
-        create_container(containerd.socket, pod, "main", env=ENV, labels=LABELS)
-        kubelet.set_pods(
-            kubelet_api.pod(
-                "ml", "s1-pod", kubelet_api.container("main", {"nvidia.com/gpu": [GPU]})
-            )
-        )
-        kubelet.set_allocatable({"nvidia.com/gpu": [GPU]})
-        await kubelet.start()
-        with rotel(root / "rotel") as otlp:
-            ports = [free_port(), free_port()]
-            config = root / "pipeline.yaml"
-            config.write_text(yaml.safe_dump(_config(containerd, kubelet, otlp, ports)))
-            agent = AgentProcess("run", "-c", str(config))
-            result = Run(agent, otlp, ports, config)
-            try:
-                yield result
-            finally:
-                await result.session.close()
-                try:
-                    await asyncio.to_thread(agent.stop)
-                finally:
-                    agent.kill()
-    finally:
-        await kubelet.close()
-        containerd.stop()
+async def run(tmp_path: Path) -> AsyncIterator[SecretsRun]:
+    async with secrets_run(
+        tmp_path,
+        pod=Pod("ml", "s1-pod", uid="uid-s1", labels=POD_LABELS, annotations=ANNOTATIONS),
+        gpu=GPU,
+        env=ENV,
+        labels=LABELS,
+        pipeline=_config,
+    ) as agent_run:
+        yield agent_run
 
 
-async def _enriched(run: Run) -> dict[str, str]:
-    """Every output, once each carries the business labels (the pipeline works end to end)."""
-    bodies: dict[str, str] = {}
-
-    async def ready() -> bool:
-        for name, port in zip(("otel /metrics", "dcgm /metrics"), run.ports, strict=True):
-            bodies[name] = await run.body(port)
-        otel, dcgm = bodies["otel /metrics"], bodies["dcgm /metrics"]
-        rotel_text = run.otlp.text()
-        return (
-            'container_env_TEAM="vision"' in otel
-            and 'env_TEAM="vision"' in dcgm
-            and "container.env.TEAM: Str(vision)" in rotel_text
-            and "otelgpu_container_env_refused_keys_total" in otel
-        )
-
-    await eventually(ready, lambda: f"enriched output; agent log:\n{run.agent.output[-3000:]}")
-    return {**bodies, "rotel output": run.otlp.text()}
+def _enriched(otel: str, dcgm: str, rotel_text: str) -> bool:
+    """Each output carries the business labels."""
+    return (
+        'container_env_TEAM="vision"' in otel
+        and 'env_TEAM="vision"' in dcgm
+        and "container.env.TEAM: Str(vision)" in rotel_text
+        and "otelgpu_container_env_refused_keys_total" in otel
+    )
 
 
-async def test_no_canary_leaves_the_agent_with_include_everything(run: Run) -> None:
-    places = await _enriched(run)
+async def test_no_canary_leaves_the_agent_with_include_everything(run: SecretsRun) -> None:
+    places = await run.outputs(_enriched)
     for value in VISIBLE:  # what is not refused does arrive: a leak would be seen
         assert all(value in text for text in places.values()), value
     await asyncio.to_thread(run.agent.stop)  # flush: the log is complete after exit
