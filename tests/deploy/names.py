@@ -74,7 +74,7 @@ def grafana_query(expr: str) -> str:
 def catalog_names() -> frozenset[str]:
     """Prometheus names of every catalog metric in `naming: otel`, and of the metrics the
     processors add (the allocation series of k8s_attributes)."""
-    from otelgpu.processors.k8s_attributes.processor import allocation_metric
+    from otelgpu.processors.k8s_attributes.allocations import allocation_metric
 
     allocation = allocation_metric(1.0, 0)
     added = metric_name(allocation.name, allocation.unit, allocation.kind, allocation.monotonic)
@@ -87,7 +87,7 @@ def catalog_names() -> frozenset[str]:
 def dcgm_names() -> frozenset[str]:
     """Prometheus names of every catalog metric and the allocation series in `naming: dcgm`,
     as the exporter's translator picks them (each split of a split metric)."""
-    from otelgpu.processors.k8s_attributes.processor import allocation_metric
+    from otelgpu.processors.k8s_attributes.allocations import allocation_metric
 
     translator = Translator("dcgm", {})
     allocation = allocation_metric(1.0, 0)

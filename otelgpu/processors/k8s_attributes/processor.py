@@ -22,7 +22,6 @@ import contextlib
 import functools
 import os
 import random
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -33,13 +32,10 @@ from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import (
     Attributes,
     Batch,
-    Identity,
-    Metric,
-    MetricKind,
-    NumberDataPoint,
     ResourceMetrics,
     with_resource,
 )
+from otelgpu.processors.k8s_attributes.allocations import AllocationSeries
 from otelgpu.processors.k8s_attributes.config import NODE_NAME_ENV, K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.devices import Key, device_file_name, resource_keys
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -50,7 +46,6 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 )
 from otelgpu.processors.k8s_attributes.refresher import SOURCE, SnapshotRefresher
 from otelgpu.processors.k8s_attributes.snapshot import (
-    DEVICE_PLUGIN,
     DRA,
     Allocation,
     Holder,
@@ -66,14 +61,9 @@ NOT_ALLOCATED = "not_allocated"  # the kubelet knows the GPU; no container holds
 UNKNOWN_DEVICE = "unknown_device"  # the kubelet does not know this GPU under any ID form
 _ASKED_MAX = 4096  # unknown devices remembered (bounds memory if IDs churn)
 OFF_LOOP_PODS = 200  # pod-resources answers larger than this are indexed in a worker thread
-_ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
 DRA_UNMAPPED = "otelgpu_dra_devices_unmapped_total"
 DRA_NO_GPU = "no_matching_gpu"  # the name is read, but no GPU/MIG resource of the batch has it
 DRA_MIG_ENABLED = "mig_enabled"  # a whole-GPU claim on a GPU held through its MIG instances
-ALLOCATION_DESCRIPTION = (
-    "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
-    "share it); join it with a device metric on hw.id to split that metric by pod"
-)
 
 
 class K8sAttributesProcessor:
@@ -104,20 +94,7 @@ class K8sAttributesProcessor:
         self._snapshot: Snapshot | None = None
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
-        # allocation identity → (allocation, device resource, holders' resources, shares,
-        # holders' point attributes, since when each holds it), rebuilt when either of the
-        # first two changes
-        self._allocations: dict[
-            Identity,
-            tuple[
-                Allocation,
-                Attributes,
-                tuple[Attributes, ...],
-                tuple[float, ...],
-                tuple[Attributes, ...],
-                tuple[float, ...],
-            ],
-        ] = {}
+        self._allocations = AllocationSeries()
         self._dra_said = ""
         # (device key, holder) → since when the kubelet lists it (-inf: its first answer did);
         # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
@@ -251,14 +228,14 @@ class K8sAttributesProcessor:
             if hit is not None and found is not None:
                 since = self._since_by_key.get(hit[0], ())
                 out.append(_labelled(rm, found.device, since, confirmed))
-                out.extend(self._allocation_series(rm, found, since, confirmed))
+                out.extend(self._allocations.series(rm, found, since, confirmed))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
                     why = (reason, resource.get(semconv.HW_ID))
                     unmatched[why] = unmatched.get(why, 0) + _points(rm)
                 out.append(with_resource(rm, node))
-                gone = self._allocation_gone(rm)
+                gone = self._allocations.gone(rm)
                 if gone is not None:
                     out.append(gone)
         for (reason, device), n in unmatched.items():
@@ -313,56 +290,10 @@ class K8sAttributesProcessor:
             return rm  # the kubelet cannot say
         return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
 
-    def _allocation_series(
-        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...], confirmed: float
-    ) -> list[ResourceMetrics]:
-        """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
-        rebuilt only when the allocation or the device's resource changed).
-
-        Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
-        container) besides its resource: a backend that keeps only point attributes
-        (Prometheus' OTLP endpoint by default) still has one series per holder of each device,
-        as the receiver's GPU points carry their `hw.id`."""
-        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
-        identity = (semconv.GPU_ALLOCATION, device)
-        cached = self._allocations.get(identity)
-        if cached is None or cached[0] is not found or cached[1] is not rm.resource:
-            resources: tuple[Attributes, ...] = tuple(
-                {**rm.resource, **labels} for labels, _ in found.holders
-            )
-            shares = tuple(share for _, share in found.holders)
-            sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
-            points = tuple(
-                _point_identity(resource, source)
-                for resource, source in zip(resources, sources, strict=True)
-            )
-            if len(since) != len(resources):
-                since = (float("-inf"),) * len(resources)
-            cached = (found, rm.resource, resources, shares, points, since)
-            if len(self._allocations) >= _ALLOCATIONS_MAX:
-                self._allocations.clear()
-            self._allocations[identity] = cached
-        _, _, resources, shares, points, held_since = cached
-        when = _first_time(rm)
-        return [
-            ResourceMetrics(
-                resource=resource,
-                metrics=(allocation_metric(share, when, attributes=attributes),),
-                scope=rm.scope,
-                scope_version=rm.scope_version,
-                identity=identity,
-                notes={notes.HOLDER_SINCE: held, notes.HOLDERS_CONFIRMED: confirmed},
-            )
-            for resource, share, attributes, held in zip(
-                resources, shares, points, held_since, strict=True
-            )
-        ]
-
     def _count_unmapped(self, n: int, reason: str) -> None:
         self._settings.telemetry.count(
             DRA_UNMAPPED,
             n,
-            "NVIDIA DRA claim devices that could not be mapped to a GPU, per batch",
             processor=self._id,
             reason=reason,
         )
@@ -376,22 +307,6 @@ class K8sAttributesProcessor:
                 f"a whole-GPU DRA claim names GPU {rm.resource.get(semconv.HW_ID)}, which has "
                 "MIG enabled: it is held through its MIG instances, the claim labels nothing"
             )
-
-    def _allocation_gone(self, rm: ResourceMetrics) -> ResourceMetrics | None:
-        """The marker that empties a device's allocation series, once, when its last holder
-        left (see `ResourceMetrics`: an identity with no metrics)."""
-        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
-        identity = (semconv.GPU_ALLOCATION, device)
-        if identity not in self._allocations:
-            return None
-        del self._allocations[identity]
-        return ResourceMetrics(
-            resource=rm.resource,
-            metrics=(),
-            scope=rm.scope,
-            scope_version=rm.scope_version,
-            identity=identity,
-        )
 
     def _unmatched(
         self,
@@ -423,45 +338,6 @@ class K8sAttributesProcessor:
         return {semconv.K8S_NODE_NAME: self._node_name} if self._node_name else {}
 
 
-def allocation_metric(
-    share: float,
-    time_unix_nano: int,
-    source: str = DEVICE_PLUGIN,
-    *,
-    attributes: Attributes | None = None,
-) -> Metric:
-    """The `nvidia.gpu.allocation` metric of one holder; `source` is the allocation path
-    (`attributes`, when given, are the whole point attributes and say it themselves)."""
-    point = NumberDataPoint(
-        attributes={semconv.GPU_ALLOCATION_SOURCE: source} if attributes is None else attributes,
-        time_unix_nano=time_unix_nano,
-        value=share,
-    )
-    return Metric(
-        name=semconv.GPU_ALLOCATION,
-        unit="1",
-        description=ALLOCATION_DESCRIPTION,
-        kind=MetricKind.GAUGE,
-        points=(point,),
-    )
-
-
-# What an allocation point says of itself: its device and its holder.
-_POINT_KEYS = (
-    semconv.HW_ID,
-    semconv.HW_TYPE,
-    semconv.K8S_NAMESPACE_NAME,
-    semconv.K8S_POD_NAME,
-    semconv.K8S_CONTAINER_NAME,
-)
-
-
-def _point_identity(resource: Attributes, source: str) -> Attributes:
-    """One holder's allocation point attributes: its path, device and holder names."""
-    found = {key: resource[key] for key in _POINT_KEYS if key in resource}
-    return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
-
-
 def _labelled(
     rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...], confirmed: float
 ) -> ResourceMetrics:
@@ -473,13 +349,6 @@ def _labelled(
         return rm if resource is rm.resource else replace(rm, resource=resource)
     held = {notes.HOLDER_SINCE: since[0], notes.HOLDERS_CONFIRMED: confirmed}
     return replace(rm, resource=resource, notes={**(rm.notes or {}), **held})
-
-
-def _first_time(rm: ResourceMetrics) -> int:
-    for metric in rm.metrics:
-        for point in metric.points:
-            return point.time_unix_nano
-    return time.time_ns()
 
 
 def _dra_named(keys: list[Key]) -> bool:

@@ -1,0 +1,155 @@
+"""The `nvidia.gpu.allocation` series: one resource per holder of a device, whose value is
+that holder's share, so sums over pods or teams equal the device's total.
+
+`AllocationSeries` keeps each device's series built (rebuilt only when its allocation or its
+resource changed) and knows which devices have series out, so that the last holder leaving a
+device empties its series at once (`gone`).
+"""
+
+from __future__ import annotations
+
+import time
+
+from otelgpu.pdata import notes, semconv
+from otelgpu.pdata.model import (
+    Attributes,
+    Identity,
+    Metric,
+    MetricKind,
+    NumberDataPoint,
+    ResourceMetrics,
+)
+from otelgpu.processors.k8s_attributes.snapshot import DEVICE_PLUGIN, Allocation
+
+_ALLOCATIONS_MAX = 4096  # allocation series kept built (bounds memory if devices churn)
+ALLOCATION_DESCRIPTION = (
+    "The share of a GPU or MIG instance allocated to one container (1/N when N containers "
+    "share it); join it with a device metric on hw.id to split that metric by pod"
+)
+
+
+class AllocationSeries:
+    """The allocation series of every device that has holders."""
+
+    def __init__(self) -> None:
+        # allocation identity → (allocation, device resource, holders' resources, shares,
+        # holders' point attributes, since when each holds it), rebuilt when either of the
+        # first two changes
+        self._built: dict[
+            Identity,
+            tuple[
+                Allocation,
+                Attributes,
+                tuple[Attributes, ...],
+                tuple[float, ...],
+                tuple[Attributes, ...],
+                tuple[float, ...],
+            ],
+        ] = {}
+
+    def series(
+        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...], confirmed: float
+    ) -> list[ResourceMetrics]:
+        """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
+        rebuilt only when the allocation or the device's resource changed).
+
+        Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
+        container) besides its resource: a backend that keeps only point attributes
+        (Prometheus' OTLP endpoint by default) still has one series per holder of each device,
+        as the receiver's GPU points carry their `hw.id`."""
+        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
+        identity = (semconv.GPU_ALLOCATION, device)
+        cached = self._built.get(identity)
+        if cached is None or cached[0] is not found or cached[1] is not rm.resource:
+            resources: tuple[Attributes, ...] = tuple(
+                {**rm.resource, **labels} for labels, _ in found.holders
+            )
+            shares = tuple(share for _, share in found.holders)
+            sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
+            points = tuple(
+                _point_identity(resource, source)
+                for resource, source in zip(resources, sources, strict=True)
+            )
+            if len(since) != len(resources):
+                since = (float("-inf"),) * len(resources)
+            cached = (found, rm.resource, resources, shares, points, since)
+            if len(self._built) >= _ALLOCATIONS_MAX:
+                self._built.clear()
+            self._built[identity] = cached
+        _, _, resources, shares, points, held_since = cached
+        when = _first_time(rm)
+        return [
+            ResourceMetrics(
+                resource=resource,
+                metrics=(allocation_metric(share, when, attributes=attributes),),
+                scope=rm.scope,
+                scope_version=rm.scope_version,
+                identity=identity,
+                notes={notes.HOLDER_SINCE: held, notes.HOLDERS_CONFIRMED: confirmed},
+            )
+            for resource, share, attributes, held in zip(
+                resources, shares, points, held_since, strict=True
+            )
+        ]
+
+    def gone(self, rm: ResourceMetrics) -> ResourceMetrics | None:
+        """The marker that empties a device's allocation series, once, when its last holder
+        left (see `ResourceMetrics`: an identity with no metrics)."""
+        device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
+        identity = (semconv.GPU_ALLOCATION, device)
+        if identity not in self._built:
+            return None
+        del self._built[identity]
+        return ResourceMetrics(
+            resource=rm.resource,
+            metrics=(),
+            scope=rm.scope,
+            scope_version=rm.scope_version,
+            identity=identity,
+        )
+
+
+def allocation_metric(
+    share: float,
+    time_unix_nano: int,
+    source: str = DEVICE_PLUGIN,
+    *,
+    attributes: Attributes | None = None,
+) -> Metric:
+    """The `nvidia.gpu.allocation` metric of one holder; `source` is the allocation path
+    (`attributes`, when given, are the whole point attributes and say it themselves)."""
+    point = NumberDataPoint(
+        attributes={semconv.GPU_ALLOCATION_SOURCE: source} if attributes is None else attributes,
+        time_unix_nano=time_unix_nano,
+        value=share,
+    )
+    return Metric(
+        name=semconv.GPU_ALLOCATION,
+        unit="1",
+        description=ALLOCATION_DESCRIPTION,
+        kind=MetricKind.GAUGE,
+        points=(point,),
+    )
+
+
+# What an allocation point says of itself: its device and its holder.
+_POINT_KEYS = (
+    semconv.HW_ID,
+    semconv.HW_TYPE,
+    semconv.K8S_NAMESPACE_NAME,
+    semconv.K8S_POD_NAME,
+    semconv.K8S_CONTAINER_NAME,
+)
+
+
+def _point_identity(resource: Attributes, source: str) -> Attributes:
+    """One holder's allocation point attributes: its path, device and holder names."""
+    found = {key: resource[key] for key in _POINT_KEYS if key in resource}
+    return {semconv.GPU_ALLOCATION_SOURCE: source, **found}
+
+
+def _first_time(rm: ResourceMetrics) -> int:
+    for metric in rm.metrics:
+        for point in metric.points:
+            return point.time_unix_nano
+    return time.time_ns()
