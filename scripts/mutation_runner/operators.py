@@ -3,7 +3,8 @@
 `sites(tree)` walks a module's AST in a fixed order and lists every `Site` (a node and the
 mutations that apply to it). `mutate(source, site_index, choice)` parses the source again,
 walks it in the same order and applies one mutation, returning the mutated source text.
-Docstrings, annotations and decorators are not mutated: changing them changes no behaviour.
+Docstrings, annotations, decorators and `__all__` are not mutated: changing them changes no
+behaviour.
 """
 
 from __future__ import annotations
@@ -151,8 +152,8 @@ def _deletable(node: ast.AST) -> bool:
 
 
 def _children(node: ast.AST) -> Iterator[ast.AST]:
-    """The children worth mutating: no docstrings, annotations, decorators or f-string
-    format specs."""
+    """The children worth mutating: no docstrings, annotations, decorators, f-string format
+    specs or `__all__`."""
     skip: set[int] = set()
     body = getattr(node, "body", None)
     if (
@@ -178,7 +179,7 @@ def _children(node: ast.AST) -> Iterator[ast.AST]:
     if isinstance(node, ast.ImportFrom | ast.Import) or _is_type_expression(node):
         return
     for child in ast.iter_child_nodes(node):
-        if id(child) not in skip:
+        if id(child) not in skip and not _is_export_list(child):
             yield child
 
 
@@ -191,6 +192,13 @@ def _is_type_expression(node: ast.AST) -> bool:
         isinstance(node, ast.Subscript)
         and isinstance(node.value, ast.Name)
         and node.value.id in _TYPE_NAMES
+    )
+
+
+def _is_export_list(node: ast.AST) -> bool:
+    """`__all__ = [...]`: names for `import *`, which nothing here uses; no behaviour."""
+    return isinstance(node, ast.Assign) and any(
+        isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
     )
 
 

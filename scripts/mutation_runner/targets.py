@@ -1,45 +1,213 @@
 """The modules under mutation and the test files that cover each one.
 
+Every module under `otelgpu/config/`, `otelgpu/exporters/`, `otelgpu/processors/` and the transport
+layers (`otelgpu/confighttp/`, `otelgpu/configgrpc/`, `otelgpu/exporterhelper/`) is a target,
+except generated protobuf code (`_proto/`) and modules with nothing to change
+(`config/pipeline.py`, a bare dataclass; packages' `__init__.py` that only re-export): see
+docs/dev/mutation.md.
+
 Keep each list narrow: every mutant runs these files once (stopping at the first failure), so
 a slow file here costs its run time times the module's mutant count.
 """
 
 from __future__ import annotations
 
+CONFIG = "tests/unit/config"
+CORE = "tests/unit/core"
 CE = "tests/unit/processors/container_env"
 K8S = "tests/unit/processors/k8s_attributes"
 PROM = "tests/unit/exporters/prometheus"
 OTLP = "tests/unit/exporters/otlp"
+DEBUG = "tests/unit/exporters/debug"
+HPC = ["tests/unit/processors/hpc_jobs/test_hpc_jobs.py"]
 # The tests of the endpoints' listener, its connections and their send buffers.
 HTTP_TESTS = [
-    "tests/unit/core/test_http_listener.py",
-    "tests/unit/core/test_http_listener_edges.py",  # written from the first run's survivors
-    "tests/unit/core/test_http_attacks.py",  # buffers, write and handshake timeouts, framing
+    f"{CORE}/test_http_send_buffer.py",  # sizes, unsent bytes, resets, slices: on bare sockets
+    f"{CORE}/test_http_mutants.py",  # written from the split modules' survivors
+    f"{CORE}/test_http_listener.py",
+    f"{CORE}/test_http_listener_edges.py",  # written from the first run's survivors
+    f"{CORE}/test_http_attacks.py",  # buffers, write and handshake timeouts, framing
     f"{PROM}/test_auth_flood.py",  # the bcrypt queue's limits
     f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
     f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods
     f"{PROM}/test_auth_tls.py",  # TLS and the awaited (bcrypt) answers
-    "tests/unit/core/test_health_and_debug.py",  # the health_check endpoint
+    f"{CORE}/test_health_and_debug.py",  # the health_check endpoint
+]
+# The gRPC channel: its arguments, a standard server, hostile and strict peers, and the OTLP
+# exporter's calls through it.
+GRPC_TESTS = [
+    "tests/unit/configgrpc/test_policy.py",  # the channel arguments
+    "tests/unit/configgrpc/test_client.py",  # a standard server: answers, errors, TLS, close
+    "tests/unit/configgrpc/test_hostile_peers.py",
+    f"{OTLP}/test_otlp_grpc.py",
+]
+CONFIG_STAGES = [  # load, compose, walk, validate: every stage's errors and their positions
+    f"{CONFIG}/test_loader.py",
+    f"{CONFIG}/test_bad_configs.py",
+    f"{CONFIG}/test_good_configs.py",
+]
+COLLECTOR_HABITS = [f"{CONFIG}/test_collector_habits.py", f"{CONFIG}/test_collector_snippets.py"]
+OTLP_CORE = [  # the exporter core over a scripted transport
+    f"{OTLP}/test_otlp_exporter.py",
+    f"{OTLP}/test_otlp_queue_points.py",
+    f"{OTLP}/test_otlp_queue_bytes.py",
+    f"{OTLP}/test_otlp_log_caps.py",
+    f"{OTLP}/test_otlp_stop_deadline.py",
+]
+FACTORIES = f"{CORE}/test_component_and_registry.py"  # every factory's type, kind, config
+PROCESSORS = [f"{CORE}/test_processors.py"]  # attributes, filter, resource and their actions
+CE_RUNTIMES = [f"{CE}/test_adapters.py", f"{CE}/test_stubs.py", f"{CE}/test_fuzz.py"]
+CE_PROCESSOR = [
+    f"{CE}/test_processor.py",
+    f"{CE}/test_live_matching.py",
+    f"{CE}/test_process_attribution.py",
+]
+K8S_PROCESSOR = [
+    f"{K8S}/test_processor.py",
+    f"{K8S}/test_unchanged_answer.py",
+    f"{K8S}/test_pod_cache.py",
 ]
 
-TARGETS: dict[str, tuple[str, list[str]]] = {
-    # short name: (module path, test files)
+Target = tuple[str, list[str]]  # (module path, test files)
+
+CONFIG_TARGETS: dict[str, Target] = {
     "secret_keys": (
         "otelgpu/config/secret_keys.py",
         [f"{CE}/test_keys.py", f"{CE}/test_secret_keys_mutants.py"],
     ),
-    "values": (
-        "otelgpu/processors/container_env/values.py",
-        [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
+    "composer": (
+        "otelgpu/config/composer.py",
+        [
+            *CONFIG_STAGES,
+            f"{CONFIG}/test_composer_mutants.py",  # test_good_configs: merge keys, aliases, tags
+        ],
     ),
-    "render": (
-        "otelgpu/exporters/prometheus/render.py",
-        [f"{PROM}/test_render.py", f"{PROM}/test_render_mutants.py"],
+    "config_init": (
+        "otelgpu/config/__init__.py",
+        [f"{CONFIG}/test_collector_habits.py", f"{CORE}/test_cli.py"],
     ),
-    "replay": (
-        "otelgpu/exporters/prometheus/replay.py",
-        # test_replay holds the replay equal to the general path; test_identity: the set rules
+    "collector_compat": ("otelgpu/config/collector_compat.py", COLLECTOR_HABITS),
+    "config_lint": ("otelgpu/config/lint.py", [f"{CONFIG}/test_validate_whole.py"]),
+    "config_loader": ("otelgpu/config/loader.py", CONFIG_STAGES),
+    "config_messages": ("otelgpu/config/messages.py", [*CONFIG_STAGES, *COLLECTOR_HABITS]),
+    "config_positions": ("otelgpu/config/positions.py", CONFIG_STAGES),
+    "config_render": ("otelgpu/config/render.py", [f"{CONFIG}/test_print_config.py"]),
+    "config_schema": (
+        "otelgpu/config/schema.py",
+        [*CONFIG_STAGES, f"{CONFIG}/test_validate_whole.py", *COLLECTOR_HABITS],
+    ),
+    "config_telemetry_readers": (
+        "otelgpu/config/telemetry_readers.py",
+        [f"{CONFIG}/test_telemetry_readers.py"],
+    ),
+    "config_types": ("otelgpu/config/types.py", [f"{CONFIG}/test_types.py", *CONFIG_STAGES]),
+    "config_walker": ("otelgpu/config/walker.py", CONFIG_STAGES),
+}
+
+TRANSPORT_TARGETS: dict[str, Target] = {
+    "http_listener": (
+        "otelgpu/confighttp/listener.py",
+        [*HTTP_TESTS, f"{CORE}/test_process_settings.py"],  # SWITCH_INTERVAL, set by the agent
+    ),
+    "http_connection": ("otelgpu/confighttp/connection.py", HTTP_TESTS),
+    "http_send_buffer": ("otelgpu/confighttp/send_buffer.py", HTTP_TESTS),
+    "http_compression": ("otelgpu/confighttp/compression.py", [f"{CORE}/test_compression.py"]),
+    "grpc_client": ("otelgpu/configgrpc/client.py", GRPC_TESTS),
+    "grpc_policy": ("otelgpu/configgrpc/policy.py", GRPC_TESTS),
+    "queue": (
+        "otelgpu/exporterhelper/queue.py",
+        [
+            "tests/unit/exporterhelper/test_queue.py",  # sizers, packing, capacity 0
+            f"{OTLP}/test_otlp_queue_points.py",
+            f"{OTLP}/test_otlp_queue_handover.py",
+            f"{OTLP}/test_otlp_queue_mutants.py",
+        ],
+    ),
+    "retry": (
+        "otelgpu/exporterhelper/retry.py",
+        ["tests/unit/exporterhelper/test_retry.py", f"{OTLP}/test_otlp_exporter.py"],
+    ),
+    "exporterhelper_config": (
+        "otelgpu/exporterhelper/config.py",
+        [f"{OTLP}/test_otlp_config.py", "tests/unit/exporterhelper/test_retry.py"],
+    ),
+}
+
+EXPORTER_TARGETS: dict[str, Target] = {
+    "debug_config": ("otelgpu/exporters/debug/config.py", [f"{DEBUG}/test_debug_exporter.py"]),
+    "debug_exporter": (
+        "otelgpu/exporters/debug/exporter.py",
+        [f"{DEBUG}/test_debug_exporter.py", f"{CORE}/test_health_and_debug.py"],
+    ),
+    "debug_factory": (
+        "otelgpu/exporters/debug/factory.py",
+        [FACTORIES, f"{CORE}/test_health_and_debug.py"],
+    ),
+    "otlp_config": ("otelgpu/exporters/otlp/config.py", [f"{OTLP}/test_otlp_config.py"]),
+    "otlp_encode": (
+        "otelgpu/exporters/otlp/encode.py",
+        [
+            f"{OTLP}/test_otlp_encode.py",
+            f"{OTLP}/test_otlp_wire.py",
+            "tests/unit/truth/test_otlp_point_identity.py",
+        ],
+    ),
+    "otlp_exporter": ("otelgpu/exporters/otlp/exporter.py", OTLP_CORE),
+    "otlp_factory": (
+        "otelgpu/exporters/otlp/factory.py",
+        [FACTORIES, f"{OTLP}/test_otlp_grpc.py", f"{OTLP}/test_otlp_http.py"],
+    ),
+    "otlp_grpc_client": (
+        "otelgpu/exporters/otlp/grpc_client.py",
+        [
+            f"{OTLP}/test_otlp_grpc.py",
+            f"{OTLP}/test_otlp_grpc_proxy.py",
+            f"{OTLP}/test_otlp_tls.py",
+        ],
+    ),
+    "otlp_http_client": (
+        "otelgpu/exporters/otlp/http_client.py",
+        [
+            f"{OTLP}/test_otlp_http.py",
+            f"{OTLP}/test_otlp_http_proxy.py",
+            f"{OTLP}/test_otlp_tls.py",
+        ],
+    ),
+    "otlp_resource": (
+        "otelgpu/exporters/otlp/resource.py",
+        [f"{OTLP}/test_otlp_resource_identity.py", f"{OTLP}/test_otlp_exporter.py"],
+    ),
+    "otlp_tls": ("otelgpu/exporters/otlp/tls.py", [f"{OTLP}/test_otlp_tls.py"]),
+    # The Prometheus exporter.
+    "prom_auth": (
+        "otelgpu/exporters/prometheus/auth.py",
+        [
+            f"{PROM}/test_auth_flood.py",
+            f"{PROM}/test_auth_tls.py",
+            f"{PROM}/test_endpoint_limits.py",
+        ],
+    ),
+    "prom_config": ("otelgpu/exporters/prometheus/config.py", [f"{PROM}/test_config.py"]),
+    "prom_dcgm": (
+        "otelgpu/exporters/prometheus/dcgm.py",
+        [f"{PROM}/test_dcgm.py", f"{PROM}/test_dcgm_labels.py", f"{PROM}/test_dra_claim_labels.py"],
+    ),
+    "prom_device_info": (
+        "otelgpu/exporters/prometheus/device_info.py",
+        [f"{PROM}/test_device_info.py"],
+    ),
+    "prom_dcgm_xid": ("otelgpu/exporters/prometheus/dcgm_xid.py", [f"{PROM}/test_dcgm_labels.py"]),
+    "prom_exporter": (
+        "otelgpu/exporters/prometheus/exporter.py",
+        [f"{PROM}/test_exporter.py", f"{PROM}/test_reload_handover.py", f"{PROM}/test_config.py"],
+    ),
+    "prom_general": (
+        "otelgpu/exporters/prometheus/general.py",
         [f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+    ),
+    "prom_factory": (
+        "otelgpu/exporters/prometheus/factory.py",
+        [FACTORIES, f"{PROM}/test_config.py", f"{PROM}/test_exporter.py"],
     ),
     "labels": (
         "otelgpu/exporters/prometheus/labels.py",
@@ -50,19 +218,103 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{PROM}/test_dcgm_labels.py",  # dcgm naming's derived labels (MIG device, err_msg)
         ],
     ),
-    "queue": (
-        "otelgpu/exporterhelper/queue.py",
-        [
-            f"{OTLP}/test_otlp_queue_points.py",
-            f"{OTLP}/test_otlp_queue_handover.py",
-            f"{OTLP}/test_otlp_queue_mutants.py",
-        ],
+    "prom_naming": ("otelgpu/exporters/prometheus/naming.py", [f"{PROM}/test_naming.py"]),
+    "openmetrics": (
+        "otelgpu/exporters/prometheus/openmetrics.py",
+        [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],
     ),
+    "render": (
+        "otelgpu/exporters/prometheus/render.py",
+        [f"{PROM}/test_render.py", f"{PROM}/test_render_mutants.py"],
+    ),
+    "replay": (
+        "otelgpu/exporters/prometheus/replay.py",
+        # test_replay holds the replay equal to the general path; test_identity: the set rules
+        [f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+    ),
+    "prom_series": (
+        "otelgpu/exporters/prometheus/series.py",
+        [f"{PROM}/test_identity.py", f"{PROM}/test_labels.py", f"{PROM}/test_render.py"],
+    ),
+    "prom_server": (
+        "otelgpu/exporters/prometheus/server.py",
+        [f"{PROM}/test_scrape_thread.py", f"{PROM}/test_negotiation.py"],
+    ),
+    "prom_targets": ("otelgpu/exporters/prometheus/targets.py", [f"{PROM}/test_replay.py"]),
+    "prom_translate": (
+        "otelgpu/exporters/prometheus/translate.py",
+        [f"{PROM}/test_identity.py", f"{PROM}/test_labels.py", f"{PROM}/test_dcgm.py"],
+    ),
+}
+
+PROCESSOR_TARGETS: dict[str, Target] = {
+    "actions": ("otelgpu/processors/actions.py", PROCESSORS),
+    "attributes_factory": ("otelgpu/processors/attributes/factory.py", [FACTORIES, *PROCESSORS]),
+    "filter_config": ("otelgpu/processors/filter/config.py", PROCESSORS),
+    "filter_factory": ("otelgpu/processors/filter/factory.py", [FACTORIES, *PROCESSORS]),
+    "resource_factory": ("otelgpu/processors/resource/factory.py", [FACTORIES, *PROCESSORS]),
+    # container_env
+    "ce_audit": (
+        "otelgpu/processors/container_env/audit.py",
+        [f"{CE}/test_audit.py", f"{CE}/test_glob_values.py"],
+    ),
+    "ce_config": ("otelgpu/processors/container_env/config.py", [f"{CE}/test_config.py"]),
+    "ce_containerd": ("otelgpu/processors/container_env/containerd.py", CE_RUNTIMES),
+    "ce_docker": ("otelgpu/processors/container_env/docker.py", CE_RUNTIMES),
+    "ce_factory": (
+        "otelgpu/processors/container_env/factory.py",
+        [FACTORIES, f"{CE}/test_config.py"],
+    ),
+    "ce_keys": (
+        "otelgpu/processors/container_env/keys.py",
+        [f"{CE}/test_keys.py", f"{CE}/test_audit.py", f"{CE}/test_secret_properties.py"],
+    ),
+    "ce_owners": ("otelgpu/processors/container_env/owners.py", [f"{CE}/test_owners.py"]),
+    "ce_processor": ("otelgpu/processors/container_env/processor.py", CE_PROCESSOR),
+    "ce_records": (
+        "otelgpu/processors/container_env/records.py",
+        [f"{CE}/test_source.py", f"{CE}/test_snapshot.py"],
+    ),
+    "ce_runtime": ("otelgpu/processors/container_env/runtime.py", CE_RUNTIMES),
+    "ce_snapshot": (
+        "otelgpu/processors/container_env/snapshot.py",
+        [f"{CE}/test_snapshot.py", f"{CE}/test_processor.py"],
+    ),
+    "ce_source": ("otelgpu/processors/container_env/source.py", [f"{CE}/test_source.py"]),
+    "values": (
+        "otelgpu/processors/container_env/values.py",
+        [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
+    ),
+    "secret_values": (  # the same module, against the corpus and shape tests
+        "otelgpu/processors/container_env/values.py",
+        [f"{CE}/test_value_shapes.py", f"{CE}/test_glob_values.py", f"{CE}/test_secret_corpus.py"],
+    ),
+    # hpc_jobs
+    "hpc_config": ("otelgpu/processors/hpc_jobs/config.py", HPC),
+    "hpc_factory": ("otelgpu/processors/hpc_jobs/factory.py", [FACTORIES, *HPC]),
+    "hpc_job_files": ("otelgpu/processors/hpc_jobs/job_files.py", HPC),
+    "hpc_processor": ("otelgpu/processors/hpc_jobs/processor.py", HPC),
+    # k8s_attributes
+    "k8s_allocations": (
+        "otelgpu/processors/k8s_attributes/allocations.py",
+        [*K8S_PROCESSOR, f"{K8S}/test_dra.py"],
+    ),
+    "k8s_config": ("otelgpu/processors/k8s_attributes/config.py", [f"{K8S}/test_config.py"]),
     "devices": (
         "otelgpu/processors/k8s_attributes/devices.py",
         # test_dra: the DRA device-name rules that live in this module too
         [f"{K8S}/test_devices.py", f"{K8S}/test_devices_mutants.py", f"{K8S}/test_dra.py"],
     ),
+    "k8s_factory": (
+        "otelgpu/processors/k8s_attributes/factory.py",
+        [FACTORIES, f"{K8S}/test_config.py", f"{K8S}/test_processor.py"],
+    ),
+    "k8s_pod_resources": (
+        "otelgpu/processors/k8s_attributes/pod_resources.py",
+        [f"{K8S}/test_wire.py", *K8S_PROCESSOR],
+    ),
+    "k8s_processor": ("otelgpu/processors/k8s_attributes/processor.py", K8S_PROCESSOR),
+    "k8s_refresher": ("otelgpu/processors/k8s_attributes/refresher.py", K8S_PROCESSOR),
     "snapshot": (
         "otelgpu/processors/k8s_attributes/snapshot.py",
         [
@@ -72,31 +324,21 @@ TARGETS: dict[str, tuple[str, list[str]]] = {
             f"{K8S}/test_order_independence.py",  # the same pods in any order
         ],
     ),
-    "http_listener": ("otelgpu/confighttp/listener.py", HTTP_TESTS),
-    "http_connection": ("otelgpu/confighttp/connection.py", HTTP_TESTS),
-    "http_send_buffer": ("otelgpu/confighttp/send_buffer.py", HTTP_TESTS),
-    "cpu_limit": ("otelgpu/service/cpu_limit.py", ["tests/unit/core/test_cpu_limit.py"]),
-    "grpc_client": ("otelgpu/configgrpc/client.py", ["tests/unit/configgrpc"]),
-    "grpc_policy": ("otelgpu/configgrpc/policy.py", ["tests/unit/configgrpc"]),
-    "secret_values": (
-        "otelgpu/processors/container_env/values.py",
-        [
-            "tests/unit/processors/container_env/test_value_shapes.py",
-            "tests/unit/processors/container_env/test_glob_values.py",
-            "tests/unit/processors/container_env/test_secret_corpus.py",
-        ],
+    "k8s_wire": ("otelgpu/processors/k8s_attributes/wire.py", [f"{K8S}/test_wire.py"]),
+}
+
+OTHER_TARGETS: dict[str, Target] = {
+    "cpu_limit": ("otelgpu/service/cpu_limit.py", [f"{CORE}/test_cpu_limit.py"]),
+    "telemetry": (
+        "otelgpu/component/telemetry.py",
+        [f"{CORE}/test_telemetry_golden.py", f"{CORE}/test_telemetry_table.py"],
     ),
-    "openmetrics": (
-        "otelgpu/exporters/prometheus/openmetrics.py",
-        [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],
-    ),
-    "composer": (
-        "otelgpu/config/composer.py",
-        [
-            "tests/unit/config/test_loader.py",
-            "tests/unit/config/test_good_configs.py",  # merge keys, aliases, explicit tags
-            "tests/unit/config/test_bad_configs.py",
-            "tests/unit/config/test_composer_mutants.py",
-        ],
-    ),
+}
+
+TARGETS: dict[str, Target] = {
+    **CONFIG_TARGETS,
+    **TRANSPORT_TARGETS,
+    **EXPORTER_TARGETS,
+    **PROCESSOR_TARGETS,
+    **OTHER_TARGETS,
 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ class OtlpExporter:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         monotonic: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self._id = str(settings.id)
         self._log = settings.logger
@@ -87,6 +89,7 @@ class OtlpExporter:
         self._transport = transport
         self._sleep = sleep
         self._monotonic = monotonic
+        self._rand = rand  # the retries' jitter, a number in [0, 1)
         self._environ = environ  # None: the process's (read in `start`)
         queue = config.sending_queue
         self._queue = BatchQueue(
@@ -218,7 +221,7 @@ class OtlpExporter:
         batch waits gzipped, as in the queue: an outage holds no protobuf bytes."""
         points = flight.item.points
         request = _unpacked(flight.item)
-        backoff = Backoff(self._config.retry_on_failure, self._monotonic())
+        backoff = Backoff(self._config.retry_on_failure, self._monotonic(), rand=self._rand)
         while True:
             try:
                 response = await self._transport.export(request, self._config.timeout)

@@ -303,11 +303,13 @@ async def test_an_awaited_check_called_off_answers_503_and_the_connection_goes_o
     """What `BasicAuthenticator.close()` does to checks still queued on a reload:
     `executor.shutdown(cancel_futures=True)`: an answer, and the connection goes on."""
     executor = concurrent.futures.ThreadPoolExecutor(1)
-    started = threading.Event()
-    executor.submit(lambda: (started.set(), time.sleep(0.3)))  # a check in progress
+    started, release, submitted = threading.Event(), threading.Event(), threading.Event()
+    executor.submit(lambda: (started.set(), release.wait(10)))  # a check in progress
 
     async def queued(request: Request) -> Response:
-        await asyncio.get_running_loop().run_in_executor(executor, time.sleep, 0)
+        check = asyncio.get_running_loop().run_in_executor(executor, time.sleep, 0)
+        submitted.set()  # queued behind the check in progress
+        await check
         return Response(200, b"checked")
 
     def handler(request: Request) -> Response | Awaitable[Response]:
@@ -324,10 +326,12 @@ async def test_an_awaited_check_called_off_answers_503_and_the_connection_goes_o
                 b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             )
         )
-        await asyncio.to_thread(started.wait, 5)
-        await asyncio.sleep(0.1)  # the request is queued behind the check in progress
-        await asyncio.to_thread(executor.shutdown, wait=True, cancel_futures=True)
+        assert await asyncio.to_thread(started.wait, 5)
+        assert await asyncio.to_thread(submitted.wait, 5)
+        executor.shutdown(wait=False, cancel_futures=True)  # the queued check is called off
+        release.set()
         got = await ask
+        await asyncio.to_thread(executor.shutdown)  # the worker thread joined
     finally:
         await server.stop()
     assert got.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in got.lower()

@@ -11,7 +11,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -28,12 +28,50 @@ def _by_path(request: Request) -> Response:
     return Response(200, BIG if request.path == "/big" else request.path.encode())
 
 
+class _Paths:
+    """`_by_path`, telling when it was first asked for `/big`."""
+
+    def __init__(self) -> None:
+        self.big = threading.Event()
+
+    def __call__(self, request: Request) -> Response:
+        if request.path == "/big":
+            self.big.set()
+        return _by_path(request)
+
+
 @pytest.fixture
-async def server() -> AsyncIterator[Listener]:
-    listener = Listener(_by_path, "127.0.0.1", 0, idle_timeout=2)
+def paths() -> _Paths:
+    return _Paths()
+
+
+@pytest.fixture
+async def server(paths: _Paths) -> AsyncIterator[Listener]:
+    listener = Listener(paths, "127.0.0.1", 0, idle_timeout=2)
     await listener.start()
     yield listener
     await listener.stop()
+
+
+def _full(listener: Listener, paths: _Paths) -> None:
+    """Blocks (in a client's thread) until the server has met a full socket: it was asked for
+    `/big`, and its loop has finished the call that answered, which writes until the kernel
+    takes no more and writing pauses (12 MiB never fit, and the client has not read yet)."""
+    assert paths.big.wait(10), "the server was never asked for /big"
+    loop = listener.loop
+    assert loop is not None
+    turned = threading.Event()
+    loop.call_soon_threadsafe(turned.set)  # runs after the callback that is answering
+    assert turned.wait(10)
+
+
+async def _until(condition: Callable[[], bool], what: str) -> None:
+    """Waits until `condition()` holds, polling it; fails after 10 s."""
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"never happened: {what}")
 
 
 def _read_answer(sock: socket.socket) -> bytes:
@@ -74,7 +112,9 @@ async def test_two_requests_one_after_the_other_share_one_connection(server: Lis
     assert first.endswith(b"/one") and second.endswith(b"/two")  # no reconnect in between
 
 
-async def test_pipelined_big_answers_to_a_slow_reader_all_arrive(server: Listener) -> None:
+async def test_pipelined_big_answers_to_a_slow_reader_all_arrive(
+    server: Listener, paths: _Paths
+) -> None:
     """The first answer fills the socket: writing pauses, reading with it; once the client
     reads, both resume and the requests behind it are answered."""
 
@@ -84,7 +124,7 @@ async def test_pipelined_big_answers_to_a_slow_reader_all_arrive(server: Listene
                 b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 2
                 + b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
             )
-            time.sleep(0.5)  # the server meets a full socket
+            _full(server, paths)
             chunks = []
             while chunk := sock.recv(65536):
                 chunks.append(chunk)
@@ -96,15 +136,17 @@ async def test_pipelined_big_answers_to_a_slow_reader_all_arrive(server: Listene
 
 
 async def test_a_head_that_trickles_in_keeps_its_connection() -> None:
-    listener = Listener(_by_path, "127.0.0.1", 0, idle_timeout=0.4)
+    listener = Listener(_by_path, "127.0.0.1", 0, idle_timeout=0.6)
     await listener.start()
 
     def trickle() -> bytes:
         request = b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
         with socket.create_connection(("127.0.0.1", listener.port), timeout=5) as sock:
-            for i in range(0, len(request), 10):  # ~1.2 s in all, 0.2 s between pieces
-                sock.sendall(request[i : i + 10])
-                time.sleep(0.2)
+            # The client's pace, not a synchronisation: 11 pieces, 0.15 s apart (well inside
+            # the idle timeout, however loaded the machine), ~1.6 s in all (well past it).
+            for i in range(0, len(request), 5):
+                sock.sendall(request[i : i + 5])
+                time.sleep(0.15)
             return sock.recv(65536)
 
     try:
@@ -131,8 +173,11 @@ async def test_an_awaited_answer_longer_than_the_idle_timeout_still_arrives() ->
 
 
 async def test_stop_with_an_answer_awaited_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    awaited = threading.Event()
+
     async def forever(request: Request) -> Response:
-        await asyncio.sleep(60)
+        awaited.set()
+        await asyncio.Event().wait()  # never set
         return Response(200, b"never")
 
     caplog.set_level(logging.DEBUG)
@@ -140,7 +185,7 @@ async def test_stop_with_an_answer_awaited_logs_nothing(caplog: pytest.LogCaptur
     await listener.start()
     with socket.create_connection(("127.0.0.1", listener.port)) as sock:
         sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-        await asyncio.sleep(0.1)
+        assert await asyncio.to_thread(awaited.wait, 10)  # the answer is being awaited
         await listener.stop()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [t for t in threading.enumerate() if t.name == "otelgpu http"]  # joined
@@ -151,10 +196,11 @@ async def test_the_oldest_connection_is_closed_when_one_too_many_opens() -> None
     await listener.start()
     socks = []
     try:
-        for _ in range(3):
+        for _ in range(2):
             socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=5))
-            await asyncio.sleep(0.05)
-        assert listener.connections == 2
+            await _until(lambda: listener.connections == len(socks), "the connection accepted")
+        # One too many: its accept shows as the oldest one's close.
+        socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=5))
 
         def closed(sock: socket.socket) -> bool:
             try:
@@ -163,6 +209,7 @@ async def test_the_oldest_connection_is_closed_when_one_too_many_opens() -> None
                 return True
 
         assert await asyncio.to_thread(closed, socks[0])  # the oldest, not a newer one
+        assert listener.connections == 2
         socks[2].sendall(b"GET /new HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await asyncio.to_thread(_read_answer, socks[2])).endswith(b"/new")
     finally:
@@ -251,14 +298,16 @@ async def test_a_listener_restarts_on_its_port_at_once() -> None:
         await second.stop()
 
 
-async def test_after_a_big_answer_read_slowly_the_next_request_is_read(server: Listener) -> None:
+async def test_after_a_big_answer_read_slowly_the_next_request_is_read(
+    server: Listener, paths: _Paths
+) -> None:
     """Reading paused with writing must resume with it: the keep-alive's next request comes
     only after the client has read the big answer."""
 
     def ask() -> tuple[bytes, bytes]:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
             sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-            time.sleep(0.3)  # the server meets a full socket: writing (and reading) pause
+            _full(server, paths)  # writing (and reading) pause
             big = _read_answer(sock)
             sock.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\n\r\n")
             return big, _read_answer(sock)
@@ -267,13 +316,15 @@ async def test_after_a_big_answer_read_slowly_the_next_request_is_read(server: L
     assert big.endswith(BIG[-100:]) and after.endswith(b"/after")
 
 
-async def test_a_big_answer_then_close_arrives_whole_before_the_close(server: Listener) -> None:
+async def test_a_big_answer_then_close_arrives_whole_before_the_close(
+    server: Listener, paths: _Paths
+) -> None:
     """`Connection: close` on a big answer: all of it is sent before the connection ends."""
 
     def ask() -> bytes:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
             sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            time.sleep(0.3)  # the server meets a full socket
+            _full(server, paths)
             chunks = []
             while chunk := sock.recv(1 << 20):
                 chunks.append(chunk)
@@ -290,7 +341,7 @@ async def test_a_client_gone_in_the_middle_of_a_big_answer_leaves_the_listener_s
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
         sock.recv(65536)
-    await asyncio.sleep(0.1)
+    await _until(lambda: server.connections == 0, "the server let the connection go")
     answers = await asyncio.to_thread(
         raw, server.port, b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
@@ -304,7 +355,8 @@ async def test_big_answers_over_tls_arrive_whole_on_one_connection(tmp_path: Pat
     cert, key = self_signed_cert(tmp_path)
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(cert, key)
-    listener = Listener(_by_path, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=5)
+    paths = _Paths()
+    listener = Listener(paths, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=5)
     await listener.start()
     client_context = ssl.create_default_context(cafile=str(cert))
 
@@ -314,7 +366,7 @@ async def test_big_answers_over_tls_arrive_whole_on_one_connection(tmp_path: Pat
             client_context.wrap_socket(raw_sock, server_hostname="localhost") as sock,
         ):
             sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
-            time.sleep(0.3)  # the server meets a full socket
+            _full(listener, paths)
             return [_read_answer(sock), _read_answer(sock)]
 
     try:

@@ -42,20 +42,41 @@ service:
 """
 
 
-@pytest.fixture
-async def stuck_port() -> AsyncIterator[int]:
-    """A TCP endpoint that accepts and reads but never answers."""
-    writers: list[asyncio.StreamWriter] = []
+class StuckEndpoint:
+    """A TCP endpoint that accepts and reads but never answers; it tells when `n` connections
+    have sent something (each exporter opens its one connection when it sends its first
+    request: gRPC connects lazily, and one consumer holds one HTTP request in flight)."""
 
-    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writers.append(writer)
+    def __init__(self) -> None:
+        self.port = 0
+        self.writers: list[asyncio.StreamWriter] = []
+        self._talking = 0
+        self._changed = asyncio.Event()
+
+    async def hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        if await reader.read(65536):
+            self._talking += 1
+            self._changed.set()
         while await reader.read(65536):
             pass
 
-    server = await asyncio.start_server(hold, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1]
+    async def reached(self, connections: int) -> None:
+        """Returns once `connections` connections have sent bytes (fails after 10 s)."""
+        async with asyncio.timeout(10):  # a safety net: the event is what is waited on
+            while self._talking < connections:
+                self._changed.clear()
+                await self._changed.wait()
+
+
+@pytest.fixture
+async def stuck() -> AsyncIterator[StuckEndpoint]:
+    endpoint = StuckEndpoint()
+    server = await asyncio.start_server(endpoint.hold, "127.0.0.1", 0)
+    endpoint.port = server.sockets[0].getsockname()[1]
+    yield endpoint
     server.close()
-    for writer in writers:
+    for writer in endpoint.writers:
         writer.close()
 
 
@@ -67,13 +88,14 @@ def _config(port: int) -> AgentConfig:
     return validate(load([("p.yaml", PIPELINE.format(port=port))], environ={}), _registry())
 
 
-async def _feed(service: Service, scrapes: int) -> None:
-    """`scrapes` more batches of 4 points to every exporter (one came at start)."""
+async def _feed(service: Service, scrapes: int, stuck: StuckEndpoint) -> None:
+    """`scrapes` more batches of 4 points to every exporter (one came at start), then waits
+    until every exporter's first request has reached the stuck endpoint."""
     assert service.graph is not None
     receiver = next(iter(service.graph.receivers.values()))
     for _ in range(scrapes):
         await receiver.controller.scrape_once()  # type: ignore[attr-defined]
-    await asyncio.sleep(0.05)  # let the consumers reach the stuck endpoint
+    await stuck.reached(len(EXPORTERS))
 
 
 def _unsent_lines(records: list[logging.LogRecord]) -> dict[str, int]:
@@ -95,12 +117,12 @@ def _failed(telemetry: SelfTelemetry) -> dict[str, float]:
 
 
 async def test_service_deadline_counts_every_exporters_unsent_points(
-    stuck_port: int, caplog: pytest.LogCaptureFixture
+    stuck: StuckEndpoint, caplog: pytest.LogCaptureFixture
 ) -> None:
     telemetry = SelfTelemetry()
-    service = Service(_config(stuck_port), _registry(), telemetry)
+    service = Service(_config(stuck.port), _registry(), telemetry)
     await service.start()
-    await _feed(service, 2)
+    await _feed(service, 2, stuck)
     deadline = asyncio.get_running_loop().time() + 0.3
     with caplog.at_level(logging.WARNING, logger="otelgpu"):
         await service.shutdown(deadline=deadline)
@@ -130,9 +152,9 @@ class _Keep(logging.Handler):
 
 
 async def test_agent_stop_counts_and_logs_every_exporters_unsent_points(
-    stuck_port: int, agent_logs: list[logging.LogRecord]
+    stuck: StuckEndpoint, agent_logs: list[logging.LogRecord]
 ) -> None:
-    config = _config(stuck_port)
+    config = _config(stuck.port)
     agent = Agent(lambda: config, _registry(), stop_timeout=1.5)
     running = asyncio.create_task(agent.run(config))
     for _ in range(200):  # bounded: the service starts in well under a second
@@ -141,7 +163,7 @@ async def test_agent_stop_counts_and_logs_every_exporters_unsent_points(
         await asyncio.sleep(0.01)
     assert agent.service is not None
     logging.getLogger("otelgpu").addHandler(_Keep(agent_logs))
-    await _feed(agent.service, 2)
+    await _feed(agent.service, 2, stuck)
     agent.request_stop()
     await running
     assert _unsent_lines(agent_logs) == {e: 12 for e in EXPORTERS}

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -73,11 +75,21 @@ def make(
     telemetry: SelfTelemetry,
     clock: FakeClock,
     transport: ScriptedTransport,
+    *,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+    rand: Callable[[], float] = random.random,
     **options: Any,
 ) -> OtlpExporter:
     config = OtlpExporterConfig.model_validate(options)
     settings = make_settings(ID, Kind.EXPORTER, telemetry)
-    return OtlpExporter(settings, config, transport, sleep=clock.sleep, monotonic=clock.monotonic)
+    return OtlpExporter(
+        settings,
+        config,
+        transport,
+        sleep=sleep or clock.sleep,
+        monotonic=clock.monotonic,
+        rand=rand,
+    )
 
 
 @pytest.fixture
@@ -164,15 +176,23 @@ async def test_a_full_queue_refuses_new_batches_and_counts_their_points(
 async def test_retryable_failures_back_off_exponentially_then_succeed(
     started: Any, telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await clock.sleep(seconds)
+
+    # The jitter's random numbers are given: each wait is interval x (0.5 + r) (+-50 %).
+    jitter = iter([0.25, 0.75])
     transport = ScriptedTransport(RETRYABLE, RETRYABLE)
-    exporter = await started(transport)  # initial 5s, then x1.5 each, +-50 %
+    exporter = await started(transport, sleep=sleep, rand=lambda: next(jitter))
     await exporter.consume(numbered_batch(0, 3))
-    await clock.advance(2.4)
-    assert len(transport.requests) == 1  # the first wait is at least 2.5s
-    await clock.advance(5.2)
-    assert len(transport.requests) == 2  # ... and at most 7.5s
-    await clock.advance(11.3)  # the second wait is 3.75s..11.25s
-    assert len(transport.requests) == 3
+    await clock.advance(0)
+    assert (len(transport.requests), waits) == (1, [5 * 0.75])  # initial 5s, r = 0.25
+    await clock.advance(3.75)
+    assert (len(transport.requests), waits) == (2, [3.75, 7.5 * 1.25])  # then x1.5, r = 0.75
+    await clock.advance(9.375)
+    assert (len(transport.requests), waits) == (3, [3.75, 9.375])
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (3, 0)
 
 
@@ -193,10 +213,12 @@ async def test_retrying_stops_at_max_elapsed_time(
 ) -> None:
     transport = ScriptedTransport(then=RETRYABLE)
     retry = {"initial_interval": "4s", "max_interval": "4s", "max_elapsed_time": "20s"}
-    exporter = await started(transport, retry_on_failure=retry)
+    exporter = await started(transport, retry_on_failure=retry, rand=lambda: 0.5)
     await exporter.consume(numbered_batch(0, 7))
     await clock.advance(100)
-    assert 3 <= len(transport.requests) <= 10  # waits of 2s..6s within 20s
+    # Waits of exactly 4s (no jitter at r = 0.5): attempts at 0, 4, ... 20s; a wait ending
+    # at 20s is still within max_elapsed_time, one ending at 24s is not.
+    assert len(transport.requests) == 6
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 7)
 
 

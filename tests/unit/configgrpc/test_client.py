@@ -1,0 +1,256 @@
+"""`Client` against a standard grpcio server on loopback: what a call sends (bytes, metadata,
+compression, user agent), what comes back (the answer, or an `RpcError` with the server's code,
+message and trailers), deadlines, the answer-size limit, TLS, and closing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+
+from otelgpu.configgrpc import ChannelPolicy, Client, Credentials, RpcError, StatusCode
+from tests.peers.prometheus import self_signed_cert
+
+ECHO = "/test.Echo/Call"
+HEADERS = "/test.Echo/Headers"  # answers the request's metadata, as `key=value` lines
+FAIL = "/test.Echo/Fail"  # aborts: code name, then message, from the request
+HANG = "/test.Echo/Hang"  # never answers
+SIZED = "/test.Echo/Sized"  # answers as many bytes as the request's decimal number
+PLAIN = ChannelPolicy(proxy=False)
+
+
+async def _echo(request: bytes, context: Any) -> bytes:
+    return request
+
+
+async def _headers(request: bytes, context: Any) -> bytes:
+    lines = [f"{k}={v!r}" for k, v in context.invocation_metadata()]
+    return "\n".join(lines).encode()
+
+
+async def _fail(request: bytes, context: Any) -> bytes:
+    code, _, message = request.decode().partition(" ")
+    context.set_trailing_metadata((("reason", "quota"), ("detail-bin", b"\x00\xff")))
+    await context.abort(grpc.StatusCode[code], message)
+    raise AssertionError("abort returns by raising")
+
+
+_HANGING: list[asyncio.Event] = []  # set when a call reaches `Hang` (one per test)
+
+
+async def _hang(request: bytes, context: Any) -> bytes:
+    for event in _HANGING:
+        event.set()
+    await asyncio.Event().wait()
+    return b""
+
+
+async def _sized(request: bytes, context: Any) -> bytes:
+    return b"s" * int(request)
+
+
+def _handlers() -> grpc.GenericRpcHandler:
+    methods = {"Call": _echo, "Headers": _headers, "Fail": _fail, "Hang": _hang, "Sized": _sized}
+    return grpc.method_handlers_generic_handler(
+        "test.Echo",
+        {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()},
+    )
+
+
+@contextlib.asynccontextmanager
+async def _server(credentials: grpc.ServerCredentials | None = None) -> AsyncIterator[int]:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((_handlers(),))
+    if credentials is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    try:
+        yield port
+    finally:
+        await server.stop(None)
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    async with _server() as bound:
+        yield bound
+
+
+@contextlib.asynccontextmanager
+async def _client(target: str, policy: ChannelPolicy = PLAIN, **how: Any) -> AsyncIterator[Client]:
+    client = Client(target, policy, **how)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+async def test_a_call_sends_the_bytes_and_returns_the_answer_s_bytes(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}") as client:
+        assert client.target == f"127.0.0.1:{port}"
+        assert await client.unary(ECHO, b"\x00ping\xff", timeout=10) == b"\x00ping\xff"
+        assert await client.unary(ECHO, b"", timeout=10) == b""
+
+
+async def test_metadata_text_and_binary_reach_the_server_with_the_user_agent(port: int) -> None:
+    metadata = (("x-scope-orgid", "team-a"), ("trace-bin", b"\x00\x01"))
+    async with _client(f"127.0.0.1:{port}") as client:
+        seen = (await client.unary(HEADERS, b"", timeout=10, metadata=metadata)).decode()
+        bare = (await client.unary(HEADERS, b"", timeout=10)).decode()
+    assert "x-scope-orgid='team-a'" in seen and "trace-bin=b'\\x00\\x01'" in seen
+    assert "x-scope-orgid" not in bare
+    assert "user-agent='otelgpu " in bare  # the policy's name, first
+    async with (
+        _server() as other,
+        _client(f"127.0.0.1:{other}", ChannelPolicy(proxy=False, user_agent="probe")) as named,
+    ):
+        assert "user-agent='probe " in (await named.unary(HEADERS, b"", timeout=10)).decode()
+
+
+async def test_a_failed_call_raises_the_server_s_code_message_and_trailers(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}") as client:
+        with pytest.raises(RpcError) as raised:
+            await client.unary(FAIL, b"RESOURCE_EXHAUSTED slow down", timeout=10)
+        with pytest.raises(RpcError) as silent:
+            await client.unary(FAIL, b"NOT_FOUND", timeout=10)
+    error = raised.value
+    assert error.code is StatusCode.RESOURCE_EXHAUSTED and error.details == "slow down"
+    assert ("reason", "quota") in error.trailers
+    assert ("detail-bin", b"\x00\xff") in error.trailers  # binary values stay bytes
+    assert all(isinstance(key, str) for key, _ in error.trailers)
+    assert str(error) == "RESOURCE_EXHAUSTED: slow down"
+    assert (silent.value.code, silent.value.details, str(silent.value)) == (
+        StatusCode.NOT_FOUND,
+        "",
+        "NOT_FOUND",
+    )
+
+
+async def test_a_call_past_its_deadline_is_deadline_exceeded(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}") as client:
+        with pytest.raises(RpcError) as raised:
+            await client.unary(HANG, b"", timeout=0.2)
+        assert raised.value.code is StatusCode.DEADLINE_EXCEEDED
+        assert await client.unary(ECHO, b"after", timeout=10) == b"after"  # the channel serves
+
+
+async def test_a_call_to_nobody_is_unavailable() -> None:
+    async with _server() as gone:
+        pass
+    async with _client(f"127.0.0.1:{gone}") as client:
+        with pytest.raises(RpcError) as raised:
+            await client.unary(ECHO, b"", timeout=10)
+    assert raised.value.code is StatusCode.UNAVAILABLE and raised.value.details
+
+
+async def test_an_answer_over_max_receive_is_refused_one_at_the_limit_is_not(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}", ChannelPolicy(proxy=False, max_receive=1000)) as client:
+        assert len(await client.unary(SIZED, b"1000", timeout=10)) == 1000
+        with pytest.raises(RpcError) as raised:
+            await client.unary(SIZED, b"1001", timeout=10)
+    assert raised.value.code is StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_the_default_answer_limit_is_4_mib(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}", ChannelPolicy(proxy=False)) as client:
+        assert len(await client.unary(SIZED, b"%d" % (4 << 20), timeout=30)) == 4 << 20
+        with pytest.raises(RpcError) as raised:
+            await client.unary(SIZED, b"%d" % ((4 << 20) + 1), timeout=30)
+    assert raised.value.code is StatusCode.RESOURCE_EXHAUSTED
+
+
+class _Relay:
+    """A TCP relay to `port` that counts the bytes the client sends."""
+
+    def __init__(self, port: int) -> None:
+        self.upstream = port
+        self.sent = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> int:
+        self._server = await asyncio.start_server(self._pipe, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+
+        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
+            with contextlib.suppress(ConnectionError):
+                while data := await src.read(65536):
+                    if count:
+                        self.sent += len(data)
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(copy(reader, up_writer, True), copy(up_reader, writer, False))
+
+
+async def test_compression_gzips_the_request_on_the_wire_and_is_off_by_default(
+    port: int,
+) -> None:
+    request = b"gpu " * (256 * 1024)  # 1 MiB that gzip shrinks a thousandfold
+    sent = []
+    for how in ({}, {"compression": True}):
+        relay = _Relay(port)
+        async with relay as relayed, _client(f"127.0.0.1:{relayed}", **how) as client:
+            assert await client.unary(ECHO, request, timeout=30) == request
+        sent.append(relay.sent)
+    plain, gzipped = sent
+    assert plain > len(request) > 100 * gzipped
+
+
+async def test_close_ends_the_channel_and_the_next_call_opens_a_new_one(port: int) -> None:
+    client = Client(f"127.0.0.1:{port}", PLAIN)
+    await client.close()  # never opened: nothing to close
+    reached = asyncio.Event()
+    _HANGING.append(reached)
+    try:
+        hang = asyncio.create_task(client.unary(HANG, b"", timeout=30))
+        await asyncio.wait_for(reached.wait(), 10)  # the call is at the server
+    finally:
+        _HANGING.remove(reached)
+    await client.close()
+    with pytest.raises(asyncio.CancelledError):  # calls in flight are cancelled
+        await hang
+    assert await client.unary(ECHO, b"again", timeout=10) == b"again"
+    await client.close()
+    await client.close()  # twice: still fine
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[bytes, bytes]:
+    cert, key = self_signed_cert(tmp_path)  # for localhost and 127.0.0.1
+    return cert.read_bytes(), key.read_bytes()
+
+
+async def test_tls_checks_the_server_against_the_roots_and_the_name(
+    tls: tuple[bytes, bytes],
+) -> None:
+    cert, key = tls
+    async with _server(grpc.ssl_server_credentials([(key, cert)])) as secure:
+        target = f"127.0.0.1:{secure}"
+        for server_name, reached in (("", True), ("localhost", True), ("other.example", False)):
+            trust = Credentials(root_certificates=cert, server_name=server_name)
+            async with _client(target, credentials=trust) as client:
+                try:
+                    answer = await client.unary(ECHO, b"tls", timeout=10)
+                except RpcError as exc:
+                    assert exc.code is StatusCode.UNAVAILABLE, exc
+                    answer = b""
+            assert (answer == b"tls") is reached, server_name
+        async with _client(target) as plain:  # no credentials: plaintext, which TLS refuses
+            with pytest.raises(RpcError):
+                await plain.unary(ECHO, b"", timeout=10)
