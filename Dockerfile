@@ -54,6 +54,10 @@ ENV PATH=/opt/otelgpu/bin:$PATH \
 # when freed instead of leaving them in the heap (glibc raises the threshold on its own).
 ENV MALLOC_ARENA_MAX=2 \
     MALLOC_MMAP_THRESHOLD_=131072
+# gRPC resolves names with the C library's getaddrinfo instead of its bundled c-ares: the
+# agent dials a socket path or one OTLP host, and c-ares' code and state cost 0.4 MiB of RSS
+# (bench/p3_rss.py, docs/dev/memory.md; the DaemonSet repeats it).
+ENV GRPC_DNS_RESOLVER=native
 # A numeric uid (distroless' "nonroot"), so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
 EXPOSE 9400 13133

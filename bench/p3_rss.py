@@ -20,13 +20,23 @@ time-slices every whole GPU between many pods (`::<n>` replica IDs: one allocati
 holder) and runs many processes per device (MPS-style: per-process series) until /metrics
 holds at least 10k series.
 
-The agent runs with the environment the image sets for the allocator and pydantic (the
-`MALLOC_*` / `PYDANTIC_*` `ENV` lines of the Dockerfile, printed; `--no-image-env` drops them
-for a comparison). Then the import breakdown of the small run: a fresh interpreter, under
-the same environment, imports the modules the agent imported (from `-X importtime`), one
-group at a time (stdlib, ssl, pydantic, yaml, protobuf, grpc, the OTel SDK, aiohttp, other
-third-party, otelgpu), and the RSS after each group is printed; the agent's data is its
-median RSS minus the RSS with everything imported.
+The agent runs with the environment the image's Dockerfile gives it (every `ENV` of its final
+stage but PATH: the allocator settings among them; printed; `--no-image-env` drops them for a
+comparison); the DaemonSet sets the same (tests/deploy checks they agree). Then the import
+breakdown of the small run (bench/p3_imports.py): a fresh interpreter, under the same
+environment, imports the modules the agent imported (from `-X importtime`), one group at a
+time (ssl, stdlib, pydantic, yaml, grpc, protobuf, other third-party, otelgpu), and the RSS
+after each group is printed; the agent's data is its median RSS minus the RSS with everything
+imported. `--census` adds a traced run of each node (bench/p3_census.py: who allocated and who
+holds the data; its RSS is no figure) and the imports census: each module's own cost and the
+chain that imported it.
+
+Every figure is printed before the peers stop (stopping 1000 containers takes minutes). To
+compare, on the same peers and alternating runs: `--repeat N` runs each agent N times (the
+figures are then the median of the runs' medians, with min and max); `--baseline-root DIR`
+also runs the agent of another source tree (its otelgpu, its Dockerfile's environment),
+`--ab-env KEY=VALUE[,KEY=VALUE]` this tree's with more environment (both repeatable). Each
+tree's otelgpu is byte-compiled first, as the image's install does.
 
 `--otlp-down` adds a run whose OTLP endpoint refuses connections (a loopback port nothing
 listens on) at ~7k series (`--down-procs`): sampling starts once the sending queue is full (the
@@ -36,6 +46,7 @@ default queue fits the memory limit).
 
     python bench/p3_rss.py [--warmup 10] [--seconds 30] [--sharers 60] [--procs 300] [--small-only]
     python bench/p3_rss.py --otlp-down [--down-procs 190]
+    python bench/p3_rss.py --small-only --repeat 3 [--baseline-root DIR] [--ab-env K=V] [--census]
     python bench/p3_rss.py --smoke     # a few seconds, tiny node, no targets (tests use it)
 
 Targets (TARGETS.md, P3): <= 64 MiB at 8 GPUs / 500 pods, <= 100 MiB at 10k series. The figure
@@ -59,6 +70,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,9 +79,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp
 
-from bench import p3_census
+from bench import p3_census, p3_imports
 from bench.node_fixture import Node
 from otelgpu.confighttp.compression import gunzip_bytes
+from tests.peers.containerd_tasks import stop_task, task_states
 from tests.peers.kubelet import FakeKubelet, container, pod
 from tests.peers.ports import free_port
 from tests.peers.rotel import rotel_binary
@@ -77,7 +90,6 @@ from tests.peers.runtime import containerd_daemon
 
 ROOT = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
-_IMPORT_TIME = re.compile(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$")
 AGENT_READY_TIMEOUT = 40.0
 QUEUE_FULL_TIMEOUT = 300.0  # --otlp-down: seconds for the sending queue to fill
 STOP_TIMEOUT = 25.0
@@ -115,6 +127,7 @@ class Result:
     cpu: float  # the agent's CPU seconds per wall second over the window
     rss_file: float = 0.0  # of the last sample: file-backed pages (shared libraries, mostly)
     modules: list[str] = field(default_factory=list)
+    roots: list[str] = field(default_factory=list)  # the modules no other module imported
     regions: dict[str, float] = field(default_factory=dict)  # memory_map() of the last sample
     threads: int = 0
 
@@ -161,112 +174,21 @@ def status_field(pid: int, name: str) -> float:
     raise KeyError(name)
 
 
-# The import breakdown's groups, imported in this order: a group's figure is what its modules
-# add to those of the groups before it. Keys are top-level module names (or dotted prefixes).
-GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ssl (libssl; asyncio imports it)", ("ssl", "_ssl", "_hashlib")),
-    ("stdlib", ()),  # sys.stdlib_module_names, less the ssl group
-    ("pydantic", ("pydantic", "pydantic_core", "annotated_types", "typing_extensions")),
-    ("yaml", ("yaml", "_yaml")),
-    ("grpc (only if something loads it)", ("grpc",)),
-    ("h2 (otelgpu.rpc's HTTP/2)", ("h2", "hpack", "hyperframe")),
-    ("protobuf + OTLP protos", ("google", "opentelemetry.proto")),
-    ("OTel API + SDK (self-telemetry)", ("opentelemetry", "importlib_metadata", "zipp")),
-    ("aiohttp and its deps", ("aiohttp", "multidict", "yarl", "frozenlist", "aiosignal")),
-    ("other third-party", ()),
-    ("otelgpu", ("otelgpu",)),
-)
-# aiohttp's other dependencies, and pydantic's typing_inspection, by top-level name.
-_ALSO = {
-    "typing_inspection": "pydantic",
-    "propcache": "aiohttp and its deps",
-    "attr": "aiohttp and its deps",
-    "attrs": "aiohttp and its deps",
-    "idna": "aiohttp and its deps",
-    "aiohappyeyeballs": "aiohttp and its deps",
-    "async_timeout": "aiohttp and its deps",
-    "deprecated": "OTel API + SDK (self-telemetry)",
-    "wrapt": "OTel API + SDK (self-telemetry)",
-}
-_OTHER = "other third-party"
-
-_MEASURE = """
-import importlib, json, sys
-def rss():
-    for line in open('/proc/self/status'):
-        if line.startswith('VmRSS:'):
-            return int(line.split()[1]) * 1024
-out = [('interpreter', 0, rss())]
-for name, modules in json.loads(sys.stdin.read()):
-    for module in modules:
-        try:
-            importlib.import_module(module)
-        except Exception:
-            pass
-    out.append((name, len(modules), rss()))
-print(json.dumps(out))
-"""
-
-
-def group_of(module: str) -> str:
-    """The breakdown group a module belongs to."""
-    for name, keys in GROUPS:
-        if any(module == k or module.startswith(k + ".") for k in keys):
-            # `opentelemetry.proto` before `opentelemetry`: GROUPS lists protobuf first.
-            return name
-    top = module.split(".")[0]
-    if top in _ALSO:
-        return _ALSO[top]
-    if top in sys.stdlib_module_names:
-        return "stdlib"
-    return _OTHER
-
-
-def import_breakdown(modules: list[str], env: dict[str, str]) -> list[tuple[str, int, float]]:
-    """(group, modules in it, VmRSS after importing it and every group before) in a fresh
-    interpreter under `env`; the first row is the bare interpreter."""
-    by_group: dict[str, list[str]] = {name: [] for name, _ in GROUPS}
-    for module in modules:
-        by_group[group_of(module)].append(module)
-    out = subprocess.run(
-        [*PYTHON, "-c", _MEASURE],
-        cwd=ROOT,
-        input=json.dumps(list(by_group.items())),
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
-    return [(name, n, float(rss)) for name, n, rss in json.loads(out.stdout)]
-
-
-def import_rss(modules: list[str], env: dict[str, str]) -> float:
-    """VmRSS of a fresh interpreter that imported `modules` (in order) and did nothing else."""
-    return import_breakdown(modules, env)[-1][2]
-
-
-def image_env() -> dict[str, str]:
-    """The allocator and pydantic settings the image's Dockerfile sets (`ENV` lines)."""
-    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
-    out = {}
+def image_env(root: Path = ROOT) -> dict[str, str]:
+    """The environment the image's Dockerfile gives the agent: every `ENV` of its final stage
+    but PATH (the allocator settings, and whatever else the image sets)."""
+    text = (root / "Dockerfile").read_text().replace("\\\n", " ")
+    out: dict[str, str] = {}
     for line in text.splitlines():
+        if line.startswith("FROM "):
+            out = {}  # a build stage's ENV is not the image's
         if not line.startswith("ENV "):
             continue
         for token in line[4:].split():
             key, _, value = token.partition("=")
-            if key.startswith(("MALLOC_", "PYDANTIC_")):
-                out[key] = value
+            if key != "PATH":
+                out[key] = value.strip('"')
     return out
-
-
-def imported_modules(log: str) -> list[str]:
-    """The modules a `python -X importtime` process imported, in order, from its stderr."""
-    names = []
-    for line in log.splitlines():
-        match = _IMPORT_TIME.match(line)
-        if match and "__main__" not in match[1]:
-            names.append(match[1])
-    return names
 
 
 @contextlib.contextmanager
@@ -431,40 +353,62 @@ async def scrape(session: aiohttp.ClientSession, port: int) -> str:
     return gunzip_bytes(body).decode()
 
 
+@dataclass(frozen=True)
+class Tree:
+    """What an agent run starts: the source tree its `otelgpu` comes from (this one, or another
+    checkout to compare with: `--baseline-root`) and its environment."""
+
+    tag: str  # "" for this tree
+    root: Path
+    env: dict[str, str]  # the agent's whole environment
+    chosen: dict[str, str]  # what of it the image and the command line set (printed)
+
+
 async def run_agent(
-    label: str, node: Node, args: argparse.Namespace, peers: dict[str, Any], *, down: bool = False
+    label: str,
+    node: Node,
+    args: argparse.Namespace,
+    peers: dict[str, Any],
+    tree: Tree,
+    *,
+    census: bool = False,
+    down: bool = False,
 ) -> Result:
-    """Starts the agent on `node`, waits, samples, stops it; returns the figures. `down`: its
-    OTLP endpoint refuses connections, and sampling starts once the sending queue is full."""
-    tmp: Path = peers["tmp"] / label
+    """Starts the agent of `tree` on `node`, waits, samples, stops it; returns the figures.
+    `down`: its OTLP endpoint refuses connections, and sampling starts once the sending queue
+    is full. `census`: started through p3_census.BOOT, and asked for its census."""
+    tmp: Path = peers["tmp"] / re.sub(r"[^\w.-]+", "-", label)
+    tmp.mkdir(parents=True)
     host_proc = node.write_host_proc(tmp / "proc")
     otlp = f"127.0.0.1:{free_port()}" if down else peers["otlp"]
     async with kubelet_for(node) as kubelet:
         config = pipeline(node, host_proc, kubelet.socket, peers["containerd"], otlp)
         (tmp / "pipeline.yaml").write_text(json.dumps(config, indent=1))
         # -X importtime: the log then lists every module the agent imported, for the
-        # "interpreter + the agent's imports" baseline. With --census, the agent starts
+        # "interpreter + the agent's imports" baseline. With a census, the agent starts
         # through p3_census.BOOT, tracing allocations.
-        start = ["-X", "tracemalloc=25", "-c", p3_census.BOOT] if args.census else ["-m", "otelgpu"]
-        env = peers["env"] | {"P3_CENSUS_OUT": str(tmp / "census")}
+        start = ["-X", "tracemalloc=25", "-c", p3_census.BOOT] if census else ["-m", "otelgpu"]
+        env = tree.env | {"P3_CENSUS_OUT": str(tmp / "census")}
         with (tmp / "agent.log").open("wb") as log:
             proc = subprocess.Popen(
                 [*PYTHON, "-X", "importtime", *start, "run", "-c", str(tmp / "pipeline.yaml")],
-                cwd=ROOT,
+                cwd=tree.root,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
             )
         try:
             result = await _sample(label, proc, _port(config), args, down)
-            if args.census:
+            if census:
                 await asyncio.to_thread(_census, proc, tmp / "census", result.series, label)
         except BaseException:
             print((tmp / "agent.log").read_text(errors="replace")[-3000:], file=sys.stderr)
             raise
         finally:
             await asyncio.to_thread(_stop, proc)
-    result.modules = imported_modules((tmp / "agent.log").read_text(errors="replace"))
+    text = (tmp / "agent.log").read_text(errors="replace")
+    result.modules = p3_imports.imported_modules(text)
+    result.roots = p3_imports.imported_modules(text, roots=True)
     return result
 
 
@@ -546,10 +490,10 @@ async def _tick(
 
 
 def report(result: Result) -> str:
-    first, last = result.rss[0] / MIB, result.rss[-1] / MIB
+    trend = " ".join(f"{rss / MIB:.1f}" for rss in result.rss[::5])
     return (
         f"{result.label}: RSS median {result.median / MIB:.1f} MiB, max {max(result.rss) / MIB:.1f}"
-        f" MiB (first {first:.1f}, last {last:.1f}, {len(result.rss)} samples 1 s apart), "
+        f" MiB ({len(result.rss)} samples 1 s apart; every 5th: {trend}), "
         f"VmHWM {result.hwm / MIB:.1f} MiB, file-backed {result.rss_file / MIB:.1f} MiB; "
         f"/metrics {result.series} series ({result.labelled} with container env labels); "
         f"OTLP points sent {result.otlp_sent:.0f}, dropped {result.otlp_failed:.0f}, queue gauge "
@@ -565,93 +509,170 @@ PYTHON = [sys.executable, "-S"]
 
 
 def agent_env(
-    *, image: bool = True, site_hooks: bool = True
+    *, image: bool = True, site_hooks: bool = True, root: Path = ROOT
 ) -> tuple[dict[str, str], dict[str, str]]:
-    """(the agent's whole environment, the image settings in it): the Dockerfile's allocator
-    settings unless `image` is off; without `site_hooks`, packages found through PYTHONPATH
-    (for an interpreter started with -S, see PYTHON)."""
-    chosen = image_env() if image else {}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "PYDANTIC_"))}
+    """(the agent's whole environment, the image settings in it): the environment `root`'s
+    Dockerfile gives the agent unless `image` is off; without `site_hooks`, packages found
+    through PYTHONPATH, `root` first (for an interpreter started with -S, see PYTHON)."""
+    chosen = image_env(root) if image else {}
+    ours = ("MALLOC_", "PYDANTIC_", "GRPC_", *image_env(root))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
     if not site_hooks:
-        paths = [str(ROOT), *site.getsitepackages()]
+        paths = [str(root), *site.getsitepackages()]
         env["PYTHONPATH"] = os.pathsep.join([*paths, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env | chosen, chosen
 
 
-def print_breakdown(result: Result, rows: list[tuple[str, int, float]]) -> None:
-    """One line per group: marginal MiB, modules, cumulative; then the agent's data."""
-    print(f"import breakdown of the {result.label} run ({len(result.modules)} modules; each group")
-    print("imported after the ones above it, in a fresh interpreter, same environment):")
-    before = 0.0
-    for name, count, rss in rows:
-        modules = f"{count:4d} modules" if name != "interpreter" else "    (python -c)"
-        print(f"  {name:<34} {(rss - before) / MIB:+6.1f} MiB {modules}  -> {rss / MIB:5.1f} MiB")
-        before = rss
-    print(
-        f"  {'data (agent median - all imports)':<34} {(result.median - before) / MIB:+6.1f} MiB"
-        f"                 -> {result.median / MIB:5.1f} MiB"
-    )
+def trees(args: argparse.Namespace) -> list[Tree]:
+    """The agents each variant runs, in the order each repetition runs them: this tree; each
+    `--baseline-root` one; this tree with each `--ab-env` added."""
+    extra = dict(item.split("=", 1) for item in args.env)
+
+    def tree(tag: str, root: Path, more: dict[str, str]) -> Tree:
+        env, chosen = agent_env(image=not args.no_image_env, site_hooks=args.site_hooks, root=root)
+        return Tree(tag, root, env | extra | more, chosen | extra | more)
+
+    out = [tree("", ROOT, {})]
+    for n, root in enumerate(args.baseline_root, 1):
+        out.append(tree(f"baseline{n if len(args.baseline_root) > 1 else ''}", Path(root), {}))
+    for n, pairs in enumerate(args.ab_env, 1):
+        more = dict(pair.split("=", 1) for pair in pairs.split(","))
+        out.append(tree(f"+env{n if len(args.ab_env) > 1 else ''}", ROOT, more))
+    return out
+
+
+def _settings(tree: Tree) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(tree.chosen.items())) or "none"
 
 
 async def main(args: argparse.Namespace) -> None:
     started = time.monotonic()
-    env, chosen = agent_env(image=not args.no_image_env, site_hooks=args.site_hooks)
-    extra = dict(item.split("=", 1) for item in args.env)
-    env, chosen = env | extra, chosen | extra
-    settings = " ".join(f"{k}={v}" for k, v in sorted(chosen.items())) or "none"
-    print(f"agent environment from the Dockerfile (and --env): {settings}")
+    agents = trees(args)
+    for tree in agents:
+        name = f"agent {tree.tag}" if tree.tag else "agent"
+        print(
+            f"{name} from {tree.root}, environment (Dockerfile, --env, --ab-env): {_settings(tree)}"
+        )
     print(
         f"agent interpreter: {' '.join(PYTHON)}" + ("" if args.site_hooks else " (no site hooks)")
     )
-    bare = import_rss(["otelgpu.cli"], env)
+    for tree in agents:
+        byte_compile(tree.root)
+    this = agents[0]
+    bare = p3_imports.breakdown(PYTHON, ["otelgpu.cli"], ROOT, this.env)[-1][2]
     variants = _variants(args)
-    results: dict[str, Result] = {}
+    runs: dict[tuple[str, str], list[Result]] = {}
     with tempfile.TemporaryDirectory(prefix="p3-", dir="/tmp") as tmp_name:
         tmp = Path(tmp_name)
-        for label in variants:
-            (tmp / label).mkdir()
         with containerd_daemon(tmp / "ctd") as containerd, rotel_blackhole(tmp / "rotel") as otlp:
-            # Every variant's pods are the small node's (the 10k one shares its GPUs more).
-            records = variants.get("small", Node()).write_cri_records(containerd.socket)
-            print(f"peers: containerd with {records} CRI records, test kubelet, rotel at {otlp}")
-            peers = {"tmp": tmp, "containerd": containerd.socket, "otlp": otlp, "env": env}
-            for label, node in variants.items():
-                results[label] = await run_agent(label, node, args, peers, down=label == DOWN)
-                print(report(results[label]))
-                print_map(results[label])
-    first = results.get("small") or next(iter(results.values()))
-    rows = import_breakdown(first.modules, env)
+            try:
+                # Every variant's pods are the small node's (the 10k one shares its GPUs more).
+                records = variants.get("small", Node()).write_cri_records(containerd.socket)
+                print(
+                    f"peers: containerd with {records} CRI records, test kubelet, rotel at {otlp}"
+                )
+                peers = {"tmp": tmp, "containerd": containerd.socket, "otlp": otlp}
+                for label, node in variants.items():
+                    down = label == DOWN
+                    if args.census:  # a run of its own: tracemalloc costs RSS
+                        result = await run_agent(
+                            f"{label} census", node, args, peers, this, census=True, down=down
+                        )
+                        print(report(result))
+                    for rep in range(args.repeat):
+                        for tree in agents:
+                            name = " ".join(filter(None, (label, tree.tag, _nth(rep, args))))
+                            result = await run_agent(name, node, args, peers, tree, down=down)
+                            runs.setdefault((label, tree.tag), []).append(result)
+                            print(report(result))
+                            print_map(result)
+                # Everything is printed before the peers stop: stopping 1000 containers takes
+                # minutes, and a run cut short there must not lose its figures.
+                summarize(args, agents, runs, bare, started)
+            finally:
+                await asyncio.to_thread(stop_tasks, containerd.socket)
+
+
+def byte_compile(root: Path) -> None:
+    """Writes the bytecode of `root`'s otelgpu (its `__pycache__`, ignored by git), as the
+    image's install does: the agent, which writes none (the image sets
+    PYTHONDONTWRITEBYTECODE), then loads its modules as deployed instead of compiling them
+    at every start (0.4 MiB of RSS apart)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "otelgpu")], check=True)
+
+
+def _nth(rep: int, args: argparse.Namespace) -> str:
+    return f"#{rep + 1}" if args.repeat > 1 else ""
+
+
+def stop_tasks(socket: Path) -> None:
+    """Stops every task of the bench's containerd, several at a time (the daemon's own stop
+    does it one by one: minutes for a node's 1000)."""
+    with ThreadPoolExecutor(4) as pool:
+        ids = list(task_states(socket, "k8s.io"))
+        list(pool.map(lambda cid: stop_task(socket, cid, "k8s.io"), ids))
+
+
+def medians(results: list[Result]) -> tuple[float, float, float]:
+    """(min, median, max) of the runs' median RSS."""
+    values = [r.median for r in results]
+    return min(values), statistics.median(values), max(values)
+
+
+def summarize(
+    args: argparse.Namespace,
+    agents: list[Tree],
+    runs: dict[tuple[str, str], list[Result]],
+    bare: float,
+    started: float,
+) -> None:
+    """Every figure, the P3 line last."""
+    if args.repeat > 1 or len(agents) > 1:
+        print(f"median RSS of each run, over {args.repeat} runs per agent (min / median / max):")
+        for (label, tag), each in runs.items():
+            low, mid, high = medians(each)
+            name = " ".join(filter(None, (label, tag)))
+            print(f"  {name:<24} {low / MIB:6.1f} {mid / MIB:6.1f} {high / MIB:6.1f} MiB")
+    results = {label: runs[(label, "")] for label, tag in runs if not tag}
+    first = (results.get("small") or next(iter(results.values())))[0]
+    this = agents[0]
+    rows = p3_imports.breakdown(PYTHON, first.modules, ROOT, this.env)
     print(f"bare `python -c 'import otelgpu.cli'`: {bare / MIB:.1f} MiB")
-    print_breakdown(first, rows)
-    print(f"elapsed {time.monotonic() - started:.0f} s")
+    p3_imports.print_breakdown(first.label, len(first.modules), first.median, rows)
+    if args.census:
+        p3_imports.print_census(p3_imports.census(PYTHON, first.roots, ROOT, this.env))
+    print(f"elapsed {time.monotonic() - started:.0f} s", flush=True)
     imports = rows[-1][2]
+    small = medians(results["small"])[1] if "small" in results else 0.0
     if args.smoke:
         print(
-            f"P3 smoke: {first.series} series, RSS median {first.median / MIB:.1f} MiB; "
+            f"P3 smoke: {first.series} series, RSS median {small / MIB:.1f} MiB; "
             f"interpreter + the agent's imports alone {imports / MIB:.1f} MiB (no targets)"
         )
         return
     if DOWN in results:
-        full = results[DOWN]
+        full = results[DOWN][0]
         print(
             f"R4 OTLP endpoint down, sending queue full (default size), {full.series} series: "
-            f"RSS median {full.median / MIB:.1f} MiB, max {max(full.rss) / MIB:.1f} MiB "
-            f"(target <= {DOWN_TARGET // MIB}: {_verdict(full.median <= DOWN_TARGET)}); "
+            f"RSS median {medians(results[DOWN])[1] / MIB:.1f} MiB, max "
+            f"{max(full.rss) / MIB:.1f} MiB (target <= {DOWN_TARGET // MIB}: "
+            f"{_verdict(medians(results[DOWN])[1] <= DOWN_TARGET)}); "
             f"queue gauge {full.queue:.0f}, {full.otlp_failed:.0f} points dropped"
         )
     if "10k" not in results:
         if "small" in results:
-            print(f"P3 small node only: {first.median / MIB:.1f} MiB ({first.series} series)")
+            print(f"P3 small node only: {small / MIB:.1f} MiB ({first.series} series)")
         return
-    second = results["10k"]
+    second = results["10k"][0]
+    large = medians(results["10k"])[1]
     if second.series < 10_000:
         print(f"warning: the 10k variant served only {second.series} series (raise --procs)")
-    ok_small, ok_large = first.median <= SMALL_TARGET, second.median <= LARGE_TARGET
+    ok_small, ok_large = small <= SMALL_TARGET, large <= LARGE_TARGET
     print(
         f"P3 steady-state RSS (median), scraped as Prometheus 3: 8 GPUs/2 MIG/500 pods, both "
-        f"exporters {first.median / MIB:.1f} MiB ({first.series} series; target <= "
+        f"exporters {small / MIB:.1f} MiB ({first.series} series; target <= "
         f"{SMALL_TARGET // MIB}: {_verdict(ok_small)}); {second.series} series "
-        f"{second.median / MIB:.1f} MiB (target <= {LARGE_TARGET // MIB}: {_verdict(ok_large)}); "
+        f"{large / MIB:.1f} MiB (target <= {LARGE_TARGET // MIB}: {_verdict(ok_large)}); "
         f"interpreter + the agent's imports alone {imports / MIB:.1f} MiB"
     )
 
@@ -688,7 +709,7 @@ def _args() -> argparse.Namespace:
     parser.add_argument(
         "--no-image-env",
         action="store_true",
-        help="run without the Dockerfile's MALLOC_*/PYDANTIC_*",
+        help="run without the environment the Dockerfile sets (MALLOC_*, ...)",
     )
     parser.add_argument(
         "--site-hooks",
@@ -713,6 +734,25 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--down-procs", type=int, default=190, help="processes per device (--otlp-down run)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each agent on each node (same peers)"
+    )
+    parser.add_argument(
+        "--baseline-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also run the agent of another source tree (its otelgpu and its Dockerfile's "
+        "environment), alternating with this one's, on the same peers (repeatable)",
+    )
+    parser.add_argument(
+        "--ab-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also run this tree's agent with these variables added, alternating (repeatable: "
+        "one variant each)",
     )
     parser.add_argument("--smoke", action="store_true", help="a tiny node, 1+2 s, no targets")
     parser.add_argument(

@@ -3,16 +3,20 @@
 A cycle is P2's (bench/p2_cycle_cpu.py `Pipeline`: the nvml receiver's scrape, k8s_attributes,
 container_env, the Prometheus exporter's update and render, the OTLP encode), on nodes of
 bench/node_fixture.py with more processes per device for the bigger sizes, run as the agent
-runs it: state kept across cycles, the first cycle a warm-up. Each size prints its cost per
-point and its ratio to the 10k row, measured in the same run; the OTLP encode alone is printed
-beside the cycle in CPU mode, to tell which stage grows.
+runs it: state kept across cycles, and the heap kept as the agent keeps it (`warm_up`: the
+settle after start, then the agent's heap upkeep ticked after each warm-up cycle until it has
+settled what the first cycles built; otelgpu/service/heap.py). Each size prints its cost per
+point and its ratio to the 10k row, measured in the same run; `--stages` adds each stage of a
+cycle run alone (the nvml scrape, both processors, the Prometheus update and render, the OTLP
+encode), to tell which stage grows.
 
 - CPU time (default): the best of `--rounds` cycles per size, `time.process_time()`.
-- instructions (`--callgrind`): each size runs in a child under callgrind twice, with
-  `--cycles K` and with `--cycles 0`; (Ir(K) - Ir(0)) / (K x points) is the cycle alone, stable
-  on a noisy machine. Minutes per size at 50k.
+- instructions (`--callgrind`): each size (and stage) runs in a child under callgrind, its
+  instrumentation switched on for `--cycles K` cycles (or runs of the stage) only, after the
+  start and the warm-up; Ir / (K x points) is the cycle (or the stage) alone, stable on a
+  noisy machine. Minutes per size at 50k.
 
-    python -m bench.p9_cost_growth [--rounds 5] [--callgrind] [--sizes 100,1k,10k,50k]
+    python -m bench.p9_cost_growth [--rounds 5] [--callgrind] [--stages] [--sizes 100,1k,10k,50k]
     python -m bench.p9_cost_growth --smoke     # tiny and quick: proves the benchmark runs
 
 Target (TARGETS.md P9): the cost per point at 50k within 1.1x of the cost at 10k. The last
@@ -34,12 +38,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench.node_fixture import Node
-from bench.p2_cycle_cpu import Pipeline
+from bench.p2_cycle_cpu import Pipeline, otlp_bytes
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.pdata.model import Batch
+from otelgpu.service import heap
 
 T = TypeVar("T")
+WARM_UP_LIMIT = 20  # cycles
 
 # Sizes by name: nodes whose cycles hold about that many points.
 SIZES = {
@@ -55,55 +60,169 @@ def points_of(batch: Batch) -> int:
 
 
 async def on_node(node: Node, work: Callable[[Pipeline], Awaitable[T]]) -> T:
-    """`work` on a started pipeline for `node`, after one warm-up cycle."""
+    """`work` on a started pipeline for `node`, after the warm-up (`warm_up`)."""
     with tempfile.TemporaryDirectory(prefix="otelgpu-growth-") as directory:
         host = node.write_host_proc(Path(directory))
         pipe = Pipeline(node, host, SelfTelemetry())
         await pipe.start()
         try:
-            await pipe.cycle()
+            await warm_up(pipe)
             return await work(pipe)
         finally:
             await pipe.shutdown()
 
 
-async def cpu_per_point(pipe: Pipeline, rounds: int) -> tuple[int, float, float]:
-    """(points, microseconds of CPU per point of a cycle, of its OTLP encode alone), the best
-    of `rounds` each."""
-    cycle = encode = float("inf")
+async def warm_up(pipe: Pipeline) -> int:
+    """What the agent does with its heap from its start to its steady state, on `pipe`: the
+    start's settle, then cycles with the agent's heap upkeep (otelgpu/service/heap.py,
+    `after_start` and `Upkeep`) ticked after each, as the agent ticks it every second (its
+    pipelines collect every second too), until it has settled what the cycles built. The
+    agent counts collections by its receivers' points; here, by the cycles run. Returns the
+    warm-up cycles."""
+    done = 0
+    upkeep = heap.after_start(lambda: done)
+    while not upkeep.settled:
+        if done == WARM_UP_LIMIT:
+            raise RuntimeError(f"the heap upkeep did not settle in {done} cycles")
+        await pipe.cycle()
+        done += 1
+        upkeep.tick()
+    return done
+
+
+STAGES = ("nvml scrape", "processors", "prometheus", "otlp encode")
+
+
+async def stage(pipe: Pipeline, name: str, raw: Batch, processed: Batch) -> None:
+    """One stage of a cycle alone: the nvml receiver's scrape; k8s_attributes then
+    container_env on `raw`; the Prometheus exporter's update and render of `processed`; the
+    OTLP encode of `processed`."""
+    if name == "nvml scrape":
+        await pipe.receiver.scrape()
+    elif name == "processors":
+        pipe.env.process(pipe.k8s.process(raw))
+    elif name == "prometheus":
+        await pipe.prometheus.consume(processed)
+        await pipe.prometheus.refresh()
+    elif name == "otlp encode":
+        otlp_bytes(processed, pipe.attributes)
+    else:
+        raise ValueError(name)
+
+
+async def batches(pipe: Pipeline) -> tuple[Batch, Batch]:
+    """(a scraped batch, the same processed): what the stages after the scrape take."""
+    raw = await pipe.receiver.scrape()
+    return raw, pipe.env.process(pipe.k8s.process(raw))
+
+
+async def cpu_per_point(
+    pipe: Pipeline, rounds: int, stages: tuple[str, ...]
+) -> tuple[int, dict[str, float]]:
+    """(points, microseconds of CPU per point of a cycle and of each of `stages`), the best of
+    `rounds` each."""
+    best = dict.fromkeys(("cycle", *stages), float("inf"))
     points = 0
     for _ in range(rounds):
         begun = time.process_time()
         batch, _ = await pipe.cycle()
-        cycle = min(cycle, time.process_time() - begun)
-        begun = time.process_time()
-        encode_bytes(batch, pipe.attributes)
-        encode = min(encode, time.process_time() - begun)
+        best["cycle"] = min(best["cycle"], time.process_time() - begun)
         points = points_of(batch)
-    return points, cycle * 1e6 / points, encode * 1e6 / points
+        raw, processed = await batches(pipe)
+        for name in stages:
+            begun = time.process_time()
+            await stage(pipe, name, raw, processed)
+            best[name] = min(best[name], time.process_time() - begun)
+    return points, {name: cost * 1e6 / points for name, cost in best.items()}
 
 
-async def cycles(pipe: Pipeline, count: int) -> int:
-    batch: Batch = ()
+async def repeated(
+    pipe: Pipeline, count: int, name: str, gate: Callable[[str], None] | None = None
+) -> int:
+    """`count` cycles (`name` "cycle") or runs of one stage; returns the points of a cycle.
+    `gate` is told "ready" before them and "points N" after them, and returns when it may go
+    on (`instructions`: the parent switches callgrind's instrumentation on, then off)."""
+    raw, processed = await batches(pipe)
+    points = points_of(processed)
+    if gate is not None:
+        gate("ready")
     for _ in range(count):
-        batch, _ = await pipe.cycle()
-    return points_of(batch)
+        if name == "cycle":
+            await pipe.cycle()
+        else:
+            await stage(pipe, name, raw, processed)
+    if gate is not None:
+        gate(f"points {points}")
+    return points
 
 
-def instructions(size: str, count: int) -> tuple[int, int]:
-    """(instructions, points) of one child run under callgrind."""
+def _stdin_gate(line: str) -> None:
+    """A child's side of `instructions`: says where it is, waits for the parent's go."""
+    print(line, flush=True)
+    sys.stdin.readline()
+
+
+def instructions(size: str, count: int, name: str) -> tuple[int, int]:
+    """(instructions, points) of `count` cycles, or runs of one stage, in a child under
+    callgrind, instrumented only while they run: the child starts and warms up with
+    callgrind's instrumentation off (`--instr-atstart=no`, so several times faster) and the
+    parent switches it on, then off, around them (`callgrind_control`)."""
     with tempfile.TemporaryDirectory(prefix="otelgpu-cg-") as directory:
-        out = Path(directory, "cg.out")
-        run = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable,
-             "-m", "bench.p9_cost_growth", "--child", size, "--cycles", str(count)],
-            capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"},
-        )  # fmt: skip
-        totals = re.search(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-        points = re.search(r"^points (\d+)", run.stdout, re.M)
-        if totals is None or points is None:
-            raise RuntimeError(f"no callgrind totals for {size}: {run.stderr[-500:]}")
-        return int(totals.group(1)), int(points.group(1))
+        out, log = Path(directory, "cg.out"), Path(directory, "stderr")
+        with log.open("w") as errors:
+            child = subprocess.Popen(
+                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+                 f"--callgrind-out-file={out}", sys.executable, "-m", "bench.p9_cost_growth",
+                 "--child", size, "--cycles", str(count), "--stage", name],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
+                env={**os.environ, "PYTHONHASHSEED": "0"},
+            )  # fmt: skip
+        try:
+            _until(child, "ready", log)
+            _instrument(child, "on")
+            points = int(_until(child, "points ", log).split()[1])
+            _instrument(child, "off")
+            if child.wait(timeout=CHILD_TIMEOUT) != 0:
+                raise RuntimeError(f"the {size} child failed: {log.read_text()[-500:]}")
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        totals = re.findall(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
+        if not totals:
+            raise RuntimeError(f"no callgrind totals for {size}: {log.read_text()[-500:]}")
+        return max(map(int, totals)), points
+
+
+CHILD_TIMEOUT = 3600.0  # seconds: a 50k start under valgrind takes minutes on a busy machine
+
+
+def _until(child: subprocess.Popen[str], prefix: str, log: Path) -> str:
+    """The child's first line starting with `prefix` (other lines are the agent's own)."""
+    assert child.stdout is not None
+    for line in child.stdout:
+        if line.startswith(prefix):
+            return line
+    raise RuntimeError(f"the child ended before {prefix!r}: {log.read_text()[-500:]}")
+
+
+def _instrument(child: subprocess.Popen[str], state: str) -> None:
+    """Callgrind's instrumentation of `child` on or off; then lets the child go on."""
+    subprocess.run(
+        ["callgrind_control", "--instr=" + state, str(child.pid)],
+        check=True,
+        capture_output=True,
+        timeout=CHILD_TIMEOUT,
+    )
+    assert child.stdin is not None
+    child.stdin.write("\n")
+    child.stdin.flush()
+
+
+def per_point_instructions(size: str, count: int, name: str) -> tuple[int, float]:
+    """(points, instructions per point of one cycle or stage)."""
+    counted, points = instructions(size, count, name)
+    return points, counted / (count * points)
 
 
 def main() -> None:
@@ -112,41 +231,48 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--callgrind", action="store_true")
     parser.add_argument("--cycles", type=int, default=3)
+    parser.add_argument(
+        "--stages", action="store_true", help="also each stage of a cycle alone, per point"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--stage", default="cycle", help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.child:
-        counted = asyncio.run(on_node(SIZES[args.child], lambda p: cycles(p, args.cycles)))
-        print(f"points {counted}")
+        asyncio.run(
+            on_node(SIZES[args.child], lambda p: repeated(p, args.cycles, args.stage, _stdin_gate))
+        )
         return
     sizes = ["100", "1k"] if args.smoke else args.sizes.split(",")
     base = "100" if args.smoke else "10k"
     rounds = 2 if args.smoke else args.rounds
-    unit = "instructions" if args.callgrind else "us CPU"
-    rows: dict[str, float] = {}
+    stages = STAGES if args.stages else ()
+    unit, digits = ("instructions", 0) if args.callgrind else ("us CPU", 2)
+    rows: dict[str, dict[str, float]] = {}
     for size in sizes:
         if args.callgrind:
-            counted, points = instructions(size, args.cycles)
-            empty, _ = instructions(size, 0)
-            rows[size] = (counted - empty) / (args.cycles * points)
-            line = f"{size:>5}: {points:>6} points, {rows[size]:10.0f} {unit} per point"
+            costs = {}
+            for name in ("cycle", *stages):
+                points, costs[name] = per_point_instructions(size, args.cycles, name)
         else:
-            points, rows[size], encode = asyncio.run(
-                on_node(SIZES[size], lambda p: cpu_per_point(p, rounds))
+            points, costs = asyncio.run(
+                on_node(SIZES[size], lambda p: cpu_per_point(p, rounds, stages))
             )
-            line = (
-                f"{size:>5}: {points:>6} points, cycle {rows[size]:7.2f} {unit} per point "
-                f"(OTLP encode {encode:5.2f})"
-            )
-        print(line, flush=True)
+        rows[size] = costs
+        parts = ", ".join(f"{name} {costs[name]:.{digits}f}" for name in stages)
+        line = (
+            f"{size:>5}: {points:>6} points, cycle {costs['cycle']:10.{digits}f} {unit} per point"
+        )
+        print(line + (f" ({parts})" if parts else ""), flush=True)
     reference = rows[base]
-    print(f"--- cycle cost per point, relative to {base}")
-    for size, cost in rows.items():
-        print(f"{size:>5}: {cost / reference:.3f}x")
+    print(f"--- cost per point, relative to {base}: cycle" + "".join(f", {n}" for n in stages))
+    for size, costs in rows.items():
+        ratios = ", ".join(f"{costs[n] / reference[n]:.3f}x" for n in ("cycle", *stages))
+        print(f"{size:>5}: {ratios}")
     largest = sizes[-1]
     print(
-        f"P9 cycle cost per point, {largest} / {base}: {rows[largest] / reference:.3f}x "
-        f"({unit}; target <= 1.1x)"
+        f"P9 cycle cost per point, {largest} / {base}: "
+        f"{rows[largest]['cycle'] / reference['cycle']:.3f}x ({unit}; target <= 1.1x)"
     )
 
 

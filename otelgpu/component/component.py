@@ -9,6 +9,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 from otelgpu.pdata.model import Batch
+from otelgpu.pdata.naming import NO_NAMES, NamingTable
 
 if TYPE_CHECKING:
     from otelgpu.component.kept_listeners import KeptListeners
@@ -144,6 +145,9 @@ class Settings:
     # Where a component that listens parks its server on shutdown and takes it back in the
     # next service's start, so a reload keeps the port open. None: close it on shutdown.
     listeners: KeptListeners | None = None
+    # The names the config's receivers give their metrics in other tools' vocabularies
+    # (`Factory.naming`, merged): what an exporter's `naming: dcgm` renders.
+    naming: NamingTable = NO_NAMES
 
     @classmethod
     def for_component(
@@ -152,7 +156,15 @@ class Settings:
         kind: Kind,
         telemetry: SelfTelemetry,
         listeners: KeptListeners | None = None,
+        naming: NamingTable = NO_NAMES,
     ) -> Settings:
         """Settings with the logger named `otelgpu.<kind>.<id>`, the name operators grep for."""
         logger = logging.getLogger(f"otelgpu.{kind.value}.{id}")
-        return cls(id=id, kind=kind, logger=logger, telemetry=telemetry, listeners=listeners)
+        return cls(
+            id=id,
+            kind=kind,
+            logger=logger,
+            telemetry=telemetry,
+            listeners=listeners,
+            naming=naming,
+        )

@@ -101,7 +101,6 @@ class PipelineHead:
                 self._telemetry.count(
                     "otelgpu_processor_failed_points_total",
                     point_count(batch),
-                    "Points lost because a processor raised",
                     processor=label,
                 )
                 return

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from otelgpu.component.component import Component, Kind, Stability
+from otelgpu.pdata.naming import NamingTable
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -24,7 +25,9 @@ class Factory:
 
     `config_type` is a pydantic model whose field defaults are the default config.
     `create` is `(settings, config, next)` for receivers and `(settings, config)` for the
-    other kinds; it must do no I/O (work begins in `start`).
+    other kinds; it must do no I/O (work begins in `start`). `naming`: a receiver's metrics
+    in other tools' names (`otelgpu.pdata.naming`), handed to the components of a config that
+    uses the receiver (`Settings.naming`).
     """
 
     type: str
@@ -33,6 +36,7 @@ class Factory:
     config_type: builtins.type[BaseModel]
     create: Callable[..., Component]
     description: str = ""
+    naming: NamingTable | None = None
 
 
 @dataclass(frozen=True)

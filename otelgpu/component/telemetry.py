@@ -3,79 +3,38 @@
 Counters and gauges in the shape of the OpenTelemetry metrics API (monotonic cumulative sums,
 last-value gauges), kept here in a few dicts behind a lock per instrument and read straight
 into the pipeline's own model, so the Prometheus exporter can serve them beside the GPU series
-(and the service can push them). The OpenTelemetry SDK did this before; it cost memory and
-CPU for nothing this module used, and the collection keeps the shape it had then
-(tests/unit/core/test_telemetry_golden.py). Every empty label must be explainable from these
-series: a source that is down, points that found no holder, exports that failed.
+(or a pull reader of the service on its own endpoint, and the service can push them). Every
+instrument is declared in `telemetry_table.py` and created at construction; a name or a label
+set that is not declared there is a bug at the call site and raises, while bad values (NaN, a
+negative increment, an attribute that is not a scalar) are left out, never raised. The
+OpenTelemetry SDK did this before; it cost memory and CPU for nothing this module used, and
+the collection keeps the shape it had then (tests/unit/core/test_telemetry_golden.py). Every
+empty label must be explainable from these series: a source that is down, points that found
+no holder, exports that failed.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from otelgpu import __version__
 from otelgpu.component.log_limits import capped
+from otelgpu.component.telemetry_table import INSTRUMENTS, Instrument, InstrumentKind, checked
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 _log = logging.getLogger("otelgpu.telemetry")
 
-# Gauges the SPEC names, with their descriptions, declared (in this order) at construction.
-_GAUGES = {
-    "otelgpu_source_up": "1 if the source answered its last request, 0 if not",
-    "otelgpu_source_last_success_timestamp_seconds": "Unix time of the source's last success",
-    "otelgpu_collection_duration_seconds": "How long the receiver's last collection took",
-    "otelgpu_exporter_queue_size": (
-        "What waits in the sending queue, in its sizer's unit: bytes as held "
-        "(points with sizer: items, batches with sizer: requests)"
-    ),
-    "otelgpu_build_info": "Always 1; the agent's version as a label",
-    "otelgpu_pod_resources_snapshot_age_seconds": "Age of the pod-resources snapshot in use",
-    "otelgpu_config_last_reload_successful": (
-        "1 if the last configuration reload (SIGHUP) was applied, 0 if it was rejected"
-    ),
-    "otelgpu_config_last_reload_success_timestamp_seconds": (
-        "Unix time the running configuration was loaded (at start or by a reload)"
-    ),
-    "otelgpu_prometheus_series": "Series the prometheus exporter holds (and serves)",
-    "otelgpu_container_env_snapshot_age_seconds": (
-        "Age of the runtime snapshot container_env labels from (it grows while the runtime is down)"
-    ),
-    "otelgpu_container_env_containers": "Workload containers in the latest snapshot of the runtime",
-    "otelgpu_gpu_processes_outside_allocation": (
-        "GPU processes running outside every allocation of their GPU (in a container the "
-        "kubelet did not give the GPU to, or on the host)"
-    ),
-}
-_GAUGE_UNITS = {
-    "otelgpu_source_last_success_timestamp_seconds": "s",
-    "otelgpu_pod_resources_snapshot_age_seconds": "s",
-    "otelgpu_config_last_reload_success_timestamp_seconds": "s",
-    "otelgpu_collection_duration_seconds": "s",
-    "otelgpu_container_env_snapshot_age_seconds": "s",
-}
-
-
-# The OpenTelemetry instrument-name syntax: a name outside it is a bug at the call site.
-_NAME = re.compile(r"[a-zA-Z][-_./a-zA-Z0-9]{0,254}")
 _ATTR = (str, int, float, bool)
 
 AttributeValue = str | int | float | bool
+_I = TypeVar("_I", "_Counter", "_Gauge")
 _GaugeKey = tuple[tuple[str, AttributeValue], ...]
-
-
-def _checked_name(name: str) -> str:
-    if _NAME.fullmatch(name) is None:
-        raise ValueError(
-            f"self-telemetry metric name {name!r} is not an OpenTelemetry instrument name "
-            "(a letter, then up to 254 letters, digits or _.-/)"
-        )
-    return name.lower()
 
 
 def _point_attributes(attributes: Mapping[str, object]) -> dict[str, AttributeValue]:
@@ -92,13 +51,21 @@ class _Series:
         self.value = value
 
 
-class _Counter:
+class _Declared:
+    """What every instrument keeps of its row in the table, and its lock."""
+
+    def __init__(self, instrument: Instrument) -> None:
+        self.name, self.unit = instrument.name, instrument.unit
+        self.description = instrument.description
+        self.labels = frozenset(instrument.labels)
+        self._lock = threading.Lock()
+
+
+class _Counter(_Declared):
     """A monotonic cumulative sum: one running total per attribute set."""
 
-    def __init__(self, name: str, description: str) -> None:
-        self.name = _checked_name(name)
-        self.description = description
-        self._lock = threading.Lock()
+    def __init__(self, instrument: Instrument) -> None:
+        super().__init__(instrument)
         # Keyed regardless of the attributes' order; the first add's order is the one shown.
         self._series: dict[frozenset[tuple[str, object]], _Series] = {}
 
@@ -129,7 +96,7 @@ class _Counter:
         )
         return Metric(
             name=self.name,
-            unit="",
+            unit=self.unit,
             description=self.description,
             kind=MetricKind.SUM,
             monotonic=True,
@@ -137,14 +104,11 @@ class _Counter:
         )
 
 
-class _Gauge:
+class _Gauge(_Declared):
     """The last value set per attribute set; a removed or non-finite one is not reported."""
 
-    def __init__(self, name: str, description: str, unit: str) -> None:
-        self.name = _checked_name(name)
-        self.description = description
-        self.unit = unit
-        self._lock = threading.Lock()
+    def __init__(self, instrument: Instrument) -> None:
+        super().__init__(instrument)
         self._values: dict[_GaugeKey, float] = {}
         # Attribute sets in the order they were first reported: one that goes and comes back
         # keeps its place among the points.
@@ -198,31 +162,50 @@ class SelfTelemetry:
     """Counters and gauges about the agent itself, shared by every component.
 
     Thread-safe: NVML worker threads and parse threads report through it too (a lock per
-    instrument; one for the set of instruments). Construction does no I/O and starts no
-    thread; `collect` is the single read path.
+    instrument; one for the set of instruments). Construction creates every instrument of
+    `instruments` (the agent's table; tests add their own), does no I/O and starts no thread;
+    `collect` is the single read path.
     """
 
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        instruments: Iterable[Instrument] = INSTRUMENTS,
+    ) -> None:
         self._now = clock
         self._lock = threading.Lock()
         self._counters: dict[str, _Counter] = {}
         self._gauges: dict[str, _Gauge] = {}  # in the order they were declared
+        for instrument in map(checked, instruments):
+            if instrument.name in self._counters or instrument.name in self._gauges:
+                raise ValueError(f"self-telemetry metric {instrument.name!r} is declared twice")
+            if instrument.kind is InstrumentKind.COUNTER:
+                self._counters[instrument.name] = _Counter(instrument)
+            else:
+                self._gauges[instrument.name] = _Gauge(instrument)
         # Instruments in the order they first had something to report: the order of a
         # collection (a counter at its first add, a gauge at the first collection that sees it).
         self._reporting: dict[int, _Counter | _Gauge] = {}
+        self._pulled = False  # a pull reader of the service serves these (`pulled_apart`)
         self.sources: dict[str, SourceState] = {}
         self._claims: set[str] | None = None  # sources the starting service registered
-        for name, description in _GAUGES.items():
-            self._declare_gauge(name, description, _GAUGE_UNITS.get(name, ""))
         self.set_gauge("otelgpu_build_info", 1, version=__version__)
 
     # --- counting -------------------------------------------------------------------------
 
-    def count(self, name: str, value: int, description: str = "", **attributes: str) -> None:
-        """Adds `value` to the monotonic counter `name` (created on first use)."""
-        if not 0 < value < math.inf:  # also false for NaN
-            return
-        self._counter(name, description).add(value, attributes)
+    def count(self, name: str, value: int, **attributes: str) -> None:
+        """Adds `value` to the declared counter `name`, for the series of these attributes
+        (exactly its declared labels). A value that is not a positive number adds nothing."""
+        counter = self._declared(self._counters, name, attributes)
+        if 0 < value < math.inf:  # also false for NaN
+            self._add(counter, value, attributes)
+
+    def _add(self, counter: _Counter, value: int, attributes: Mapping[str, object]) -> None:
+        if id(counter) not in self._reporting:  # its first add: it joins the collection order
+            with self._lock:
+                self._reporting.setdefault(id(counter), counter)
+        counter.add(value, attributes)
 
     def config_loaded(self, ok: bool) -> None:
         """A configuration was applied (`ok`: at start or by a reload) or a reload was
@@ -233,26 +216,12 @@ class SelfTelemetry:
         else:
             self.set_gauge("otelgpu_config_last_reload_successful", 0)
         # Added even when 0, so the series exists from the start and increase() sees the first.
-        self._counter("otelgpu_config_reload_failures_total", "Configuration reloads rejected").add(
-            0 if ok else 1, {}
-        )
-
-    def _counter(self, name: str, description: str) -> _Counter:
-        """The counter `name`, created (and placed in the collection order) on first use: the
-        first description given is the one it keeps."""
-        counter = self._counters.get(name)
-        if counter is None:
-            with self._lock:
-                counter = self._counters.get(name)
-                if counter is None:
-                    counter = _Counter(name, description)
-                    self._counters[name] = counter
-                    self._reporting[id(counter)] = counter
-        return counter
+        failures = self._declared(self._counters, "otelgpu_config_reload_failures_total", {})
+        self._add(failures, 0 if ok else 1, {})
 
     def receiver_points(self, receiver: str, n: int) -> None:
         """Points a receiver produced in one collection."""
-        self.count("otelgpu_receiver_points_total", n, "Points produced", receiver=receiver)
+        self.count("otelgpu_receiver_points_total", n, receiver=receiver)
 
     def unmatched_points(self, processor: str, n: int, reason: str, device: object = "") -> None:
         """Points an enrichment processor could not label, why, and whose: `hw_id` is the GPU
@@ -262,7 +231,6 @@ class SelfTelemetry:
         self.count(
             "otelgpu_enrichment_unmatched_points_total",
             n,
-            "Points an enrichment processor could not label, by reason and device (hw_id)",
             processor=processor,
             reason=reason,
             hw_id="" if device is None else str(device),
@@ -270,43 +238,48 @@ class SelfTelemetry:
 
     def exporter_result(self, exporter: str, sent: int, failed: int) -> None:
         """Points an exporter delivered, and points it gave up on."""
-        self.count("otelgpu_exporter_sent_points_total", sent, "Points sent", exporter=exporter)
-        self.count(
-            "otelgpu_exporter_failed_points_total", failed, "Points dropped", exporter=exporter
-        )
+        self.count("otelgpu_exporter_sent_points_total", sent, exporter=exporter)
+        self.count("otelgpu_exporter_failed_points_total", failed, exporter=exporter)
 
     def consumer_failed(self, consumer: str, points: int) -> None:
         """A consumer raised instead of taking a batch (a bug); its points are lost."""
-        self.count(
-            "otelgpu_consumer_failed_points_total",
-            points,
-            "Points lost because a consumer raised",
-            consumer=consumer,
-        )
+        self.count("otelgpu_consumer_failed_points_total", points, consumer=consumer)
 
     # --- gauges ---------------------------------------------------------------------------
 
     def set_gauge(self, name: str, value: float, **attributes: str) -> None:
-        """Sets the current value of gauge `name` for these attributes."""
-        gauge = self._gauges.get(name) or self._declare_gauge(name, "", "")
+        """Sets the current value of the declared gauge `name` for these attributes (exactly
+        its declared labels)."""
+        gauge = self._declared(self._gauges, name, attributes)
         gauge.set(tuple(sorted(attributes.items())), value)
 
     def remove_gauge(self, name: str, **attributes: str) -> None:
         """Forgets the series of gauge `name` with these attributes (its subject is gone)."""
-        gauge = self._gauges.get(name)
-        if gauge is not None:
-            gauge.remove(tuple(sorted(attributes.items())))
+        gauge = self._declared(self._gauges, name, attributes)
+        gauge.remove(tuple(sorted(attributes.items())))
 
     def collection_duration(self, receiver: str, seconds: float) -> None:
         """How long one collection of `receiver` took."""
         self.set_gauge("otelgpu_collection_duration_seconds", seconds, receiver=receiver)
 
-    def _declare_gauge(self, name: str, description: str, unit: str) -> _Gauge:
-        with self._lock:
-            gauge = self._gauges.get(name)
-            if gauge is None:
-                gauge = self._gauges[name] = _Gauge(name, description, unit)
-            return gauge
+    def _declared(
+        self, instruments: Mapping[str, _I], name: str, attributes: Mapping[str, object]
+    ) -> _I:
+        """The instrument `name` of that kind; raises when the table does not declare it with
+        exactly these label names (a bug at the call site, never bad data)."""
+        instrument = instruments.get(name)
+        if instrument is not None and attributes.keys() == instrument.labels:
+            return instrument
+        kind = "counter" if instruments is self._counters else "gauge"
+        if instrument is None:
+            raise ValueError(
+                f"self-telemetry {kind} {name!r} is not declared "
+                "(otelgpu/component/telemetry_table.py)"
+            )
+        raise ValueError(
+            f"self-telemetry {kind} {name!r} takes the labels {sorted(instrument.labels)}, "
+            f"not {sorted(attributes)}"
+        )
 
     # --- sources --------------------------------------------------------------------------
 
@@ -336,8 +309,8 @@ class SelfTelemetry:
             for source in gone:
                 del self.sources[source]
         for source in gone:
-            for gauge in ("otelgpu_source_up", "otelgpu_source_last_success_timestamp_seconds"):
-                self.remove_gauge(gauge, source=source)
+            self.remove_gauge("otelgpu_source_up", source=source)
+            self.remove_gauge("otelgpu_source_last_success_timestamp_seconds", source=source)
         return gone
 
     def source_ok(self, source: str) -> None:
@@ -380,12 +353,23 @@ class SelfTelemetry:
 
     # --- reading --------------------------------------------------------------------------
 
-    def collect(self) -> ResourceMetrics:
-        """Reads every instrument into the pipeline's model (one resource: the agent).
+    def pulled_apart(self, pulled: bool) -> None:
+        """Whether a pull reader of the service (`service::telemetry::metrics::readers`)
+        serves these metrics on an endpoint of its own. While it does, `collect()` (what every
+        Prometheus exporter reads to serve them beside its series) is empty, and the reader
+        and the push read with `collect(reader=True)`."""
+        self._pulled = pulled
+
+    def collect(self, *, reader: bool = False) -> ResourceMetrics:
+        """Reads every instrument into the pipeline's model (one resource: the agent); for a
+        Prometheus exporter (not a `reader` of the service) nothing while a pull reader serves
+        them apart (`pulled_apart`).
 
         Metrics come in the order their instruments first had something to report, points
         in the order their attribute sets first appeared; all carry one collection time.
         """
+        if self._pulled and not reader:
+            return ResourceMetrics(resource={}, metrics=(), scope="otelgpu.telemetry")
         with self._lock:
             for gauge in self._gauges.values():
                 if id(gauge) not in self._reporting and gauge.has_value():

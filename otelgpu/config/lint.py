@@ -32,27 +32,34 @@ _INTERVAL, _EXPIRATION = "collection_interval", "metric_expiration"
 
 
 def port_conflicts(
-    started: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
+    started: list[tuple[Kind, ComponentID, BaseModel]],
+    pos: Positions,
+    more: Iterable[tuple[Path, str, str]] = (),
 ) -> list[Issue]:
-    """One issue per listener whose port an earlier started component already listens on."""
+    """One issue per listener whose port an earlier one already listens on: the started
+    components' endpoints, then `more` listeners (path of the port, `host:port`, who)."""
+    listeners = [
+        (path, endpoint, f'{kind.value} "{cid}"')
+        for kind, cid, model in started
+        for path, endpoint in _endpoints(model, (kind.section, str(cid)))
+    ]
     issues: list[Issue] = []
     seen: list[tuple[str, int, Path, str]] = []
-    for kind, cid, model in started:
-        for path, endpoint in _endpoints(model, (kind.section, str(cid))):
-            host, port = split_endpoint(endpoint)
-            if port == 0:  # any free port: never a conflict
-                continue
-            for other_host, other_port, other_path, other in seen:
-                if port == other_port and _overlap(host, other_host):
-                    mark, first = pos.value(path), pos.value(other_path)
-                    message = (
-                        f"port {port} is already listened on by {other} "
-                        f"({first.file}:{first.line}:{first.column}); two components cannot "
-                        "share a port: change one endpoint"
-                    )
-                    issues.append(Issue(mark.file, mark.line, mark.column, path, message))
-                    break
-            seen.append((host, port, path, f'{kind.value} "{cid}"'))
+    for path, endpoint, who in (*listeners, *more):
+        host, port = split_endpoint(endpoint)
+        if port == 0:  # any free port: never a conflict
+            continue
+        for other_host, other_port, other_path, other in seen:
+            if port == other_port and _overlap(host, other_host):
+                mark, first = pos.value(path), pos.value(other_path)
+                message = (
+                    f"port {port} is already listened on by {other} "
+                    f"({first.file}:{first.line}:{first.column}); two components cannot "
+                    "share a port: change one endpoint"
+                )
+                issues.append(Issue(mark.file, mark.line, mark.column, path, message))
+                break
+        seen.append((host, port, path, who))
     return issues
 
 

@@ -24,6 +24,7 @@ from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
 from otelgpu.config.pipeline import Pipeline
 from otelgpu.config.positions import Path, Positions
+from otelgpu.config.telemetry_readers import MetricReaderConfig, reader_endpoints
 from otelgpu.config.types import PositiveDuration, StrictModel
 
 _log = logging.getLogger("otelgpu.config")
@@ -51,11 +52,11 @@ _COLLECTOR_ONLY = {
         "processors": "logs are not exported",
     },
     "metrics": {
-        "readers": (
-            "the agent's own otelgpu_* metrics are served on every prometheus exporter's "
-            "endpoint; list exporters (an otlp exporter, say) to push them too"
+        "address": (
+            "the agent's own metrics are served on every prometheus exporter's endpoint; to "
+            "serve them on their own, write readers: [{pull: {exporter: {prometheus: "
+            "{host, port}}}}]"
         ),
-        "address": "the agent's own metrics are served on every prometheus exporter's endpoint",
         "views": "every self-metric is kept as declared",
     },
     "telemetry": {
@@ -83,14 +84,16 @@ class LogsConfig(StrictModel):
 class MetricsTelemetryConfig(StrictModel):
     """`service::telemetry::metrics`: the agent's own metrics.
 
-    They are always served by every Prometheus exporter; `exporters` lists exporters that
-    also receive them every `interval` (e.g. an OTLP exporter, or debug). level: the
+    They are served by every Prometheus exporter, unless `readers` names a pull endpoint of
+    their own (then only there); `exporters` lists exporters that also receive them every
+    `interval` (e.g. an OTLP exporter, or debug). level: the
     Collector's basic, normal or detailed, accepted and alike here (every self-metric is
     kept); none is refused, since the shipped alerts read these metrics.
     """
 
     exporters: list[str] = Field(default_factory=list)
     interval: PositiveDuration = 10.0
+    readers: list[MetricReaderConfig] = Field(default_factory=list)
     level: Annotated[Literal["basic", "normal", "detailed"], BeforeValidator(_lower)] = "normal"
 
     @model_validator(mode="before")
@@ -179,7 +182,7 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     declared = {kind: _declared(data.get(kind.section)) for kind in Kind}
     _wire(config, declared, data.get("service"), pos, issues)
     started = _started(config)
-    issues += port_conflicts(started, pos)
+    issues += port_conflicts(started, pos, reader_endpoints(config.telemetry.metrics.readers))
     issues += expiring_before_collection(
         config.pipelines.values(),
         components[Kind.RECEIVER],

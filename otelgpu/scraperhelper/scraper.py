@@ -102,7 +102,6 @@ class ScrapeController:
         self._settings.telemetry.count(
             "otelgpu_receiver_scrape_errors_total",
             1,
-            "Collections that failed",
             receiver=str(self._settings.id),
         )
         if not self._failing:  # log the change of state, not every failed cycle

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import sys
@@ -59,6 +60,7 @@ class Agent:
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._listeners = KeptListeners()
+        self._upkeep: heap.Upkeep | None = None
         self.service: Service | None = None
 
     def request_stop(self) -> None:
@@ -79,11 +81,11 @@ class Agent:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
-        trimmer: asyncio.Task[None] | None = None
+        upkeep: asyncio.Task[None] | None = None
         try:
             self.service = await self._start(config)
             self._loaded(True)
-            trimmer = asyncio.create_task(self._trim_heap(), name="heap-trim")
+            upkeep = asyncio.create_task(self._keep_heap(), name="heap-upkeep")
             while not self._stop.is_set():
                 await self._wait_for_signal()
                 if self._reload.is_set() and not self._stop.is_set():
@@ -92,15 +94,18 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
-            await cancel_and_wait(trimmer)
+            await cancel_and_wait(upkeep)
             await self._stop_service()
             self._telemetry.shutdown()
 
-    async def _trim_heap(self) -> None:
-        """Hands freed C-heap pages back to the system now and then (otelgpu/service/heap.py)."""
+    async def _keep_heap(self) -> None:
+        """The running service's heap upkeep now and then: freed C-heap pages go back to the
+        system, and what its first collection built leaves the collector's full passes
+        (otelgpu/service/heap.py)."""
         while True:
             await asyncio.sleep(heap.TRIM_INTERVAL)
-            heap.trim()
+            if self._upkeep is not None:
+                self._upkeep.tick()
 
     def _loaded(self, ok: bool) -> None:
         assert self._telemetry is not None
@@ -117,8 +122,9 @@ class Agent:
         logs.configure(config.telemetry.logs.level, config.telemetry.logs.encoding)
         service = Service(config, self._registry, self._telemetry, self._listeners)
         await service.start()
-        heap.settle()  # start-up objects leave the collector's full passes (service/heap.py)
-        heap.trim()  # and what loading and starting freed goes back to the system
+        # Start-up objects leave the collector's full passes, what loading and starting freed
+        # goes back to the system, and the upkeep takes over (otelgpu/service/heap.py).
+        self._upkeep = heap.after_start(functools.partial(_points_collected, self._telemetry))
         # What this service did not take back from the previous one is not coming back. (When
         # it fails to start, they stay parked for the previous config started again.)
         await self._listeners.close_all()
@@ -178,6 +184,15 @@ class Agent:
                 await self._listeners.close_all()
         except TimeoutError:
             _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)
+
+
+def _points_collected(telemetry: SelfTelemetry) -> float:
+    """The points every receiver has collected so far (`otelgpu_receiver_points_total`): it
+    grows with each collection."""
+    for metric in telemetry.collect(reader=True).metrics:
+        if metric.name == "otelgpu_receiver_points_total":
+            return sum(point.value for point in metric.points)
+    return 0.0
 
 
 @contextlib.contextmanager

@@ -28,6 +28,7 @@ from otelgpu.component.registry import Registry
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.collector_compat import factory_for
 from otelgpu.config.schema import AgentConfig
+from otelgpu.pdata.naming import NamingTable
 
 
 @dataclass
@@ -58,12 +59,14 @@ def build(
     listeners: KeptListeners | None = None,
 ) -> Graph:
     """Creates every component (no I/O happens here: factories only construct); `listeners`
-    is handed to each in its Settings."""
+    and the naming tables of the config's receivers are handed to each in its Settings."""
     graph = Graph()
+    receivers = sorted({r for p in config.pipelines.values() for r in p.receivers})
+    naming = NamingTable.merge(_naming(registry, cid) for cid in receivers)
 
     def create(kind: Kind, cid: ComponentID, *extra: Any) -> Any:
         factory = factory_for(registry, kind, cid)
-        settings = Settings.for_component(cid, kind, telemetry, listeners)
+        settings = Settings.for_component(cid, kind, telemetry, listeners, naming)
         if factory.stability.value != "stable":
             settings.logger.debug("%s %s is %s", kind.value, cid, factory.stability.value)
         try:
@@ -87,7 +90,7 @@ def build(
         ]
         head = PipelineHead(str(pid), processors, _one_or_fanout(exporters), telemetry)
         graph.heads[pid] = head
-    for cid in sorted({r for p in config.pipelines.values() for r in p.receivers}):
+    for cid in receivers:
         heads = [
             GuardedConsumer(f"pipeline {pid}", graph.heads[pid], telemetry)
             for pid, p in config.pipelines.items()
@@ -95,6 +98,14 @@ def build(
         ]
         graph.receivers[cid] = create(Kind.RECEIVER, cid, _one_or_fanout(heads))
     return graph
+
+
+def _naming(registry: Registry, cid: ComponentID) -> NamingTable | None:
+    """A receiver's naming table (None for an unknown type: `create` reports it)."""
+    try:
+        return factory_for(registry, Kind.RECEIVER, cid).naming
+    except KeyError:
+        return None
 
 
 def _one_or_fanout(consumers: list[GuardedConsumer]) -> MetricsConsumer:

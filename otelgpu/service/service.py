@@ -13,6 +13,7 @@ from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.schema import AgentConfig
 from otelgpu.service.graph import Graph, build
+from otelgpu.service.telemetry_endpoint import PullReaders
 
 _log = logging.getLogger("otelgpu.service")
 
@@ -34,6 +35,7 @@ class Service:
         self.graph: Graph | None = None
         self._started: list[tuple[str, str, Component]] = []
         self._push_task: asyncio.Task[None] | None = None
+        self.readers = PullReaders(config.telemetry.metrics.readers, telemetry, listeners)
         self._running = False
 
     @property
@@ -52,6 +54,13 @@ class Service:
         # Health is per component: the sources this graph's components register replace those
         # of the previous service (after a reload), which would otherwise stay down forever.
         self._telemetry.open_source_claims()
+        # With a pull reader of its own, the agent's metrics leave the exporters' /metrics.
+        self._telemetry.pulled_apart(bool(self.config.telemetry.metrics.readers))
+        try:
+            await self.readers.start()
+        except StartError:
+            await self.shutdown()
+            raise
         for label, kind, component in self.graph.start_order():
             try:
                 await component.start(self)
@@ -86,13 +95,14 @@ class Service:
             while self._started and self._started[-1][1] == kind:
                 stage.append(self._started.pop())
             await asyncio.gather(*(_stop(*entry, deadline) for entry in stage))
+        await self.readers.shutdown()  # last: a scrape during the drain still answers
 
     async def _push_telemetry(self) -> None:
         assert self.graph is not None
         exporters = [self.graph.exporters[cid] for cid in self.config.telemetry_exporters]
         while True:
             await asyncio.sleep(self.config.telemetry.metrics.interval)
-            batch = (self._telemetry.collect(),)
+            batch = (self._telemetry.collect(reader=True),)
             for exporter in exporters:
                 try:
                     await exporter.consume(batch)

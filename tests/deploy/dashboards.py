@@ -141,6 +141,16 @@ class Row:
 
 
 HOLDER = "{{%node%}} %gname% {{%ns%}}/{{%pod%}}"
+# Memory used as a fraction of the framebuffer, whose size is used + free + reserved (the
+# metrics on by default; the limit metric is opt-in). `sel` is the selector's inside.
+MEMORY_USED = (
+    "hw_gpu_memory_usage_bytes{%(sel)s} / (hw_gpu_memory_usage_bytes{%(sel)s} "
+    "+ nvidia_gpu_memory_free_bytes{%(sel)s} + nvidia_gpu_memory_reserved_bytes{%(sel)s})"
+)
+FB_USED = (
+    "DCGM_FI_DEV_FB_USED{%(sel)s} / (DCGM_FI_DEV_FB_USED{%(sel)s} "
+    "+ DCGM_FI_DEV_FB_FREE{%(sel)s} + DCGM_FI_DEV_FB_RESERVED{%(sel)s})"
+)
 WORKLOAD_ROWS = ("GPUs", "Health and throttling", "MIG", "Time-slicing", "Chargeback")
 
 
@@ -242,19 +252,14 @@ ROWS = (
             ),
             Panel(
                 "GPU memory used",
-                "Framebuffer in use against the GPU's total (hw.gpu.memory.usage / "
-                "hw.gpu.memory.limit); MIG instances against their own share.",
+                "Framebuffer in use against the GPU's total (hw.gpu.memory.usage / (usage + "
+                "nvidia.gpu.memory.free + nvidia.gpu.memory.reserved)); MIG instances against "
+                "their own share.",
                 "percentunit",
-                (
-                    Query(
-                        "hw_gpu_memory_usage_bytes{%F%} / hw_gpu_memory_limit_bytes{%F%}",
-                        HOLDER,
-                        dcgm="DCGM_FI_DEV_FB_USED{%F%} / DCGM_FI_DEV_FB_TOTAL{%F%}",
-                    ),
-                ),
+                (Query(MEMORY_USED % {"sel": "%F%"}, HOLDER, dcgm=FB_USED % {"sel": "%F%"}),),
                 ratio=True,
-                dcgm_description="DCGM_FI_DEV_FB_USED / DCGM_FI_DEV_FB_TOTAL; MIG instances "
-                "against their own share.",
+                dcgm_description="DCGM_FI_DEV_FB_USED / (FB_USED + DCGM_FI_DEV_FB_FREE + "
+                "DCGM_FI_DEV_FB_RESERVED); MIG instances against their own share.",
             ),
             Panel(
                 "GPU memory used (bytes)",
@@ -328,7 +333,9 @@ ROWS = (
         (
             Panel(
                 "GPU health",
-                "GPUs whose health summary is not ok (hw_status), with the reasons "
+                "GPUs whose health summary is not ok (hw_status), with the reasons: "
+                "clock_hw_slowdown, clock_hw_thermal, clock_hw_power_brake, clock_sw_thermal "
+                "(clocks held down), pcie_*, nvlink_down, *_pending, row_remap_failure, xid_N "
                 "(docs/migrating-from-dcgm-exporter.md, GPU health rules).",
                 "none",
                 (
@@ -340,72 +347,20 @@ ROWS = (
                 ),
             ),
             Panel(
-                "Clock event reasons",
-                "What holds each GPU's clocks down now (nvidia_gpu_clock_event_active; "
-                "power_cap under load is normal, hw_slowdown, hw_thermal, hw_power_brake and "
-                "sw_thermal are not).",
-                "none",
+                "SM clock",
+                "Each GPU's SM clock (nvidia.gpu.sm.clock): a clock that drops while the GPU is "
+                "busy is held down; GPU health names the reason once it lasts.",
+                "hertz",
                 (
                     Query(
-                        "max by (%node%, %glabel%, nvidia_gpu_clock_event_reason) "
-                        '(nvidia_gpu_clock_event_active{nvidia_gpu_clock_event_reason!="gpu_idle",%F%}) == 1',
-                        "{{%node%}} %gname% {{nvidia_gpu_clock_event_reason}}",
+                        "nvidia_gpu_sm_clock_hertz{%F%}",
+                        HOLDER,
+                        dcgm="DCGM_FI_DEV_SM_CLOCK{%F%} * 1000000",
                     ),
                 ),
-                bars=True,
-            ),
-            Panel(
-                "Clocks held down (share of time)",
-                "Share of the time the clocks ran below the requested ones, per policy "
-                "(nvidia_gpu_clock_violation_time_seconds_total): thermal and power first.",
-                "percentunit",
-                (
-                    Query(
-                        "rate(nvidia_gpu_clock_violation_time_seconds_total{%F%}[$__rate_interval])",
-                        "{{%node%}} %gname% {{nvidia_gpu_clock_violation_policy}}",
-                        dcgm="rate(DCGM_FI_DEV_THERMAL_VIOLATION{%F%}[$__rate_interval]) / 1e9",
-                        dcgm_legend="{{%node%}} %gname% thermal",
-                    ),
-                    Query(
-                        "",
-                        dcgm="rate(DCGM_FI_DEV_POWER_VIOLATION{%F%}[$__rate_interval]) / 1e9",
-                        dcgm_legend="{{%node%}} %gname% power",
-                    ),
-                ),
-                ratio=True,
-                dcgm_description="Share of the time the clocks ran below the requested ones "
-                "for thermal and power reasons (DCGM_FI_DEV_*_VIOLATION, ns per s).",
-            ),
-            Panel(
-                "NVLink errors",
-                "NVLink errors in each interval, all links of a GPU (crc_flit and crc_data "
-                "are corrected by a replay; replay and recovery slow transfers down).",
-                "short",
-                (
-                    Query(
-                        "sum by (%node%, %glabel%, error_type) "
-                        "(increase(nvidia_gpu_nvlink_errors_total{%F%}[$__rate_interval]))",
-                        "{{%node%}} %gname% {{error_type}}",
-                        dcgm="sum by (%node%, gpu) (increase(DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL{%F%}[$__rate_interval]))",
-                        dcgm_legend="{{%node%}} %gname% replay",
-                    ),
-                    Query(
-                        "",
-                        dcgm="sum by (%node%, gpu) (increase(DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL{%F%}[$__rate_interval]))",
-                        dcgm_legend="{{%node%}} %gname% recovery",
-                    ),
-                    Query(
-                        "",
-                        dcgm="sum by (%node%, gpu) (increase(DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL{%F%}[$__rate_interval]))",
-                        dcgm_legend="{{%node%}} %gname% crc_flit",
-                    ),
-                    Query(
-                        "",
-                        dcgm="sum by (%node%, gpu) (increase(DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL{%F%}[$__rate_interval]))",
-                        dcgm_legend="{{%node%}} %gname% crc_data",
-                    ),
-                ),
-                bars=True,
+                dcgm_description="Each GPU's SM clock (DCGM_FI_DEV_SM_CLOCK, MHz, in Hz): a "
+                "clock that drops while the GPU is busy is held down; GPU health names the "
+                "reason once it lasts.",
             ),
         ),
     ),
@@ -440,9 +395,9 @@ ROWS = (
                 "percentunit",
                 (
                     Query(
-                        "hw_gpu_memory_usage_bytes{%mig%,%F%} / hw_gpu_memory_limit_bytes{%mig%,%F%}",
+                        MEMORY_USED % {"sel": "%mig%,%F%"},
                         "{{%node%}} {{hw_name}} {{%profile%}} {{%ns%}}/{{%pod%}}",
-                        dcgm="DCGM_FI_DEV_FB_USED{%mig%,%F%} / DCGM_FI_DEV_FB_TOTAL{%mig%,%F%}",
+                        dcgm=FB_USED % {"sel": "%mig%,%F%"},
                         dcgm_legend="{{%node%}} GPU {{gpu}} GI {{GPU_I_ID}} {{%profile%}} "
                         "{{%ns%}}/{{%pod%}}",
                     ),
@@ -450,14 +405,15 @@ ROWS = (
                 ratio=True,
             ),
             Panel(
-                "MIG instance SM activity",
-                "Fraction of the instance's SMs busy (GPM, Hopper and later).",
+                "MIG instance engine activity",
+                "Fraction of time the instance's graphics/compute engine was active "
+                "(nvidia.gpu.graphics.active; GPM, Hopper and later).",
                 "percentunit",
                 (
                     Query(
-                        "nvidia_gpu_sm_active_ratio{%mig%,%F%}",
+                        "nvidia_gpu_graphics_active_ratio{%mig%,%F%}",
                         "{{%node%}} {{hw_name}} {{%profile%}} {{%ns%}}/{{%pod%}}",
-                        dcgm="DCGM_FI_PROF_SM_ACTIVE{%mig%,%F%}",
+                        dcgm="DCGM_FI_PROF_GR_ENGINE_ACTIVE{%mig%,%F%}",
                         dcgm_legend="{{%node%}} GPU {{gpu}} GI {{GPU_I_ID}} {{%profile%}} "
                         "{{%ns%}}/{{%pod%}}",
                     ),

@@ -19,10 +19,12 @@ import re
 from functools import cache
 from pathlib import Path
 
+from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.labels import dcgm_label
 from otelgpu.exporters.prometheus.naming import metric_name, sanitize_label
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Metric
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,25 +73,29 @@ def grafana_query(expr: str) -> str:
 
 
 @cache
-def catalog_names() -> frozenset[str]:
-    """Prometheus names of every catalog metric in `naming: otel`, and of the metrics the
-    processors add (the allocation series of k8s_attributes)."""
+def catalog_names(default_only: bool = False) -> frozenset[str]:
+    """Prometheus names of every catalog metric in `naming: otel` (with `default_only`, of
+    those the nvml receiver emits by default), and of the metrics the processors add (the
+    allocation series of k8s_attributes)."""
     from otelgpu.processors.k8s_attributes.allocations import allocation_metric
 
     allocation = allocation_metric(1.0, 0)
     added = metric_name(allocation.name, allocation.unit, allocation.kind, allocation.monotonic)
     return frozenset(
-        metric_name(spec.name, spec.unit, spec.kind, spec.monotonic) for spec in CATALOG
+        metric_name(spec.name, spec.unit, spec.kind, spec.monotonic)
+        for spec in CATALOG
+        if spec.enabled or not default_only
     ) | {added}
 
 
 @cache
-def dcgm_names() -> frozenset[str]:
-    """Prometheus names of every catalog metric and the allocation series in `naming: dcgm`,
-    as the exporter's translator picks them (each split of a split metric)."""
+def dcgm_names(default_only: bool = False) -> frozenset[str]:
+    """Prometheus names of every catalog metric (with `default_only`, of those on by default)
+    and the allocation series in `naming: dcgm`, as the exporter's translator picks them (each
+    split of a split metric)."""
     from otelgpu.processors.k8s_attributes.allocations import allocation_metric
 
-    translator = Translator("dcgm", {})
+    translator = Translator("dcgm", {}, names=NAMING)
     allocation = allocation_metric(1.0, 0)
     metrics = [
         Metric(
@@ -101,12 +107,19 @@ def dcgm_names() -> frozenset[str]:
             monotonic=spec.monotonic,
         )
         for spec in CATALOG
+        if spec.enabled or not default_only
     ]
     names = {translator.target(allocation, {}).name}
     for metric in metrics:
         key, splits = DCGM_SPLIT.get(metric.name, ("", {"": ""}))
         names |= {translator.target(metric, {key: value}).name for value in splits}
     return frozenset(names)
+
+
+def served(naming: str, default_only: bool = False) -> frozenset[str]:
+    """GPU metric names the agent serves in `naming` (`otel` or `dcgm`): every one it can, or
+    with `default_only` those of the nvml receiver's default `metric_set`."""
+    return catalog_names(default_only) if naming == "otel" else dcgm_names(default_only)
 
 
 @cache
@@ -136,5 +149,6 @@ def known_labels(naming: str = "otel") -> frozenset[str]:
     and for a MIG instance, whose own UUID stays `hw_id`)."""
     if naming == "otel":
         return frozenset(sanitize_label(k) for k in _attribute_keys())
-    names = {dcgm_label(k, mig)[0] for k in _attribute_keys() for mig in (False, True)}
+    labels = dcgm.label_names(points=NAMING.dcgm_labels)
+    names = {dcgm_label(k, mig, labels)[0] for k in _attribute_keys() for mig in (False, True)}
     return frozenset(names | {"err_msg"})

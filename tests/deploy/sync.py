@@ -7,11 +7,13 @@
   reason.
 - `deploy/base/prometheusrule.yaml` is `deploy/rules/otelgpu-rules.yaml` (the plain rules file
   promtool checks and tests) wrapped in a PrometheusRule, with its `groups:` text indented
-  under `spec:` so the expressions keep their layout.
+  under `spec:` so the expressions keep their layout; `deploy/components/detail-rules/
+  prometheusrule.yaml` is `deploy/rules/otelgpu-rules-detail.yaml` wrapped the same way (the
+  kustomize component for agents with `metric_set: all`).
 - `deploy/dashboards/otelgpu-gpus.json` and `otelgpu-gpus-dcgm.json` are written from
   `tests/deploy/dashboards.py`, which describes both namings' dashboard at once.
-- `deploy/helm/otelgpu/files/` holds copies of the two pipelines, both rules files and both
-  dashboards, byte for byte: a chart (and the `.tgz` that `helm package` makes of it) may
+- `deploy/helm/otelgpu/files/` holds copies of the two pipelines, the four rules files (default
+  and detail, in both namings) and both dashboards, byte for byte: a chart (and the `.tgz` that `helm package` makes of it) may
   only carry files inside its folder.
 
     python -m tests.deploy.sync          # exit 1 and name the stale files
@@ -34,7 +36,12 @@ NODE_PIPELINE = ROOT / "pipelines" / "k8s-node.yaml"
 NODE_PIPELINE_COPY = ROOT / "deploy" / "overlays" / "kubelet-stats" / "pipeline.yaml"
 RULES = ROOT / "deploy" / "rules" / "otelgpu-rules.yaml"
 DCGM_RULES = ROOT / "deploy" / "rules" / "otelgpu-rules-dcgm.yaml"
+# The alerts on metrics the nvml receiver emits only with `metric_set: all` (or switched on).
+DETAIL_RULES = ROOT / "deploy" / "rules" / "otelgpu-rules-detail.yaml"
+DCGM_DETAIL_RULES = ROOT / "deploy" / "rules" / "otelgpu-rules-detail-dcgm.yaml"
 PROMETHEUS_RULE = ROOT / "deploy" / "base" / "prometheusrule.yaml"
+DETAIL_COMPONENT = ROOT / "deploy" / "components" / "detail-rules"
+DETAIL_PROMETHEUS_RULE = DETAIL_COMPONENT / "prometheusrule.yaml"
 DASHBOARDS = ROOT / "deploy" / "dashboards"
 CHART_FILES = ROOT / "deploy" / "helm" / "otelgpu" / "files"
 # The chart's files/ and where each comes from.
@@ -43,30 +50,33 @@ CHART_COPIES = {
     "pipeline-kubelet-stats.yaml": NODE_PIPELINE,
     "otelgpu-rules.yaml": RULES,
     "otelgpu-rules-dcgm.yaml": DCGM_RULES,
+    "otelgpu-rules-detail.yaml": DETAIL_RULES,
+    "otelgpu-rules-detail-dcgm.yaml": DCGM_DETAIL_RULES,
     "otelgpu-gpus.json": DASHBOARDS / "otelgpu-gpus.json",
     "otelgpu-gpus-dcgm.json": DASHBOARDS / "otelgpu-gpus-dcgm.json",
 }
 
 _RULE_HEADER = """\
-# GENERATED from deploy/rules/otelgpu-rules.yaml by `python -m tests.deploy.sync --write`;
+# GENERATED from deploy/rules/{source} by `python -m tests.deploy.sync --write`;
 # edit that file, not this one. If your Prometheus selects rules by label
 # (kube-prometheus-stack: `release: <name>`), add that label with a patch in your overlay.
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
-  name: otelgpu
+  name: {name}
   labels:
     app.kubernetes.io/name: otelgpu
 spec:
 """
 
 
-def prometheus_rule(rules_text: str) -> str:
-    """The PrometheusRule manifest for a plain rules file (its header comments left out)."""
+def prometheus_rule(rules_text: str, source: str = RULES.name, name: str = "otelgpu") -> str:
+    """The PrometheusRule manifest `name` for the text of the plain rules file `source` (its
+    header comments left out)."""
     lines = rules_text.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("groups:"))
     body = [("  " + line) if line.strip() else "" for line in lines[start:]]
-    return _RULE_HEADER + "\n".join(body) + "\n"
+    return _RULE_HEADER.format(source=source, name=name) + "\n".join(body) + "\n"
 
 
 def expected() -> dict[Path, str]:
@@ -76,6 +86,9 @@ def expected() -> dict[Path, str]:
         PIPELINE_COPY: PIPELINE.read_text(),
         NODE_PIPELINE_COPY: NODE_PIPELINE.read_text(),
         PROMETHEUS_RULE: prometheus_rule(RULES.read_text()),
+        DETAIL_PROMETHEUS_RULE: prometheus_rule(
+            DETAIL_RULES.read_text(), DETAIL_RULES.name, "otelgpu-detail"
+        ),
     }
     generated = {
         DASHBOARDS / dashboards.file_name(n): dashboards.text(n) for n in dashboards.NAMINGS

@@ -1,5 +1,5 @@
-"""The chart's values for the common cases: naming, OTLP, the collection interval, the
-business-label include lists, TLS, the standard names and overrides; and values.schema.json,
+"""The chart's values for the common cases: naming, the metric set, OTLP, the collection
+interval, the business-label include lists, TLS, the standard names and overrides; and values.schema.json,
 which refuses a key the chart does not read. Rendered with Helm's own engine
 (tests/deploy/helm.py); the pipelines the chart makes are validated by the agent itself."""
 
@@ -54,6 +54,7 @@ def test_the_schema_refuses_a_key_the_chart_does_not_read(
     ("values", "where"),
     [
         ({"naming": "prometheus"}, "/naming"),
+        ({"metricSet": "lean"}, "/metricSet"),
         ({"collectionInterval": "10 seconds"}, "/collectionInterval"),
         ({"containerEnv": {"env": "TEAM"}}, "/containerEnv/env"),
         ({"otlp": {"enabled": "yes"}}, "/otlp/enabled"),
@@ -99,6 +100,36 @@ def test_naming_dcgm_switches_the_exporter_the_rules_and_the_dashboard() -> None
     assert endpoint["scheme"] == "https"
     default = pipeline(render())["exporters"]["prometheus"]["naming"]
     assert default == "otel"
+
+
+@pytest.mark.parametrize("naming", ["otel", "dcgm"])
+def test_metric_set_all_reaches_the_receiver_and_adds_the_detail_rules(
+    naming: str, tmp_path: Path
+) -> None:
+    rules, detail = {
+        "otel": (sync.RULES, sync.DETAIL_RULES),
+        "dcgm": (sync.DCGM_RULES, sync.DCGM_DETAIL_RULES),
+    }[naming]
+    lean = render(naming=naming)
+    assert pipeline(lean)["receivers"]["nvml"]["metric_set"] == "default"
+    assert one(lean, "PrometheusRule")["spec"] == yaml.safe_load(rules.read_text())
+    docs = render(naming=naming, metricSet="all")
+    assert pipeline(docs)["receivers"]["nvml"]["metric_set"] == "all"
+    spec = one(docs, "PrometheusRule")["spec"]
+    groups = (
+        yaml.safe_load(rules.read_text())["groups"] + yaml.safe_load(detail.read_text())["groups"]
+    )
+    assert spec == {"groups": groups}
+    assert "otelgpu.gpu_detail" in {g["name"] for g in spec["groups"]}
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    checked = run("promtool", "check", "rules", str(path))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # The kubelet_stats pipeline's nvml receiver too, and the cost group still comes last.
+    node = render(kubeletStats={"enabled": True}, metricSet="all", chargeback={"gpuHourPrice": 1})
+    assert pipeline(node)["receivers"]["nvml"]["metric_set"] == "all"
+    names = [g["name"] for g in one(node, "PrometheusRule")["spec"]["groups"]]
+    assert names[-2:] == ["otelgpu.gpu_detail", "otelgpu.cost"]
 
 
 def test_tls_makes_the_servicemonitor_scrape_https_unless_told_otherwise() -> None:
@@ -174,6 +205,10 @@ def test_collection_interval_and_include_lists_reach_the_pipeline() -> None:
             {"pipeline": {"config": "exporters: {prometheus: {naming: dcgm}}\n"}},
             'naming is "otel" but pipeline.config\'s prometheus exporter serves naming "dcgm"',
         ),
+        (
+            {"pipeline": {"config": "receivers: {nvml: {}}\n"}, "metricSet": "all"},
+            'metricSet is "all" but pipeline.config\'s nvml receiver has metric_set "default"',
+        ),
     ],
 )
 def test_values_for_the_chart_pipeline_refuse_a_pipeline_of_your_own(
@@ -190,12 +225,21 @@ def test_a_pipeline_of_your_own_names_its_naming() -> None:
     assert "DCGM_FI_DEV_GPU_TEMP" in json.dumps(one(docs, "PrometheusRule")["spec"])
 
 
+def test_a_pipeline_of_your_own_names_its_metric_set() -> None:
+    config = "receivers: {nvml: {metric_set: all}}\n"
+    docs = render(pipeline={"config": config}, metricSet="all")
+    assert by_name(docs, "ConfigMap", "-pipeline")["data"] == {"pipeline.yaml": config}
+    groups = {g["name"] for g in one(docs, "PrometheusRule")["spec"]["groups"]}
+    assert "otelgpu.gpu_detail" in groups
+
+
 @pytest.mark.parametrize(
     "values",
     [
         {},
         {
             "naming": "dcgm",
+            "metricSet": "all",
             "collectionInterval": "30s",
             "otlp": {"endpoint": "https://gateway.example:4317"},
             "containerEnv": {

@@ -163,7 +163,7 @@ async def test_runs_as_the_daemonset_does_and_serves_metrics(
             )
         )[0] == 200
         body = await _until_series(
-            container, "hw_gpu_memory_limit_bytes{", f'hw_id="{GPU0}"', 'k8s_pod_name="train-a"'
+            container, "hw_gpu_memory_usage_bytes{", f'hw_id="{GPU0}"', 'k8s_pod_name="train-a"'
         )
         assert re.search(r'^otelgpu_source_up{[^}]*source="pod_resources"[^}]*} 1', body, re.M)
         assert re.search(r'^otelgpu_source_up{[^}]*source="docker"[^}]*} 1', body, re.M)

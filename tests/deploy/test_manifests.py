@@ -222,16 +222,41 @@ def test_service_and_servicemonitor_scrape_every_agent() -> None:
     assert node in endpoint["relabelings"]
 
 
-def test_prometheusrule_carries_the_plain_rules_file() -> None:
-    rule = one(rendered("containerd"), "PrometheusRule")
-    plain = yaml.safe_load(sync.RULES.read_text())
-    assert rule["spec"] == {"groups": plain["groups"]}
+def _check_rule_shape(rule: Doc) -> None:
     for group in rule["spec"]["groups"]:
         assert set(group) <= {"name", "interval", "rules"}
         for item in group["rules"]:
             assert set(item) <= {"alert", "record", "expr", "for", "labels", "annotations"}
             assert ("alert" in item) != ("record" in item)
             assert isinstance(item["expr"], str) and item["expr"].strip()
+
+
+def test_prometheusrule_carries_the_plain_rules_file() -> None:
+    rule = one(rendered("containerd"), "PrometheusRule")
+    plain = yaml.safe_load(sync.RULES.read_text())
+    assert rule["spec"] == {"groups": plain["groups"]}
+    _check_rule_shape(rule)
+
+
+def test_the_detail_component_adds_the_detail_rules(tmp_path: Path) -> None:
+    """deploy/components/detail-rules, beside an overlay: a second PrometheusRule carrying
+    otelgpu-rules-detail.yaml, in the bundle's namespace, the rest of the bundle unchanged."""
+    overlay = os.path.relpath(ROOT / "deploy" / "overlays" / "containerd", tmp_path)
+    component = os.path.relpath(sync.DETAIL_COMPONENT, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources: [{overlay}]\ncomponents: [{component}]\n"
+    )
+    docs = render(tmp_path)
+    rules = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PrometheusRule"}
+    assert sorted(rules) == ["otelgpu", "otelgpu-detail"]
+    detail = rules["otelgpu-detail"]
+    assert detail["metadata"]["namespace"] == "otelgpu"
+    assert detail["spec"] == {"groups": yaml.safe_load(sync.DETAIL_RULES.read_text())["groups"]}
+    _check_rule_shape(detail)
+    assert [d for d in docs if d["kind"] != "PrometheusRule"] == [
+        d for d in rendered("containerd") if d["kind"] != "PrometheusRule"
+    ]
 
 
 def image_allocator_env() -> dict[str, str]:

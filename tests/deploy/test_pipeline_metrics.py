@@ -1,6 +1,9 @@
 """The DaemonSet's pipeline, run for real on simulated GPUs, serves every metric and label
 value the alert rules and the dashboard ask for, in both namings: the names are checked
-against the running agent's /metrics, not only against the catalog."""
+against the running agent's /metrics, not only against the catalog. As shipped (the nvml
+receiver's default metric set) it serves what the default rules and the dashboards use, and
+none of what only the detail rules use; with `metric_set: all` it serves the detail rules'
+metrics too."""
 
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.deploy.names import catalog_names, dcgm_names, metrics_in
-from tests.deploy.sync import DCGM_RULES, PIPELINE, RULES
+from tests.deploy.names import metrics_in, served
+from tests.deploy.sync import DCGM_DETAIL_RULES, DCGM_RULES, DETAIL_RULES, PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
 from tests.peers.kubelet import FakeKubelet, container, pod
@@ -27,27 +30,31 @@ from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
-# Rule matchers on label values that must exist on the wire.
+# Rule matchers on label values that must exist on the wire: those of the default rules, and
+# with `metric_set: all` those of the detail rules too.
 WIRE_SERIES = {
-    "otel": (
-        'hw_errors_total{error_type="uncorrected"',
+    ("otel", "default"): (
         'hw_sensor_location="memory"',
         'hw_gpu_task="general"',
         'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
         'nvidia_xid_code="79"',
         'k8s_node_name="gpu-node-1"',
+    ),
+    ("otel", "all"): (
+        'hw_errors_total{error_type="uncorrected"',
         'nvidia_gpu_clock_violation_policy="thermal"',
         'nvidia_gpu_clock_event_reason="hw_slowdown"',
         'error_type="recovery"',
     ),
-    "dcgm": (
+    # In naming dcgm a GPU series names its node by Hostname only; the rules' k8s_node_name is
+    # the scrape target's label, which the ServiceMonitor sets from the pod's node.
+    ("dcgm", "default"): (
         'err_code="79"',
         'Hostname="gpu-node-1"',
         'UUID="GPU-',
-        'k8s_node_name="gpu-node-1"',
-        'nvidia_gpu_clock_event_reason="hw_slowdown"',
         'namespace="ml"',
     ),
+    ("dcgm", "all"): ('nvidia_gpu_clock_event_reason="hw_slowdown"',),
 }
 SELF_TELEMETRY = (
     "otelgpu_source_up",
@@ -56,13 +63,22 @@ SELF_TELEMETRY = (
 )
 
 
-def _used_gpu_metrics(naming: str) -> set[str]:
-    rules = RULES if naming == "otel" else DCGM_RULES
-    groups = yaml.safe_load(rules.read_text())["groups"]
-    used = {name for g in groups for r in g["rules"] for name in metrics_in(r["expr"])}
+def _rules_metrics(path: Path) -> set[str]:
+    groups = yaml.safe_load(path.read_text())["groups"]
+    return {name for g in groups for r in g["rules"] for name in metrics_in(r["expr"])}
+
+
+def _default_gpu_metrics(naming: str) -> set[str]:
+    """GPU metrics the default rules and the dashboard use."""
+    used = _rules_metrics(RULES if naming == "otel" else DCGM_RULES)
     for query in queries(naming):
         used |= metrics_in(query)
-    return used & (catalog_names() if naming == "otel" else dcgm_names())
+    return used & served(naming)
+
+
+def _detail_gpu_metrics(naming: str) -> set[str]:
+    """GPU metrics the detail rules use."""
+    return _rules_metrics(DETAIL_RULES if naming == "otel" else DCGM_DETAIL_RULES) & served(naming)
 
 
 SIMULATED_GPU0 = "GPU-5157a7e0-0000-4000-8000-000000000000"  # the simulated backend's first UUID
@@ -85,14 +101,23 @@ def naming(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
+@pytest.fixture(params=["default", "all"])
+def metric_set(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.fixture
-def metrics_url(tmp_path: Path, kubelet: FakeKubelet, naming: str) -> Iterator[str]:
-    """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports."""
+def metrics_url(
+    tmp_path: Path, kubelet: FakeKubelet, naming: str, metric_set: str
+) -> Iterator[str]:
+    """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports
+    (and the nvml receiver's `metric_set` as the test asks)."""
     port, health = _free_port(), _free_port()
     missing = tmp_path / "missing"
     overrides = {
         "receivers": {"nvml": {
             "collection_interval": "1s",
+            "metric_set": metric_set,
             "host_proc": "/proc",
             "backend": "simulated",
             "simulated": {"gpus": [{
@@ -143,12 +168,22 @@ def _scrape_until(url: str, wanted: list[str], limit: float = 30.0) -> str:
     return body
 
 
-async def test_rules_and_dashboard_metrics_are_served(metrics_url: str, naming: str) -> None:
-    names = sorted(_used_gpu_metrics(naming))
+async def test_rules_and_dashboard_metrics_are_served(
+    metrics_url: str, naming: str, metric_set: str
+) -> None:
+    names = _default_gpu_metrics(naming)
     assert len(names) >= 10
-    wanted = [f"\n{n}{{" for n in names] + list(WIRE_SERIES[naming])
+    wire = list(WIRE_SERIES[naming, "default"])
+    detail = _detail_gpu_metrics(naming) - names
+    assert len(detail) >= 4
+    if metric_set == "all":  # the detail rules, loaded beside the default ones
+        names |= detail
+        wire += WIRE_SERIES[naming, "all"]
+    wanted = [f"\n{n}{{" for n in sorted(names)] + wire
     wanted += [f"\n{n}{{" for n in SELF_TELEMETRY]
     # Scraped from a thread: the kubelet stand-in answers on this test's event loop.
     body = "\n" + await asyncio.to_thread(_scrape_until, metrics_url, wanted)
     missing = [w.strip() for w in wanted if w not in body]
     assert missing == []
+    if metric_set == "default":  # lean as shipped: the detail rules' inputs are not served
+        assert [n for n in sorted(detail) if f"\n{n}{{" in body] == []

@@ -1,8 +1,10 @@
 """Alert and recording rules, in both namings (deploy/rules/otelgpu-rules.yaml for `naming:
-otel`, otelgpu-rules-dcgm.yaml for `naming: dcgm`): promtool accepts them, every alert has a
-passing unit test that sees it fire, every recording rule one that evaluates it, and every
-metric and label they use is one the agent (or the named outside source) produces in that
-naming. The two files carry the same alerts and the same chargeback series."""
+otel`, otelgpu-rules-dcgm.yaml for `naming: dcgm`, and the detail alerts of
+otelgpu-rules-detail.yaml and otelgpu-rules-detail-dcgm.yaml): promtool accepts them, every
+alert has a passing unit test that sees it fire, every recording rule one that evaluates it,
+and every metric and label they use is one the agent (or the named outside source) produces in
+that naming: on its default metric set for the default files, with `metric_set: all` for the
+detail files. The two namings carry the same alerts and the same chargeback series."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from otelgpu.exporters.prometheus.naming import metric_name
+from otelgpu.receivers.nvml.metrics import CATALOG
 from tests.deploy.names import (
     EXTERNAL,
     catalog_names,
@@ -20,8 +24,9 @@ from tests.deploy.names import (
     known_labels,
     metrics_in,
     self_telemetry_names,
+    served,
 )
-from tests.deploy.sync import DCGM_RULES, RULES
+from tests.deploy.sync import DCGM_DETAIL_RULES, DCGM_RULES, DETAIL_RULES, RULES
 from tests.deploy.tools import run
 
 TESTS = sorted((RULES.parent / "tests").glob("*.yaml"))
@@ -29,6 +34,8 @@ DCGM_TESTS = sorted((RULES.parent / "tests" / "dcgm").glob("*.yaml"))
 # The otelgpu.agent group is the same in both files, and so are its tests.
 SHARED_TESTS = ("agent.yaml", "export.yaml")
 FILES = {"otel": RULES, "dcgm": DCGM_RULES}
+DETAIL_FILES = {"otel": DETAIL_RULES, "dcgm": DCGM_DETAIL_RULES}
+EVERY_FILE = [*FILES.values(), *DETAIL_FILES.values()]
 # Labels from outside the GPU resources: scrape target labels, self-telemetry's data point
 # labels (SPEC "Names on the wire"), kube-state-metrics' `node` and its `label_*` copies.
 OTHER_LABELS = frozenset({"job", "instance", "source", "processor", "reason", "exporter", "node"})
@@ -37,19 +44,24 @@ BUSINESS = {"otel": ("k8s_pod_label_", "container_env_"), "dcgm": ("env_",)}
 BUSINESS_NAMES = {"otel": set(), "dcgm": {"team"}}
 
 
+def rules_in(path: Path) -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
+
+
 def rules(naming: str = "otel") -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(FILES[naming].read_text())["groups"] for r in g["rules"]]
+    """The rules of a naming: its default file's and its detail file's."""
+    return rules_in(FILES[naming]) + rules_in(DETAIL_FILES[naming])
 
 
 def groups(naming: str) -> dict[str, Any]:
     return {g["name"]: g for g in yaml.safe_load(FILES[naming].read_text())["groups"]}
 
 
-@pytest.mark.parametrize("naming", sorted(FILES))
-def test_promtool_check_rules_accepts_the_file(naming: str) -> None:
-    result = run("promtool", "check", "rules", str(FILES[naming]))
+@pytest.mark.parametrize("path", EVERY_FILE, ids=lambda p: p.name)
+def test_promtool_check_rules_accepts_the_file(path: Path) -> None:
+    result = run("promtool", "check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(rules(naming))} rules found" in result.stdout
+    assert f"SUCCESS: {len(rules_in(path))} rules found" in result.stdout
 
 
 def shared_tests_for_dcgm(folder: Path) -> list[Path]:
@@ -82,6 +94,8 @@ def test_both_namings_have_the_same_alerts_and_chargeback_series() -> None:
         return sorted(r["alert"] for r in rules(naming) if "alert" in r)
 
     assert alerts("otel") == alerts("dcgm")
+    detail = [sorted(r["alert"] for r in rules_in(path)) for path in DETAIL_FILES.values()]
+    assert detail[0] == detail[1]
     for naming in FILES:
         chargeback = {r["record"] for r in groups(naming)["otelgpu.chargeback"]["rules"]}
         assert chargeback == {
@@ -125,41 +139,92 @@ def test_every_rule_has_a_unit_test(naming: str) -> None:
     assert records - evaluated == set(), "recording rules no promtool test evaluates"
 
 
+def _used(path: Path) -> set[str]:
+    return {name for r in rules_in(path) for name in metrics_in(r["expr"])}
+
+
 @pytest.mark.parametrize("naming", sorted(FILES))
-def test_rules_use_only_metrics_the_agent_serves(naming: str) -> None:
-    recorded = {r["record"] for r in rules(naming) if "record" in r}
-    served = catalog_names() if naming == "otel" else dcgm_names()
-    allowed = served | self_telemetry_names() | EXTERNAL | recorded
-    used = {name for r in rules(naming) for name in metrics_in(r["expr"])}
+def test_default_rules_use_only_metrics_the_default_set_serves(naming: str) -> None:
+    """A default rule never waits on a metric the agent emits only when asked."""
+    recorded = {r["record"] for r in rules_in(FILES[naming]) if "record" in r}
+    allowed = served(naming, default_only=True) | self_telemetry_names() | EXTERNAL | recorded
+    used = _used(FILES[naming])
     assert used - allowed == set()
-    # The enrichment, OTLP, NVLink, clock, chargeback rules all have their inputs here.
+    # The enrichment, OTLP, health, memory and chargeback rules all have their inputs here.
     assert {
         "otelgpu_source_up",
         "otelgpu_enrichment_unmatched_points_total",
         "otelgpu_exporter_failed_points_total",
         "otelgpu_exporter_queue_size",
-        "nvidia_gpu_clock_event_active",
+        "hw_status",
         "nvidia_gpu_allocation_ratio",
     } <= used
     if naming == "otel":
         assert {
             "nvidia_gpu_xid_errors_total",
-            "hw_errors_total",
             "hw_temperature_celsius",
-            "nvidia_gpu_nvlink_errors_total",
-            "nvidia_gpu_clock_violation_time_seconds_total",
+            "hw_gpu_memory_usage_bytes",
+            "nvidia_gpu_memory_free_bytes",
+            "nvidia_gpu_memory_reserved_bytes",
             "hw_energy_joules_total",
         } <= used
     else:
         assert {
             "DCGM_FI_DEV_XID_ERRORS",
-            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
             "DCGM_FI_DEV_GPU_TEMP",
-            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-            "DCGM_FI_DEV_THERMAL_VIOLATION",
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_FB_FREE",
+            "DCGM_FI_DEV_FB_RESERVED",
             "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
         } <= used
         assert not used & (catalog_names() - dcgm_names()), "otel names in the dcgm rules"
+
+
+@pytest.mark.parametrize("naming", sorted(DETAIL_FILES))
+def test_detail_rules_each_need_an_opt_in_metric(naming: str) -> None:
+    """Every detail alert uses a metric the agent serves with `metric_set: all` and not by
+    default (one that needs none belongs in the default file), and no alert is in both files."""
+    path = DETAIL_FILES[naming]
+    opt_in = served(naming) - served(naming, default_only=True)
+    for rule in rules_in(path):
+        used = metrics_in(rule["expr"])
+        assert used <= served(naming) | EXTERNAL, rule["alert"]
+        assert used & opt_in, f"{rule['alert']} needs no opt-in metric"
+    assert not {r.get("alert") for r in rules_in(path)} & {
+        r.get("alert") for r in rules_in(FILES[naming])
+    }
+    used = _used(path)
+    if naming == "otel":
+        assert {
+            "hw_errors_total",
+            "nvidia_gpu_nvlink_errors_total",
+            "nvidia_gpu_clock_violation_time_seconds_total",
+            "nvidia_gpu_clock_event_active",
+        } <= used
+    else:
+        assert {
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+            "DCGM_FI_DEV_THERMAL_VIOLATION",
+            "nvidia_gpu_clock_event_active",
+        } <= used
+        assert not used & (catalog_names() - dcgm_names()), "otel names in the dcgm rules"
+
+
+@pytest.mark.parametrize("naming", sorted(DETAIL_FILES))
+def test_detail_rules_name_the_metrics_they_need(naming: str) -> None:
+    """The detail file's header names each opt-in metric its alerts use (by its catalog name,
+    as `metrics:` switches it on) and `metric_set: all`."""
+    header = DETAIL_FILES[naming].read_text().split("\ngroups:\n")[0]
+    used = _used(DETAIL_RULES)  # the otel names map back to the catalog's
+    needed = {
+        spec.name
+        for spec in CATALOG
+        if not spec.enabled and metric_name(spec.name, spec.unit, spec.kind, spec.monotonic) in used
+    }
+    assert len(needed) == 4
+    assert [name for name in sorted(needed) if name not in header] == []
+    assert "metric_set: all" in header and "metricSet: all" in header
 
 
 def _labels_in(rule: dict[str, Any]) -> set[str]:

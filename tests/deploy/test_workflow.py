@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 import otelgpu
-from tests.deploy import helm, wheelhouse, workflow
+from tests.deploy import helm, sync, wheelhouse, workflow
 from tests.deploy import image as agent_image
 from tests.deploy.tools import ROOT, run, tool
 
@@ -175,13 +175,14 @@ def test_the_chart_step_packages_a_self_contained_chart_and_pushes_it(
     with tarfile.open(archive) as tar:
         members = {m.name: m for m in tar.getmembers()}
     assert all(m.isfile() or m.isdir() for m in members.values())
-    for name in ("otelgpu-rules.yaml", "otelgpu-rules-dcgm.yaml", "otelgpu-gpus.json"):
+    for name in sync.CHART_COPIES:
         assert f"otelgpu/files/{name}" in members
     assert "otelgpu/values.schema.json" in members
     # The packaged chart renders what the chart's folder renders.
     with helm.engine().Chart.load(str(archive)) as chart:
-        packaged = chart.render({"naming": "dcgm"}, name=helm.RELEASE, namespace=helm.NAMESPACE)
-    assert packaged == helm.render_files({"naming": "dcgm"})
+        values = {"naming": "dcgm", "metricSet": "all"}
+        packaged = chart.render(values, name=helm.RELEASE, namespace=helm.NAMESPACE)
+    assert packaged == helm.render_files(values)
 
 
 def test_the_release_carries_the_chart_the_sbom_and_this_versions_notes(

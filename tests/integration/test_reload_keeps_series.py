@@ -33,7 +33,7 @@ service:
       receivers: [nvml]
       exporters: [prometheus]
 """
-GPM_SERIES = re.compile(r"^nvidia_gpu_sm_active_ratio\{", re.MULTILINE)
+GPM_SERIES = re.compile(r"^nvidia_gpu_graphics_active_ratio\{", re.MULTILINE)
 RELOADED = re.compile(r"^otelgpu_config_last_reload_success_timestamp_seconds (\S+)$", re.MULTILINE)
 
 

@@ -46,7 +46,12 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
-from otelgpu.exporters.prometheus.openmetrics import Exposition, layout_of, render_openmetrics
+from otelgpu.exporters.prometheus.openmetrics import (
+    Exposition,
+    Layout,
+    layout_of,
+    render_openmetrics,
+)
 from otelgpu.exporters.prometheus.render import (
     EMPTY,
     Body,
@@ -102,9 +107,10 @@ class PrometheusExporter:
             config.shared_gpu_series,
             dcgm.label_names(config.dcgm_labels.hostname),
             config.namespace,
+            names=settings.naming,  # the receivers' metrics in dcgm-exporter's names
         )
         self._store = SeriesStore()
-        self._exposition = Exposition(EMPTY)
+        self._exposition = Exposition(EMPTY, layout=Layout())
         self._openmetrics_asked: float | None = None  # clock() of the last OpenMetrics scrape
         self._text_asked: float | None = None  # clock() of the last classic text scrape
         self._plain_asked: float | None = None  # clock() when a plain scrape last inflated a body
@@ -234,7 +240,6 @@ class PrometheusExporter:
             telemetry.count(
                 RELABELLED,
                 store.replaced - before,
-                "Series removed at once because their device or process reported other labels",
                 exporter=self._id,
             )
         self._changed = True
@@ -250,9 +255,9 @@ class PrometheusExporter:
             self._store.rotate()  # and the identities that stopped reporting
             self._rotated = now
         telemetry = self._settings.telemetry
-        telemetry.count(EXPIRED, expired, "Series dropped by metric_expiration", exporter=self._id)
+        telemetry.count(EXPIRED, expired, exporter=self._id)
         cut = self._translator.labels.take_truncated()
-        telemetry.count(TRUNCATED, cut, "Label values cut to 1024 characters", exporter=self._id)
+        telemetry.count(TRUNCATED, cut, exporter=self._id)
         telemetry.set_gauge(SERIES, float(self._store.series_count()), exporter=self._id)
         own = self._own_families(now)
         own_text = render_text(own)[0]  # ~100 lines: cheap next to the 10k it may spare
@@ -332,7 +337,6 @@ class PrometheusExporter:
         self._settings.telemetry.count(
             SCRAPES,
             1,
-            "Requests to /metrics, by status code and format negotiated (text, openmetrics)",
             exporter=self._id,
             code=str(status),
             format=format_,

@@ -16,6 +16,13 @@ duplicate label names:
    summaries) is never rendered bare: it gets the `key_` prefix (`le` → `key_le`), as
    reserved `__` names already do (`naming.sanitize_label`: `__name__` → `key__name__`).
 
+A device's series (its attributes have `hw.id`) leave out its static facts
+(`device_info.FACTS`), which its info series carries instead (`info_prefix`: the device's
+identity and facts, nothing a processor added). In `dcgm` naming they also leave out what
+dcgm-exporter's labels do not have: a MIG instance's own `hw.id` (its `UUID` is its GPU's, its
+`GPU_I_ID` tells it apart) and `k8s.node.name` (`Hostname` is the node); the driver version
+stays, as dcgm-exporter's default `DCGM_FI_DRIVER_VERSION` label.
+
 Values are made safe for every parser of the text format (`escape`, `cap`):
 - `\\`, `"` and newline are escaped as the format says (`\\\\`, `\\"`, `\\n`);
 - every other control character (C0 such as CR, VT, FF, NUL, ESC; DEL; C1 such as NEL), the
@@ -39,20 +46,25 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from otelgpu.exporters.prometheus import dcgm
+from otelgpu.exporters.prometheus import dcgm, device_info
 from otelgpu.exporters.prometheus.naming import replace_invalid, sanitize_label
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue
 
 Naming = Literal["otel", "dcgm"]
 AttrItems = tuple[tuple[str, AttrValue], ...]
+LineKey = tuple[str, AttrItems, str]  # a series' family name, point attributes, `drop`
 
 MAX_VALUE_LENGTH = 1024
 _HASH_HEX = 16
 _NAMES_KEPT = 4096  # attribute keys whose label names are remembered (`LabelRenderer._name`)
+# `naming: dcgm` keeps dcgm-exporter's labels on a device's series: its facts but the driver
+# version (its default DCGM_FI_DRIVER_VERSION label) go to the info series, and the node is
+# `Hostname` already (k8s_attributes' `k8s.node.name` would say it twice).
+DCGM_HIDDEN = (device_info.FACTS - {semconv.HW_DRIVER_VERSION}) | {semconv.K8S_NODE_NAME}
 # Label names with a meaning of their own to Prometheus (module doc, rule 5).
 RESERVED_NAMES = frozenset({"le", "quantile"})
 # Characters the text format cannot carry in a label value or a HELP line (module doc).
@@ -104,12 +116,18 @@ class LabelRenderer:
     ) -> None:
         self._naming = naming
         self._dcgm_labels = dcgm.LABELS if dcgm_labels is None else dcgm_labels
+        # The attribute dcgm-exporter calls `err_code` (a receiver's XID code), if any.
+        self._xid_code = next(
+            (k for k, v in self._dcgm_labels.items() if v == dcgm.XID_CODE_LABEL), None
+        )
         self._const = tuple(const_labels.items())
-        self._current: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
-        self._previous: dict[AttrItems, dict[tuple[str, AttrItems, str], str]] = {}
+        self._current: dict[AttrItems, dict[tuple[str, AttrItems | None, str], str]] = {}
+        self._previous: dict[AttrItems, dict[tuple[str, AttrItems | None, str], str]] = {}
         self._truncated = 0
         # (key, mig) → `_name`'s answer: keys are few and each is named for every series
         self._names: dict[tuple[str, bool], tuple[str, bool]] = {}
+        # Attributes of a device left off its series (on its info series, or not at all).
+        self._hidden = device_info.FACTS if naming == "otel" else DCGM_HIDDEN
 
     def take_truncated(self) -> int:
         """Label values cut to `MAX_VALUE_LENGTH` since the last call: once per series, when its
@@ -117,7 +135,7 @@ class LabelRenderer:
         n, self._truncated = self._truncated, 0
         return n
 
-    def lines(self, resource: AttrItems) -> dict[tuple[str, AttrItems, str], str]:
+    def lines(self, resource: AttrItems) -> dict[tuple[str, AttrItems | None, str], str]:
         """The line-prefix cache of one resource: (metric name, attributes, drop) → prefix."""
         cache = self._current.get(resource)
         if cache is None:
@@ -136,6 +154,29 @@ class LabelRenderer:
             prefix = cache[key] = name + self.render(resource, attributes, drop) + " "
         return prefix
 
+    def prefixes(self, resource: AttrItems, keys: Iterable[LineKey]) -> list[str]:
+        """`line_prefix` of each (name, attributes, drop) of one resource, in order."""
+        cache = self.lines(resource)
+        out: list[str] = []
+        for key in keys:
+            prefix = cache.get(key)
+            if prefix is None:
+                name, attributes, drop = key
+                prefix = cache[key] = name + self._build(resource, attributes, drop) + " "
+            out.append(prefix)
+        return out
+
+    def info_prefix(self, name: str, resource: AttrItems) -> str:
+        """`name{labels} ` of a device's info series: its identity labels and static facts
+        (`device_info`), nothing a processor added (cached with the resource's lines)."""
+        cache = self.lines(resource)
+        key = (name, None, "")
+        prefix = cache.get(key)
+        if prefix is None:
+            facts = tuple((k, v) for k, v in resource if k in device_info.ON_INFO)
+            prefix = cache[key] = name + self._build(facts, (), "", info=True) + " "
+        return prefix
+
     def forget(self, resource: AttrItems) -> None:
         """Drops the line-prefix cache of one resource (its lines are kept elsewhere: a
         replay plan holds them; a later `lines` call starts it afresh)."""
@@ -150,14 +191,21 @@ class LabelRenderer:
         """`{a="1",b="2"}` (or "" with no labels) for one series; `drop` is a key to leave out."""
         return self._build(resource, attributes, drop)
 
-    def _build(self, resource: AttrItems, attributes: AttrItems, drop: str) -> str:
+    def _build(
+        self, resource: AttrItems, attributes: AttrItems, drop: str, info: bool = False
+    ) -> str:
         merged: dict[str, AttrValue] = dict(self._const)
         merged.update(resource)
         merged.update(attributes)
         merged.pop(drop, None)
         mig = semconv.HW_PARENT in merged
+        if not info and semconv.HW_ID in merged:  # a device's: its facts are on its info series
+            for key in self._hidden:
+                merged.pop(key, None)
+            if mig and self._naming == "dcgm":  # dcgm-exporter names a MIG instance by
+                merged.pop(semconv.HW_ID, None)  # its GPU's UUID and GPU_I_ID only
         if self._naming == "dcgm":
-            dcgm.derive(merged, mig)  # MIG `device`, XID `err_msg`
+            dcgm.derive(merged, mig, self._xid_code)  # MIG `device`, XID `err_msg`
         groups: dict[str, list[tuple[bool, str, str]]] = {}
         for key, value in merged.items():
             text = label_value(value)

@@ -3,7 +3,8 @@
 Per family: `# HELP name text` (only when the family has a help text; `\\` and newline
 escaped as the format says, other control characters replaced like label values are, see
 `labels.replace_unsafe`), `# TYPE name gauge|counter`, then one line per series. Families
-without series are left out entirely.
+without series are left out entirely. The text is made once, as chunks (`render_chunks`); the
+OpenMetrics body is made of the same chunks under other heads (`openmetrics.py`).
 """
 
 from __future__ import annotations
@@ -72,18 +73,10 @@ EMPTY = Body(b"", gzip_bytes(b""), 0)
 
 
 def render_text(families: Iterable[Family]) -> tuple[str, int]:
-    """The exposition text of `families`, and how many series it holds."""
-    parts: list[str] = []
-    count = 0
-    for family in families:
-        if not family.series:
-            continue
-        if family.help:
-            parts.append(f"# HELP {family.name} {escape_help(family.help)}\n")
-        parts.append(f"# TYPE {family.name} {family.type}\n")
-        parts += chain.from_iterable(family.series.items())  # prefix, value, prefix, ...
-        count += len(family.series)
-    return "".join(parts), count
+    """The exposition text of `families` (`render_chunks` joined), and how many series it
+    holds."""
+    rendered = render_chunks(families)
+    return b"".join(rendered.chunks).decode(), rendered.series
 
 
 class Span(NamedTuple):
@@ -119,17 +112,18 @@ def render_chunks(families: Iterable[Family]) -> Rendered:
     out = Rendered()
     chunks = out.chunks
     for family in families:
-        if not family.series:
+        count = len(family)
+        if not count:
             continue
         help_ = escape_help(family.help) if family.help else ""
         head = len(chunks)
         lead = f"# HELP {family.name} {help_}\n" if help_ else ""
         chunks.append(f"{lead}# TYPE {family.name} {family.type}\n".encode())
-        items = iter(family.series.items())
+        items = iter(family.lines())  # prefix, value, prefix, value, ...
         while part := "".join(chain.from_iterable(islice(items, CHUNK_SERIES))):
             chunks.append(part.encode())
         out.spans.append(Span(family.name, family.type, help_, head, len(chunks)))
-        out.series += len(family.series)
+        out.series += count
     return out
 
 

@@ -2,18 +2,20 @@
 
 A receiver reports the same shape every cycle: the same resource attributes, the same metrics
 in the same order, the same point attributes; only the values move. The first time a resource
-is ingested, `Translator` takes the general path (targets, families, label lines, claims) and
-records what it wrote as a `Plan`: per metric, its descriptor and, per point, the point's
-attributes and the line prefix it went to. When the next batch brings the same resource, the
-plan is replayed: each point's value is formatted and stored under the recorded prefix, with
+is ingested, the general path (`general.py`: targets, label lines, families, claims) writes it
+and records what it wrote as a `Plan`: per metric a step, with its descriptor and, per point,
+the point's attributes and the line it went to. When the next batch brings the same resource,
+the plan is replayed: each point's value is formatted and stored under the recorded line, with
 no lookups, claims or label rendering.
 
 A replay is only taken when it writes exactly what the general path would:
 - the metrics, their names, kinds and units, point counts and point attributes equal the
-  plan's, and
-  every value is a number (anything else: the general path, which drops what it must);
-- the identity still owns every line of the plan (a line another identity wrote since, or one
-  that expired, needs a claim: the general path makes it);
+  plan's, and every value is a number (anything else: the general path, which drops what it
+  must);
+- the identity still owns every line of the plan: the store counts the lines each identity
+  loses (`series.Ledger`, kept by the families themselves), and while the count is the one the
+  plan last saw, nothing was taken; otherwise each line is checked, and a line another identity
+  wrote since, or one that expired, sends the resource to the general path, which claims it;
 - `Settle` (below) runs the store's set replacement when the identity's resources differ from
   the ones it reported last time, so a holder that left a shared GPU still leaves at once.
 
@@ -25,24 +27,51 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
-from otelgpu.exporters.prometheus.dcgm import Convert
-from otelgpu.exporters.prometheus.series import Family, Layout, format_point
-from otelgpu.pdata.model import Attributes, Metric, MetricKind, NumberDataPoint
+from otelgpu.exporters.prometheus.series import Family, SeriesStore
+from otelgpu.exporters.prometheus.targets import Samples, Target, format_sample
+from otelgpu.pdata.model import Attributes, Metric, MetricKind
 
-# One metric of a plan: (form, descriptor, family, attributes, prefixes, scale, convert).
-# The descriptor is (name, unit, kind, monotonic): what chose the family (the description is
-# its HELP, fixed when the family was made, so a new one changes nothing the general path
-# would write either).
-ONE = 0  # one point, its value written as it is: `attributes` and `prefixes` are that point's
-SEVERAL = 1  # any number of points, or scaled/converted values: a tuple of each, point order
-SPLIT = 2  # the family depends on a point attribute (dcgm's split fields): the general path
+# What chose a metric's family: (name, unit, kind, monotonic). The description is its HELP,
+# fixed when the family was made, so a new one changes nothing the general path would write.
 Descriptor = tuple[str, str, MetricKind, bool]
-# (family, attributes, prefixes) by form: ONE (Family, Attributes, str); SEVERAL (Family,
-# tuple[Attributes, ...], tuple[str, ...]); SPLIT (None, (), ()). Typed Any: the form says which.
-Step = tuple[int, Descriptor, Any, Any, Any, float, "Convert | None"]
-Split = Callable[[Metric], int]  # the general path of one split metric: points stored
+
+
+class One(NamedTuple):
+    """A metric of one point whose value is written as it is (the common case): its line, and
+    its family's value and stamp maps (`Family.cells`) to write it in."""
+
+    descriptor: Descriptor
+    family: Family
+    attributes: Attributes
+    line: str
+    values: dict[str, str]
+    stamps: dict[str, int]
+
+
+class Several(NamedTuple):
+    """A metric of any number of points, or whose values `target` scales or converts."""
+
+    descriptor: Descriptor
+    family: Family
+    attributes: tuple[Attributes, ...]
+    lines: tuple[str, ...]
+    target: Target
+    values: dict[str, str]
+    stamps: dict[str, int]
+
+
+class Split(NamedTuple):
+    """A metric whose family depends on a point attribute (dcgm's split fields): the general
+    path writes it on every replay too."""
+
+    descriptor: Descriptor
+
+
+Step = One | Several | Split
+Line = tuple[Family, str]  # a line of a family: the device's info series
+SplitPath = Callable[[Metric], int]  # the general path of one split metric: points stored
 
 
 @dataclass(slots=True)
@@ -51,62 +80,116 @@ class Plan:
 
     identity: int
     steps: tuple[Step, ...]
-    points: int  # how many points its ONE and SEVERAL steps write
+    points: int  # how many points its One and Several steps write
     families: tuple[Family, ...]  # every family the plan writes to (for `Settle`)
-    split: bool  # whether a step is SPLIT (the replay then needs the general path's `Split`)
+    splits: bool  # whether a step is Split (the replay then needs the general path's)
+    info: Line | None  # the device's info series, when the resource is a device
     used: int  # the batch that last wrote it (built or replayed)
-    layout: int  # the store's `Layout.version` when its lines were last known to be its own
+    losses: int  # the identity's loss count when its lines were last known to be its own
 
 
-def step(
-    descriptors: dict[Descriptor, Descriptor],
-    metric: Metric,
-    family: Family | None,
-    points: tuple[NumberDataPoint, ...],
-    prefixes: list[str],
-    scale: float,
-    convert: Convert | None,
-) -> Step:
-    """The step of one metric the general path just wrote: to `family` (None: a split metric),
-    its points under `prefixes`. `descriptors` shares equal descriptors between plans (every
-    GPU's plan has the same ones)."""
-    key = (metric.name, metric.unit, metric.kind, metric.monotonic)
-    descriptor = descriptors.setdefault(key, key)
-    if family is None:
-        return (SPLIT, descriptor, None, (), (), 1.0, None)
-    if len(points) == 1 and scale == 1.0 and convert is None:
-        return (ONE, descriptor, family, points[0].attributes, prefixes[0], 1.0, None)
-    attributes = tuple(p.attributes for p in points)
-    return (SEVERAL, descriptor, family, attributes, tuple(prefixes), scale, convert)
+class Written(NamedTuple):
+    """What the general path wrote for one metric of a resource: its `samples` (None: the
+    device's info series), the family (None: split, unreadable, or a family of another type)
+    and the lines, in sample order."""
+
+    samples: Samples | None
+    family: Family | None
+    lines: list[str]
 
 
-def plan_of(identity: int, steps: tuple[Step, ...], used: int, layout: int) -> Plan:
-    """A plan of the steps the general path just took for one resource."""
-    families = {id(s[2]): s[2] for s in steps if s[2] is not None}
-    points = sum(1 if s[0] == ONE else len(s[4]) for s in steps if s[0] != SPLIT)
-    split = any(s[0] == SPLIT for s in steps)
-    return Plan(identity, steps, points, tuple(families.values()), split, used, layout)
+class Recorder:
+    """Records what the general path wrote for one resource (`record`), and makes it a Plan
+    (`plan`), sharing equal descriptors between plans (every GPU's plan has the same ones)."""
+
+    __slots__ = ("_descriptors", "info", "steps")
+
+    def __init__(self, descriptors: dict[Descriptor, Descriptor]) -> None:
+        self._descriptors = descriptors
+        self.steps: list[Step] = []
+        self.info: Line | None = None
+
+    def record(self, written: list[Written]) -> bool:
+        """Records the resource's writes; False when a point was not stored (no plan then)."""
+        for samples, family, lines in written:
+            if samples is None:
+                if family is not None:
+                    self.info = (family, lines[0])
+                continue
+            metric, target = samples.metric, samples.target
+            if not samples.complete:
+                return False
+            descriptor = self._descriptor(metric)
+            if target is None:
+                self.steps.append(Split(descriptor))
+                continue
+            if family is None:
+                return False
+            points = metric.points
+            values, stamps = family.cells
+            if len(points) == 1 and target.plain:
+                attributes = points[0].attributes
+                self.steps.append(One(descriptor, family, attributes, lines[0], values, stamps))
+            else:
+                several = tuple(p.attributes for p in points)
+                lines_ = tuple(lines)
+                self.steps.append(
+                    Several(descriptor, family, several, lines_, target, values, stamps)
+                )
+        return True
+
+    def plan(self, identity: int, used: int, losses: int) -> Plan:
+        """The plan of what was recorded."""
+        steps = tuple(self.steps)
+        families = {id(s.family): s.family for s in steps if not isinstance(s, Split)}
+        if self.info is not None:
+            families[id(self.info[0])] = self.info[0]
+        points = sum(
+            1 if isinstance(s, One) else len(s.lines) for s in steps if not isinstance(s, Split)
+        )
+        splits = any(isinstance(s, Split) for s in steps)
+        return Plan(
+            identity, steps, points, tuple(families.values()), splits, self.info, used, losses
+        )
+
+    def _descriptor(self, metric: Metric) -> Descriptor:
+        key = (metric.name, metric.unit, metric.kind, metric.monotonic)
+        return self._descriptors.setdefault(key, key)
 
 
 def replay(
-    plan: Plan, metrics: tuple[Metric, ...], batch: int, layout: Layout, split: Split | None
+    plan: Plan,
+    metrics: tuple[Metric, ...],
+    store: SeriesStore,
+    settle: Settle,
+    split_path: SplitPath | None,
 ) -> tuple[int, int] | None:
-    """Writes `metrics` along `plan`; (points stored, points), or None when the batch's shape
-    or data differ from the plan's (the caller then takes the general path, which rewrites all
-    of it: whatever this call wrote before it stopped is written again)."""
+    """Writes `metrics` along `plan` and tells `settle`; (points stored, points), or None
+    when the batch's shape or data differ from the plan's (the caller then takes the general
+    path, which rewrites all of it: whatever this call wrote before it stopped is written
+    again). It writes values in the lines' families' maps (`Family.cells`) only while the plan
+    is current (the identity lost no line since it last checked): no line is added, no owner
+    changes."""
     steps = plan.steps
     if len(metrics) != len(steps):
         return None
-    identity = plan.identity
-    # Ownership changed somewhere since this plan last checked: check each of its lines.
-    check = plan.layout != layout.version
+    identity, batch = plan.identity, store.batch
+    losses = store.ledger.losses.get(identity, 0)
+    if plan.losses != losses:  # it lost a line somewhere since: check each of its lines
+        if not _owned(plan):
+            return None  # taken over or expired since: the general path claims it back
+        plan.losses = losses
     stored = total = plan.points
-    for metric, (form, descriptor, family, attrs, prefixes, scale, convert) in zip(
-        metrics, steps, strict=True
-    ):
-        if (metric.name, metric.unit, metric.kind, metric.monotonic) != descriptor:
-            return None
-        if form == ONE:  # the common case, inlined: no loop, no call
+    if plan.info is not None:
+        values, stamps = plan.info[0].cells
+        line = plan.info[1]
+        values[line] = "1\n"
+        stamps[line] = batch
+    for metric, step in zip(metrics, steps, strict=True):
+        if type(step) is One:  # the common case, inlined: no loop, no call
+            descriptor, _, attrs, line, values, stamps = step
+            if (metric.name, metric.unit, metric.kind, metric.monotonic) != descriptor:
+                return None
             points = metric.points
             if len(points) != 1:
                 return None
@@ -114,78 +197,80 @@ def replay(
             attributes = point.attributes
             if attributes is not attrs and attributes != attrs:
                 return None
-            if check and family.owners.get(prefixes) != identity:
-                return None  # taken over or expired since: the general path claims it back
             # `format_value`'s common cases inlined: an int, a finite float (repr is its text)
             value = point.value
             kind = value.__class__
             if kind is int or (kind is float and value - value == 0.0):
-                family.series[prefixes] = repr(value) + "\n"
-            elif not _write(family, prefixes, value, attributes, 1.0, None):
+                values[line] = repr(value) + "\n"
+            elif (text := _text(value, attributes, _AS_IS)) is not None:
+                values[line] = text
+            else:
                 return None
-            family.stamps[prefixes] = batch
-        elif form == SEVERAL:
-            if not _several(
-                identity, check, family, attrs, prefixes, scale, convert, metric, batch
-            ):
+            stamps[line] = batch
+        elif (metric.name, metric.unit, metric.kind, metric.monotonic) != step.descriptor:
+            return None
+        elif type(step) is Several:
+            if not _several(step, metric, batch):
                 return None
-        elif split is not None:
+        elif split_path is not None:  # dcgm's split fields: the general path, every time
             total += len(metric.points)
-            stored += split(metric)
+            stored += split_path(metric)
         else:
-            return None  # a SPLIT step without the general path to hand it to
-    plan.layout = layout.version
+            return None  # a Split step without the general path to hand it to
+    settle.reported(identity, plan, plan.used)
+    plan.used = batch
     return stored, total
 
 
-def _several(
-    identity: int,
-    check: bool,
-    family: Family,
-    attrs: tuple[Attributes, ...],
-    prefixes: tuple[str, ...],
-    scale: float,
-    convert: Convert | None,
-    metric: Metric,
-    batch: int,
-) -> bool:
-    """A SEVERAL step; False where the general path must take over."""
-    points = metric.points
-    if len(points) != len(prefixes):
+def _owned(plan: Plan) -> bool:
+    """Whether the plan's identity still owns every line of it."""
+    identity = plan.identity
+    if plan.info is not None and not plan.info[0].owns(identity, plan.info[1]):
         return False
-    owners, stamps, series = family.owners, family.stamps, family.series
-    plain = scale == 1.0 and convert is None
-    for point, expected, prefix in zip(points, attrs, prefixes, strict=True):
+    for step in plan.steps:
+        if isinstance(step, One):
+            if not step.family.owns(identity, step.line):
+                return False
+        elif isinstance(step, Several):
+            family = step.family
+            if not all(family.owns(identity, line) for line in step.lines):
+                return False
+    return True
+
+
+def _several(step: Several, metric: Metric, batch: int) -> bool:
+    """A Several step; False where the general path must take over."""
+    _, _, attrs, lines, target, values, stamps = step
+    points = metric.points
+    if len(points) != len(lines):
+        return False
+    plain = target.plain
+    for point, expected, line in zip(points, attrs, lines, strict=True):
         attributes = point.attributes
         if attributes is not expected and attributes != expected:
-            return False
-        if check and owners.get(prefix) != identity:
             return False
         value = point.value
         kind = value.__class__
         if plain and (kind is int or (kind is float and value - value == 0.0)):
-            series[prefix] = repr(value) + "\n"
-        elif not _write(family, prefix, value, attributes, scale, convert):
+            values[line] = repr(value) + "\n"
+        elif (text := _text(value, attributes, target)) is not None:
+            values[line] = text
+        else:
             return False
-        stamps[prefix] = batch
+        stamps[line] = batch
     return True
 
 
-def _write(
-    family: Family,
-    prefix: str,
-    value: float,
-    attributes: Attributes,
-    scale: float,
-    convert: Convert | None,
-) -> bool:
-    """One value, formatted as the general path does; False when it is not a number (the
-    general path then drops the metric)."""
+def _text(value: float, attributes: Attributes, target: Target) -> str | None:
+    """One value's line text, as the general path writes it; None when it is not a number
+    (the general path then drops it)."""
     try:
-        family.series[prefix] = format_point(value, attributes, scale, convert) + "\n"
+        return format_sample(value, attributes, target) + "\n"
     except (TypeError, ValueError, OverflowError):
-        return False
-    return True
+        return None
+
+
+_AS_IS = Target("", "", "")
 
 
 class Settle:
@@ -215,16 +300,15 @@ class Settle:
         else:
             self._replayed.append((plan, before))
 
-    def finish(self, batch: int, touched: dict[str, Family]) -> None:
-        """Marks what needs settling (in the families and in the store's `touched`, the
-        families its commit settles); remembers this batch's identities for the next one."""
+    def finish(self, batch: int) -> None:
+        """Marks what needs settling in the families (the store's commit settles them);
+        remembers this batch's identities for the next one."""
         counts, last = self._counts, self._last
         for plan, before in self._replayed:
             identity = plan.identity
             if identity in self._general or last.get(identity) != (before, counts[identity]):
                 for family in plan.families:
-                    family.touched[identity] = None
-                    touched[family.name] = family
+                    family.touch(identity)
         for identity, count in counts.items():
             last[identity] = (batch, count)
         self._replayed.clear()

@@ -5,11 +5,9 @@ the same name and labels are one series (the later value wins): the body never h
 duplicate series, whatever attribute collisions the translation had to resolve. Values are
 stored already formatted (`value\n`), so a family's body is one flat join of its prefixes and
 values. When a series was last updated is not stored per series: each series keeps the number
-of the batch that last wrote it, and the store the time of each batch.
-
-Every change to which identity owns which line (a claim, a line removed, a family dropped)
-counts one more in the store's `Layout`: a replayed write (`replay.py`) trusts a plan's
-ownership only while that count is the one it last checked it at.
+of the batch that last wrote it, and the store the time of each batch. Series live in dicts of
+str to str or int, which the cyclic garbage collector does not track: a 10k-series store keeps
+a few tracked objects per identity, not per series.
 
 Each series also belongs to the identity of the resource that wrote it (`ResourceMetrics.identity`:
 a GPU, a process). An identity's series in a family are replaced as a set on every batch that
@@ -17,68 +15,136 @@ reports it: a line it wrote last time and not this time (the GPU's pod changed, 
 shared GPU) leaves the body at once. An identity reported with no metrics at all (see
 `ResourceMetrics`) keeps only the lines the same batch wrote for it, in every family. Expiry only
 removes identities that stopped reporting without saying so.
+
+A `Family`'s lines are added, claimed and removed only by its own methods, and each of them
+that takes a line from an identity (another identity claims it, set replacement or expiry
+removes it) counts a loss for that identity in the store's `Ledger`. A replay plan
+(`replay.py`) writes new values of the lines its identity owned when the plan last checked,
+straight into the family's value and stamp maps (`Family.cells`: a value changes no owner); it
+trusts those lines while the identity's loss count is unchanged. No writer has to remember to
+tell the plans: the family does.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
-
-from otelgpu.pdata.model import Attributes
+from collections.abc import Hashable, ItemsView, Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 
-class Layout:
-    """How many times line ownership changed in a store (see the module doc)."""
+class Ledger:
+    """What the families of one store share: how many lines each identity has lost (to a claim,
+    set replacement or expiry), and the families the batch being ingested touched (its commit
+    settles them)."""
 
-    __slots__ = ("version",)
+    __slots__ = ("losses", "touched")
 
     def __init__(self) -> None:
-        self.version = 0
+        self.losses: dict[int, int] = {}
+        self.touched: dict[str, Family] = {}
+
+    def lost(self, identity: int) -> None:
+        """`identity` no longer owns a line it owned."""
+        self.losses[identity] = self.losses.get(identity, 0) + 1
 
 
-@dataclass(slots=True)
+class Cells(NamedTuple):
+    """A family's line prefix → value text and line prefix → last batch maps."""
+
+    values: dict[str, str]
+    stamps: dict[str, int]
+
+
 class Family:
-    """One metric family: name, Prometheus type, help text, and its series."""
+    """One metric family: name, Prometheus type, help text, and its series.
 
-    name: str
-    type: str  # "gauge" | "counter"
-    help: str
-    # line prefix `name{labels} ` → `value\n`
-    series: dict[str, str] = field(default_factory=dict)
-    # Identities are numbered by the store (`SeriesStore.key`), so the bookkeeping below hashes
-    # and compares small ints, whatever shape a receiver's identity has.
-    # line prefix → the identity that last wrote it, and the batch that last wrote it
-    owners: dict[str, int] = field(default_factory=dict)
-    stamps: dict[str, int] = field(default_factory=dict)
-    # identity → the prefixes it wrote; the identities the batch being ingested reported
-    groups: dict[int, list[str]] = field(default_factory=dict)
-    touched: dict[int, None] = field(default_factory=dict)
-    layout: Layout = field(default_factory=Layout)  # the store's (shared by its families)
+    Identities are numbered by the store (`SeriesStore.key`), so the bookkeeping hashes and
+    compares small ints, whatever shape a receiver's identity has."""
 
-    def write(self, key: int, prefix: str, value: str, batch: int) -> None:
-        """Stores one series' latest value on behalf of identity `key`, in batch `batch`."""
-        self.series[prefix] = value
-        self.stamps[prefix] = batch
-        if self.owners.get(prefix) != key:
-            self.claim(key, prefix)
+    __slots__ = (
+        "_groups",
+        "_ledger",
+        "_owners",
+        "_stamps",
+        "_touched",
+        "_values",
+        "cells",
+        "help",
+        "name",
+        "type",
+    )
 
-    def claim(self, key: int, prefix: str) -> None:
-        """Makes `prefix` one of identity `key`'s lines (it wrote it for the first time)."""
-        self.layout.version += 1
-        self.owners[prefix] = key
-        group = self.groups.get(key)
-        if group is None:
-            self.groups[key] = [prefix]
-        else:
-            group.append(prefix)
+    def __init__(self, name: str, type_: str, help_: str, ledger: Ledger | None = None) -> None:
+        self.name = name
+        self.type = type_  # "gauge" | "counter"
+        self.help = help_
+        self._ledger = ledger if ledger is not None else Ledger()
+        self._values: dict[str, str] = {}  # line prefix `name{labels} ` → `value\n`
+        self._owners: dict[str, int] = {}  # line prefix → the identity that last wrote it
+        self._stamps: dict[str, int] = {}  # line prefix → the batch that last wrote it
+        self._groups: dict[int, list[str]] = {}  # identity → the prefixes it claimed
+        self._touched: dict[int, None] = {}  # identities the batch being ingested reported
+        # The value and stamp maps, for replay plans (`replay.py`): a plan writes the values
+        # of lines its identity owns while the store's ledger says it lost none since it
+        # checked; a line is only ever added, claimed or removed by the methods below.
+        self.cells = Cells(self._values, self._stamps)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def lines(self) -> ItemsView[str, str]:
+        """(prefix, value text) of every series, in the order they were first written."""
+        return self._values.items()
+
+    @property
+    def series(self) -> Mapping[str, str]:
+        """Line prefix → value text of every series, read-only."""
+        return MappingProxyType(self._values)
+
+    def owner(self, prefix: str) -> int | None:
+        """The identity a line belongs to (None: no such line)."""
+        return self._owners.get(prefix)
+
+    def owns(self, identity: int, prefix: str) -> bool:
+        """Whether the line `prefix` exists and belongs to `identity`."""
+        return self._owners.get(prefix) == identity
+
+    def stamp(self, prefix: str) -> int | None:
+        """The batch that last wrote a line (None: no such line)."""
+        return self._stamps.get(prefix)
+
+    def holds(self, identity: int) -> bool:
+        """Whether `identity` has claimed lines here (some may have been taken since)."""
+        return identity in self._groups
+
+    def owned(self) -> dict[int, list[str]]:
+        """The lines each identity owns, sorted."""
+        out: dict[int, list[str]] = {}
+        for prefix, identity in self._owners.items():
+            out.setdefault(identity, []).append(prefix)
+        return {identity: sorted(lines) for identity, lines in out.items()}
+
+    def write(self, identity: int, prefix: str, value: str, batch: int) -> None:
+        """Stores one series' latest value on behalf of `identity`, in batch `batch`: the line
+        becomes the identity's if it was not (and the identity's set is replaced at commit)."""
+        self._values[prefix] = value
+        self._stamps[prefix] = batch
+        if self._owners.get(prefix) != identity:
+            self._claim(identity, prefix)
+        if identity not in self._touched:
+            self.touch(identity)
+
+    def touch(self, identity: int) -> None:
+        """`identity` reported in this batch: at commit it keeps only the lines it wrote."""
+        self._touched[identity] = None
+        self._ledger.touched[self.name] = self
 
     def settle(self, batch: int) -> int:
         """Removes the lines each identity reported in `batch` wrote before and not now; how
         many lines left."""
         removed = 0
-        series, owners, stamps, groups = self.series, self.owners, self.stamps, self.groups
-        for key in self.touched:
+        values, owners, stamps, groups = self._values, self._owners, self._stamps, self._groups
+        for key in self._touched:
             prefixes = groups.get(key, ())
             for prefix in prefixes:
                 if stamps.get(prefix) != batch:
@@ -92,13 +158,42 @@ class Family:
                 if stamps.get(prefix) == batch:
                     keep.append(prefix)
                 else:
-                    del series[prefix], owners[prefix], stamps[prefix]
+                    del values[prefix], owners[prefix], stamps[prefix]
                     removed += 1
+            if len(keep) != len(prefixes):
+                self._ledger.lost(key)
             groups[key] = keep
-        self.touched.clear()
-        if removed:
-            self.layout.version += 1
+        self._touched.clear()
         return removed
+
+    def expire(self, old: set[int]) -> int:
+        """Removes the lines last written in one of the `old` batches; how many."""
+        values, owners, stamps = self._values, self._owners, self._stamps
+        stale = [prefix for prefix, batch in stamps.items() if batch in old]
+        for prefix in stale:
+            del values[prefix], stamps[prefix]
+            owner = owners.pop(prefix, None)
+            if owner is not None:
+                self._ledger.lost(owner)
+        if stale:
+            self._groups = {
+                identity: kept
+                for identity, prefixes in self._groups.items()
+                if (kept := [p for p in prefixes if owners.get(p) == identity])
+            }
+        return len(stale)
+
+    def _claim(self, identity: int, prefix: str) -> None:
+        """Makes `prefix` one of `identity`'s lines (taken from its owner, if it had one)."""
+        previous = self._owners.get(prefix)
+        if previous is not None:
+            self._ledger.lost(previous)
+        self._owners[prefix] = identity
+        group = self._groups.get(identity)
+        if group is None:
+            self._groups[identity] = [prefix]
+        else:
+            group.append(prefix)
 
 
 class SeriesStore:
@@ -106,7 +201,7 @@ class SeriesStore:
 
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
-        self.touched_families: dict[str, Family] = {}  # the families the batch wrote to
+        self.ledger = Ledger()
         self._keys: dict[Hashable, int] = {}
         self._retired: dict[Hashable, int] = {}
         self._next_key = 0
@@ -115,7 +210,6 @@ class SeriesStore:
         # no series can still be stamped with them)
         self.times: dict[int, float] = {}
         self.replaced = 0  # lines removed because their identity reported other lines
-        self.layout = Layout()
         self._emptied: list[int] = []  # identities the batch said have no series now
 
     def key(self, identity: Hashable) -> int:
@@ -128,10 +222,17 @@ class SeriesStore:
             self._keys[identity] = key
         return key
 
+    def losses(self, key: int) -> int:
+        """How many lines identity `key` has lost so far (see the module doc)."""
+        return self.ledger.losses.get(key, 0)
+
     def rotate(self) -> None:
         """Starts a new generation of identity numbers; an identity unseen for a whole
         generation is forgotten (its series have expired by then), so churn does not grow
         the table. Numbers are never reused."""
+        losses = self.ledger.losses
+        for key in self._retired.values():
+            losses.pop(key, None)
         self._retired, self._keys = self._keys, {}
 
     def family(self, name: str, type_: str, help_: str) -> Family | None:
@@ -139,10 +240,10 @@ class SeriesStore:
         (two OTel metrics that translate to one name: the first one keeps it)."""
         found = self.families.get(name)
         if found is None:
-            found = self.families[name] = Family(name, type_, help_, layout=self.layout)
+            found = self.families[name] = Family(name, type_, help_, self.ledger)
+            self.ledger.touched[name] = found  # dropped at commit if nothing is written to it
         elif found.type != type_:
             return None
-        self.touched_families[name] = found
         return found
 
     def begin(self, now: float) -> None:
@@ -157,19 +258,17 @@ class SeriesStore:
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
         if self._emptied:
-            for name, family in self.families.items():
+            for family in self.families.values():
                 for key in self._emptied:
-                    if key in family.groups:
-                        family.touched[key] = None
-                        self.touched_families[name] = family
+                    if family.holds(key):
+                        family.touch(key)
             self._emptied.clear()
-        for name, family in self.touched_families.items():
-            if family.touched:
-                self.replaced += family.settle(self.batch)
-            if not family.series and self.families.get(name) is family:
+        touched = self.ledger.touched
+        for name, family in touched.items():
+            self.replaced += family.settle(self.batch)
+            if not family and self.families.get(name) is family:
                 del self.families[name]
-                self.layout.version += 1
-        self.touched_families.clear()
+        touched.clear()
         self.batch += 1
 
     def expire(self, now: float, max_age: float) -> int:
@@ -179,54 +278,14 @@ class SeriesStore:
         dropped = 0
         for name in list(self.families):
             family = self.families[name]
-            series, owners, stamps = family.series, family.owners, family.stamps
-            stale = [key for key, batch in stamps.items() if batch in old] if old else []
-            for key in stale:
-                del series[key], stamps[key]
-                owners.pop(key, None)
-            if stale:
-                dropped += len(stale)
-                family.groups = {
-                    identity: kept
-                    for identity, prefixes in family.groups.items()
-                    if (kept := [p for p in prefixes if owners.get(p) == identity])
-                }
-            if not series:
+            if old:
+                dropped += family.expire(old)
+            if not family:
                 del self.families[name]
         for batch in old:  # no series is stamped with it any more
             del self.times[batch]
-        if dropped:
-            self.layout.version += 1
         return dropped
 
     def series_count(self) -> int:
         """How many series the next body will hold (self-telemetry aside)."""
-        return sum(len(f.series) for f in self.families.values())
-
-
-def format_point(
-    value: float,
-    attributes: Attributes,
-    scale: float = 1.0,
-    convert: Callable[[float, Attributes], float] | None = None,
-) -> str:
-    """A point's sample text: its value times `scale`, then `convert`ed (dcgm naming's integer
-    fields, the XID code), as `format_value` spells it. Raises TypeError, ValueError or
-    OverflowError when the value is not a number."""
-    if scale != 1.0:
-        value = value * scale
-    if convert is not None:
-        value = convert(value, attributes)
-    return format_value(value)
-
-
-def format_value(value: float) -> str:
-    """A sample value as the text format writes it (Go's spelling of NaN and infinities)."""
-    if type(value) is int:
-        return str(value)
-    number = float(value)
-    if math.isfinite(number):
-        return repr(number)
-    if math.isnan(number):
-        return "NaN"
-    return "+Inf" if number > 0 else "-Inf"
+        return sum(len(f) for f in self.families.values())

@@ -52,8 +52,6 @@ class Audit:
             self._telemetry.count(
                 REFUSED,
                 n,
-                "Included keys not exported: secret-like or unsafe keys, credential-like values, "
-                "values of glob-matched keys that are not plainly safe",
                 processor=self._processor,
                 section=section,
                 reason=reason,
@@ -63,22 +61,17 @@ class Audit:
 
     def truncated(self, n: int) -> None:
         """Values cut to `max_value_length`."""
-        self._telemetry.count(
-            TRUNCATED, n, "Values cut to max_value_length", processor=self._processor
-        )
+        self._telemetry.count(TRUNCATED, n, processor=self._processor)
 
     def dropped(self, n: int) -> None:
         """Attributes left out of a resource because of `max_attributes`."""
-        self._telemetry.count(
-            DROPPED, n, "Attributes left out by max_attributes", processor=self._processor
-        )
+        self._telemetry.count(DROPPED, n, processor=self._processor)
 
     def invalid(self, runtime: str, reason: str) -> None:
         """A runtime record that could not be read completely (e.g. a malformed OCI spec)."""
         self._telemetry.count(
             INVALID,
             1,
-            "Runtime records that could not be fully decoded",
             processor=self._processor,
             runtime=runtime,
             reason=reason,

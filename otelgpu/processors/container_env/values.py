@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import json
 import math
 import re
@@ -202,8 +201,11 @@ def _readings(value: str) -> Iterator[str]:
     yield value
     if "%" in value and (decoded := unquote(value)) != value:
         yield decoded
-    if "&" in value and (decoded := html.unescape(value)) != value:
-        yield decoded
+    if "&" in value:
+        import html  # on first use: its entity table is 0.3 MiB, and few values have a "&"
+
+        if (decoded := html.unescape(value)) != value:
+            yield decoded
     if "\\" in value and (decoded := _ESCAPE.sub(_unescape, value)) != value:
         yield decoded
     for run in _BASE64_RUN.findall(value):

@@ -43,7 +43,6 @@ class FilterProcessor(Stateless):
         self._settings.telemetry.count(
             "otelgpu_processor_filtered_points_total",
             dropped,
-            "Points a filter processor dropped on purpose",
             processor=str(self._settings.id),
         )
         return tuple(out)

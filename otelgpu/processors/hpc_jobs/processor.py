@@ -76,7 +76,6 @@ class HpcJobsProcessor:
             self._settings.telemetry.count(
                 ERRORS,
                 n,
-                "Problems reading the HPC job-mapping folder",
                 processor=self._id,
                 reason=reason,
             )

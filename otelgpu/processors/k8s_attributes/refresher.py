@@ -106,9 +106,7 @@ class SnapshotRefresher:
         self.attempts += 1
         self._last_try = self._clock.monotonic()
         telemetry = self._settings.telemetry
-        telemetry.count(
-            REFRESHES, 1, "Pod-resources refreshes", processor=self._id, trigger=trigger
-        )
+        telemetry.count(REFRESHES, 1, processor=self._id, trigger=trigger)
         try:
             # The client bounds each request; this bounds a client that would not.
             async with asyncio.timeout(self.attempt_timeout):
@@ -141,7 +139,7 @@ class SnapshotRefresher:
             code, reason = "INTERNAL", f"{type(exc).__name__}: {exc}"
         self._failures += 1
         telemetry = self._settings.telemetry
-        telemetry.count(ERRORS, 1, "Failed pod-resources refreshes", processor=self._id, code=code)
+        telemetry.count(ERRORS, 1, processor=self._id, code=code)
         telemetry.source_failed(SOURCE, reason)
         return self._clock.monotonic() + self.backoff(self._failures)
 

@@ -98,7 +98,6 @@ class KubeletStatsReceiver:
         self._settings.telemetry.count(
             "otelgpu_kubelet_skipped_entries_total",
             reading.skipped,
-            "Summary entries (pods, containers, volumes) without a name, skipped",
             receiver=str(self._settings.id),
         )
         self._settings.telemetry.source_ok(SOURCE)
@@ -111,7 +110,6 @@ class KubeletStatsReceiver:
         self._settings.telemetry.count(
             "otelgpu_kubelet_errors_total",
             1,
-            "Failed kubelet summary requests, by reason",
             receiver=str(self._settings.id),
             reason=exc.reason,
         )

@@ -44,13 +44,17 @@ _LISTED = 4
 
 
 class Collector:
-    """Reads devices through a `Plan` and turns the readings into a batch."""
+    """Reads devices through a `Plan` and turns the readings into a batch.
+
+    `emitted`: the metrics to emit, when the plan reads more (the inputs of `hw.status`'s
+    rules whose own metrics are off: read for the health summary, then dropped)."""
 
     def __init__(
         self,
         *,
         client: NvmlClient,
         plan: Plan,
+        emitted: frozenset[str] | None = None,
         resolver: ContainerResolver | None,
         telemetry: SelfTelemetry,
         receiver: str,
@@ -68,6 +72,7 @@ class Collector:
         self._reads = {r.field_id: r for r in plan.fields}
         self._xid_attributes: dict[int, Attributes] = {}
         self._summary = HealthSummary()
+        self._hidden = () if emitted is None else tuple(plan.enabled - emitted)
 
     def collect(self, devices: list[Device], cycle: Cycle) -> Batch:
         """One ResourceMetrics per device (plus one per GPU process); never raises."""
@@ -95,6 +100,8 @@ class Collector:
                 if len(device.unsupported) != known:
                     refused.append(device)
             self._health(device, cycle, points)
+            for name in self._hidden:
+                points.pop(name, None)
             if points:
                 out.append(
                     ResourceMetrics(

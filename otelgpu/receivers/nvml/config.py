@@ -16,7 +16,7 @@ from otelgpu.config.types import (
     StrictModel,
     check_metric_names,
 )
-from otelgpu.receivers.nvml.metrics import CATALOG
+from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
 SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
@@ -40,6 +40,14 @@ class Backend(Enum):
     AUTO = "auto"
     NVML = "nvml"
     SIMULATED = "simulated"
+
+
+class MetricSet(Enum):
+    """Which catalog metrics are on before the per-metric `metrics` switches: `default` (the
+    lean set, each metric's `enabled` in the catalog) or `all` (every metric)."""
+
+    DEFAULT = "default"
+    ALL = "all"
 
 
 class SimulatedMig(StrictModel):
@@ -128,7 +136,9 @@ class NvmlReceiverConfig(StrictModel):
 
     collection_interval: how often GPUs are read (10s).
     devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read.
-    metrics: `{NAME: {enabled: bool}}` overrides of the catalog's defaults (docs/metrics.md).
+    metric_set: `default` (the lean set: dcgm-exporter's default counters, health, per-holder
+    usage) or `all` (every catalog metric); `metrics` switches override it per metric.
+    metrics: `{NAME: {enabled: bool}}` overrides of the metric set (docs/metrics.md).
     processes: also emit per-process GPU memory, each process mapped to its container (false).
     host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
     backend: `auto` (nvml where the library is present; simulated only where it is absent and a
@@ -138,6 +148,7 @@ class NvmlReceiverConfig(StrictModel):
 
     collection_interval: PositiveDuration = 10.0
     devices: Literal["all"] | list[int | str] = "all"
+    metric_set: MetricSet = MetricSet.DEFAULT
     metrics: dict[str, MetricToggle] = Field(default_factory=dict)
     processes: bool = False
     host_proc: str = "/proc"
@@ -151,12 +162,23 @@ class NvmlReceiverConfig(StrictModel):
         return value
 
     def enabled_metrics(self) -> frozenset[str]:
-        """The catalog names to collect: defaults, then the `metrics` overrides."""
+        """The catalog names to emit: the metric set, then the `metrics` overrides."""
+        everything = self.metric_set is MetricSet.ALL
         return frozenset(
             spec.name
             for spec in CATALOG
-            if (self.metrics[spec.name].enabled if spec.name in self.metrics else spec.enabled)
+            if (
+                self.metrics[spec.name].enabled
+                if spec.name in self.metrics
+                else everything or spec.enabled
+            )
         )
+
+    def read_metrics(self) -> frozenset[str]:
+        """The catalog names to read: those emitted, and the inputs of `hw.status`'s rules
+        while it is on (read for it, not emitted)."""
+        enabled = self.enabled_metrics()
+        return enabled | HEALTH_INPUTS if "hw.status" in enabled else enabled
 
     def use_simulated(self, nvml_present: Callable[[], bool]) -> bool:
         """Whether the simulated backend serves this receiver (`nvml_present` is asked only

@@ -8,7 +8,15 @@ from __future__ import annotations
 import sys
 
 from otelgpu.pdata import semconv
-from otelgpu.receivers.nvml.metrics import CATALOG, MetricSpec, dcgm_names
+from otelgpu.receivers.nvml.metrics import (
+    CATALOG,
+    ON_DCGM,
+    ON_HEALTH,
+    ON_HOLDERS,
+    MetricSpec,
+    dcgm_names,
+    default_reason,
+)
 
 _HEADER = """\
 # GPU metrics
@@ -17,15 +25,40 @@ Every metric the `nvml` receiver can emit. This file is generated from the catal
 `otelgpu/receivers/nvml/metrics.py` (`python -m otelgpu.receivers.nvml.docs > docs/metrics.md`);
 a test fails when they disagree.
 
-Switch a metric on or off in the pipeline file:
+## On by default
+
+The default set is lean: no larger than dcgm-exporter's default counters
+(`etc/default-counters.csv`) on the same GPU, plus what only this agent gives. The Default
+column says why a metric is on:
+
+- `yes (dcgm)`: it carries one of dcgm-exporter's default counters (utilization, framebuffer memory,
+  clocks, temperatures, power and energy, PCIe replays and throughput, NVLink traffic, XIDs,
+  remapped rows, vGPU licence, graphics / tensor / DRAM activity);
+- `yes (health)`: the agent's view of the GPU (`nvidia.gpu.up`, `hw.status`);
+- `yes (holders)`: per-holder usage, emitted only with `processes: true` (and the allocation
+  series `k8s_attributes` adds, below).
+
+Everything else is opt-in: detail dcgm-exporter also leaves out by default (a series per NVLink,
+per clock-event reason, per violation policy, per PCIe link limit; ECC and retired-page counts;
+the other GPM pipes), and what the defaults already give in another form (memory limit and
+utilization are usage + free + reserved; the power limit). `hw.status` still reads the inputs
+of its rules (clock events, PCIe link, NVLink state, pending repairs, XIDs) while their own
+metrics are off; they are emitted only when switched on. `python bench/fleet_cost.py` counts
+the series and bytes per node against dcgm-exporter's defaults.
+
+Switch one metric on or off, or everything on at once (`metric_set: all`; the per-metric
+switches still win over it):
 
 ```yaml
 receivers:
   nvml:
+    metric_set: default          # or `all`: every metric in the table
     metrics:
-      nvidia.gpu.power.limit: {enabled: true}
+      nvidia.gpu.clock.event.active: {enabled: true}
       nvidia.gpu.pcie.tx.throughput: {enabled: false}
 ```
+
+## Metrics
 
 Sources: `field:` values are read in one batched `nvmlDeviceGetFieldValues` call per GPU per
 cycle; `call:` needs a dedicated NVML call; `gpm:` comes from GPU performance monitoring
@@ -41,9 +74,10 @@ interval GPM can compute more than 100 % (an H100 gave DRAM bandwidth over 100 %
 samples ~7 ms apart), which is a sampling artefact, not a reading.
 
 Cost per cycle, measured on an H100 (driver 580.159.04, `python bench/p6_nvml.py`, which
-prints it per call on any board): the default metrics take ~7 ms per GPU, of which the batched
-field read is ~4 ms (`NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION` alone 3.3 ms) and every other call
-under 0.05 ms. `nvmlDeviceGetPcieThroughput` sleeps through a 20 ms sample per direction, so
+prints it per call on any board), with the clock-event, NVLink, ECC and PCIe-link metrics on
+as well as the default ones: ~7 ms per GPU, of which the batched field read is ~4 ms
+(`NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION` alone 3.3 ms) and every other call under 0.05 ms.
+`nvmlDeviceGetPcieThroughput` sleeps through a 20 ms sample per direction, so
 `nvidia.gpu.pcie.{tx,rx}.throughput` come from GPM where the GPU has it and add ~41 ms per GPU
 per cycle only before Hopper.
 
@@ -123,14 +157,18 @@ Where we deliberately differ:
 
 ## Metrics added by processors
 
-| Name | Unit | Type | Added by | Description |
-|---|---|---|---|---|
-| `{semconv.GPU_ALLOCATION}` | `1` | gauge | `k8s_attributes` | {_ALLOCATION} |
+| Name | Unit | Type | Added by | Default | Description |
+|---|---|---|---|---|---|
+| `{semconv.GPU_ALLOCATION}` | `1` | gauge | `k8s_attributes` | yes (holders) | {_ALLOCATION} |
 
 A device held by one container carries that container's labels itself. A device shared by
 several carries none of theirs, only `{semconv.GPU_SHARED}=true` and `{semconv.GPU_HOLDERS}`; a
 MIG-enabled GPU carries none of its instances' holders.
 """
+
+
+# The Default column: the short name of each reason `default_reason` gives.
+_REASONS = {ON_DCGM: "yes (dcgm)", ON_HEALTH: "yes (health)", ON_HOLDERS: "yes (holders)", "": "no"}
 
 
 def _row(spec: MetricSpec) -> str:
@@ -142,7 +180,7 @@ def _row(spec: MetricSpec) -> str:
         f"`{spec.unit}`",
         kind,
         attributes,
-        "yes" if spec.enabled else "no",
+        _REASONS[default_reason(spec)],
         "<br>".join(f"`{source}`".replace(",", ", ") for source in spec.sources),
         dcgm,
         spec.description.replace("|", "\\|"),
@@ -153,7 +191,7 @@ def _row(spec: MetricSpec) -> str:
 def render_markdown() -> str:
     """The whole of docs/metrics.md."""
     lines = [
-        "| Name | Unit | Type | Attributes | Enabled | NVML source | dcgm-exporter | Description |",
+        "| Name | Unit | Type | Attributes | Default | NVML source | dcgm-exporter | Description |",
         "|---|---|---|---|---|---|---|---|",
         *(_row(spec) for spec in CATALOG),
     ]

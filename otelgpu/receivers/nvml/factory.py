@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from otelgpu.component.component import Kind, MetricsConsumer, Settings, Stability
 from otelgpu.component.registry import Factory
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 
 if TYPE_CHECKING:
     from otelgpu.receivers.nvml.receiver import NvmlReceiver
@@ -26,4 +27,5 @@ factory = Factory(
     config_type=NvmlReceiverConfig,
     create=_create,
     description="NVIDIA GPU metrics through NVML (or simulated GPUs)",
+    naming=NAMING,
 )

@@ -20,12 +20,19 @@ temperature is `hw.temperature{hw.sensor_location=memory}`, encoder and decoder 
 
 Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_scale` gives
 the factor back to dcgm-exporter's unit for exporters that render dcgm names.
+
+Lean by default: a metric is on by default (`enabled`) when it carries one of dcgm-exporter's
+default counters (`DCGM_DEFAULT_COUNTERS`), or when it is the agent's own view of the GPU
+(`nvidia.gpu.up`, `hw.status`) or per-holder usage (the `process:` metrics, emitted only with
+`processes: true`); `default_reason` says which. Everything else is opt-in, one metric at a time
+or all at once (the receiver's `metric_set: all`). `hw.status` still reads the inputs of its
+rules (`HEALTH_INPUTS`) when their own metrics are off; they are then read, not emitted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from otelgpu.pdata.model import AttrValue, MetricKind
 from otelgpu.receivers.nvml.fields_parity import (
@@ -34,6 +41,7 @@ from otelgpu.receivers.nvml.fields_parity import (
     HW_STATE,
     PARITY_DCGM_SPLIT,
     PARITY_ROWS,
+    Row,
 )
 
 # Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only;
@@ -113,9 +121,57 @@ def _updown(
     dcgm: str,
     description: str,
     attributes: tuple[str, ...] = (),
+    enabled: bool = True,
 ) -> MetricSpec:
     """A non-monotonic sum (an OTel UpDownCounter): a level, such as memory in use."""
-    return MetricSpec(name, unit, SUM, False, description, True, source, dcgm, attributes)
+    return MetricSpec(name, unit, SUM, False, description, enabled, source, dcgm, attributes)
+
+
+# dcgm-exporter's default counters: the fields its `etc/default-counters.csv` enables
+# (NVIDIA/dcgm-exporter, main branch, release 4.5.3-4.8.2; DCGM_FI_DRIVER_VERSION, a label
+# there, is left out). The lean default: a catalog metric carrying one of them is on.
+DCGM_DEFAULT_COUNTERS: frozenset[str] = frozenset(
+    {
+        "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
+    }
+)  # fmt: skip
+
+# The readings `hw.status`'s rules use (health.py): read whenever `hw.status` is on, emitted
+# only when their own metric is on too.
+HEALTH_INPUTS: frozenset[str] = frozenset(
+    {
+        "hw.gpu.utilization",
+        "nvidia.gpu.xid.errors",
+        "nvidia.gpu.memory.row_remap.failure",
+        "nvidia.gpu.memory.row_remap.pending",
+        "nvidia.gpu.memory.retired_pages.pending",
+        "nvidia.gpu.clock.event.active",
+        "nvidia.gpu.pcie.link.width",
+        "nvidia.gpu.pcie.link.generation",
+        "nvidia.gpu.nvlink.state",
+    }
+)
+# Of the dcgm-exporter parity rows (fields_parity.py), the ones on by default: those carrying
+# a default counter. The others are opt-in, whatever their row says.
+_PARITY_DEFAULT = frozenset({"nvidia.gpu.vgpu.license.status"})
+
+
+def _parity(row: Row) -> MetricSpec:
+    spec = MetricSpec(*row)
+    return spec if spec.name in _PARITY_DEFAULT else replace(spec, enabled=False)
 
 
 CATALOG: tuple[MetricSpec, ...] = (
@@ -139,7 +195,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "hw.gpu.memory.utilization", "1", "call:nvmlDeviceGetMemoryInfo", "",
-        "Fraction of GPU memory used (used / total, 0..1).",
+        "Fraction of GPU memory used (used / total, 0..1).", enabled=False,
     ),
     _gauge(
         "nvidia.gpu.memory.busy", "1", "call:nvmlDeviceGetUtilizationRates",
@@ -161,7 +217,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     _updown(
         "hw.gpu.memory.limit", "By", "call:nvmlDeviceGetMemoryInfo", "DCGM_FI_DEV_FB_TOTAL",
-        "Size of the GPU memory.",
+        "Size of the GPU memory.", enabled=False,
     ),
     _gauge(
         "nvidia.gpu.sm.clock", "Hz", "call:nvmlDeviceGetClockInfo", "DCGM_FI_DEV_SM_CLOCK",
@@ -224,7 +280,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
         "Volatile ECC errors since the driver loaded; error.type is corrected "
         "(single-bit) or uncorrected (double-bit).",
-        (ERROR_TYPE,),
+        (ERROR_TYPE,), enabled=False,
     ),
     _counter(
         "nvidia.gpu.memory.remapped_rows", "{row}",
@@ -256,7 +312,7 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "nvidia.gpu.sm.active", "1", "gpm:NVML_GPM_METRIC_SM_UTIL", "DCGM_FI_PROF_SM_ACTIVE",
-        "Fraction of SMs busy (GPM, Hopper and later).",
+        "Fraction of SMs busy (GPM, Hopper and later).", enabled=False,
     ),
     _gauge(
         "nvidia.gpu.graphics.active", "1", "gpm:NVML_GPM_METRIC_GRAPHICS_UTIL",
@@ -271,7 +327,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.dram.active", "1", "gpm:NVML_GPM_METRIC_DRAM_BW_UTIL",
         "DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used (GPM).",
     ),
-    *(MetricSpec(*row) for row in PARITY_ROWS),  # fields_parity.py: dcgm-exporter parity
+    *(_parity(row) for row in PARITY_ROWS),  # fields_parity.py: dcgm-exporter parity
 )  # fmt: skip
 
 BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
@@ -336,6 +392,23 @@ def dcgm_names(spec: MetricSpec) -> tuple[str, ...]:
     if split is not None:
         return tuple(split[1].values())
     return (spec.dcgm,) if spec.dcgm else ()
+
+
+# Why a metric is on by default (the Default column of docs/metrics.md).
+ON_DCGM = "dcgm-exporter default"
+ON_HEALTH = "agent health"
+ON_HOLDERS = "per-holder usage"
+
+
+def default_reason(spec: MetricSpec) -> str:
+    """Why `spec` is on by default: it carries one of dcgm-exporter's default counters, it is
+    the agent's view of the GPU's health, or it is per-holder usage; "" when it is opt-in (or
+    on without one of these reasons, which a test forbids)."""
+    if not spec.enabled:
+        return ""
+    if DCGM_DEFAULT_COUNTERS.intersection(dcgm_names(spec)):
+        return ON_DCGM
+    return {"agent": ON_HEALTH, "process": ON_HOLDERS}.get(spec.source_kind, "")
 
 
 def dcgm_scale(spec: MetricSpec) -> float:

@@ -79,7 +79,6 @@ class Guard:
         self._telemetry.count(
             "otelgpu_nvml_read_errors_total",
             1,
-            "NVML reads that failed with an unexpected error",
             receiver=self._receiver,
             source=source,
         )

@@ -91,7 +91,7 @@ class NvmlReceiver:
         self._next = next
         self._clock = clock or RealClock()
         self.client = client or make_client(config, self._clock)
-        self._plan = Plan.build(config.enabled_metrics())
+        self._plan = Plan.build(config.read_metrics())  # hw.status's inputs too
         self._controller: ScrapeController | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._devices: list[Device] | None = None
@@ -168,6 +168,7 @@ class NvmlReceiver:
         self._collector = Collector(
             client=self.client,
             plan=self._plan,
+            emitted=self._config.enabled_metrics(),
             resolver=resolver,
             telemetry=self._settings.telemetry,
             receiver=str(self._settings.id),
@@ -196,7 +197,6 @@ class NvmlReceiver:
             self._settings.telemetry.count(
                 UNKNOWN_DEVICES,
                 1,
-                "Entries of the nvml receiver's devices list that matched no GPU when it opened",
                 receiver=str(self._settings.id),
                 device=str(entry),
             )

@@ -116,7 +116,6 @@ class XidWatcher:
         self._telemetry.count(
             "otelgpu_nvml_read_errors_total",
             1,
-            "NVML reads that failed with an unexpected error",
             receiver=self._receiver,
             source="nvmlEventSetWait",
         )

@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.dcgm_default_counters import DEFAULT_COUNTERS
+from otelgpu.receivers.nvml.metrics import DCGM_DEFAULT_COUNTERS
+
 ROOT = Path(__file__).resolve().parents[3]
 NUMBER = r"(\d+(?:\.\d+)?)"
 
@@ -30,6 +33,7 @@ FIGURE_LINES = {
     "bench.p6_nvml": rf"^P6 simulated backend: agent / bare loop {NUMBER}x",
     "bench.p7_scrape_never_waits": rf"^P7\b.*?{NUMBER}",
     "bench.p9_cost_growth": rf"^P9 cycle cost per point, \S+ / \S+: {NUMBER}x",
+    "bench.fleet_cost": rf"^P8 naming dcgm: series {NUMBER}x",
 }
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 
@@ -66,3 +70,47 @@ def test_benchmark_runs_and_prints_its_figure(module: str) -> None:
     match = re.search(FIGURE_LINES[module], lines[-1])
     assert match, f"{module}'s last line is not its figure line: {lines[-1]!r}"
     assert math.isfinite(float(match[1])), lines[-1]
+
+
+SIDE = re.compile(
+    r"^(?P<who>[^:]+): series (?P<series>\d+) = (?P<on_gpus>\d+) on (?P<gpus>\d+) GPUs "
+    r"\((?P<each>\d+) each\) \+ (?P<agent>\d+) agent; scrape (?P<plain>\d+) B plain, "
+    r"(?P<gzip>\d+) B gzip, served (?P<served>plain|gzip); (?P<line>[\d.]+) B per series line",
+    re.MULTILINE,
+)
+RATIO = re.compile(r"^(?P<who>[^:]+) / dcgm-exporter: series (?P<series>[\d.]+)x", re.MULTILINE)
+FLEET = re.compile(
+    r"^  (?P<who>[^:]+): (?P<series>\d+) active series, (?P<rate>\d+) samples/s", re.M
+)
+
+
+def test_fleet_cost_figures_add_up() -> None:
+    done = run_smoke("bench.fleet_cost", "--nodes", "1000")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    out = done.stdout
+    sides = {m["who"]: m for m in SIDE.finditer(out)}
+    assert set(sides) == {"ours, naming otel", "ours, naming dcgm", "dcgm-exporter"}, out
+    for who, side in sides.items():
+        series, gpus = int(side["series"]), int(side["gpus"])
+        assert gpus == 2, who  # the smoke node
+        assert int(side["on_gpus"]) == int(side["each"]) * gpus, who
+        assert series == int(side["on_gpus"]) + int(side["agent"]), who
+        assert 0 < int(side["gzip"]) < int(side["plain"]), who
+        # every series line is in the body, which also holds the HELP and TYPE lines
+        assert float(side["line"]) * series <= int(side["plain"]), who
+    theirs = sides["dcgm-exporter"]
+    assert int(theirs["each"]) == len(DEFAULT_COUNTERS) and int(theirs["agent"]) == 0
+    assert theirs["served"] == "plain" and sides["ours, naming dcgm"]["served"] == "gzip"
+    for ratio in RATIO.finditer(out):
+        expected = int(sides[ratio["who"]]["series"]) / int(theirs["series"])
+        assert float(ratio["series"]) == pytest.approx(expected, abs=0.005), ratio["who"]
+    fleet = {m["who"]: m for m in FLEET.finditer(out)}
+    assert set(fleet) == set(sides), out
+    for who, row in fleet.items():
+        assert int(row["series"]) == int(sides[who]["series"]) * 1000, who
+        assert int(row["rate"]) == round(int(row["series"]) / 15), who
+
+
+def test_the_benchs_dcgm_table_is_the_catalogs_default_counters() -> None:
+    assert {c.field for c in DEFAULT_COUNTERS} == DCGM_DEFAULT_COUNTERS
+    assert len(DEFAULT_COUNTERS) == len(DCGM_DEFAULT_COUNTERS)  # no field twice

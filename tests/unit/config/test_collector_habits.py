@@ -88,10 +88,10 @@ service:
     resource: {service.name: gpu}
     logs: {output_paths: [stdout]}
     metrics:
-      readers: [{pull: {exporter: {prometheus: {host: 0.0.0.0, port: 8888}}}}]
+      address: 0.0.0.0:8888
 """
     (message,) = _issues(PIPELINE, rest)
-    for key in ("resource", "logs::output_paths", "metrics::readers"):
+    for key in ("resource", "logs::output_paths", "metrics::address"):
         assert f"{key} (a Collector option) is not supported here" in message
     (none,) = _issues(PIPELINE, "service: {telemetry: {metrics: {level: none}}}")
     assert none.startswith("level: none is not supported")

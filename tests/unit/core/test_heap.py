@@ -1,5 +1,5 @@
-"""Start-up objects leave the cyclic collector's full passes; reload garbage is still freed; freed
-C-heap pages go back to the system."""
+"""Start-up objects leave the cyclic collector's full passes, and so does what the first
+collection built; reload garbage is still freed; freed C-heap pages go back to the system."""
 
 from __future__ import annotations
 
@@ -98,3 +98,77 @@ async def test_the_agent_trims_after_start_and_every_interval(
     after_stop = len(calls)
     await asyncio.sleep(0.2)
     assert len(calls) == after_stop  # the trimmer stopped with the agent
+
+
+def _record_settles(monkeypatch: pytest.MonkeyPatch, into: list[str]) -> None:
+    monkeypatch.setattr(heap, "settle", lambda: into.append("settle") or 0)
+    monkeypatch.setattr(heap, "settle_again", lambda: into.append("again") or 0)
+
+
+def test_upkeep_settles_again_once_some_ticks_after_the_first_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settles: list[str] = []
+    trims: list[int] = []
+    _record_settles(monkeypatch, settles)
+    monkeypatch.setattr(heap, "trim", lambda: trims.append(1) or True)
+    collected = [100.0]  # points collected before this service started (a reload's)
+    upkeep = heap.Upkeep(lambda: collected[0])
+    upkeep.tick()
+    upkeep.tick()
+    assert settles == [] and not upkeep.settled  # nothing collected since the start
+    collected[0] = 160.0
+    upkeep.tick()  # sees the first collection
+    for _ in range(heap.SETTLE_TICKS - 1):
+        upkeep.tick()
+        assert settles == []  # it, and a few after it, may still be in the pipeline
+    upkeep.tick()
+    assert settles == ["again"] and upkeep.settled  # then settled, nothing thawed
+    collected[0] = 300.0
+    for _ in range(3):
+        upkeep.tick()
+    assert settles == ["again"]  # once per service
+    assert len(trims) == 2 + 1 + heap.SETTLE_TICKS + 3  # every tick trims
+
+
+def test_settle_again_keeps_the_earlier_freeze() -> None:
+    early = Node()
+    heap.settle()
+    gone = weakref.ref(early)
+    del early
+    late = Node()
+    frozen = heap.settle_again()
+    assert frozen == gc.get_freeze_count()
+    assert late not in gc.get_objects()  # frozen too
+    assert gone() is not None  # garbage of the start's freeze: still frozen, not collected
+    heap.settle()  # what the next start does: everything thawed, collected, frozen again
+    assert gone() is None
+
+
+async def test_the_agent_settles_again_after_its_first_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settles: list[tuple[str, int]] = []
+    agent = Agent(lambda: config("v1"), core_registry())
+
+    def record(kind: str) -> int:  # and how many collections the receiver had made by then
+        graph = agent.service.graph if agent.service else None
+        receivers = graph.receivers.values() if graph else ()
+        settles.append((kind, sum(getattr(r, "cycles", 0) for r in receivers)))
+        return 0
+
+    monkeypatch.setattr(heap, "settle", lambda: record("settle"))
+    monkeypatch.setattr(heap, "settle_again", lambda: record("again"))
+    monkeypatch.setattr(heap, "trim", lambda: True)
+    monkeypatch.setattr(heap, "TRIM_INTERVAL", 0.01)
+    running = asyncio.create_task(agent.run(config("v1")))
+    try:
+        async with asyncio.timeout(10):  # a bound, not a timing: a missing settle fails here
+            while len(settles) < 2:
+                await asyncio.sleep(0.01)
+    finally:
+        agent.request_stop()
+    await running
+    assert settles[0][0] == "settle"  # at start: the previous service's objects thawed
+    assert settles[1][0] == "again" and settles[1][1] > 0  # after a collection
+    assert len(settles) == 2

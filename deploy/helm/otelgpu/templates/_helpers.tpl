@@ -90,6 +90,11 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- if and (hasKey (dig "exporters" dict $given) "prometheus") (ne $naming .Values.naming) -}}
 {{- fail (printf "naming is %q but pipeline.config's prometheus exporter serves naming %q: set naming=%s so that the rules and the dashboard match" .Values.naming $naming $naming) -}}
 {{- end -}}
+{{- $nvml := dig "receivers" "nvml" dict $given | default dict -}}
+{{- $set := get $nvml "metric_set" | default "default" -}}
+{{- if and (hasKey (dig "receivers" dict $given) "nvml") (ne $set .Values.metricSet) -}}
+{{- fail (printf "metricSet is %q but pipeline.config's nvml receiver has metric_set %q: set metricSet=%s so that the rules match" .Values.metricSet $set $set) -}}
+{{- end -}}
 {{- .Values.pipeline.config -}}
 {{- else -}}
 {{- $source := ternary "pipelines/k8s-node.yaml" "pipelines/k8s-daemonset.yaml" .Values.kubeletStats.enabled -}}
@@ -98,6 +103,9 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- range $id, $receiver := $p.receivers -}}
 {{- if hasKey $receiver "collection_interval" -}}
 {{- $_ := set $receiver "collection_interval" $.Values.collectionInterval -}}
+{{- end -}}
+{{- if or (eq $id "nvml") (hasPrefix "nvml/" $id) -}}
+{{- $_ := set $receiver "metric_set" $.Values.metricSet -}}
 {{- end -}}
 {{- end -}}
 {{- $env := index $p.processors "container_env" | default dict -}}
@@ -126,7 +134,7 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- end -}}
 {{- end -}}
 # The agent's pipeline: {{ $source }} with the chart's values
-# (naming, collectionInterval, otlp, containerEnv) applied by the otelgpu chart.
+# (naming, metricSet, collectionInterval, otlp, containerEnv) applied by the otelgpu chart.
 {{ toYaml $p }}
 {{- end -}}
 {{- end -}}

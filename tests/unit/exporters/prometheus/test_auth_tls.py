@@ -20,9 +20,9 @@ from otelgpu.exporters.prometheus.config import (
     TLSServerConfig,
 )
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.prometheus import self_signed_cert
+from tests.unit.exporters.prometheus.translators import nvml_settings
 
 PASSWORD = "s3cret-scrape"
 HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
@@ -109,7 +109,7 @@ async def secured(host: FakeHost, cert: tuple[Path, Path]) -> AsyncIterator[Prom
             "basic_auth": {"username": "prom", "password_hash": HASH},
         }
     )
-    exp = PrometheusExporter(make_settings("prometheus", Kind.EXPORTER, host.telemetry), config)
+    exp = PrometheusExporter(nvml_settings("prometheus", Kind.EXPORTER, host.telemetry), config)
     await exp.start(host)
     yield exp
     await exp.shutdown()
@@ -178,7 +178,7 @@ async def test_min_version_1_3_refuses_a_tls_1_2_client(
             "tls": {"cert_file": str(cert[0]), "key_file": str(cert[1]), "min_version": "1.3"},
         }
     )
-    exp = PrometheusExporter(make_settings("prometheus", Kind.EXPORTER, host.telemetry), config)
+    exp = PrometheusExporter(nvml_settings("prometheus", Kind.EXPORTER, host.telemetry), config)
     await exp.start(host)
     try:
         assert await get(exp, client_context(cert[0]), None) == 200

@@ -123,9 +123,9 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
     from otelgpu.component.component import Kind
     from otelgpu.component.telemetry import SelfTelemetry
     from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-    from tests.conftest import make_settings
     from tests.fakes import FakeClock, FakeHost
     from tests.unit.exporters.prometheus.batches import batch, gpu
+    from tests.unit.exporters.prometheus.translators import nvml_settings
 
     clock, telemetry = FakeClock(), SelfTelemetry()
     host = FakeHost(telemetry)
@@ -135,7 +135,7 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     cfg = PrometheusExporterConfig.model_validate({"endpoint": f":{port}", "namespace": "gpu"})
-    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    settings = nvml_settings("prometheus", Kind.EXPORTER, telemetry)
     exporter = PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
     await exporter.start(host)
     try:

@@ -1,4 +1,5 @@
-"""`naming: dcgm` against the nvml receiver's catalog and dcgm-exporter's units."""
+"""`naming: dcgm` against the nvml receiver's catalog, the naming table it fills and
+dcgm-exporter's units."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import re
 
 import pytest
 
-from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
-from otelgpu.pdata.model import MetricKind
+from otelgpu.pdata.model import Metric, MetricKind
+from otelgpu.receivers.nvml import dcgm_names
 from otelgpu.receivers.nvml import metrics as catalog
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from tests.unit.exporters.prometheus.batches import batch, gpu
+from tests.unit.exporters.prometheus.translators import make_translator
 
 _SPECS_WITH_DCGM = [s for s in catalog.CATALOG if catalog.dcgm_names(s)]
 
@@ -25,31 +28,44 @@ def test_the_catalog_names_dcgm_fields() -> None:
 def test_every_catalog_dcgm_name_renders_with_a_known_unit(spec: catalog.MetricSpec) -> None:
     for name in catalog.dcgm_names(spec):
         assert re.fullmatch(r"DCGM_FI_[A-Z0-9_]+", name), name
-        assert name in dcgm.DCGM_UNITS, f"{name}: add dcgm-exporter's unit to dcgm.DCGM_UNITS"
-        factor = dcgm.conversion(spec.unit, name)  # KeyError = unit mismatch with the catalog
+        assert name in dcgm_names.DCGM_UNITS, f"{name}: add dcgm-exporter's unit to DCGM_UNITS"
+        factor = dcgm_names.conversion(spec.unit, name)  # KeyError = unit mismatch
         # The catalog carries its own factor for exporters; both readings must agree.
         assert factor == pytest.approx(catalog.dcgm_scale(spec)), name
 
 
 @pytest.mark.parametrize("spec", _SPECS_WITH_DCGM, ids=lambda s: s.name)
-def test_every_catalog_metric_is_served_under_its_dcgm_name(spec: catalog.MetricSpec) -> None:
+def test_every_catalog_metric_is_in_the_naming_table(spec: catalog.MetricSpec) -> None:
+    """The table the nvml receiver's factory hands to exporters names every split."""
+    names = NAMING.dcgm[spec.name]
+    assert names.unit == spec.unit
     split = catalog.DCGM_SPLIT.get(spec.name)
     choices = [{split[0]: value} for value in split[1]] if split else [{}]
     for attributes in choices:
-        found = dcgm.field(spec.name, spec.unit, attributes)
+        found = names.of(attributes)
         assert found is not None
         assert found.name == catalog.dcgm_name(spec.name, attributes)
 
 
 def test_metrics_without_a_dcgm_name_keep_their_otel_name() -> None:
     spec = catalog.BY_NAME["nvidia.gpu.process.memory.usage"]
-    assert spec.dcgm == ""
-    assert dcgm.field(spec.name, spec.unit, {}) is None
+    assert spec.dcgm == "" and spec.name not in NAMING.dcgm
+    metric = Metric(name=spec.name, unit=spec.unit, description="", kind=spec.kind, points=())
+    assert (
+        make_translator("dcgm").target(metric, {}).name == "nvidia_gpu_process_memory_usage_bytes"
+    )
+
+
+def test_without_the_receivers_table_dcgm_naming_has_no_dcgm_names() -> None:
+    """The exporter knows no receiver: a metric no table names keeps its otel name."""
+    store = SeriesStore()
+    Translator("dcgm", {}).ingest(store, batch(gpu(0)), now=1.0)
+    assert "hw_power_watts" in store.families and "DCGM_FI_DEV_POWER_USAGE" not in store.families
 
 
 def served(naming: str) -> dict[str, tuple[str, float]]:
     store = SeriesStore()
-    Translator(naming, {}).ingest(store, batch(gpu(0), utilization=0.42), now=1.0)  # type: ignore[arg-type]
+    make_translator(naming).ingest(store, batch(gpu(0), utilization=0.42), now=1.0)
     text, _ = render_text(store.families.values())
     values = {}
     for line in text.splitlines():
@@ -84,7 +100,7 @@ def test_otel_values_keep_otel_units() -> None:
 
 def test_dcgm_counters_are_declared_as_counters() -> None:
     store = SeriesStore()
-    Translator("dcgm", {}).ingest(store, batch(gpu(0)), now=1.0)
+    make_translator("dcgm").ingest(store, batch(gpu(0)), now=1.0)
     assert store.families["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].type == "counter"
     assert store.families["DCGM_FI_DEV_GPU_UTIL"].type == "gauge"
     assert catalog.BY_NAME["hw.energy"].kind is MetricKind.SUM

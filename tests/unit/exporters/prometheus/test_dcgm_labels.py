@@ -11,17 +11,18 @@ from otelgpu.exporters.prometheus import dcgm, dcgm_xid
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
-from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.receivers.nvml import dcgm_names
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu
+from tests.unit.exporters.prometheus.translators import make_translator
 
 
 def served(data: Batch, naming: str = "dcgm", **dcgm_labels: str) -> dict[str, list[str]]:
     """Rendered sample lines per family name."""
     store = SeriesStore()
     labels = dcgm.label_names(**dcgm_labels)
-    Translator(naming, {}, dcgm_labels=labels).ingest(store, data, now=1.0)  # type: ignore[arg-type]
+    make_translator(naming, dcgm_labels=labels).ingest(store, data, now=1.0)
     text, _ = render_text(store.families.values())
     lines: dict[str, list[str]] = {}
     for line in text.splitlines():
@@ -90,7 +91,7 @@ def test_xid_has_err_code_and_err_msg_in_dcgm_naming() -> None:
 
 def test_xid_is_a_gauge_in_dcgm_naming_and_the_per_code_counter_in_otel() -> None:
     store = SeriesStore()
-    Translator("dcgm", {}).ingest(store, xid_batch(48, 79), now=1.0)
+    make_translator("dcgm").ingest(store, xid_batch(48, 79), now=1.0)
     assert store.families["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"
     (line,) = [x for x in served(xid_batch(79), "otel")["nvidia_gpu_xid_errors_total"] if "79" in x]
     assert labels_of(line)["nvidia_xid_code"] == "79" and sample(line) == "2"
@@ -118,10 +119,10 @@ def test_integer_fields_print_as_integers() -> None:
 
 
 def test_every_dcgm_field_says_whether_it_is_an_integer() -> None:
-    assert set(dcgm.DCGM_INTEGER) <= set(dcgm.DCGM_UNITS)
-    assert "DCGM_FI_DEV_POWER_USAGE" not in dcgm.DCGM_INTEGER
-    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in dcgm.DCGM_INTEGER  # ratios are doubles
-    assert "DCGM_FI_DEV_FB_USED" in dcgm.DCGM_INTEGER
+    assert set(dcgm_names.DCGM_INTEGER) <= set(dcgm_names.DCGM_UNITS)
+    assert "DCGM_FI_DEV_POWER_USAGE" not in dcgm_names.DCGM_INTEGER
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" not in dcgm_names.DCGM_INTEGER  # ratios are doubles
+    assert "DCGM_FI_DEV_FB_USED" in dcgm_names.DCGM_INTEGER
 
 
 def test_xid_message_table() -> None:
@@ -138,5 +139,5 @@ def test_metric_kind_of_an_unused_helper() -> None:
         points=(point,), monotonic=False,
     )  # fmt: skip
     store = SeriesStore()
-    Translator("otel", {}).ingest(store, (ResourceMetrics(resource=gpu(0), metrics=(usage,)),), 1)
+    make_translator("otel").ingest(store, (ResourceMetrics(resource=gpu(0), metrics=(usage,)),), 1)
     assert store.families["hw_gpu_memory_usage_bytes"].type == "gauge"

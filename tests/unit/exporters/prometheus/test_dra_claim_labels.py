@@ -13,7 +13,7 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
-from otelgpu.exporters.prometheus.translate import SharedGpuSeries, Translator
+from otelgpu.exporters.prometheus.translate import SharedGpuSeries
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, ResourceMetrics
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
@@ -21,6 +21,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import parse_list
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.kubelet import claim, claim_device, container, pod
 from tests.unit.exporters.prometheus.batches import gpu, gpu_metrics
+from tests.unit.exporters.prometheus.translators import make_translator
 from tests.unit.processors.k8s_attributes.fakes import FakePodResources, make_processor
 
 ALLOCATION = "nvidia_gpu_allocation_ratio"
@@ -66,7 +67,9 @@ def served(
 ) -> dict[str, list[dict[str, str]]]:
     """The label sets of every rendered sample, per family name."""
     store = SeriesStore()
-    translator = Translator(naming, {}, shared_gpu_series, dcgm_labels=dcgm.label_names())  # type: ignore[arg-type]
+    translator = make_translator(
+        naming, shared_gpu_series=shared_gpu_series, dcgm_labels=dcgm.label_names()
+    )
     translator.ingest(store, data, now=1.0)
     text, _ = render_text(store.families.values())
     out: dict[str, list[dict[str, str]]] = {}

@@ -15,9 +15,9 @@ from otelgpu.exporters.prometheus import factory
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by
+from tests.unit.exporters.prometheus.translators import nvml_settings
 
 
 async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -31,7 +31,7 @@ async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def make(telemetry: SelfTelemetry, clock: FakeClock, **config: object) -> PrometheusExporter:
     cfg = PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0", **config})
-    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    settings = nvml_settings("prometheus", Kind.EXPORTER, telemetry)
     return PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
 
 
@@ -100,8 +100,8 @@ async def test_series_expire_without_batches_or_scrapes(
     assert b'hw_name="nvidia1"' not in exporter.body.plain
     await clock.advance(40)  # now gpu 0 is gone as well; no batch, no scrape needed
     await until(lambda: b"hw_power_watts" not in exporter.body.plain)
-    assert (
-        b'otelgpu_prometheus_expired_series_total{exporter="prometheus"} 16' in exporter.body.plain
+    assert (  # 8 series and an info series per GPU
+        b'otelgpu_prometheus_expired_series_total{exporter="prometheus"} 18' in exporter.body.plain
     )
 
 
@@ -162,7 +162,7 @@ async def test_const_labels_on_every_series(host: FakeHost, clock: FakeClock) ->
 
 async def test_shutdown_is_idempotent_and_safe_without_start(telemetry: SelfTelemetry) -> None:
     exp = factory.create(
-        make_settings("prometheus", Kind.EXPORTER, telemetry), PrometheusExporterConfig()
+        nvml_settings("prometheus", Kind.EXPORTER, telemetry), PrometheusExporterConfig()
     )
     await exp.shutdown()
     await exp.shutdown()

@@ -12,6 +12,7 @@ from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue, Batch, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gauge, gpu, gpu_metrics, held_by
+from tests.unit.exporters.prometheus.translators import make_translator
 
 UUID0 = gpu(0)[semconv.HW_ID]
 
@@ -50,7 +51,7 @@ def power_lines(lines: list[str], name: str = "hw_power_watts") -> list[str]:
 
 def test_relabelled_gpu_leaves_no_ghost() -> None:
     """Case 1: an unlabelled first collection stayed for metric_expiration beside the labelled."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     ingest(translator, store, (device(0, {}),))
     ingest(translator, store, (device(0, held_by("train-0")),))
     (line,) = power_lines(body(store))
@@ -59,7 +60,7 @@ def test_relabelled_gpu_leaves_no_ghost() -> None:
 
 
 def test_pod_move_replaces_the_old_pod_at_once_in_dcgm_naming() -> None:
-    store, translator = SeriesStore(), Translator("dcgm", {})
+    store, translator = SeriesStore(), make_translator("dcgm")
     ingest(translator, store, (device(0, held_by("old")),))
     ingest(translator, store, (device(0, held_by("new")),), now=2.0)
     (line,) = power_lines(body(store), "DCGM_FI_DEV_POWER_USAGE")
@@ -67,19 +68,20 @@ def test_pod_move_replaces_the_old_pod_at_once_in_dcgm_naming() -> None:
 
 
 def test_a_device_that_stops_reporting_still_expires() -> None:
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     ingest(translator, store, (device(0, {}), device(1, {})), now=1.0)
     ingest(translator, store, (device(1, {}),), now=400.0)
-    assert store.expire(now=401.0, max_age=300.0) == 1
+    assert store.expire(now=401.0, max_age=300.0) == 2  # its power and its info series
     (line,) = power_lines(body(store))
     assert f'hw_id="{gpu(1)[semconv.HW_ID]}"' in line
     family = store.families["hw_power_watts"]
-    assert list(family.groups) == [store.key(gpu(1)[semconv.HW_ID])]  # GPU 0's group went too
+    assert family.holds(store.key(gpu(1)[semconv.HW_ID]))
+    assert not family.holds(store.key(gpu(0)[semconv.HW_ID]))  # GPU 0's group went too
 
 
 def test_allocation_series_are_replaced_as_a_set() -> None:
     """Case 2/5: a holder leaving a time-sliced GPU must not leave its share behind."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     shared = {semconv.GPU_SHARED: True, semconv.GPU_HOLDERS: 2}
     ingest(
         translator,
@@ -98,7 +100,7 @@ def test_allocation_series_are_replaced_as_a_set() -> None:
 
 
 def test_two_identities_that_render_alike_never_duplicate_or_delete_each_other() -> None:
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     same = gpu(0, **held_by("p"))
     a = ResourceMetrics(resource=same, metrics=(gauge("hw.power", "W", 1.0),), identity="a")
     b = ResourceMetrics(resource=same, metrics=(gauge("hw.power", "W", 2.0),), identity="b")
@@ -115,7 +117,7 @@ def test_two_identities_that_render_alike_never_duplicate_or_delete_each_other()
 
 def test_without_identity_the_attributes_are_the_identity() -> None:
     """Resources no receiver named keep the old behaviour: a new label set is a new series."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     ingest(translator, store, (ResourceMetrics(resource=gpu(0), metrics=gpu_metrics()),))
     ingest(
         translator,
@@ -128,7 +130,7 @@ def test_without_identity_the_attributes_are_the_identity() -> None:
 @pytest.mark.parametrize("naming", ["otel", "dcgm"])
 def test_node_sums_equal_device_sums_on_a_shared_gpu(naming: str) -> None:
     """Case 2: dcgm-exporter's dashboard summed 3554 W on a node drawing 2790 W."""
-    store, translator = SeriesStore(), Translator(naming, {})  # type: ignore[arg-type]
+    store, translator = SeriesStore(), make_translator(naming)
     shared = {semconv.GPU_SHARED: True, semconv.GPU_HOLDERS: 3}
     batch: list[ResourceMetrics] = [device(0, shared, 400.0), device(1, held_by("x"), 250.0)]
     batch += [allocation(0, {**held_by(p), **shared}, 1 / 3) for p in "abc"]
@@ -141,7 +143,7 @@ def test_node_sums_equal_device_sums_on_a_shared_gpu(naming: str) -> None:
 
 def test_per_holder_copies_a_shared_gpu_once_per_holder_with_vgpu() -> None:
     """The opt-in dcgm-exporter `--kubernetes-virtual-gpus` shape (documented as double counting)."""
-    store, translator = SeriesStore(), Translator("dcgm", {}, "per_holder")
+    store, translator = SeriesStore(), make_translator("dcgm", shared_gpu_series="per_holder")
     shared = {semconv.GPU_SHARED: True, semconv.GPU_HOLDERS: 2}
     batch = (
         device(0, shared, 400.0),
@@ -166,7 +168,7 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     """The label cache and the identity numbers keep what is in use and let go of the rest
     (without this test, a `rotate()` that does nothing survives mutation). The general path
     only: a replayed resource's lines live in its plan, see test_replay."""
-    store, translator = SeriesStore(), Translator("otel", {}, replay=False)
+    store, translator = SeriesStore(), make_translator("otel", replay=False)
     gone, kept = device(0, held_by("old")), device(1, held_by("x"))
     ingest(translator, store, (gone, kept))
     key, kept_key = store.key(gone.identity), store.key(kept.identity)
@@ -185,12 +187,13 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
 def test_update_times_are_kept_per_batch_and_trimmed_by_expiry() -> None:
     """A series' update time is its last batch's time: rewriting it keeps it alive, and the
     store forgets the times of batches older than the expiry cutoff (bounded memory)."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     for now in (1.0, 100.0, 200.0, 350.0):
         ingest(translator, store, (device(1, {}),), now=now)
     ingest(translator, store, (device(0, {}),), now=10.0)
-    assert store.expire(now=360.0, max_age=300.0) == 1  # GPU 0 (t=10); GPU 1 rewritten at 350
+    # GPU 0 (t=10), its power and info series; GPU 1 rewritten at 350
+    assert store.expire(now=360.0, max_age=300.0) == 2
     assert [line.split("{")[0] for line in power_lines(body(store))] == ["hw_power_watts"]
     assert sorted(store.times.values()) == [100.0, 200.0, 350.0]
-    assert store.expire(now=700.0, max_age=300.0) == 1
+    assert store.expire(now=700.0, max_age=300.0) == 2
     assert (body(store), store.times) == ([], {})

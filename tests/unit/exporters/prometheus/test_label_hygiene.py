@@ -14,13 +14,12 @@ from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.labels import MAX_VALUE_LENGTH, LabelRenderer
 from otelgpu.exporters.prometheus.render import encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
-from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.runtime import require_binary
 from tests.unit.exporters.prometheus.batches import batch, gpu, held_by
+from tests.unit.exporters.prometheus.translators import make_translator, nvml_settings
 from tests.unit.processors.container_env.helpers import counter
 
 # Every character class the text format cannot carry, each between two letters.
@@ -59,13 +58,15 @@ def _body(naming: str, resources: list[dict[str, AttrValue]], help_: str = "Util
         for resource in resources
     )
     store = SeriesStore()
-    Translator(naming, {}).ingest(store, batch, now=1.0)  # type: ignore[arg-type]
+    make_translator(naming).ingest(store, batch, now=1.0)
     text, _ = render_text(store.families.values())
     return text
 
 
 def _labels(text: str) -> list[dict[str, str]]:
-    return [dict(s.labels) for f in text_string_to_metric_families(text) for s in f.samples]
+    """The label sets of the metric's series (not the devices' info series)."""
+    families = text_string_to_metric_families(text)
+    return [dict(s.labels) for f in families if f.name != "hw_gpu_info" for s in f.samples]
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
@@ -158,7 +159,7 @@ async def test_the_exporter_counts_cut_values_once_per_label_set(
     host: FakeHost, clock: FakeClock
 ) -> None:
     config = PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0"})
-    settings = make_settings("prometheus", Kind.EXPORTER, host.telemetry)
+    settings = nvml_settings("prometheus", Kind.EXPORTER, host.telemetry)
     exporter = PrometheusExporter(settings, config, clock=clock.monotonic, sleep=clock.sleep)
     await exporter.consume(batch(gpu(0, **held_by("n" * 70_000))))
     await exporter.refresh()

@@ -11,10 +11,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from otelgpu.exporters.prometheus.labels import LabelRenderer
 from otelgpu.exporters.prometheus.render import encode, render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
-from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
+from tests.unit.exporters.prometheus.translators import make_translator
 
 # C0 but newline, DEL, C1 and U+2028/9 as UTF-8: what no label value may carry.
 _UNSAFE_BYTES = re.compile(rb"[\x00-\x09\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xa8\xa9]")
@@ -79,7 +79,11 @@ def test_dcgm_mig_instance_reports_its_parent_gpu_as_uuid() -> None:
     assert labels["UUID"] == "GPU-parent"
     assert labels["GPU_I_PROFILE"] == "1g.10gb"
     assert labels["GPU_I_ID"] == "7"
-    assert labels["hw_id"] == "MIG-1c2d"  # the instance's own UUID stays available
+    assert "hw_id" not in labels  # dcgm-exporter's labels only
+    renderer = LabelRenderer("dcgm", {})
+    info = parse(renderer.info_prefix("hw_gpu_info", tuple(resource.items())))
+    assert info["hw_id"] == "MIG-1c2d"  # the instance's own UUID: on its info series
+    assert (info["UUID"], info["GPU_I_ID"]) == ("GPU-parent", "7")
 
 
 def test_datapoint_beats_resource_beats_const_label() -> None:
@@ -164,7 +168,7 @@ def test_no_duplicate_series_and_only_valid_label_names(naming: str, resources: 
         for resource, points in resources
     )
     store = SeriesStore()
-    Translator(naming, {"cluster": "c"}).ingest(store, batch, now=1.0)  # type: ignore[arg-type]
+    make_translator(naming, const_labels={"cluster": "c"}).ingest(store, batch, now=1.0)
     text, count = render_text(store.families.values())
     body = encode(text, count).plain  # always encodable: no lone surrogate survives
     assert _UNSAFE_BYTES.search(body) is None

@@ -55,6 +55,12 @@ def _text(naming: str, resource: dict, attributes: dict | None = None, drop: str
     return renderer.render(tuple(resource.items()), tuple((attributes or {}).items()), drop)
 
 
+def _info(naming: str, resource: dict) -> str:
+    """The label text of a device's info series."""
+    renderer = LabelRenderer(naming, {})  # type: ignore[arg-type]
+    return renderer.info_prefix("i", tuple(resource.items()))[1:-1]
+
+
 def test_no_labels_render_as_nothing() -> None:
     assert _text("otel", {}) == ""
     assert _text("otel", {"empty": ""}) == ""
@@ -134,9 +140,11 @@ def test_dcgm_prefix_forms() -> None:
 def test_dcgm_mig_labels_need_a_parent() -> None:
     # Without hw.parent, hw.id is the GPU's own UUID; with it, UUID is the parent's.
     assert _text("dcgm", {"hw.id": "GPU-1"}) == '{UUID="GPU-1"}'
-    assert _text("dcgm", {"hw.id": "MIG-1", "hw.parent": "GPU-1"}) == (
+    assert _text("dcgm", {"hw.id": "MIG-1", "hw.parent": "GPU-1"}) == '{UUID="GPU-1"}'
+    assert _info("dcgm", {"hw.id": "MIG-1", "hw.parent": "GPU-1"}) == (
         '{UUID="GPU-1",hw_id="MIG-1"}'
     )
+    assert _info("dcgm", {"hw.id": "GPU-1"}) == '{UUID="GPU-1"}'
     assert _text("otel", {"hw.id": "MIG-1", "hw.parent": "GPU-1"}) == (
         '{hw_id="MIG-1",hw_parent="GPU-1"}'
     )
@@ -160,7 +168,7 @@ def test_nothing_is_dropped_unless_asked() -> None:
 
 def test_the_parent_uuid_of_a_mig_instance_beats_a_colliding_pod_label() -> None:
     resource = {"hw.id": "MIG-1", "hw.parent": "GPU-1", "k8s.pod.label.UUID": "x"}
-    assert _text("dcgm", resource) == '{UUID="GPU-1",hw_id="MIG-1"}'
+    assert _text("dcgm", resource) == '{UUID="GPU-1"}'
 
 
 def test_a_plain_key_is_not_authoritative_in_dcgm_naming() -> None:

@@ -15,10 +15,10 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.ports import free_port
 from tests.unit.exporters.prometheus.batches import batch, gpu
+from tests.unit.exporters.prometheus.translators import nvml_settings
 
 
 def make(
@@ -31,7 +31,7 @@ def make(
     config = PrometheusExporterConfig.model_validate(
         {"endpoint": f"127.0.0.1:{port}", "metric_expiration": "1m", **extra}
     )
-    settings = make_settings("prometheus", Kind.EXPORTER, telemetry)
+    settings = nvml_settings("prometheus", Kind.EXPORTER, telemetry)
     settings = dataclasses.replace(settings, listeners=listeners)
     return PrometheusExporter(settings, config, clock=clock.monotonic, sleep=clock.sleep)
 
@@ -137,7 +137,7 @@ async def test_without_a_registry_shutdown_closes_the_port(
     port = free_port()
     config = PrometheusExporterConfig.model_validate({"endpoint": f"127.0.0.1:{port}"})
     exporter = PrometheusExporter(
-        make_settings("prometheus", Kind.EXPORTER, host.telemetry), config, clock=clock.monotonic
+        nvml_settings("prometheus", Kind.EXPORTER, host.telemetry), config, clock=clock.monotonic
     )
     await exporter.start(host)
     await exporter.shutdown()

@@ -15,12 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from otelgpu.exporters.prometheus.general import GeneralPath
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.translate import PLAN_SWEEP, Translator
+from otelgpu.exporters.prometheus.translate import PLAN_SWEEP
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.prometheus.batches import gpu, held_by
+from tests.unit.exporters.prometheus.translators import make_translator
 
 TASKS = ({"hw.gpu.task": "general"}, {"hw.gpu.task": "encoder"}, {"hw.gpu.task": "decoder"})
 SHARED_TASK = TASKS[0]  # one dict object reused batch after batch, as the receiver does
@@ -103,21 +105,24 @@ def _metric(
     return Metric(name=name, unit=unit, description="d", kind=kind, points=points, monotonic=mono)
 
 
+def metric_lines(store: SeriesStore) -> list[str]:
+    """The body's sample lines, the devices' info series (`hw_gpu_info`) aside."""
+    text = render_text(store.families.values())[0]
+    return [x for x in text.splitlines() if x[0] != "#" and not x.startswith("hw_gpu_info{")]
+
+
 def state(store: SeriesStore) -> object:
     """What a store holds that anyone can observe: lines, owners, stamps, the set each identity
     owns (stale entries of `groups`, lines another identity took since, are bookkeeping)."""
     families = {}
     for name, family in store.families.items():
-        owned = {
-            key: sorted(p for p in group if family.owners.get(p) == key)
-            for key, group in family.groups.items()
-        }
+        lines = dict(family.lines())
         families[name] = (
             family.type,
-            dict(family.series),
-            dict(family.owners),
-            dict(family.stamps),
-            {key: lines for key, lines in owned.items() if lines},
+            lines,
+            {prefix: family.owner(prefix) for prefix in lines},
+            {prefix: family.stamp(prefix) for prefix in lines},
+            family.owned(),
         )
     return families, render_text(store.families.values()), store.replaced
 
@@ -149,8 +154,8 @@ def test_replay_leaves_the_store_the_general_path_leaves(
     sequence: list[tuple[ResourceMetrics, ...]], naming: str, data: st.DataObject
 ) -> None:
     fast, general = SeriesStore(), SeriesStore()
-    replaying = Translator(naming, {}, replay=True)  # type: ignore[arg-type]
-    plain = Translator(naming, {}, replay=False)  # type: ignore[arg-type]
+    replaying = make_translator(naming, replay=True)
+    plain = make_translator(naming, replay=False)
     now = 0.0
     for batch in sequence:
         for _ in range(data.draw(st.integers(1, 4))):  # its next cycles: replays
@@ -169,26 +174,26 @@ def test_replay_leaves_the_store_the_general_path_leaves(
 
 def test_a_steady_node_is_replayed_and_its_values_move() -> None:
     """The fast path is really taken (no claims, no label rendering), and writes the new values."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point(SHARED_TASK, 1.0),)),)
     gpu0 = gpu(0)
     translator.ingest(store, (ResourceMetrics(resource=gpu0, metrics=power, identity="g"),), 1.0)
-    version = store.layout.version
+    losses = dict(store.ledger.losses)
     rendered = translator.labels.line_prefix
     translator.labels.line_prefix = None  # type: ignore[assignment,method-assign]  # a replay renders nothing
     moved = (_metric("hw.power", "W", MetricKind.GAUGE, (_point(SHARED_TASK, 2.5),)),)
     again = (ResourceMetrics(resource=dict(gpu0), metrics=moved, identity="g"),)
     assert translator.ingest(store, again, 2.0) == (1, 0)
     translator.labels.line_prefix = rendered  # type: ignore[method-assign]
-    assert store.layout.version == version  # nothing claimed, nothing removed
-    (line,) = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    assert store.ledger.losses == losses  # nothing claimed, nothing removed
+    (line,) = metric_lines(store)
     assert line.endswith(" 2.5")
 
 
 def test_a_holder_leaving_a_shared_identity_leaves_at_once_when_the_other_replays() -> None:
     """Two resources share one identity; the next batch has one of them, replayed: the other's
     line must go at once (the set is replaced), as on the general path."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     share = _metric("nvidia.gpu.allocation", "1", MetricKind.GAUGE, (_point({}, 0.5),))
 
     def holder(pod: str) -> ResourceMetrics:
@@ -197,7 +202,7 @@ def test_a_holder_leaving_a_shared_identity_leaves_at_once_when_the_other_replay
     translator.ingest(store, (holder("a"), holder("b")), 1.0)
     translator.ingest(store, (holder("a"), holder("b")), 2.0)  # both replayed
     translator.ingest(store, (holder("a"),), 3.0)  # "a" replays; "b" left
-    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    lines = metric_lines(store)
     assert len(lines) == 1 and 'k8s_pod_name="a"' in lines[0]
 
 
@@ -205,7 +210,7 @@ def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     """Identity `b` (other attributes, the same rendered labels) writes the line `a`'s plan
     holds, then stops: `a`'s next replay must claim it back, not write a line `b` still owns
     (`b`'s expiry or set replacement would then delete `a`'s series)."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point({}, 1.0),)),)
     a = ResourceMetrics(resource=gpu(0), metrics=power, identity="a")
     alike = {**gpu(0), semconv.GPU_INDEX: 0}  # the int 0 renders as "0", like a's "0"
@@ -214,16 +219,16 @@ def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     translator.ingest(store, (a,), 2.0)  # replayed
     translator.ingest(store, (b,), 3.0)  # b takes the line
     translator.ingest(store, (a,), 4.0)  # a writes it again: it must own it again
-    (family,) = store.families.values()
-    assert list(family.owners.values()) == [store.key("a")]
-    version = store.layout.version
+    family = store.families["hw_power_watts"]
+    assert list(family.owned()) == [store.key("a")]
+    losses = dict(store.ledger.losses)
     translator.ingest(store, (a,), 5.0)  # owned again: a plain replay, nothing claimed
-    assert store.layout.version == version
+    assert store.ledger.losses == losses
 
 
 def test_plans_of_resources_gone_for_a_sweep_are_forgotten() -> None:
     """Pods that come and go do not grow the plans (nor what `Settle` remembers of them)."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point({}, 1.0),)),)
     steady = ResourceMetrics(resource=gpu(0), metrics=power, identity="steady")
     for n in range(8 * PLAN_SWEEP):  # a new pod every batch, each seen once
@@ -238,7 +243,7 @@ def test_plans_of_resources_gone_for_a_sweep_are_forgotten() -> None:
 def test_a_planned_resource_leaves_the_label_cache_and_a_change_renders_it_again() -> None:
     """Once a resource's plan holds its lines the label cache lets them go (memory: ~7 MiB at
     10k series); a later change of shape renders its lines again, the same text."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     power = (_metric("hw.power", "W", MetricKind.GAUGE, (_point({}, 1.0),)),)
     resource = gpu(0)
     steady = ResourceMetrics(resource=resource, metrics=power, identity="g")
@@ -288,21 +293,21 @@ def test_a_steady_node_takes_no_general_path_after_its_first_batch(
     """After the first batch every resource is replayed: no general path, no claim, no set
     replacement (settle), no label rendering, whatever the forms (one point, several, scaled
     dcgm integers, ints, dcgm's split families)."""
-    store, translator = SeriesStore(), Translator(naming, {})  # type: ignore[arg-type]
+    store, translator = SeriesStore(), make_translator(naming)
     translator.ingest(store, _steady_node(0), 0.0)
     calls: list[str] = []
-    general = Translator._ingest_resource
+    general = GeneralPath.write_resource
 
-    def spy_general(self: Translator, *args: object, **kwargs: object) -> object:
+    def spy_general(self: GeneralPath, *args: object, **kwargs: object) -> object:
         calls.append("general")
         return general(self, *args, **kwargs)  # type: ignore[arg-type]
 
-    settle, claim = Family.settle, Family.claim
-    monkeypatch.setattr(Translator, "_ingest_resource", spy_general)
+    settle, claim = Family.settle, Family._claim
+    monkeypatch.setattr(GeneralPath, "write_resource", spy_general)
     monkeypatch.setattr(
         Family, "settle", lambda f, b: calls.append(f"settle {f.name}") or settle(f, b)
     )
-    monkeypatch.setattr(Family, "claim", lambda f, k, p: calls.append("claim") or claim(f, k, p))
+    monkeypatch.setattr(Family, "_claim", lambda f, k, p: calls.append("claim") or claim(f, k, p))
     for cycle in range(1, 4):
         stored, dropped = translator.ingest(store, _steady_node(cycle), float(cycle))
         assert (stored, dropped) == (16, 0)
@@ -311,13 +316,13 @@ def test_a_steady_node_takes_no_general_path_after_its_first_batch(
     assert [c for c in calls if c.removeprefix("settle ") not in split_families] == []
     text = render_text(store.families.values())[0]
     assert "300.5" not in text and "303.5" in text  # the values moved
-    assert store.series_count() == 16
+    assert store.series_count() == 16 + 2  # and the two GPUs' info series
 
 
 def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
     """Identity "s" reports holders a and b (both replayed), then a and c, where c writes
     another family: a is replayed, c takes the general path; b's line must still go at once."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
     share = (_metric("nvidia.gpu.allocation", "1", MetricKind.GAUGE, (_point({}, 0.5),)),)
     other = (_metric("nvidia.gpu.other", "1", MetricKind.GAUGE, (_point({}, 1.0),)),)
 
@@ -327,7 +332,7 @@ def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
     translator.ingest(store, (holder("a"), holder("b")), 1.0)
     translator.ingest(store, (holder("a"), holder("b")), 2.0)
     translator.ingest(store, (holder("a"), holder("c", other)), 3.0)
-    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    lines = metric_lines(store)
     assert sorted(x.split("{")[0] for x in lines) == [
         "nvidia_gpu_allocation_ratio",
         "nvidia_gpu_other_ratio",
@@ -338,7 +343,7 @@ def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
 def test_replayed_values_are_spelled_as_the_format_wants() -> None:
     """NaN and the infinities are Go's spelling on a replay too (`format_value`), one point
     or several; ints stay ints; booleans are numbers."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
 
     def node(one: object, several: tuple[object, object]) -> tuple[ResourceMetrics, ...]:
         metrics = (
@@ -358,13 +363,13 @@ def test_replayed_values_are_spelled_as_the_format_wants() -> None:
         (7, (True, 2**70), ["7", "1.0", str(2**70)]),
     ):
         assert translator.ingest(store, node(one, several), 2.0) == (3, 0)
-        lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+        lines = metric_lines(store)
         assert [line.rsplit(" ", 1)[1] for line in lines] == expected
 
 
 def test_a_point_whose_attributes_changed_is_not_replayed_under_its_old_line() -> None:
     """The same GPU and metric, another XID code on the point: a new line, the old one gone."""
-    store, translator = SeriesStore(), Translator("otel", {})
+    store, translator = SeriesStore(), make_translator("otel")
 
     def xid(code: int) -> tuple[ResourceMetrics, ...]:
         metric = _metric("nvidia.gpu.xid", "1", MetricKind.GAUGE, (_point({"code": code}, 1.0),))
@@ -373,24 +378,30 @@ def test_a_point_whose_attributes_changed_is_not_replayed_under_its_old_line() -
     translator.ingest(store, xid(31), 1.0)
     translator.ingest(store, xid(31), 2.0)
     translator.ingest(store, xid(43), 3.0)
-    lines = [x for x in render_text(store.families.values())[0].splitlines() if x[0] != "#"]
+    lines = metric_lines(store)
     assert len(lines) == 1 and 'code="43"' in lines[0]
 
 
 def test_a_scaled_step_without_a_conversion_replays_scaled_values() -> None:
-    # Today every dcgm field with a unit factor is also an integer field (a conversion), but a
-    # step scaled without one must still be written scaled, never as the raw number.
+    # Today every dcgm field with a unit factor is also an integer field, but a step scaled
+    # without rounding must still be written scaled, never as the raw number.
     from otelgpu.exporters.prometheus import replay as replay_module
-    from otelgpu.exporters.prometheus.series import format_point
+    from otelgpu.exporters.prometheus.targets import Target, format_sample
 
     family = Family("DCGM_FI_DEV_SM_CLOCK", "gauge", "h")
     prefixes = ('DCGM_FI_DEV_SM_CLOCK{gpu="0"} ', 'DCGM_FI_DEV_SM_CLOCK{gpu="1"} ')
+    for prefix in prefixes:
+        family.write(0, prefix, "0\n", 1)
     attrs: tuple[dict[str, AttrValue], ...] = ({}, {})
     points = tuple(_point(a, v) for a, v in zip(attrs, (1.5e9, 7), strict=True))
     metric = _metric("hw.clock", "Hz", MetricKind.GAUGE, points)
-    assert replay_module._several(0, False, family, attrs, prefixes, 1e-6, None, metric, 3)
-    assert list(family.series.values()) == [
-        format_point(1.5e9, {}, 1e-6, None) + "\n",
-        format_point(7, {}, 1e-6, None) + "\n",
+    target = Target(family.name, "gauge", "h", scale=1e-6)
+    descriptor = ("hw.clock", "Hz", MetricKind.GAUGE, False)
+    step = replay_module.Several(descriptor, family, attrs, prefixes, target, *family.cells)
+    assert replay_module._several(step, metric, 3)
+    assert [value for _, value in family.lines()] == [
+        format_sample(1.5e9, {}, target) + "\n",
+        format_sample(7, {}, target) + "\n",
     ]
-    assert family.series[prefixes[0]].startswith("1500")  # MHz, not the 1.5e9 Hz it came in
+    assert family.stamp(prefixes[0]) == family.stamp(prefixes[1]) == 3
+    assert dict(family.lines())[prefixes[0]].startswith("1500")  # MHz, not the 1.5e9 Hz

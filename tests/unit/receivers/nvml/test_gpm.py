@@ -33,7 +33,11 @@ RATES = (
     "nvidia.gpu.gpm.pcie.tx.throughput",
     "nvidia.gpu.gpm.pcie.rx.throughput",
 )
-RATES_ON = {name: {"enabled": True} for name in RATES}
+ON_BY_DEFAULT = (  # dcgm-exporter's default DCGM_FI_PROF_* fields
+    "nvidia.gpu.graphics.active",
+    "nvidia.gpu.tensor.active",
+    "nvidia.gpu.dram.active",
+)
 
 
 def test_gpm_ids_match_nvidia_ml_py() -> None:
@@ -55,7 +59,7 @@ async def test_new_gpm_metrics_on_the_gpu_and_each_mig_instance(
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(
-        metrics=RATES_ON,
+        metric_set="all",
         simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}, {"uuid": "MIG-a2"}]}]},
     )
     await receiver.scrape()
@@ -75,24 +79,29 @@ async def test_new_gpm_metrics_on_the_gpu_and_each_mig_instance(
     assert sim(receiver).calls["nvmlGpmSampleFree"] == sim(receiver).calls["nvmlGpmSampleAlloc"]
 
 
-async def test_gpm_pcie_rates_are_off_by_default(make_receiver: MakeReceiver) -> None:
+async def test_only_dcgm_exporters_default_gpm_metrics_are_on_by_default(
+    make_receiver: MakeReceiver,
+) -> None:
     receiver = make_receiver()
     await receiver.scrape()
     (gpu,) = by_id(await receiver.scrape()).values()
-    assert "nvidia.gpu.gpm.pcie.tx.throughput" not in metrics(gpu)
-    assert "nvidia.gpu.nvlink.tx.throughput" in metrics(gpu)
+    for name in (*NEW_RATIOS, *RATES, "nvidia.gpu.sm.active"):
+        assert name not in metrics(gpu), name
+    for name in ON_BY_DEFAULT:
+        assert 0 < value(gpu, name) <= 1, name
 
 
 async def test_an_unsupported_gpm_metric_is_dropped_for_that_gpu_only(
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(
+        metric_set="all",
         simulated={
             "gpus": [
                 {"uuid": "GPU-a", "unsupported_fields": ["NVML_GPM_METRIC_FP64_UTIL"]},
                 {"uuid": "GPU-b"},
             ]
-        }
+        },
     )
     await receiver.scrape()
     await receiver.scrape()
@@ -108,7 +117,7 @@ async def test_gpm_through_the_real_backend(
     del fake.devices[GPU1]  # GPU 0 supports GPM (the fake's rule)
     fake.devices[GPU0].mig_mode = real.NVML_DEVICE_MIG_DISABLE
     fake.unsupported_gpm = {real.NVML_GPM_METRIC_FP16_UTIL}
-    config = NvmlReceiverConfig.model_validate({"backend": "nvml", "metrics": RATES_ON})
+    config = NvmlReceiverConfig.model_validate({"backend": "nvml", "metric_set": "all"})
     receiver = NvmlReceiver(
         make_settings("nvml", Kind.RECEIVER, telemetry), config, sink, clock=clock
     )
@@ -189,7 +198,7 @@ async def test_both_pcie_rate_metrics_on_read_gpm_once_and_each_emit_once(
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(
-        metrics=RATES_ON,
+        metrics={name: {"enabled": True} for name in RATES},
         simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}]},
     )
     await receiver.scrape()
@@ -214,7 +223,8 @@ async def test_the_first_collection_has_gpms_figures_from_samples_over_100ms_apa
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(
-        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}, {"uuid": "GPU-b"}]}
+        metric_set="all",
+        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}, {"uuid": "GPU-b"}]},
     )
     taken: list[float] = []
     client = sim(receiver)

@@ -102,7 +102,9 @@ async def test_a_long_list_of_refused_readings_is_cut_short_at_info(
         "NVML_FI_DEV_ECC_DBE_AGG_TOTAL",
         "nvmlDeviceGetEncoderUtilization",
     ]
-    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a", "unsupported_fields": refused}]})
+    receiver = make_receiver(
+        metric_set="all", simulated={"gpus": [{"uuid": "GPU-a", "unsupported_fields": refused}]}
+    )
     with caplog.at_level(logging.DEBUG):
         await receiver.scrape()
     (listed,) = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]

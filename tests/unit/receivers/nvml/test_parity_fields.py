@@ -5,6 +5,8 @@ Prometheus exporter's dcgm naming."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pynvml as real
 import pytest
 
@@ -16,6 +18,7 @@ from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.fields_parity import PARITY_ROWS
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, dcgm_name
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.real_nvml import RealNvml
@@ -38,6 +41,15 @@ ALL_ON = {spec.name: {"enabled": True} for spec in CATALOG}
 H100_PCIE = "NVIDIA H100 PCIe"
 
 
+# The parity metrics that are opt-in (all of them but the vGPU licence status).
+PARITY_OPT_IN = frozenset(row[0] for row in PARITY_ROWS) - {"nvidia.gpu.vgpu.license.status"}
+
+
+def on(names: Iterable[str]) -> dict[str, dict[str, bool]]:
+    """`metrics:` switching `names` on."""
+    return {name: {"enabled": True} for name in names}
+
+
 def points(rm: ResourceMetrics, name: str) -> dict[tuple[object, ...], float]:
     """A metric's points keyed by their own attribute values (in attribute order; the hw.id and
     hw.type every point carries are left out)."""
@@ -54,7 +66,7 @@ def points(rm: ResourceMetrics, name: str) -> dict[tuple[object, ...], float]:
 async def test_violation_time_is_seconds_per_policy(
     make_receiver: MakeReceiver, clock: FakeClock
 ) -> None:
-    receiver = make_receiver(simulated={"gpus": 2})
+    receiver = make_receiver(metric_set="all", simulated={"gpus": 2})
     await receiver.scrape()
     clock.now += 100.0
     gpus = list(by_id(await receiver.scrape()).values())
@@ -74,7 +86,7 @@ async def test_violation_time_is_seconds_per_policy(
 async def test_clock_events_one_series_per_reason_and_the_bitmask(
     make_receiver: MakeReceiver,
 ) -> None:
-    receiver = make_receiver(metrics={"nvidia.gpu.clock.event.reasons": {"enabled": True}})
+    receiver = make_receiver(metric_set="all")
     sim(receiver).set_reading(0, "clock_event_reasons", 0x4 | 0x40)  # power cap + HW thermal
     (gpu,) = by_id(await receiver.scrape()).values()
     active = points(gpu, "nvidia.gpu.clock.event.active")
@@ -84,17 +96,17 @@ async def test_clock_events_one_series_per_reason_and_the_bitmask(
     assert value(gpu, "nvidia.gpu.clock.event.reasons") == 0x44
 
 
-async def test_clock_event_bitmask_is_off_by_default(make_receiver: MakeReceiver) -> None:
+async def test_clock_events_are_off_by_default(make_receiver: MakeReceiver) -> None:
     receiver = make_receiver()
     (gpu,) = by_id(await receiver.scrape()).values()
-    assert "nvidia.gpu.clock.event.active" in metrics(gpu)
+    assert "nvidia.gpu.clock.event.active" not in metrics(gpu)
     assert "nvidia.gpu.clock.event.reasons" not in metrics(gpu)
 
 
 async def test_nvlink_totals_state_and_per_link_errors(
     make_receiver: MakeReceiver, clock: FakeClock
 ) -> None:
-    receiver = make_receiver(metrics={"nvidia.gpu.nvlink.link.errors": {"enabled": True}})
+    receiver = make_receiver(metric_set="all")
     await receiver.scrape()
     clock.now += 900.0
     (gpu,) = by_id(await receiver.scrape()).values()
@@ -125,7 +137,7 @@ async def test_gpu_without_nvlink_is_asked_once(make_receiver: MakeReceiver) -> 
 
 
 async def test_ecc_lifetime_retired_pages_and_pending_flags(make_receiver: MakeReceiver) -> None:
-    receiver = make_receiver(simulated={"gpus": 2})
+    receiver = make_receiver(metric_set="all", simulated={"gpus": 2})
     sim(receiver).set_reading(1, "NVML_FI_DEV_RETIRED_PENDING", 1)
     sim(receiver).set_reading(1, "NVML_FI_DEV_REMAPPED_PENDING", 1)
     first, second = by_id(await receiver.scrape()).values()
@@ -143,7 +155,7 @@ async def test_ecc_lifetime_retired_pages_and_pending_flags(make_receiver: MakeR
 
 
 async def test_pcie_link_current_and_max(make_receiver: MakeReceiver) -> None:
-    receiver = make_receiver()
+    receiver = make_receiver(metric_set="all")
     sim(receiver).set_reading(0, "pcie_width", 8)
     (gpu,) = by_id(await receiver.scrape()).values()
     assert points(gpu, "nvidia.gpu.pcie.link.width") == {("current",): 8, ("max",): 16}
@@ -172,7 +184,9 @@ async def test_vgpu_license_in_a_guest(make_receiver: MakeReceiver) -> None:
 
 
 async def test_mig_instances_do_not_repeat_whole_gpu_readings(make_receiver: MakeReceiver) -> None:
-    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}]})
+    receiver = make_receiver(
+        metric_set="all", simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}]}
+    )
     found = by_id(await receiver.scrape())
     assert "nvidia.gpu.nvlink.state" in metrics(found["GPU-a"])
     for name in ("nvidia.gpu.nvlink.state", "nvidia.gpu.clock.event.active"):
@@ -205,7 +219,7 @@ def dcgm_text(batch: Batch) -> dict[str, float]:
 
 
 async def test_dcgm_names_and_units(make_receiver: MakeReceiver, clock: FakeClock) -> None:
-    receiver = make_receiver(metrics={"nvidia.gpu.clock.event.reasons": {"enabled": True}})
+    receiver = make_receiver(metrics=on(PARITY_OPT_IN - {"nvidia.gpu.nvlink.link.errors"}))
     sim(receiver).set_reading(0, "clock_event_reasons", 0x4)
     sim(receiver).set_reading(0, "NVML_FI_DEV_REMAPPED_PENDING", 1)
     await receiver.scrape()
@@ -306,7 +320,9 @@ async def test_receiver_over_real_backend_reads_links_it_has(
     fake.field_answers = {
         74: (real.NVML_SUCCESS, real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG, 2_500_000_000),
     }
-    config = NvmlReceiverConfig.model_validate({"backend": "nvml"})
+    config = NvmlReceiverConfig.model_validate(
+        {"backend": "nvml", "metrics": on(PARITY_OPT_IN - {"nvidia.gpu.nvlink.link.errors"})}
+    )
     receiver = NvmlReceiver(
         make_settings("nvml", Kind.RECEIVER, telemetry), config, sink, clock=clock
     )

@@ -114,12 +114,13 @@ async def test_values_are_converted_to_catalog_units(make_receiver: MakeReceiver
 
 async def test_resources_for_gpus_and_mig_instances(make_receiver: MakeReceiver) -> None:
     receiver = make_receiver(
+        metrics={"hw.gpu.memory.limit": {"enabled": True}},
         simulated={
             "gpus": [
                 {"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1", "profile": "3g.40gb"}]},
                 {"uuid": "GPU-b", "model": "NVIDIA A100-SXM4-40GB"},
             ]
-        }
+        },
     )
     resources = by_id(await receiver.scrape())
 
@@ -257,7 +258,7 @@ async def test_unsupported_field_and_call_are_not_retried(make_receiver: MakeRec
     assert has_point(batch[0], "hw.temperature", "hw.sensor_location", "gpu")
     assert not has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "encoder")
     assert has_point(batch[0], "hw.gpu.utilization", "hw.gpu.task", "decoder")
-    assert "nvidia.gpu.dram.active" not in emitted and "nvidia.gpu.sm.active" in emitted
+    assert "nvidia.gpu.dram.active" not in emitted and "nvidia.gpu.tensor.active" in emitted
 
 
 async def test_unexpected_error_is_counted_and_retried(
@@ -391,13 +392,13 @@ async def test_gpm_is_sampled_when_nvml_opens_and_needs_a_supporting_gpu(
         }
     )
     first = by_id(await receiver.scrape())
-    assert 0 < value(first["GPU-a"], "nvidia.gpu.sm.active") <= 1  # its first sample at open
+    assert 0 < value(first["GPU-a"], "nvidia.gpu.graphics.active") <= 1  # its first sample at open
     second = by_id(await receiver.scrape())
-    assert 0 < value(second["GPU-a"], "nvidia.gpu.sm.active") <= 1
+    assert 0 < value(second["GPU-a"], "nvidia.gpu.graphics.active") <= 1
     # MIG instances are sampled through their GPU, as series of their own.
-    assert 0 < value(second["MIG-a1"], "nvidia.gpu.sm.active") <= 1
-    assert value(second["MIG-a1"], "nvidia.gpu.sm.active") != value(
-        second["GPU-a"], "nvidia.gpu.sm.active"
+    assert 0 < value(second["MIG-a1"], "nvidia.gpu.graphics.active") <= 1
+    assert value(second["MIG-a1"], "nvidia.gpu.graphics.active") != value(
+        second["GPU-a"], "nvidia.gpu.graphics.active"
     )
     assert sim(receiver).calls["nvmlGpmMigSampleGet"] == 3  # at open, then one a cycle
     assert "nvidia.gpu.tensor.active" not in metrics(second["GPU-b"])

@@ -1,0 +1,367 @@
+"""P8: the downstream bill of the default pipeline, vs dcgm-exporter's default counters.
+
+For a described node (bench/node_fixture.py: `--gpus`, `--mig-gpus` with `--mig-per-gpu`
+instances each, `--pods`, `--procs` per device, business labels `--env` / `--pod-labels`) the
+agent's pipeline runs in this process, once per naming, with the real components: the nvml
+receiver on the simulated backend (`processes: true`, as the DaemonSet's pipeline), the
+`k8s_attributes` and `container_env` processors fed by the in-memory pod-resources and runtime
+fakes P2 uses, a `resource` processor that only makes the simulated GPUs look real (drops
+`otelgpu.simulated`, sets `host.name` to the node name), the `prometheus` exporter (`naming:
+otel`, then `naming: dcgm`; started, so its body holds the agent's self-telemetry too) and the
+OTLP encoder (`otelgpu/exporters/otlp/encode.py`).
+
+Per side it prints the series per node (those naming a GPU, per GPU, and the agent's own), the
+bytes of one scrape (the classic text body, plain and gzip; on the wire ours is gzipped for a
+scraper that asks, dcgm-exporter's is always plain), the mean length of a series line, and
+OTLP bytes per minute (one collection's request, gzipped at level 6 as `otlp_http` sends it,
+times the collections a minute holds at the receiver's default `collection_interval`).
+dcgm-exporter's figures are computed from its published CSV and render template for the same
+devices, holders and labels (bench/dcgm_default_counters.py says how). Then the 10,000-node
+fleet: active series, samples per second at a 15 s scrape, and ingest bytes per second.
+
+    python bench/fleet_cost.py [--gpus 8] [--mig-gpus 0] [--mig-per-gpu 3] [--pods 100]
+                               [--procs 1] [--env TEAM,PROJECT] [--pod-labels app]
+                               [--metric-set default|all] [--enable NAME,...] [--nodes 10000]
+    python bench/fleet_cost.py --smoke      # a 2-GPU node, seconds
+
+Target (TARGETS.md P8): `naming: dcgm` series <= 1.0x and bytes <= 1.0x (plain and gzip), and
+`naming: otel` series <= 1.0x, of dcgm-exporter's on the same node. The verdict is the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import dcgm_default_counters as dcgm
+from bench.node_fixture import MIG_PROFILE, Node, gpu_uuid, mig_uuid
+from otelgpu.component.component import ComponentID, Kind, Settings
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.resource import service_attributes
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch
+from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
+from otelgpu.processors.container_env.processor import ContainerEnvProcessor
+from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
+from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
+from otelgpu.processors.resource.factory import ResourceProcessor, ResourceProcessorConfig
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from tests.fakes import FakeHost, Sink
+from tests.unit.processors.k8s_attributes.fakes import (
+    FakePodResources,
+    allocatable,
+    container,
+    pod,
+)
+
+NODE_NAME = "gpu-node-0001"
+OTLP_GZIP_LEVEL = 6  # otlp_http's level
+SCRAPE_INTERVAL = 15.0
+AGENT_PREFIX = "otelgpu_"  # the agent's own series (some name a GPU: they are still its own)
+_DEVICE = re.compile(r"(?:GPU|MIG)-b3c40000-[0-9a-f-]{27,}")  # node_fixture's UUIDs
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One side's bill for the node."""
+
+    who: str
+    per_gpu: list[int]  # series naming each GPU (its MIG instances, processes, holders)
+    agent: int  # the agent's own series (`otelgpu_*`)
+    plain: int
+    gzipped: int
+    served_gzip: bool
+    line: float  # mean bytes of a series line, newline included
+    otlp_minute: int | None  # gzipped OTLP bytes a minute
+
+    @property
+    def series(self) -> int:
+        return sum(self.per_gpu) + self.agent
+
+    @property
+    def wire(self) -> int:
+        return self.gzipped if self.served_gzip else self.plain
+
+
+def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
+    return Settings.for_component(ComponentID(name), kind, telemetry)
+
+
+class Pipeline:
+    """receiver → k8s_attributes → container_env → resource → prometheus (one naming)."""
+
+    def __init__(self, node: Node, host_proc: Path, naming: str, args: argparse.Namespace) -> None:
+        telemetry = SelfTelemetry()
+        self.host = FakeHost(telemetry)
+        receiver = node.receiver_config(host_proc, "1h")  # driven by hand after the first
+        receiver["metric_set"] = args.metric_set
+        receiver["metrics"] = {name: {"enabled": True} for name in args.enable}
+        self.config = NvmlReceiverConfig.model_validate(receiver)
+        self.sink = Sink()
+        self.receiver = NvmlReceiver(
+            _settings("nvml", Kind.RECEIVER, telemetry), self.config, self.sink
+        )
+        pods = FakePodResources()
+        listed = node.pod_devices()
+        pods.set(*(pod(ns, n, container("main", d), container("sidecar")) for ns, n, d in listed))
+        pods.devices = allocatable(node.allocatable())
+        self.k8s = K8sAttributesProcessor(
+            _settings("k8s_attributes", Kind.PROCESSOR, telemetry),
+            K8sAttributesProcessorConfig.model_validate({"node_name": NODE_NAME}),
+            client=pods,
+        )
+        runtime = node.fake_runtime()
+        includes = {"env": {"include": args.env}, "pod_labels": {"include": args.pod_labels}}
+        self.env = ContainerEnvProcessor(
+            _settings("container_env", Kind.PROCESSOR, telemetry),
+            ContainerEnvProcessorConfig.model_validate({"runtime": "containerd", **includes}),
+            lambda _config: [(runtime, True)],
+        )
+        self.resource = ResourceProcessor(
+            _settings("resource", Kind.PROCESSOR, telemetry),
+            ResourceProcessorConfig.model_validate(
+                {
+                    "attributes": [
+                        {"key": semconv.SIMULATED, "action": "delete"},
+                        {"key": semconv.HOST_NAME, "action": "upsert", "value": NODE_NAME},
+                    ]
+                }
+            ),
+        )
+        self.prometheus = PrometheusExporter(
+            _settings("prometheus", Kind.EXPORTER, telemetry),
+            PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0", "naming": naming}),
+        )
+
+    async def start(self) -> None:
+        await self.prometheus.start(self.host)
+        await self.receiver.start(self.host)
+        await self.k8s.start(self.host)
+        await self.env.start(self.host)
+        await self.env.refresh()
+        deadline = time.monotonic() + 120
+        while self.k8s.snapshot is None or not self.sink.batches:  # both first answers in
+            if time.monotonic() > deadline:
+                raise RuntimeError("the first collection or the pod-resources answer never came")
+            await asyncio.sleep(0.01)
+
+    async def shutdown(self) -> None:
+        await self.receiver.shutdown()
+        await self.k8s.shutdown()
+        await self.env.shutdown()
+        await self.prometheus.shutdown()
+
+    async def cycle(self) -> Batch:
+        """One collection through every stage; the exporter's body is rendered from it."""
+        batch = await self.receiver.scrape()
+        batch = self.resource.process(self.env.process(self.k8s.process(batch)))
+        await self.prometheus.consume(batch)
+        await self.prometheus.refresh()
+        return batch
+
+
+def _gpu_index(node: Node) -> dict[str, int]:
+    """Every device UUID of the node → the index of its GPU."""
+    found = {gpu_uuid(i): i for i in range(node.gpus)}
+    for i in range(node.mig_gpus):
+        found |= {mig_uuid(i, slot): i for slot in range(node.mig_per_gpu)}
+    return found
+
+
+def count_series(text: str, node: Node) -> tuple[list[int], int, float]:
+    """(series per GPU, series naming no GPU, mean series line bytes) of a text body."""
+    index = _gpu_index(node)
+    per_gpu = [0] * node.gpus
+    agent = length = 0
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        length += len(line.encode()) + 1
+        found = None if line.startswith(AGENT_PREFIX) else _DEVICE.search(line)
+        if found is None:
+            agent += 1
+        else:
+            per_gpu[index[found.group(0)]] += 1
+    series = sum(per_gpu) + agent
+    return per_gpu, agent, length / max(series, 1)
+
+
+async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figures, Batch]:
+    with tempfile.TemporaryDirectory(prefix="p8-proc-") as proc_dir:
+        pipe = Pipeline(node, node.write_host_proc(Path(proc_dir)), naming, args)
+        await pipe.start()
+        try:
+            await pipe.cycle()  # GPM's rates need a sample a cycle back: count the second
+            batch = await pipe.cycle()
+            body = pipe.prometheus.body
+            plain = body.text()
+        finally:
+            await pipe.shutdown()
+    per_gpu, agent, line = count_series(plain.decode(), node)
+    otlp = None
+    if naming == "otel":  # OTLP does not depend on the Prometheus naming
+        cache = AttributeCache(resource_defaults=service_attributes(os.environ))
+        request = gzip.compress(encode_bytes(batch, cache), OTLP_GZIP_LEVEL, mtime=0)
+        otlp = round(len(request) * 60 / NvmlReceiverConfig().collection_interval)
+    figures = Figures(
+        f"ours, naming {naming}", per_gpu, agent, len(plain), len(body.gzipped), True, line, otlp
+    )
+    return figures, batch
+
+
+def dcgm_devices(node: Node, batch: Batch, args: argparse.Namespace) -> list[dcgm.Device]:
+    """The devices dcgm-exporter lists on the node, labelled from the same GPUs and holders."""
+    gpus = {rm.resource[semconv.HW_ID]: rm.resource for rm in batch}
+    holders = {h.device_ids[0]: h for h in node.holders()}
+    devices = []
+    for i in range(node.gpus):
+        facts = gpus[gpu_uuid(i)]
+        common = (i, gpu_uuid(i), str(facts[semconv.GPU_PCI_BUS_ID]), str(facts[semconv.HW_MODEL]))
+        mig = node.mig_per_gpu if i < node.mig_gpus else 0
+        ids = [mig_uuid(i, slot) for slot in range(mig)] or [gpu_uuid(i)]
+        for slot, device_id in enumerate(ids):
+            holder = holders.get(device_id)
+            labels = (
+                {f"env_{k}": v for k, v in holder.env().items() if k in args.env} if holder else {}
+            )
+            if holder:
+                labels |= {
+                    re.sub(r"[^a-zA-Z0-9_]", "_", k): v
+                    for k, v in holder.pod_labels().items()
+                    if k in args.pod_labels
+                }
+            devices.append(
+                dcgm.Device(
+                    *common,
+                    mig=(MIG_PROFILE, str(slot + 1)) if mig else None,
+                    holder=(holder.namespace, holder.pod, "main") if holder else None,
+                    labels=labels,
+                )
+            )
+    return devices
+
+
+def theirs(node: Node, batch: Batch, args: argparse.Namespace) -> Figures:
+    driver = str(batch[0].resource[semconv.HW_DRIVER_VERSION])
+    body, _ = dcgm.render(dcgm_devices(node, batch, args), NODE_NAME, driver)
+    per_gpu, agent, line = count_series(body.decode(), node)
+    return Figures(
+        "dcgm-exporter", per_gpu, agent, len(body), len(dcgm.gzipped(body)), False, line, None
+    )
+
+
+def _each(per_gpu: Sequence[int]) -> str:
+    low, high = min(per_gpu), max(per_gpu)
+    return f"{low} each" if low == high else f"{low} to {high} each"
+
+
+def describe(f: Figures, gpus: int) -> str:
+    otlp = f"{f.otlp_minute} B/min gzip" if f.otlp_minute is not None else "none"
+    served = "gzip" if f.served_gzip else "plain"
+    return (
+        f"{f.who}: series {f.series} = {sum(f.per_gpu)} on {gpus} GPUs ({_each(f.per_gpu)})"
+        f" + {f.agent} agent; scrape {f.plain} B plain, {f.gzipped} B gzip, served {served};"
+        f" {f.line:.1f} B per series line; OTLP {otlp}"
+    )
+
+
+def ratios(mine: Figures, base: Figures) -> dict[str, float]:
+    return {
+        "series": mine.series / base.series,
+        "GPU series": sum(mine.per_gpu) / sum(base.per_gpu),
+        "plain": mine.plain / base.plain,
+        "gzip": mine.gzipped / base.gzipped,
+        "wire": mine.wire / base.wire,
+    }
+
+
+def fleet(f: Figures, nodes: int) -> str:
+    series = f.series * nodes
+    return (
+        f"{f.who}: {series} active series, {series / SCRAPE_INTERVAL:.0f} samples/s,"
+        f" {f.wire * nodes / SCRAPE_INTERVAL / 1e6:.2f} MB/s scraped"
+        + (f", {f.otlp_minute * nodes / 60 / 1e6:.2f} MB/s OTLP" if f.otlp_minute else "")
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    node = Node(
+        gpus=args.gpus,
+        mig_gpus=args.mig_gpus,
+        mig_per_gpu=args.mig_per_gpu,
+        procs=args.procs,
+        pods=args.pods,
+    )
+    otel, batch = await ours(node, "otel", args)
+    named, _ = await ours(node, "dcgm", args)
+    base = theirs(node, batch, args)
+    labels = ", ".join(
+        [*(f"env {k}" for k in args.env), *(f"pod label {k}" for k in args.pod_labels)]
+    )
+    print(
+        f"node: {node.gpus} GPUs ({node.mig_gpus} with {node.mig_per_gpu} MIG instances), "
+        f"{node.pods} pods, {node.procs} processes per device, business labels: "
+        f"{labels or 'none'}; metric_set: {args.metric_set}"
+        + (f" + {', '.join(args.enable)}" if args.enable else "")
+    )
+    for figures in (otel, named, base):
+        print(describe(figures, node.gpus))
+    for mine in (otel, named):
+        got = ratios(mine, base)
+        print(f"{mine.who} / dcgm-exporter: " + ", ".join(f"{k} {v:.2f}x" for k, v in got.items()))
+    print(f"{args.nodes} nodes, scraped every {SCRAPE_INTERVAL:g} s:")
+    for figures in (otel, named, base):
+        print("  " + fleet(figures, args.nodes))
+    by_dcgm, by_otel = ratios(named, base), ratios(otel, base)
+    met = (
+        by_dcgm["series"] <= 1.0
+        and max(by_dcgm["plain"], by_dcgm["gzip"]) <= 1.0
+        and by_otel["series"] <= 1.0
+    )
+    print(
+        f"P8 naming dcgm: series {by_dcgm['series']:.2f}x, bytes {by_dcgm['plain']:.2f}x plain"
+        f" / {by_dcgm['gzip']:.2f}x gzip; naming otel: series {by_otel['series']:.2f}x"
+        f" (targets <= 1.0x: {'met' if met else 'MISSED'})"
+    )
+
+
+def _names(text: str) -> list[str]:
+    return [name for name in text.split(",") if name]
+
+
+def _args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--mig-gpus", type=int, default=0, help="GPUs split into MIG instances")
+    parser.add_argument("--mig-per-gpu", type=int, default=3)
+    parser.add_argument("--pods", type=int, default=100)
+    parser.add_argument("--procs", type=int, default=1, help="processes per device")
+    parser.add_argument("--env", type=_names, default=[], help="container env keys to export")
+    parser.add_argument("--pod-labels", type=_names, default=[], help="pod label keys to export")
+    parser.add_argument("--metric-set", choices=["default", "all"], default="default")
+    parser.add_argument("--enable", type=_names, default=[], help="metrics switched on as well")
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--smoke", action="store_true", help="a 2-GPU node, 4 pods")
+    args = parser.parse_args()
+    if args.smoke:
+        args.gpus, args.mig_gpus, args.pods = 2, 0, 4
+    return args
+
+
+if __name__ == "__main__":
+    asyncio.run(main(_args()))

@@ -1,0 +1,198 @@
+"""Which family a metric's points go to, and how their values are written.
+
+`naming: otel` names a family by the OpenTelemetry → Prometheus translation (`naming.py`).
+`naming: dcgm` names it by dcgm-exporter's field where the naming table the exporter was given
+has one (`otelgpu.pdata.naming`, filled by the receiver that produces the metric), in the
+field's unit (`scale`), printed whole where DCGM keeps an integer, and for the XID field with
+the XID code as the value; a metric the table does not name keeps its otel name. Some metrics
+are several dcgm fields, told apart by a point attribute (`hw.gpu.utilization` by
+`hw.gpu.task`): their family is chosen per point (`Targets.is_split`, `Targets.of_point`), and the
+attribute that chose it is not repeated as a label (`Target.drop`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from otelgpu.exporters.prometheus.labels import AttrItems, Naming
+from otelgpu.exporters.prometheus.naming import metric_name, namespaced
+from otelgpu.pdata.model import Attributes, AttrValue, Metric, MetricKind
+from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the points of one metric go: family name, type, help, and how a value is written
+    (times `scale`, rounded when `integer`, or the point attribute `value_from` instead)."""
+
+    name: str
+    type: str
+    help: str
+    scale: float = 1.0
+    drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
+    integer: bool = False
+    value_from: str = ""
+    # Whether values are written as they come (no scale, rounding or substitution).
+    plain: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        plain = self.scale == 1.0 and not self.integer and not self.value_from
+        object.__setattr__(self, "plain", plain)
+
+
+Descriptor = tuple[str, str, MetricKind, bool, str]  # name, unit, kind, monotonic, description
+
+
+class Sample(NamedTuple):
+    """One point as the general path writes it: its target, its attributes, its value text
+    (with the line's newline)."""
+
+    target: Target
+    attributes: AttrItems
+    text: str
+
+
+class Samples(NamedTuple):
+    """A metric's points as the general path writes them: `target` (None for a split metric,
+    whose samples each have their own, and for a metric whose data could not be read), the
+    points that are numbers, and whether every point is one."""
+
+    metric: Metric
+    target: Target | None
+    samples: list[Sample]
+    complete: bool
+
+
+class Targets:
+    """The targets of one naming, remembered per metric descriptor (and, for the metrics dcgm
+    splits, per value of the splitting attribute)."""
+
+    def __init__(self, naming: Naming, namespace: str, names: NamingTable) -> None:
+        self._namespace = namespace
+        self._dcgm = names.dcgm if naming == "dcgm" else {}
+        self._by_name: dict[str, tuple[Descriptor, Target]] = {}
+        self._split: dict[tuple[Descriptor, AttrValue | None], Target] = {}
+
+    def samples(self, metrics: tuple[Metric, ...]) -> list[Samples]:
+        """Each metric's target and the text of each point that is a number (never raises
+        for bad data: a metric it cannot read has no samples)."""
+        out: list[Samples] = []
+        for metric in metrics:
+            points = metric.points
+            try:
+                if self.is_split(metric):
+                    out.append(Samples(metric, None, self._split_samples(metric), True))
+                    continue
+                target = self.of(metric)
+                plain = target.plain
+                samples: list[Sample] = []
+                for point in points:
+                    value = point.value
+                    if plain and value.__class__ is float and value - value == 0.0:
+                        text = repr(value)  # format_value's common case (finite), no call
+                    else:
+                        try:
+                            text = format_sample(value, point.attributes, target)
+                        except (TypeError, ValueError, OverflowError):
+                            continue  # not a number: counted as dropped by the caller
+                    attributes = tuple(point.attributes.items()) if point.attributes else ()
+                    samples.append(Sample(target, attributes, text + "\n"))
+                out.append(Samples(metric, target, samples, len(samples) == len(points)))
+            except (TypeError, ValueError, AttributeError):  # bad data: never raised
+                out.append(Samples(metric, None, [], False))
+        return out
+
+    def _split_samples(self, metric: Metric) -> list[Sample]:
+        samples: list[Sample] = []
+        for point in metric.points:
+            target = self.of_point(metric, point.attributes)
+            try:
+                text = format_sample(point.value, point.attributes, target)
+            except (TypeError, ValueError, OverflowError):
+                continue
+            samples.append(Sample(target, tuple(point.attributes.items()), text + "\n"))
+        return samples
+
+    def is_split(self, metric: Metric) -> bool:
+        """Whether the family of `metric`'s points depends on each point's attributes."""
+        names = self._names(metric)
+        return names is not None and bool(names.split_by)
+
+    def of(self, metric: Metric) -> Target:
+        """The target of a metric that is not split (remembered by name: a metric's descriptor
+        is the same batch after batch, so four fields are compared, not a key hashed)."""
+        hit = self._by_name.get(metric.name)
+        if hit is not None:
+            _, unit, kind, monotonic, description = hit[0]
+            if (
+                kind is metric.kind
+                and monotonic == metric.monotonic
+                and unit == metric.unit
+                and description == metric.description
+            ):
+                return hit[1]
+        target = self._target(metric, {})
+        self._by_name[metric.name] = (_descriptor(metric), target)
+        return target
+
+    def of_point(self, metric: Metric, attributes: Attributes) -> Target:
+        """The target of one point of a split metric."""
+        names = self._names(metric)
+        chooser = attributes.get(names.split_by) if names is not None else None
+        key = (_descriptor(metric), chooser)
+        target = self._split.get(key)
+        if target is None:
+            target = self._split[key] = self._target(metric, attributes)
+        return target
+
+    def _names(self, metric: Metric) -> DcgmNames | None:
+        names = self._dcgm.get(metric.name)
+        return names if names is not None and names.unit == metric.unit else None
+
+    def _target(self, metric: Metric, attributes: Attributes) -> Target:
+        counter = metric.kind is MetricKind.SUM and metric.monotonic
+        type_ = "counter" if counter else "gauge"
+        names = self._names(metric)
+        found: DcgmField | None = names.of(attributes) if names is not None else None
+        if names is not None and found is not None:
+            return Target(
+                namespaced(self._namespace, found.name),
+                found.type or type_,
+                metric.description,
+                found.scale,
+                names.split_by,
+                found.integer,
+                found.value_from,
+            )
+        name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
+        return Target(namespaced(self._namespace, name), type_, metric.description)
+
+
+def _descriptor(metric: Metric) -> Descriptor:
+    return (metric.name, metric.unit, metric.kind, metric.monotonic, metric.description)
+
+
+def format_sample(value: float, attributes: Attributes, target: Target) -> str:
+    """A point's sample text as `target` writes it (`format_value`'s spelling). Raises
+    TypeError, ValueError or OverflowError when the value is not a number."""
+    if target.value_from:  # dcgm's XID field: the code is the value
+        return format_value(int(attributes.get(target.value_from, 0)))
+    if target.scale != 1.0:
+        value = value * target.scale
+    if target.integer:
+        value = round(value)
+    return format_value(value)
+
+
+def format_value(value: float) -> str:
+    """A sample value as the text format writes it (Go's spelling of NaN and infinities)."""
+    if type(value) is int:
+        return str(value)
+    number = float(value)
+    if math.isfinite(number):
+        return repr(number)
+    if math.isnan(number):
+        return "NaN"
+    return "+Inf" if number > 0 else "-Inf"

@@ -1,0 +1,120 @@
+"""The nvml receiver's metrics in dcgm-exporter's names: the naming table its factory carries.
+
+Built once from the catalog (`MetricSpec.dcgm`, and `DCGM_SPLIT` for the metrics dcgm-exporter
+splits into several fields by one attribute) and dcgm-exporter's unit per field, checked
+against its `etc/default-counters.csv` help texts: utilization in percent (0..100) for the
+`DCGM_FI_DEV_*_UTIL` fields but a ratio (0..1) for the `DCGM_FI_PROF_*` activity fields,
+framebuffer memory in MiB, clocks in MHz, energy in mJ, power in W, temperatures in °C, PCIe
+throughput in bytes per second. A field whose unit is not listed here, or that the catalog's
+unit does not convert to, has no dcgm name (the exporter keeps the OTel one).
+
+The fields DCGM keeps as integers (`DCGM_INTEGER`) are printed whole, as dcgm-exporter prints
+them (`55`, not `55.00000000000001`). The XID field holds the XID code (`value_from`), with the
+code as dcgm-exporter's `err_code` label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
+from otelgpu.receivers.nvml import fields_parity
+from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT, XID_CODE, MetricSpec
+
+# dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
+DCGM_UNITS: Mapping[str, str] = {
+    "DCGM_FI_DEV_GPU_UTIL": "%",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "%",
+    "DCGM_FI_DEV_ENC_UTIL": "%",
+    "DCGM_FI_DEV_DEC_UTIL": "%",
+    "DCGM_FI_DEV_FB_USED": "MiBy",
+    "DCGM_FI_DEV_FB_FREE": "MiBy",
+    "DCGM_FI_DEV_FB_RESERVED": "MiBy",
+    "DCGM_FI_DEV_FB_TOTAL": "MiBy",
+    "DCGM_FI_DEV_SM_CLOCK": "MHz",
+    "DCGM_FI_DEV_MEM_CLOCK": "MHz",
+    "DCGM_FI_DEV_GPU_TEMP": "Cel",
+    "DCGM_FI_DEV_MEMORY_TEMP": "Cel",
+    "DCGM_FI_DEV_POWER_USAGE": "W",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "W",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "mJ",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "{count}",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "By/s",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "By/s",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "By",
+    "DCGM_FI_DEV_XID_ERRORS": "{count}",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "{count}",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "{count}",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "{count}",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "{count}",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "{bool}",
+    "DCGM_FI_PROF_SM_ACTIVE": "1",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "1",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "1",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "1",
+    **fields_parity.PARITY_DCGM_UNITS,
+}
+
+# The fields above that DCGM keeps as integers (DCGM_FT_INT64; power and the DCGM_FI_PROF_*
+# activity ratios are doubles). dcgm-exporter prints them with %d.
+DCGM_INTEGER: frozenset[str] = frozenset(DCGM_UNITS) - {
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+    "DCGM_FI_PROF_SM_ACTIVE",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    "DCGM_FI_PROF_DRAM_ACTIVE",
+}
+XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
+
+# (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
+_CONVERSIONS: Mapping[tuple[str, str], float] = {
+    ("1", "%"): 100.0,
+    ("1", "1"): 1.0,
+    ("1", "{bool}"): 1.0,
+    ("{state}", "{bool}"): 1.0,
+    ("By", "MiBy"): 1 / 2**20,
+    ("By", "By"): 1.0,
+    ("By/s", "By/s"): 1.0,
+    ("Hz", "MHz"): 1e-6,
+    ("J", "mJ"): 1e3,
+    ("W", "W"): 1.0,
+    ("Cel", "Cel"): 1.0,
+    **fields_parity.PARITY_DCGM_CONVERSIONS,
+}
+
+
+def conversion(unit: str, dcgm_field: str) -> float:
+    """The factor from the catalog's `unit` to dcgm-exporter's; KeyError when unknown."""
+    dcgm_unit = DCGM_UNITS[dcgm_field]
+    if unit == dcgm_unit or (unit.startswith("{") and dcgm_unit.startswith("{")):
+        return 1.0
+    return _CONVERSIONS[(unit, dcgm_unit)]
+
+
+def dcgm_field(name: str, unit: str) -> DcgmField | None:
+    """How a point in `unit` renders as the field `name`; None when it cannot."""
+    try:
+        scale = conversion(unit, name)
+    except KeyError:
+        return None
+    if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
+        return DcgmField(name, scale, type="gauge", value_from=XID_CODE)
+    return DcgmField(name, scale, integer=name in DCGM_INTEGER)
+
+
+def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
+    """The dcgm fields of one catalog metric; None when dcgm-exporter has none."""
+    split = DCGM_SPLIT.get(spec.name)
+    if split is not None:
+        key, names = split
+        splits = {v: f for v, n in names.items() if (f := dcgm_field(n, spec.unit)) is not None}
+        return DcgmNames(spec.unit, split_by=key, splits=splits) if splits else None
+    found = dcgm_field(spec.dcgm, spec.unit) if spec.dcgm else None
+    return DcgmNames(spec.unit, found) if found is not None else None
+
+
+NAMING = NamingTable(
+    dcgm={spec.name: names for spec in CATALOG if (names := dcgm_names(spec)) is not None},
+    dcgm_labels={XID_CODE: "err_code"},
+)
