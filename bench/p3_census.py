@@ -6,7 +6,9 @@ agent writes two files next to the path in `P3_CENSUS_OUT`:
 
 - `<out>.snap`: the tracemalloc snapshot, which `allocations` groups by component (the
   innermost otelgpu frame's package: `otelgpu/exporters/prometheus`, ...), with module
-  imports apart (any frame in importlib) and what no otelgpu frame allocated apart;
+  imports apart (any frame in importlib: one line here; bench/p3_imports.py's census, which
+  `--census` prints too, gives each module's own share) and what no otelgpu frame allocated
+  apart;
 - `<out>.json`: what each running component *holds*: the bytes reachable from it
   (`sys.getsizeof` over `gc.get_referents`, stopping at modules, classes, functions, the
   service, the event loop and other components), with its biggest attributes two levels

@@ -12,10 +12,14 @@ stays open through the reload, still answering with the old service's last body,
 what the new service did not take back is closed once it runs.
 
 Process-wide settings are the agent's alone, set once when `run` starts and put back when it
-returns; no component changes them. There is one: the GIL switch interval, shortened to
+returns; no component changes them. There are two. The GIL switch interval, shortened to
 `http_listener.SWITCH_INTERVAL` (0.1 ms; Python's default is 5 ms) unless it is already
 shorter, so that the HTTP endpoints' threads, which take the GIL back after each system call,
-wait at most that long for the pipeline's thread to hand it over (docs/prometheus.md).
+wait at most that long for the pipeline's thread to hand it over (docs/prometheus.md). And the
+cyclic garbage collector's full passes, made by the heap upkeep once a minute instead of by
+the collector itself, as often as a cycle allocates (`heap.collector_settings`); with the
+freezes of `heap.settle`, that is what keeps a cycle's cost per point flat as the node grows
+(otelgpu/service/heap.py).
 """
 
 from __future__ import annotations
@@ -203,7 +207,8 @@ def _process_settings() -> Iterator[None]:
     if shorten:
         sys.setswitchinterval(http_listener.SWITCH_INTERVAL)
     try:
-        yield
+        with heap.collector_settings():
+            yield
     finally:
         if shorten:
             sys.setswitchinterval(interval)

@@ -172,3 +172,43 @@ async def test_the_agent_settles_again_after_its_first_collection(
     assert settles[0][0] == "settle"  # at start: the previous service's objects thawed
     assert settles[1][0] == "again" and settles[1][1] > 0  # after a collection
     assert len(settles) == 2
+
+
+def test_the_collector_settings_leave_full_passes_to_the_upkeep_and_are_put_back() -> None:
+    before = gc.get_threshold()
+    with heap.collector_settings():
+        young, middle, full = gc.get_threshold()
+        assert (young, middle) == before[:2]  # the young generations as before
+        assert full == 2**31 - 1  # no full pass of the collector's own
+    assert gc.get_threshold() == before
+
+
+def test_upkeep_makes_a_full_pass_every_full_pass_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
+    passes: list[int] = []
+    monkeypatch.setattr(heap, "trim", lambda: True)
+    monkeypatch.setattr(gc, "collect", lambda generation=2: passes.append(generation) or 0)
+    upkeep = heap.Upkeep(lambda: 0.0)  # nothing collected: no settle, only the passes
+    for _ in range(heap.FULL_PASS_TICKS - 1):
+        upkeep.tick()
+    assert passes == []
+    upkeep.tick()
+    assert passes == [2]
+    for _ in range(heap.FULL_PASS_TICKS):
+        upkeep.tick()
+    assert passes == [2, 2]
+
+
+async def test_the_agent_holds_the_collector_settings_while_it_runs() -> None:
+    before = gc.get_threshold()
+    agent = Agent(lambda: config("v1"), core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    try:
+        async with asyncio.timeout(10):  # a bound, not a timing
+            while agent.service is None:
+                await asyncio.sleep(0.01)
+        seen = gc.get_threshold()
+    finally:
+        agent.request_stop()
+    await running
+    assert seen == (*before[:2], 2**31 - 1)
+    assert gc.get_threshold() == before  # put back
