@@ -60,6 +60,7 @@ from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfi
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.processors.resource.factory import ResourceProcessor, ResourceProcessorConfig
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from tests.fakes import FakeHost, Sink
 from tests.unit.processors.k8s_attributes.fakes import (
@@ -99,7 +100,8 @@ class Figures:
 
 
 def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
-    return Settings.for_component(ComponentID(name), kind, telemetry)
+    # the naming table the agent's graph hands every component: the nvml receiver's dcgm names
+    return Settings.for_component(ComponentID(name), kind, telemetry, naming=NAMING)
 
 
 class Pipeline:

@@ -10,6 +10,7 @@ import pytest
 
 from otelgpu.component.component import ComponentID, Kind, Settings
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from tests.fakes import FakeClock, FakeHost, Sink
 
 
@@ -54,5 +55,5 @@ def sink() -> Sink:
 
 
 def make_settings(id: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
-    """Settings for a component under test."""
-    return Settings.for_component(ComponentID.parse(id), kind, telemetry)
+    """Settings for a component under test, with the naming table the agent's graph hands over."""
+    return Settings.for_component(ComponentID.parse(id), kind, telemetry, naming=NAMING)

@@ -31,6 +31,7 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 
 INTERVAL = 0.25
 ALLOCATION = "nvidia_gpu_allocation_ratio"
+INFO = "hw_gpu_info"
 # Labels the receiver produces on points (every catalog point attribute, plus the XID code and
 # dcgm's err_code); every other label is a property of the series. A GPU's hw.status has one
 # series per hw.state whatever its reason, so the reason is not one of them.
@@ -49,6 +50,8 @@ class SeriesWatch:
     """Checks every body of both endpoints in the background; `violations` says what broke."""
 
     ports: dict[str, int]  # naming → port
+    # dcgm naming names a MIG instance by its GPU's UUID and GPU_I_ID: (UUID, GPU_I_ID) → its UUID
+    instances: dict[tuple[str, str], str] = field(default_factory=dict)
     allowed: set[tuple[str, str | None, str | None]] = field(default_factory=set)
     phase: str = "start"
     scrapes: Counter[str] = field(default_factory=Counter)
@@ -101,7 +104,13 @@ class SeriesWatch:
             for sample in family.samples:
                 labels = sample.labels
                 device = labels.get("hw_id") or labels.get("UUID")
+                if "GPU_I_ID" in labels and device:
+                    device = self.instances.get((device, labels["GPU_I_ID"]), device)
                 if not device or sample.name.startswith("otelgpu_"):
+                    continue
+                if sample.name == INFO:  # a device's static facts: no holder's labels
+                    if labels.get(POD[naming]) or labels.get(TEAM[naming]):
+                        problems.append(f"{INFO} on {device} carries holder labels")
                     continue
                 if sample.name == ALLOCATION:
                     shares[device] += sample.value

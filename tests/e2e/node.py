@@ -313,7 +313,9 @@ async def running_node(root: Path) -> AsyncIterator[Node]:
         node.agent = AgentProcess("run", "-c", str(config))
         stack.push_async_callback(_stop_agent, node.agent)
         # From the agent's first body on, every body is checked (R10).
-        node.watch = SeriesWatch({"otel": node.otel_port, "dcgm": node.dcgm_port})
+        node.watch = SeriesWatch(
+            {"otel": node.otel_port, "dcgm": node.dcgm_port}, instances={(GPU1, "1"): MIG}
+        )
         for device, holders in ALLOCATED.items():
             for h in holders:
                 node.watch.allow(device, h.pod.name, h.team)

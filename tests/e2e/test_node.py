@@ -115,8 +115,8 @@ def value(series: dict[str, Any]) -> float:
 
 
 def gpu_of(metric: dict[str, str], naming: Naming) -> str:
-    # dcgm naming puts the parent's UUID in `UUID` for a MIG instance and keeps its own as hw_id.
-    return metric.get("hw_id") or metric[naming.gpu]
+    # dcgm naming names a MIG instance by its GPU's UUID and its GPU_I_ID (the node has one).
+    return MIG if "GPU_I_ID" in metric else metric[naming.gpu]
 
 
 def _holder_problems(m: dict[str, str], n: Naming, holders: tuple[Holder, ...]) -> list[str]:
@@ -132,12 +132,14 @@ def _holder_problems(m: dict[str, str], n: Naming, holders: tuple[Holder, ...]) 
         n.project: holder.project,
         n.pod_team: holder.team,
         n.cost_center: f"cc-{holder.pod.name}",
-        "k8s_node_name": NODE_NAME,
     }
+    if n is OTEL:  # dcgm naming's label set names the node by Hostname only
+        expected["k8s_node_name"] = NODE_NAME
     return [f"{k}={m.get(k)!r}, wanted {v!r}: {m}" for k, v in expected.items() if m.get(k) != v]
 
 
 ALLOCATION = "nvidia_gpu_allocation_ratio"
+INFO = "hw_gpu_info"
 
 
 def problems(result: Result, n: Naming, node: Node) -> list[str]:
@@ -149,6 +151,9 @@ def problems(result: Result, n: Naming, node: Node) -> list[str]:
         if "process_pid" in m:  # the docker container's process on GPU3
             want = {"container_id": node.job.id, n.team: "batch", n.owner: "alice"}
             found += [f"process {k}={m.get(k)!r}" for k, v in want.items() if m.get(k) != v]
+            continue
+        if m["__name__"] == INFO:  # a device's static facts: never a holder's labels
+            found += [f"info series with holder labels: {m}"] * (n.pod in m or n.team in m)
             continue
         if m["__name__"] == ALLOCATION:
             found += _holder_problems(m, n, ALLOCATED[gpu_of(m, n)])
@@ -192,10 +197,12 @@ async def test_every_gpu_series_names_its_holder_and_business_labels(
         ("notebook-d", "1"),
     ]
     assert [value(s) for s in holders] == [0.5, 0.5]
-    parent = await node.prom.query(f'{util}job="{naming.job}",{naming.gpu}="{GPU1}"}}')
+    # dcgm naming: the MIG instance's series carry its GPU's UUID too, told apart by GPU_I_ID
+    parent = await node.prom.query(f'{util}job="{naming.job}",{naming.gpu}="{GPU1}",GPU_I_ID=""}}')
     assert parent == [] or all(naming.pod not in s["metric"] for s in parent)
     memory = "hw_gpu_memory_usage_bytes" if naming is OTEL else "DCGM_FI_DEV_FB_USED"
-    mig = await node.prom.query(f'{memory}{{job="{naming.job}",hw_id="{MIG}"}}')
+    instance = f'hw_id="{MIG}"' if naming is OTEL else f'UUID="{GPU1}",GPU_I_ID!=""'
+    mig = await node.prom.query(f'{memory}{{job="{naming.job}",{instance}}}')
     assert [s["metric"][naming.pod] for s in mig] == ["infer-b"]
     if naming is DCGM:
         assert mig[0]["metric"]["UUID"] == GPU1 and mig[0]["metric"]["GPU_I_PROFILE"] == "1g.10gb"

@@ -47,6 +47,7 @@ from tests.unit.property.node_model import (
 ALLOCATION = "allocation"
 POWER = "power"
 HEALTH = "health"  # nvidia.gpu.up and hw.status: what a lost GPU still reports
+INFO = "info"  # hw_gpu_info: a device's static facts, no holder; a lost GPU keeps it
 XID = "xid"
 OTHER = "other"
 
@@ -55,6 +56,10 @@ _UUID_GPU: Mapping[str, int] = {
     **{d.uuid: d.gpu for d in DEVICES},
 }
 _MIG_PARENT_UUIDS = frozenset(GPU_UUIDS[i] for i in MIG_PARENTS)
+# (GPU UUID, GPU instance id) -> the MIG instance's UUID (GPU instance N is MIG slot N-1)
+_MIG_BY_INSTANCE: Mapping[tuple[str, str], str] = {
+    (GPU_UUIDS[d.gpu], str(d.mig_slot + 1)): d.uuid for d in DEVICES if d.mig_slot >= 0
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +75,9 @@ class Naming:
     team: str
     app: str
     shared: str
-    kinds: Mapping[str, str]  # metric name → ALLOCATION, POWER, HEALTH, XID
+    kinds: Mapping[str, str]  # metric name → ALLOCATION, POWER, HEALTH, INFO, XID
     added: frozenset[str]  # labels processors add (not part of a series' identity)
+    instance: str = ""  # the GPU-instance label naming a MIG instance on its GPU's UUID
 
 
 OTEL = Naming(
@@ -89,6 +95,7 @@ OTEL = Naming(
         "hw_power_watts": POWER,
         "nvidia_gpu_up": HEALTH,
         "hw_status": HEALTH,
+        "hw_gpu_info": INFO,
         "nvidia_gpu_xid_errors_total": XID,
     },
     added=frozenset(
@@ -110,7 +117,7 @@ OTEL = Naming(
 )
 DCGM = Naming(
     view="prometheus dcgm",
-    device=("hw_id", "UUID"),  # a MIG instance keeps hw_id; UUID is its GPU's
+    device=("UUID",),  # a MIG instance's series: its GPU's UUID and its GPU_I_ID
     pid="process_pid",
     pod="pod",
     namespace="namespace",
@@ -123,6 +130,7 @@ DCGM = Naming(
         "DCGM_FI_DEV_POWER_USAGE": POWER,
         "nvidia_gpu_up": HEALTH,
         "hw_status": HEALTH,
+        "hw_gpu_info": INFO,
         "DCGM_FI_DEV_XID_ERRORS": XID,
     },
     added=frozenset(
@@ -141,6 +149,7 @@ DCGM = Naming(
             "dra_claim_namespace",
         }
     ),
+    instance="GPU_I_ID",
 )
 OTLP = Naming(
     view="otlp",
@@ -203,6 +212,8 @@ class Seen:
 
 def _seen(naming: Naming, metric: str, labels: Mapping[str, str], value: float, line: str) -> Seen:
     device = next((labels[k] for k in naming.device if k in labels), "")
+    if naming.instance and naming.instance in labels:
+        device = _MIG_BY_INSTANCE.get((device, labels[naming.instance]), device)
     pid = labels.get(naming.pid)
     names = (labels.get(naming.namespace), labels.get(naming.pod), labels.get(naming.container))
     holder = None if None in names else (str(names[0]), str(names[1]), str(names[2]))
@@ -365,6 +376,11 @@ def allocations_name_the_holders(series: list[Seen], w: Windows) -> None:
 def labels_are_true(series: list[Seen], w: Windows) -> None:
     for s in series:
         assert not s.partial, f"[3 labels] {s.view}: some pod labels but not all: {s.line}"
+        if s.kind == INFO:
+            assert s.holder is None and s.team is None and s.app is None, (
+                f"[3 labels] {s.view}: a device's info series carries holder labels: {s.line}"
+            )
+            continue
         if s.pid is not None:
             _process_labels_true(s, w)
             continue
@@ -458,8 +474,8 @@ def lost_gpus_say_only_so(series: list[Seen], w: Windows) -> None:
     for s in series:
         if s.gpu is not None and s.gpu in w.now.lost:
             # Up and status say it is lost; its holders still hold it (chargeback: no power).
-            assert s.kind in (HEALTH, ALLOCATION), (
-                f"[5 gone] {s.view}: {s.metric} of lost GPU {s.gpu} (only up, status and "
+            assert s.kind in (HEALTH, INFO, ALLOCATION), (
+                f"[5 gone] {s.view}: {s.metric} of lost GPU {s.gpu} (only up, status, info and "
                 f"allocations stay): {s.line}"
             )
 
@@ -468,7 +484,7 @@ def caught_up_labels_are_present(series: list[Seen], w: Windows) -> None:
     if not w.settled:
         return
     for s in series:
-        if s.kind == ALLOCATION or s.device == "":
+        if s.kind in (ALLOCATION, INFO) or s.device == "":
             continue
         if s.gpu is not None and s.gpu in w.now.lost:
             continue

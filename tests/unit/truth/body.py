@@ -7,6 +7,7 @@ from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 
 
 class Body:
@@ -14,7 +15,7 @@ class Body:
 
     def __init__(self, naming: Naming) -> None:
         self.store = SeriesStore()
-        self.translator = Translator(naming, {})
+        self.translator = Translator(naming, {}, names=NAMING)
         self.now = 0.0
 
     def ingest(self, batch: Batch) -> list[str]:

@@ -18,6 +18,7 @@ from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.fields_parity import PARITY_ROWS
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, dcgm_name
 from otelgpu.receivers.nvml.nvml import NvmlError
@@ -206,7 +207,7 @@ async def test_mig_instances_do_not_repeat_whole_gpu_readings(make_receiver: Mak
 
 def dcgm_text(batch: Batch) -> dict[str, float]:
     store = SeriesStore()
-    Translator("dcgm", {}).ingest(store, batch, now=1.0)  # type: ignore[arg-type]
+    Translator("dcgm", {}, names=NAMING).ingest(store, batch, now=1.0)
     text, _ = render_text(store.families.values())
     values = {}
     for line in text.splitlines():
