@@ -110,7 +110,8 @@ class Pipeline:
     def __init__(self, node: Node, host_proc: Path, naming: str, args: argparse.Namespace) -> None:
         telemetry = SelfTelemetry()
         self.host = FakeHost(telemetry)
-        receiver = node.receiver_config(host_proc, "1h")  # driven by hand after the first
+        # the default metric set, driven by hand after the first collection
+        receiver = node.receiver_config(host_proc, "1h", process_metrics=False)
         receiver["metric_set"] = args.metric_set
         receiver["metrics"] = {name: {"enabled": True} for name in args.enable}
         self.config = NvmlReceiverConfig.model_validate(receiver)

@@ -28,6 +28,11 @@ MIG_RESOURCE = "nvidia.com/mig-2g.20gb"
 MIG_PROFILE = "2g.20gb"
 ENV_INCLUDE = ("TEAM", "PROJECT")
 POD_LABEL_INCLUDE = ("app.kubernetes.io/name",)
+PROCESS_METRICS = (  # the nvml receiver's per-process metrics
+    "nvidia.gpu.process.memory.usage",
+    "nvidia.gpu.process.utilization",
+    "nvidia.gpu.process.memory.busy",
+)
 _PID_BASE = 200_000
 
 
@@ -137,15 +142,22 @@ class Node:
             gpus.append({"uuid": gpu_uuid(i), "mig": mig, "processes": processes})
         return {"gpus": gpus}
 
-    def receiver_config(self, host_proc: Path, interval: str = "1s") -> dict[str, Any]:
-        """`receivers::nvml` for this node (processes mapped through `host_proc`)."""
-        return {
+    def receiver_config(
+        self, host_proc: Path, interval: str = "1s", process_metrics: bool = True
+    ) -> dict[str, Any]:
+        """`receivers::nvml` for this node (processes mapped through `host_proc`). The bigger
+        nodes get their points from their processes, so the per-process metrics (opt-in in
+        the receiver) are on unless `process_metrics` is False (the default metric set)."""
+        config: dict[str, Any] = {
             "collection_interval": interval,
             "processes": True,
             "host_proc": str(host_proc),
             "backend": "simulated",
             "simulated": self.simulated(),
         }
+        if process_metrics:
+            config["metrics"] = {name: {"enabled": True} for name in PROCESS_METRICS}
+        return config
 
     def write_host_proc(self, root: Path) -> Path:
         """`<root>/<pid>/cgroup` for every simulated process, as containerd's CRI writes it."""

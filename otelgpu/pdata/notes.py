@@ -9,6 +9,12 @@ processor check what an earlier one knew without either reaching into the other.
 # set when the kubelet knows the device and nobody holds it. Absent when the kubelet cannot say.
 GPU_HOLDERS = "gpu.holders"
 
+# On a GPU or MIG resource, from the nvml receiver when it reads processes but emits no
+# per-process metric: the processes NVML lists on the device, as a tuple of (pid, container
+# id or "" for none found), so the squatter check runs without a series per process.
+# k8s_attributes adds GPU_HOLDERS beside it.
+GPU_PROCESSES = "gpu.processes"
+
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
 # k8s_attributes: since when (its clock's monotonic seconds) the kubelet lists that container on
 # that device; -inf for what its first answer after a start already listed. A runtime listing

@@ -263,7 +263,7 @@ ROWS = (
             ),
             Panel(
                 "GPU memory used (bytes)",
-                "hw.gpu.memory.usage, and per process when processes: true.",
+                "hw.gpu.memory.usage.",
                 "bytes",
                 (
                     Query(
@@ -271,13 +271,8 @@ ROWS = (
                         HOLDER,
                         dcgm="DCGM_FI_DEV_FB_USED{%F%} * 1048576",
                     ),
-                    Query(
-                        "nvidia_gpu_process_memory_usage_bytes{%F%}",
-                        "{{%node%}} %gname% pid {{process_pid}} {{%pod%}}",
-                    ),
                 ),
-                dcgm_description="DCGM_FI_DEV_FB_USED (MiB) in bytes, and per process "
-                "(nvidia_gpu_process_memory_usage_bytes) when processes: true.",
+                dcgm_description="DCGM_FI_DEV_FB_USED (MiB) in bytes.",
             ),
             Panel(
                 "Power",
@@ -440,7 +435,8 @@ ROWS = (
             Panel(
                 "Shared GPU utilization",
                 "Utilization of the shared GPUs the selected pods hold (the device's series "
-                "carries no holder; its allocation series do).",
+                "carries no holder; its allocation series do). Each pod's own use of it is "
+                "nvidia.gpu.process.utilization, opt-in (docs/prometheus.md).",
                 "percentunit",
                 (
                     Query(
@@ -453,32 +449,6 @@ ROWS = (
                     ),
                 ),
                 ratio=True,
-            ),
-            Panel(
-                "GPU use by process (real per-pod use of shared GPUs)",
-                "NVML process accounting: the share of the GPU's SMs each process used, "
-                "labelled with the pod the process runs in (needs processes: true on the nvml "
-                "receiver).",
-                "percentunit",
-                (
-                    Query(
-                        "sum by (%ns%, %pod%, %gpu%) (nvidia_gpu_process_utilization_ratio"
-                        '{hw_gpu_task="general",%F%})',
-                        "{{%ns%}}/{{%pod%}} {{%gpu%}}",
-                    ),
-                ),
-            ),
-            Panel(
-                "GPU memory by process",
-                "GPU memory each pod's processes hold (processes: true), whoever the GPU is "
-                "allocated to.",
-                "bytes",
-                (
-                    Query(
-                        "sum by (%ns%, %pod%, %gpu%) (nvidia_gpu_process_memory_usage_bytes{%F%})",
-                        "{{%ns%}}/{{%pod%}} {{%gpu%}}",
-                    ),
-                ),
             ),
         ),
     ),

@@ -5,7 +5,8 @@ Real peers: the test dockerd (tests/peers/runtime.py) builds the image on a debo
 filesystem, no network but loopback, the chart's pipeline ConfigMap mounted as a file, the
 kubelet's pod-resources directory (the protocol-faithful FakeKubelet), the host's /proc and
 the docker socket, all read-only. The GPUs are the simulated backend: the ConfigMap's
-pipeline gets a `simulated:` block, nothing else changes. `/metrics` and `/readyz` are
+pipeline gets a `simulated:` block and the per-process memory metric (opt-in), nothing else
+changes. `/metrics` and `/readyz` are
 fetched from inside the container (there is no bridge to reach it from outside).
 """
 
@@ -75,7 +76,8 @@ def test_image_defaults_to_a_non_root_user(built: tuple[Dockerd, Any]) -> None:
 
 
 def daemonset_pipeline(job_pid: int) -> str:
-    """The chart's pipeline ConfigMap (docker runtime), with simulated GPUs added."""
+    """The chart's pipeline ConfigMap (docker runtime), with simulated GPUs added and the
+    per-process memory metric on, to see a process mapped to its container."""
     (configmap,) = [
         d
         for d in helm.render({"runtime": "docker"})
@@ -87,6 +89,9 @@ def daemonset_pipeline(job_pid: int) -> str:
             {"uuid": GPU0},
             {"uuid": GPU1, "processes": [{"pid": job_pid, "used_memory": "1GiB"}]},
         ]
+    }
+    pipeline["receivers"]["nvml"]["metrics"] = {
+        "nvidia.gpu.process.memory.usage": {"enabled": True}
     }
     pipeline["processors"]["container_env"]["env"] = {"include": ["TEAM"]}
     return yaml.safe_dump(pipeline)

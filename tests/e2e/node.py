@@ -22,6 +22,7 @@ import aiohttp
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from otelgpu.receivers.nvml.processes import PROCESS_METRICS
 from tests.e2e.identity import SeriesWatch
 from tests.integration.agent_process import AgentProcess
 from tests.peers import kubelet as kubelet_api
@@ -129,6 +130,7 @@ def pipeline(
             "nvml": {
                 "collection_interval": "500ms",
                 "processes": True,
+                "metrics": {name: {"enabled": True} for name in PROCESS_METRICS},  # opt-in
                 "backend": "simulated",
                 "simulated": {"gpus": gpus},
             }

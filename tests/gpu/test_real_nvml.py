@@ -110,7 +110,8 @@ def test_mig_and_event_calls_answer(real_nvml: RealNvml) -> None:
 async def test_processes_on_the_gpu_are_listed(
     real_nvml: RealNvml, telemetry: SelfTelemetry
 ) -> None:
-    receiver = _receiver(telemetry, processes=True)
+    memory = "nvidia.gpu.process.memory.usage"
+    receiver = _receiver(telemetry, processes=True, metrics={memory: {"enabled": True}})
     try:
         batch = await receiver.scrape()
     finally:
@@ -119,7 +120,7 @@ async def test_processes_on_the_gpu_are_listed(
     for rm in batch:
         if "process.pid" in rm.resource:
             assert isinstance(rm.resource["container.id"], str)
-            assert [m.name for m in rm.metrics] == ["nvidia.gpu.process.memory.usage"]
+            assert [m.name for m in rm.metrics] == [memory]
     assert not [t for t in threading.enumerate() if t.name == "nvml-xid"]
 
 

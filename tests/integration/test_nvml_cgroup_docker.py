@@ -23,6 +23,7 @@ from tests.fakes import FakeClock, Sink
 from tests.peers.runtime import Dockerd, docker_daemon
 
 pytestmark = pytest.mark.integration
+MEMORY = "nvidia.gpu.process.memory.usage"  # opt-in
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +53,7 @@ async def test_gpu_processes_carry_their_container_id(
     config = NvmlReceiverConfig.model_validate(
         {
             "processes": True,
+            "metrics": {MEMORY: {"enabled": True}},
             "backend": "simulated",
             "simulated": {"gpus": [{"processes": processes}]},
         }
@@ -77,6 +79,7 @@ async def test_a_removed_container_is_forgotten(dockerd: Dockerd, telemetry: Sel
     config = NvmlReceiverConfig.model_validate(
         {
             "processes": True,
+            "metrics": {MEMORY: {"enabled": True}},
             "backend": "simulated",
             "simulated": {"gpus": [{"processes": [{"pid": job.pid}]}]},
         }

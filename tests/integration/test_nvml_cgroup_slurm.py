@@ -26,6 +26,7 @@ from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 
 pytestmark = pytest.mark.integration
+MEMORY = "nvidia.gpu.process.memory.usage"  # opt-in
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -70,6 +71,7 @@ async def test_a_gpu_process_in_a_slurm_cgroup_carries_its_job_and_step(
     config = NvmlReceiverConfig.model_validate(
         {
             "processes": True,
+            "metrics": {MEMORY: {"enabled": True}},
             "backend": "simulated",
             "simulated": {"gpus": [{"processes": [{"pid": pid, "used_memory": "2GiB"}]}]},
         }

@@ -38,6 +38,10 @@ receivers:
     backend: simulated
     collection_interval: 200ms
     processes: true
+    metrics:
+      nvidia.gpu.process.memory.usage: {{enabled: true}}
+      nvidia.gpu.process.utilization: {{enabled: true}}
+      nvidia.gpu.process.memory.busy: {{enabled: true}}
     simulated:
       gpus:
         - processes: [{{pid: {pids[0]}}}, {{pid: {pids[1]}}}]

@@ -117,10 +117,18 @@ class ContainerEnvProcessor:
                 continue
             match, reason = self._lookup(rm, snapshot, degraded)
             holders = rm.notes.get(notes.GPU_HOLDERS) if rm.notes else None
-            if isinstance(holders, Collection) and semconv.PROCESS_PID in rm.resource:
-                outside = set() if outside is None else outside
-                if (squatter := self._outside_allocation(rm, match, reason, holders)) is not None:
-                    outside.add(squatter)
+            if isinstance(holders, Collection):
+                pid = rm.resource.get(semconv.PROCESS_PID)
+                gpu = rm.resource.get(semconv.HW_ID)
+                if pid is not None:
+                    outside = set() if outside is None else outside
+                    cid = _text(rm, semconv.CONTAINER_ID)
+                    squatter = self._outside_allocation(gpu, pid, cid, match, reason, holders)
+                    if squatter is not None:
+                        outside.add(squatter)
+                elif rm.notes and isinstance(listed := rm.notes.get(notes.GPU_PROCESSES), tuple):
+                    outside = set() if outside is None else outside
+                    outside.update(self._listed_outside(gpu, listed, snapshot, holders))
             if match is not None:
                 out.append(_enrich(rm, match, by_id=reason == "by_id"))
                 continue
@@ -133,12 +141,40 @@ class ContainerEnvProcessor:
             self._telemetry.set_gauge(OUTSIDE_ALLOCATION, float(len(outside)), processor=self._id)
         return tuple(out)
 
+    def _listed_outside(
+        self,
+        device: object,
+        listed: tuple[object, ...],
+        snapshot: Snapshot,
+        holders: Collection[object],
+    ) -> list[tuple[object, object]]:
+        """The (GPU, pid) of each process the receiver listed on a GPU's own resource
+        (`notes.GPU_PROCESSES`, no per-process series) that runs outside its allocation."""
+        found = []
+        for entry in listed:
+            if not (isinstance(entry, tuple) and len(entry) == 2):
+                continue
+            pid, container = entry
+            cid = str(container)
+            match = snapshot.by_id.get(cid) if cid else None
+            reason = "by_id" if match is not None else ""
+            squatter = self._outside_allocation(device, pid, cid, match, reason, holders)
+            if squatter is not None:
+                found.append(squatter)
+        return found
+
     def _outside_allocation(
-        self, rm: ResourceMetrics, match: Match | None, reason: str, holders: Collection[object]
+        self,
+        device: object,
+        pid: object,
+        cid: str,
+        match: Match | None,
+        reason: str,
+        holders: Collection[object],
     ) -> tuple[object, object] | None:
-        """The (GPU, pid) of a GPU process running outside the allocation k8s_attributes
-        noted; None when it runs inside, or when that cannot be told (its container is not
-        known to the runtime yet)."""
+        """The (GPU, pid) of a GPU process (in container `cid`, "" for none) running outside
+        the allocation k8s_attributes noted; None when it runs inside, or when that cannot be
+        told (its container is not known to the runtime yet)."""
         if match is not None and reason == "by_id":
             identity = match.identity
             where = (
@@ -148,12 +184,12 @@ class ContainerEnvProcessor:
             )
             if where in holders:
                 return None
-            container = "/".join(where) if all(where) else _text(rm, semconv.CONTAINER_ID)
-        elif not _text(rm, semconv.CONTAINER_ID):
+            container = "/".join(where) if all(where) else cid
+        elif not cid:
             container = "the host"
         else:
             return None
-        key = (rm.resource.get(semconv.HW_ID), rm.resource.get(semconv.PROCESS_PID))
+        key = (device, pid)
         if key not in self._squatters_logged:
             if len(self._squatters_logged) >= _MAX_REMEMBERED_MISSES:
                 self._squatters_logged.clear()

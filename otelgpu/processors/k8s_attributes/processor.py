@@ -222,6 +222,8 @@ class K8sAttributesProcessor:
             if semconv.PROCESS_PID in resource:
                 out.append(self._process_series(rm, snapshot, keys, found, node))
                 continue
+            if rm.notes and notes.GPU_PROCESSES in rm.notes:
+                rm = _with_holders(rm, snapshot, keys, found)
             if found is not None and str(resource.get(semconv.HW_ID, "")) in parents:
                 self._whole_claim_on_mig_gpu(rm, found)
                 found = None
@@ -281,14 +283,7 @@ class K8sAttributesProcessor:
         `container.id`), never by its GPU's allocation: a process of another pod on this GPU
         must not be billed to the GPU's holder. What the allocation is goes along as a note,
         so a later processor can tell a process outside it."""
-        rm = with_resource(rm, node)
-        if found is not None:
-            members = found.members
-        elif snapshot is not None and snapshot.knows(keys):
-            members = frozenset()  # a GPU the kubelet knows and nobody holds
-        else:
-            return rm  # the kubelet cannot say
-        return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})
+        return _with_holders(with_resource(rm, node), snapshot, keys, found)
 
     def _count_unmapped(self, n: int, reason: str) -> None:
         self._settings.telemetry.count(
@@ -373,3 +368,17 @@ def _mig_parents(batch: Batch) -> tuple[set[str], dict[str, str]]:
             if name is not None:
                 names[str(resource[semconv.HW_ID])] = name
     return parents, names
+
+
+def _with_holders(
+    rm: ResourceMetrics, snapshot: Snapshot | None, keys: list[Key], found: Allocation | None
+) -> ResourceMetrics:
+    """`rm` with the containers the kubelet allocated its device to (`notes.GPU_HOLDERS`), for
+    the squatter check of its processes; unchanged when the kubelet cannot say."""
+    if found is not None:
+        members = found.members
+    elif snapshot is not None and snapshot.knows(keys):
+        members = frozenset()  # a GPU the kubelet knows and nobody holds
+    else:
+        return rm
+    return replace(rm, notes={**(rm.notes or {}), notes.GPU_HOLDERS: members})

@@ -14,7 +14,7 @@ import logging
 
 from otelgpu import __version__
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.pdata import semconv
+from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import Attributes, Batch, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
@@ -83,6 +83,7 @@ class Collector:
         for device in devices:
             points: Points = {}
             processes: list[ResourceMetrics] = []
+            listed: tuple[tuple[int, str], ...] | None = None
             was_up = device.up
             if device.parent is not None and not device.parent.up:
                 device.up = False  # a MIG instance goes down with its GPU
@@ -92,6 +93,8 @@ class Collector:
                     self._read(device, cycle, points)
                     if reader is not None and reader.enabled:
                         processes = reader.read(device, cycle, live_pids)
+                    elif reader is not None:
+                        listed = reader.listed(device, live_pids)
                 except GpuLost:
                     self._lost(device)
                     points.clear()
@@ -110,6 +113,7 @@ class Collector:
                         identity=device.uuid,
                         scope_version=__version__,
                         schema_url=semconv.SCHEMA_URL,
+                        notes=None if listed is None else {notes.GPU_PROCESSES: listed},
                     )
                 )
             out.extend(processes)

@@ -136,10 +136,11 @@ class NvmlReceiverConfig(StrictModel):
 
     collection_interval: how often GPUs are read (10s).
     devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read.
-    metric_set: `default` (the lean set: dcgm-exporter's default counters, health, per-holder
-    usage) or `all` (every catalog metric); `metrics` switches override it per metric.
+    metric_set: `default` (the lean set: dcgm-exporter's default counters and health) or `all`
+    (every catalog metric); `metrics` switches override it per metric.
     metrics: `{NAME: {enabled: bool}}` overrides of the metric set (docs/metrics.md).
-    processes: also emit per-process GPU memory, each process mapped to its container (false).
+    processes: read each GPU's processes, each mapped to its container: the squatter count,
+    and the per-process metrics where they are switched on (false).
     host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
     backend: `auto` (nvml where the library is present; simulated only where it is absent and a
     `simulated:` block is given), `nvml`, `simulated`.

@@ -12,7 +12,6 @@ from otelgpu.receivers.nvml.metrics import (
     CATALOG,
     ON_DCGM,
     ON_HEALTH,
-    ON_HOLDERS,
     MetricSpec,
     dcgm_names,
     default_reason,
@@ -35,16 +34,19 @@ column says why a metric is on:
   clocks, temperatures, power and energy, PCIe replays and throughput, NVLink traffic, XIDs,
   remapped rows, vGPU licence, graphics / tensor / DRAM activity);
 - `yes (health)`: the agent's view of the GPU (`nvidia.gpu.up`, `hw.status`);
-- `yes (holders)`: per-holder usage, emitted only with `processes: true` (and the allocation
-  series `k8s_attributes` adds, below).
+- `yes (holders)`: who holds each GPU, the allocation series `k8s_attributes` adds (below).
 
 Everything else is opt-in: detail dcgm-exporter also leaves out by default (a series per NVLink,
 per clock-event reason, per violation policy, per PCIe link limit; ECC and retired-page counts;
-the other GPM pipes), and what the defaults already give in another form (memory limit and
-utilization are usage + free + reserved; the power limit). `hw.status` still reads the inputs
-of its rules (clock events, PCIe link, NVLink state, pending repairs, XIDs) while their own
-metrics are off; they are emitted only when switched on. `python bench/fleet_cost.py` counts
-the series and bytes per node against dcgm-exporter's defaults.
+the other GPM pipes), what the defaults already give in another form (memory limit and
+utilization are usage + free + reserved; the power limit), and the per-process metrics (a
+series per process, gone and replaced at each restart): switch them on by name, with
+`processes: true`. With `processes: true` and none of them on, the receiver still lists each
+GPU's processes (no series of their own), so `otelgpu_gpu_processes_outside_allocation` counts
+squatters either way. `hw.status` still reads the inputs of its rules (clock events, PCIe
+link, NVLink state, pending repairs, XIDs) while their own metrics are off; they are emitted
+only when switched on. `python bench/fleet_cost.py` counts the series and bytes per node
+against dcgm-exporter's defaults.
 
 Switch one metric on or off, or everything on at once (`metric_set: all`; the per-metric
 switches still win over it):
@@ -55,6 +57,7 @@ receivers:
     metric_set: default          # or `all`: every metric in the table
     metrics:
       nvidia.gpu.clock.event.active: {enabled: true}
+      nvidia.gpu.process.memory.usage: {enabled: true}   # with processes: true
       nvidia.gpu.pcie.tx.throughput: {enabled: false}
 ```
 
@@ -65,7 +68,7 @@ cycle; `call:` needs a dedicated NVML call; `gpm:` comes from GPU performance mo
 (Hopper and later; two samples per value: the receiver takes one when it opens NVML and
 collects 0.2 s later, so the first collection, at start and after a reload, has them too);
 `event:` is counted from NVML events;
-`process:` is emitted only with `processes: true`. A source a GPU does not support is asked
+`process:` is read only with `processes: true`. A source a GPU does not support is asked
 once and then skipped for that GPU.
 
 Ratios (`1`) are 0..1, as the OpenTelemetry hardware conventions have them; dcgm-exporter
@@ -168,7 +171,7 @@ MIG-enabled GPU carries none of its instances' holders.
 
 
 # The Default column: the short name of each reason `default_reason` gives.
-_REASONS = {ON_DCGM: "yes (dcgm)", ON_HEALTH: "yes (health)", ON_HOLDERS: "yes (holders)", "": "no"}
+_REASONS = {ON_DCGM: "yes (dcgm)", ON_HEALTH: "yes (health)", "": "no"}
 
 
 def _row(spec: MetricSpec) -> str:

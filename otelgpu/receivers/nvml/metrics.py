@@ -10,8 +10,9 @@ from it (`render_markdown`), so the three cannot drift apart.
 - `call:nvmlDevice*` — a dedicated NVML call where no field ID exists;
 - `gpm:NVML_GPM_METRIC_*` — GPU performance monitoring, from two samples one cycle apart;
 - `event:nvmlEventTypeXidCriticalError` — counted from NVML events by a worker thread;
-- `process:nvmlDeviceGetComputeRunningProcesses` — per-process memory (`processes: true`);
-- `process:nvmlDeviceGetProcessUtilization` — per-process utilization (`processes: true`);
+- `process:nvmlDeviceGetComputeRunningProcesses` — per-process memory;
+- `process:nvmlDeviceGetProcessUtilization` — per-process utilization (both need
+  `processes: true`);
 - `agent:health` — the receiver's own view of whether the GPU answers.
 
 `also` lists further sources feeding the same metric, told apart by an attribute (the memory
@@ -23,9 +24,9 @@ the factor back to dcgm-exporter's unit for exporters that render dcgm names.
 
 Lean by default: a metric is on by default (`enabled`) when it carries one of dcgm-exporter's
 default counters (`DCGM_DEFAULT_COUNTERS`), or when it is the agent's own view of the GPU
-(`nvidia.gpu.up`, `hw.status`) or per-holder usage (the `process:` metrics, emitted only with
-`processes: true`); `default_reason` says which. Everything else is opt-in, one metric at a time
-or all at once (the receiver's `metric_set: all`). `hw.status` still reads the inputs of its
+(`nvidia.gpu.up`, `hw.status`); `default_reason` says which. Everything else is opt-in, one
+metric at a time or all at once (the receiver's `metric_set: all`): the per-process metrics
+too, whose series come and go with each process. `hw.status` still reads the inputs of its
 rules (`HEALTH_INPUTS`) when their own metrics are off; they are then read, not emitted.
 """
 
@@ -296,19 +297,19 @@ CATALOG: tuple[MetricSpec, ...] = (
     _gauge(
         "nvidia.gpu.process.memory.usage", "By", "process:nvmlDeviceGetComputeRunningProcesses",
         "", "GPU memory used by one process (resource has process.pid and container.id); "
-        "emitted only with `processes: true`.",
+        "needs `processes: true`.", enabled=False,
     ),
     _gauge(
         "nvidia.gpu.process.utilization", "1", "process:nvmlDeviceGetProcessUtilization", "",
         "Fraction of the GPU one process used over the last sample period: hw.gpu.task is "
         "general (SMs), encoder or decoder. On a shared GPU this is each pod's real use; "
-        "emitted only with `processes: true`.",
-        attributes=(GPU_TASK,),
+        "needs `processes: true`.",
+        enabled=False, attributes=(GPU_TASK,),
     ),
     _gauge(
         "nvidia.gpu.process.memory.busy", "1", "process:nvmlDeviceGetProcessUtilization",
         "", "Fraction of time one process kept device memory busy (reads or writes) over the "
-        "last sample period; emitted only with `processes: true`.",
+        "last sample period; needs `processes: true`.", enabled=False,
     ),
     _gauge(
         "nvidia.gpu.sm.active", "1", "gpm:NVML_GPM_METRIC_SM_UTIL", "DCGM_FI_PROF_SM_ACTIVE",
@@ -397,18 +398,17 @@ def dcgm_names(spec: MetricSpec) -> tuple[str, ...]:
 # Why a metric is on by default (the Default column of docs/metrics.md).
 ON_DCGM = "dcgm-exporter default"
 ON_HEALTH = "agent health"
-ON_HOLDERS = "per-holder usage"
 
 
 def default_reason(spec: MetricSpec) -> str:
-    """Why `spec` is on by default: it carries one of dcgm-exporter's default counters, it is
-    the agent's view of the GPU's health, or it is per-holder usage; "" when it is opt-in (or
-    on without one of these reasons, which a test forbids)."""
+    """Why `spec` is on by default: it carries one of dcgm-exporter's default counters, or it
+    is the agent's view of the GPU's health; "" when it is opt-in (or on without one of these
+    reasons, which a test forbids)."""
     if not spec.enabled:
         return ""
     if DCGM_DEFAULT_COUNTERS.intersection(dcgm_names(spec)):
         return ON_DCGM
-    return {"agent": ON_HEALTH, "process": ON_HOLDERS}.get(spec.source_kind, "")
+    return ON_HEALTH if spec.source_kind == "agent" else ""
 
 
 def dcgm_scale(spec: MetricSpec) -> float:

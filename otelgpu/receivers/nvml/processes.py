@@ -1,6 +1,8 @@
 """The processes on a GPU, one resource each: the memory NVML lists for them and their
 utilization samples since the last cycle, with the container (or Slurm job) that holds them
-from their cgroup (`cgroup.ContainerResolver`)."""
+from their cgroup (`cgroup.ContainerResolver`). With no per-process metric on, only the list
+of (pid, container id) is kept, as a note on the GPU's own resource (`notes.GPU_PROCESSES`):
+what the squatter check needs, without a series per process."""
 
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ _TASKS: tuple[tuple[str, Attributes], ...] = tuple(
 
 
 class ProcessReader:
-    """Reads the processes on each GPU when a process metric is enabled."""
+    """Reads the processes on each GPU: their metrics when a process metric is enabled
+    (`enabled`), else only who they are (`listed`)."""
 
     def __init__(
         self, client: NvmlClient, plan: Plan, resolver: ContainerResolver, guard: Guard
@@ -74,6 +77,24 @@ class ProcessReader:
             for gone in [p for p in resources if p not in running]:
                 out.append(_gone(device, gone, resources.pop(gone)))
         return out
+
+    def listed(self, device: Device, live_pids: list[int]) -> tuple[tuple[int, str], ...] | None:
+        """(pid, container id or "") of each process NVML lists on the device, their PIDs
+        added to `live_pids`; None when it cannot say (a MIG-enabled GPU answers for its
+        instances, which are read instead; the call is unsupported or failed)."""
+        if device.has_mig or _COMPUTE_PROCESSES in device.unsupported:
+            return None
+        procs = self._guard(
+            device, _COMPUTE_PROCESSES, self._client.compute_processes, device.handle
+        )
+        if isinstance(procs, Failed):
+            return None
+        out = []
+        for pid, _ in sorted(procs):
+            live_pids.append(pid)
+            cid = self._resolver.attributes(pid).get(semconv.CONTAINER_ID, "")
+            out.append((pid, str(cid)))
+        return tuple(out)
 
     def retain(self, live_pids: list[int]) -> None:
         """Ends a cycle: the resolver forgets the processes no GPU listed."""

@@ -110,6 +110,7 @@ async def test_an_ended_process_leaves_the_body_at_the_next_cycle(
         telemetry,
         clock,
         processes=True,
+        metrics={"nvidia.gpu.process.memory.usage": {"enabled": True}},
         host_proc=str(tmp_path),
         simulated={"gpus": [{"uuid": "GPU-a", "processes": procs}]},
     )

@@ -84,6 +84,7 @@ def simulated_batch() -> Batch:
         {
             "backend": "simulated",
             "processes": True,
+            "metrics": {"nvidia.gpu.process.memory.usage": {"enabled": True}},
             "host_proc": "/nonexistent",
             "simulated": {
                 "gpus": [

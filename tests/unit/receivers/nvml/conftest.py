@@ -11,12 +11,15 @@ from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.processes import PROCESS_METRICS
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 
 MakeReceiver = Callable[..., NvmlReceiver]
+# `metrics:` switching the per-process metrics on (they are opt-in).
+PROCESS_METRICS_ON = {name: {"enabled": True} for name in sorted(PROCESS_METRICS)}
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml.cgroup import ContainerResolver, slurm_from_cgroup
-from tests.unit.receivers.nvml.conftest import MakeReceiver
+from tests.unit.receivers.nvml.conftest import PROCESS_METRICS_ON, MakeReceiver
 
 JOB, STEP, SLUID = semconv.SLURM_JOB_ID, semconv.SLURM_STEP_ID, semconv.SLURM_JOB_SLUID
 
@@ -85,6 +85,7 @@ async def test_gpu_processes_of_slurm_tasks_carry_job_and_step(
     )
     receiver = make_receiver(
         processes=True,
+        metrics=PROCESS_METRICS_ON,
         host_proc=str(tmp_path),
         simulated={"gpus": [{"processes": [{"pid": 100, "used_memory": "1GiB"}]}]},
     )

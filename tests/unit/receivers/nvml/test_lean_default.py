@@ -134,3 +134,14 @@ async def test_hw_status_keeps_its_rules_while_their_metrics_are_off(
         ("degraded", "nvlink_down"),
         ("degraded", "row_remap_pending"),
     ]
+
+
+def test_the_per_process_metrics_are_opt_in_one_by_one() -> None:
+    process = {s.name for s in CATALOG if s.source_kind == "process"}
+    assert len(process) == 3
+    assert NvmlReceiverConfig().enabled_metrics() & process == set()
+    one = NvmlReceiverConfig.model_validate(
+        {"processes": True, "metrics": {"nvidia.gpu.process.utilization": {"enabled": True}}}
+    )
+    assert one.enabled_metrics() & process == {"nvidia.gpu.process.utilization"}
+    assert NvmlReceiverConfig.model_validate({"metric_set": "all"}).enabled_metrics() >= process

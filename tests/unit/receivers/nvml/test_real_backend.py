@@ -38,7 +38,7 @@ from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
-from tests.unit.receivers.nvml.conftest import by_attribute, by_id, value
+from tests.unit.receivers.nvml.conftest import PROCESS_METRICS_ON, by_attribute, by_id, value
 
 GPU0 = 0x1000
 GPU1 = 0x2000
@@ -885,7 +885,9 @@ async def test_receiver_stops_asking_a_driver_without_processes_v3(
     del fake.devices[GPU1]
     fake.devices[GPU0].mig_mode = real.NVML_DEVICE_MIG_DISABLE
     fake.fail["nvmlDeviceGetComputeRunningProcesses"] = real.NVML_ERROR_FUNCTION_NOT_FOUND
-    config = NvmlReceiverConfig.model_validate({"backend": "nvml", "processes": True})
+    config = NvmlReceiverConfig.model_validate(
+        {"backend": "nvml", "processes": True, "metrics": PROCESS_METRICS_ON}
+    )
     receiver = NvmlReceiver(
         make_settings("nvml", Kind.RECEIVER, telemetry), config, sink, clock=clock
     )

@@ -22,6 +22,7 @@ from otelgpu.receivers.nvml.sources import FIELD_IDS
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
 from tests.unit.receivers.nvml.conftest import (
+    PROCESS_METRICS_ON,
     MakeReceiver,
     by_attribute,
     by_id,
@@ -416,7 +417,10 @@ async def test_processes_are_mapped_to_containers(
     (tmp_path / "200" / "cgroup").write_text("0::/user.slice/user-0.slice/session-1.scope\n")
     procs = [{"pid": 100, "used_memory": "3GiB"}, {"pid": 200, "used_memory": "1GiB"}]
     receiver = make_receiver(
-        processes=True, host_proc=str(tmp_path), simulated={"gpus": [{"processes": procs}]}
+        processes=True,
+        metrics=PROCESS_METRICS_ON,
+        host_proc=str(tmp_path),
+        simulated={"gpus": [{"processes": procs}]},
     )
     batch = await receiver.scrape()
     processes = {rm.resource["process.pid"]: rm for rm in batch if "process.pid" in rm.resource}
@@ -439,6 +443,7 @@ async def test_mig_processes_are_read_per_instance(
 ) -> None:
     receiver = make_receiver(
         processes=True,
+        metrics=PROCESS_METRICS_ON,
         host_proc=str(tmp_path),
         simulated={
             "gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}], "processes": [{"pid": 7}]}]
