@@ -241,6 +241,14 @@ EXPORTER_TARGETS: dict[str, Target] = {
         [f"{PROM}/test_scrape_thread.py", f"{PROM}/test_negotiation.py"],
     ),
     "prom_targets": ("otelgpu/exporters/prometheus/targets.py", [f"{PROM}/test_replay.py"]),
+    "prom_value_text": (
+        "otelgpu/exporters/prometheus/value_text.py",
+        [f"{PROM}/test_replay.py", f"{PROM}/test_render.py", f"{PROM}/test_dcgm.py"],
+    ),
+    "prom_identities": (
+        "otelgpu/exporters/prometheus/identities.py",
+        [f"{PROM}/test_identity.py", f"{PROM}/test_replay.py"],
+    ),
     "prom_translate": (
         "otelgpu/exporters/prometheus/translate.py",
         [f"{PROM}/test_identity.py", f"{PROM}/test_labels.py", f"{PROM}/test_dcgm.py"],

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.targets import Samples, Target, format_sample
+from otelgpu.exporters.prometheus.targets import Samples
+from otelgpu.exporters.prometheus.value_text import Target, format_sample
 from otelgpu.pdata.model import Attributes, Metric, MetricKind
 
 # What chose a metric's family: (name, unit, kind, monotonic). The description is its HELP,

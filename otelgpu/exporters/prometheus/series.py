@@ -27,9 +27,11 @@ tell the plans: the family does.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, ItemsView, Mapping
+from collections.abc import ItemsView, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
+
+from otelgpu.exporters.prometheus.identities import Identities
 
 
 class Ledger:
@@ -202,9 +204,7 @@ class SeriesStore:
     def __init__(self) -> None:
         self.families: dict[str, Family] = {}
         self.ledger = Ledger()
-        self._keys: dict[Hashable, int] = {}
-        self._retired: dict[Hashable, int] = {}
-        self._next_key = 0
+        self.identities = Identities()  # the numbers that own the series
         self.batch = 0  # the number of the batch being ingested
         # batch number → the time it was ingested at (`expire` drops those past its cutoff:
         # no series can still be stamped with them)
@@ -212,28 +212,16 @@ class SeriesStore:
         self.replaced = 0  # lines removed because their identity reported other lines
         self._emptied: list[int] = []  # identities the batch said have no series now
 
-    def key(self, identity: Hashable) -> int:
-        """The number of a resource identity (stable while it keeps reporting)."""
-        key = self._keys.get(identity)
-        if key is None:
-            key = self._retired.pop(identity, None)
-            if key is None:
-                key, self._next_key = self._next_key, self._next_key + 1
-            self._keys[identity] = key
-        return key
-
     def losses(self, key: int) -> int:
         """How many lines identity `key` has lost so far (see the module doc)."""
         return self.ledger.losses.get(key, 0)
 
     def rotate(self) -> None:
-        """Starts a new generation of identity numbers; an identity unseen for a whole
-        generation is forgotten (its series have expired by then), so churn does not grow
-        the table. Numbers are never reused."""
+        """Starts a new generation of identity numbers (`Identities.rotate`); the forgotten
+        ones' loss counts go with them."""
         losses = self.ledger.losses
-        for key in self._retired.values():
+        for key in self.identities.rotate():
             losses.pop(key, None)
-        self._retired, self._keys = self._keys, {}
 
     def family(self, name: str, type_: str, help_: str) -> Family | None:
         """The family `name`, created on first use; None when it exists with another type

@@ -1,4 +1,4 @@
-"""Which family a metric's points go to, and how their values are written.
+"""Which family a metric's points go to (their values' text: `value_text.py`).
 
 `naming: otel` names a family by the OpenTelemetry → Prometheus translation (`naming.py`).
 `naming: dcgm` names it by dcgm-exporter's field where the naming table the exporter was given
@@ -12,35 +12,13 @@ attribute that chose it is not repeated as a label (`Target.drop`).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.labels import AttrItems, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
+from otelgpu.exporters.prometheus.value_text import Target, format_sample
 from otelgpu.pdata.model import Attributes, AttrValue, Metric, MetricKind
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where the points of one metric go: family name, type, help, and how a value is written
-    (times `scale`, rounded when `integer`, or the point attribute `value_from` instead)."""
-
-    name: str
-    type: str
-    help: str
-    scale: float = 1.0
-    drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
-    integer: bool = False
-    value_from: str = ""
-    # Whether values are written as they come (no scale, rounding or substitution).
-    plain: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        plain = self.scale == 1.0 and not self.integer and not self.value_from
-        object.__setattr__(self, "plain", plain)
-
 
 Descriptor = tuple[str, str, MetricKind, bool, str]  # name, unit, kind, monotonic, description
 
@@ -172,27 +150,3 @@ class Targets:
 
 def _descriptor(metric: Metric) -> Descriptor:
     return (metric.name, metric.unit, metric.kind, metric.monotonic, metric.description)
-
-
-def format_sample(value: float, attributes: Attributes, target: Target) -> str:
-    """A point's sample text as `target` writes it (`format_value`'s spelling). Raises
-    TypeError, ValueError or OverflowError when the value is not a number."""
-    if target.value_from:  # dcgm's XID field: the code is the value
-        return format_value(int(attributes.get(target.value_from, 0)))
-    if target.scale != 1.0:
-        value = value * target.scale
-    if target.integer:
-        value = round(value)
-    return format_value(value)
-
-
-def format_value(value: float) -> str:
-    """A sample value as the text format writes it (Go's spelling of NaN and infinities)."""
-    if type(value) is int:
-        return str(value)
-    number = float(value)
-    if math.isfinite(number):
-        return repr(number)
-    if math.isnan(number):
-        return "NaN"
-    return "+Inf" if number > 0 else "-Inf"

@@ -25,7 +25,8 @@ from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import namespaced
 from otelgpu.exporters.prometheus.replay import Descriptor, Plan, Recorder, Settle, replay
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.targets import Target, Targets
+from otelgpu.exporters.prometheus.targets import Targets
+from otelgpu.exporters.prometheus.value_text import Target
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import (
     Attributes,
@@ -91,13 +92,13 @@ class Translator:
                 # attributes are; a quarter of the memory of the (key, value) pairs).
                 shape = (*resource, *resource.values())
             if rm.identity is not None:
-                identity = store.key(rm.identity)
+                identity = store.identities.key(rm.identity)
                 if not rm.metrics:  # the identity is gone: its lines leave at commit
                     store.empty(identity)
                     continue
             else:  # no identity from the receiver: its attributes as they are here are it
                 items = tuple(resource.items())
-                identity = store.key(items)
+                identity = store.identities.key(items)
             if shape is not None:
                 plan = plans.get(shape) if self._replay else None
                 if plan is not None and plan.identity == identity:

@@ -75,8 +75,8 @@ def test_a_device_that_stops_reporting_still_expires() -> None:
     (line,) = power_lines(body(store))
     assert f'hw_id="{gpu(1)[semconv.HW_ID]}"' in line
     family = store.families["hw_power_watts"]
-    assert family.holds(store.key(gpu(1)[semconv.HW_ID]))
-    assert not family.holds(store.key(gpu(0)[semconv.HW_ID]))  # GPU 0's group went too
+    assert family.holds(store.identities.key(gpu(1)[semconv.HW_ID]))
+    assert not family.holds(store.identities.key(gpu(0)[semconv.HW_ID]))  # GPU 0's group went too
 
 
 def test_allocation_series_are_replaced_as_a_set() -> None:
@@ -171,15 +171,15 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     store, translator = SeriesStore(), make_translator("otel", replay=False)
     gone, kept = device(0, held_by("old")), device(1, held_by("x"))
     ingest(translator, store, (gone, kept))
-    key, kept_key = store.key(gone.identity), store.key(kept.identity)
+    key, kept_key = store.identities.key(gone.identity), store.identities.key(kept.identity)
     cached = translator.labels.lines(tuple(gone.resource.items()))
     translator.labels.rotate()
     store.rotate()
     ingest(translator, store, (kept,), now=2.0)  # only GPU 1 reports in this generation
     translator.labels.rotate()
     store.rotate()
-    assert store.key(kept.identity) == kept_key  # still known, same number
-    assert store.key(gone.identity) != key  # forgotten: a new number, never the old one
+    assert store.identities.key(kept.identity) == kept_key  # still known, same number
+    assert store.identities.key(gone.identity) != key  # forgotten: a new number, never the old one
     assert translator.labels.lines(tuple(gone.resource.items())) is not cached
     assert translator.labels.lines(tuple(kept.resource.items())) != {}
 

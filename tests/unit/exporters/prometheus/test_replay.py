@@ -220,7 +220,7 @@ def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     translator.ingest(store, (b,), 3.0)  # b takes the line
     translator.ingest(store, (a,), 4.0)  # a writes it again: it must own it again
     family = store.families["hw_power_watts"]
-    assert list(family.owned()) == [store.key("a")]
+    assert list(family.owned()) == [store.identities.key("a")]
     losses = dict(store.ledger.losses)
     translator.ingest(store, (a,), 5.0)  # owned again: a plain replay, nothing claimed
     assert store.ledger.losses == losses
@@ -237,7 +237,9 @@ def test_plans_of_resources_gone_for_a_sweep_are_forgotten() -> None:
     # A sweep every PLAN_SWEEP batches keeps the plans of the last PLAN_SWEEP batches.
     assert len(translator._plans) <= 2 * PLAN_SWEEP + 1
     assert len(translator._settle._last) <= 2 * PLAN_SWEEP + 1
-    assert any(plan.identity == store.key("steady") for plan in translator._plans.values())
+    assert any(
+        plan.identity == store.identities.key("steady") for plan in translator._plans.values()
+    )
 
 
 def test_a_planned_resource_leaves_the_label_cache_and_a_change_renders_it_again() -> None:

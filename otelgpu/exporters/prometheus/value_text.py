@@ -1,0 +1,58 @@
+"""A family target (where one metric's points go) and how a sample's value is written there.
+
+The value's text is Go's spelling, as the Prometheus text formats have it: integers whole,
+finite floats by their shortest round-trip text, `NaN`, `+Inf` and `-Inf`. A target may scale
+the value to another unit, print it whole, or take it from a point attribute instead (dcgm's
+XID field, whose value is the XID code).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from otelgpu.pdata.model import Attributes
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the points of one metric go: family name, type, help, and how a value is written
+    (times `scale`, rounded when `integer`, or the point attribute `value_from` instead)."""
+
+    name: str
+    type: str
+    help: str
+    scale: float = 1.0
+    drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
+    integer: bool = False
+    value_from: str = ""
+    # Whether values are written as they come (no scale, rounding or substitution).
+    plain: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        plain = self.scale == 1.0 and not self.integer and not self.value_from
+        object.__setattr__(self, "plain", plain)
+
+
+def format_sample(value: float, attributes: Attributes, target: Target) -> str:
+    """A point's sample text as `target` writes it (`format_value`'s spelling). Raises
+    TypeError, ValueError or OverflowError when the value is not a number."""
+    if target.value_from:  # dcgm's XID field: the code is the value
+        return format_value(int(attributes.get(target.value_from, 0)))
+    if target.scale != 1.0:
+        value = value * target.scale
+    if target.integer:
+        value = round(value)
+    return format_value(value)
+
+
+def format_value(value: float) -> str:
+    """A sample value as the text format writes it (Go's spelling of NaN and infinities)."""
+    if type(value) is int:
+        return str(value)
+    number = float(value)
+    if math.isfinite(number):
+        return repr(number)
+    if math.isnan(number):
+        return "NaN"
+    return "+Inf" if number > 0 else "-Inf"
