@@ -32,10 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from bench import callgrind
 from bench.node_fixture import Node
 from bench.p2_cycle_cpu import Pipeline, otlp_bytes
 from otelgpu.component.telemetry import SelfTelemetry
@@ -203,7 +200,7 @@ async def repeated(
     running: Running, count: int, name: str, gate: Callable[[str], None] | None = None
 ) -> int:
     """`count` cycles, each with its upkeep tick (`name` "cycle"), or runs of one stage;
-    returns the points of a cycle. `gate` is told "ready" before them and "points N" after
+    returns the points of a cycle. `gate` is told "ready" before them and "done points N" after
     them, and returns when it may go on (`instructions`: the parent switches callgrind's
     instrumentation on, then off)."""
     raw, processed = await batches(running.pipe)
@@ -216,71 +213,16 @@ async def repeated(
         else:
             await stage(running.pipe, name, raw, processed)
     if gate is not None:
-        gate(f"points {points}")
+        gate(f"done points {points}")
     return points
-
-
-def _stdin_gate(line: str) -> None:
-    """A child's side of `instructions`: says where it is, waits for the parent's go."""
-    print(line, flush=True)
-    sys.stdin.readline()
 
 
 def instructions(size: str, count: int, name: str) -> tuple[int, int]:
     """(instructions, points) of `count` cycles, or runs of one stage, in a child under
-    callgrind, instrumented only while they run: the child starts and warms up with
-    callgrind's instrumentation off (`--instr-atstart=no`, so several times faster) and the
-    parent switches it on, then off, around them (`callgrind_control`)."""
-    with tempfile.TemporaryDirectory(prefix="otelgpu-cg-") as directory:
-        out, log = Path(directory, "cg.out"), Path(directory, "stderr")
-        with log.open("w") as errors:
-            child = subprocess.Popen(
-                ["valgrind", "--tool=callgrind", "--instr-atstart=no",
-                 f"--callgrind-out-file={out}", sys.executable, "-m", "bench.p9_cost_growth",
-                 "--child", size, "--cycles", str(count), "--stage", name],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
-                env={**os.environ, "PYTHONHASHSEED": "0"},
-            )  # fmt: skip
-        try:
-            _until(child, "ready", log)
-            _instrument(child, "on")
-            points = int(_until(child, "points ", log).split()[1])
-            _instrument(child, "off")
-            if child.wait(timeout=CHILD_TIMEOUT) != 0:
-                raise RuntimeError(f"the {size} child failed: {log.read_text()[-500:]}")
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        totals = re.findall(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-        if not totals:
-            raise RuntimeError(f"no callgrind totals for {size}: {log.read_text()[-500:]}")
-        return max(map(int, totals)), points
-
-
-CHILD_TIMEOUT = 3600.0  # seconds: a 50k start under valgrind takes minutes on a busy machine
-
-
-def _until(child: subprocess.Popen[str], prefix: str, log: Path) -> str:
-    """The child's first line starting with `prefix` (other lines are the agent's own)."""
-    assert child.stdout is not None
-    for line in child.stdout:
-        if line.startswith(prefix):
-            return line
-    raise RuntimeError(f"the child ended before {prefix!r}: {log.read_text()[-500:]}")
-
-
-def _instrument(child: subprocess.Popen[str], state: str) -> None:
-    """Callgrind's instrumentation of `child` on or off; then lets the child go on."""
-    subprocess.run(
-        ["callgrind_control", "--instr=" + state, str(child.pid)],
-        check=True,
-        capture_output=True,
-        timeout=CHILD_TIMEOUT,
-    )
-    assert child.stdin is not None
-    child.stdin.write("\n")
-    child.stdin.flush()
+    callgrind (`bench/callgrind.py`), instrumented only while they run."""
+    arguments = ["-m", "bench.p9_cost_growth", "--child", size, "--cycles", str(count)]
+    counted, reply = callgrind.counted([*arguments, "--stage", name])
+    return counted, int(reply.split()[1])
 
 
 def per_point_instructions(size: str, count: int, name: str) -> tuple[int, float]:
@@ -309,7 +251,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         asyncio.run(
-            on_node(SIZES[args.child], lambda p: repeated(p, args.cycles, args.stage, _stdin_gate))
+            on_node(
+                SIZES[args.child], lambda p: repeated(p, args.cycles, args.stage, callgrind.gate)
+            )
         )
         return
     sizes = ["100", "1k"] if args.smoke else args.sizes.split(",")

@@ -189,7 +189,12 @@ def replay(
     for metric, step in zip(metrics, steps, strict=True):
         if type(step) is One:  # the common case, inlined: no loop, no call
             descriptor, _, attrs, line, values, stamps = step
-            if (metric.name, metric.unit, metric.kind, metric.monotonic) != descriptor:
+            if (
+                metric.name != descriptor[0]
+                or metric.unit != descriptor[1]
+                or metric.kind is not descriptor[2]
+                or metric.monotonic is not descriptor[3]
+            ):
                 return None
             points = metric.points
             if len(points) != 1:
