@@ -152,11 +152,11 @@ class Pipeline:
         )
 
     async def start(self) -> None:
+        # the agent's order (otelgpu/service/graph.py `start_order`): downstream first
         await self.prometheus.start(self.host)
-        await self.receiver.start(self.host)
-        await self.k8s.start(self.host)
         await self.env.start(self.host)
-        await self.env.refresh()
+        await self.k8s.start(self.host)
+        await self.receiver.start(self.host)
         deadline = time.monotonic() + 120
         while self.k8s.snapshot is None or not self.sink.batches:  # both first answers in
             if time.monotonic() > deadline:

@@ -43,11 +43,15 @@ class Graph:
 
     def start_order(self) -> list[tuple[str, str, Component]]:
         """(label, kind, component) from downstream to upstream: extensions, exporters,
-        processors, receivers. Shutdown walks it backwards."""
+        processors (each pipeline's from its last to its first), receivers. Shutdown walks it
+        backwards. A processor starts before what feeds it: container_env has listed the
+        runtime before k8s_attributes first asks the kubelet, so that answer confirms the
+        containers already running and the first batches carry their labels."""
         order: list[tuple[str, str, Component]] = []
         order += [(str(i), "extension", c) for i, c in self.extensions.items()]
         order += [(str(i), "exporter", c) for i, c in self.exporters.items()]
-        order += [(f"{i} in {p}", "processor", c) for (p, i), c in self.processors.items()]
+        processors = reversed(self.processors.items())
+        order += [(f"{i} in {p}", "processor", c) for (p, i), c in processors]
         order += [(str(i), "receiver", c) for i, c in self.receivers.items()]
         return order
 
