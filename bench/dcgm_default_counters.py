@@ -9,7 +9,7 @@ Facts, read from NVIDIA/dcgm-exporter (main branch; release 4.5.3-4.8.2):
   (in dcgm-exporter's favour).
 - `internal/pkg/rendermetrics/render_metrics.go`: per field `# HELP` and `# TYPE`, then one line
   per device: `gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, on a MIG instance
-  `GPU_I_PROFILE` and `GPU_I_ID`, `hostname`, then its labels in key order
+  `GPU_I_PROFILE` and `GPU_I_ID`, `Hostname`, then its labels in key order
   (`DCGM_FI_DRIVER_VERSION`, and with the pod mapper `container`, `namespace`, `pod` for a held
   device), then the XID gauge's `err_code` and `err_msg` (`"0"`, `"No Error"` before any XID).
 - `internal/pkg/collector/gpu_collector.go` (`toString`): DCGM's int64 fields print with `%d`,
@@ -132,7 +132,7 @@ def _line(counter: Counter, device: Device, host: str, driver: str) -> str:
     ]
     if device.mig is not None:
         labels += [f'GPU_I_PROFILE="{device.mig[0]}"', f'GPU_I_ID="{device.mig[1]}"']
-    labels.append(f'hostname="{host}"')
+    labels.append(f'Hostname="{host}"')
     extra = {"DCGM_FI_DRIVER_VERSION": driver, **(device.labels or {})}
     if device.holder is not None:
         extra |= dict(zip(("namespace", "pod", "container"), device.holder, strict=True))
