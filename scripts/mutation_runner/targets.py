@@ -98,7 +98,11 @@ CONFIG_TARGETS: dict[str, Target] = {
     ),
     "config_telemetry_readers": (
         "otelgpu/config/telemetry_readers.py",
-        [f"{CONFIG}/test_telemetry_readers.py"],
+        [
+            f"{CONFIG}/test_telemetry_readers_mutants.py",
+            f"{CONFIG}/test_telemetry_readers.py",
+            "tests/unit/core/test_telemetry_endpoint.py",
+        ],
     ),
     "config_types": ("otelgpu/config/types.py", [f"{CONFIG}/test_types.py", *CONFIG_STAGES]),
     "config_walker": ("otelgpu/config/walker.py", CONFIG_STAGES),
@@ -230,28 +234,51 @@ EXPORTER_TARGETS: dict[str, Target] = {
     "replay": (
         "otelgpu/exporters/prometheus/replay.py",
         # test_replay holds the replay equal to the general path; test_identity: the set rules
-        [f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+        [f"{PROM}/test_replay_mutants.py", f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
     ),
     "prom_series": (
         "otelgpu/exporters/prometheus/series.py",
-        [f"{PROM}/test_identity.py", f"{PROM}/test_labels.py", f"{PROM}/test_render.py"],
+        [
+            f"{PROM}/test_series_mutants.py",  # owners, losses, replacement, expiry
+            f"{PROM}/test_identity.py",
+            f"{PROM}/test_labels.py",
+            f"{PROM}/test_render.py",
+        ],
     ),
     "prom_server": (
         "otelgpu/exporters/prometheus/server.py",
         [f"{PROM}/test_scrape_thread.py", f"{PROM}/test_negotiation.py"],
     ),
-    "prom_targets": ("otelgpu/exporters/prometheus/targets.py", [f"{PROM}/test_replay.py"]),
+    "prom_targets": (
+        "otelgpu/exporters/prometheus/targets.py",
+        [f"{PROM}/test_targets_mutants.py", f"{PROM}/test_replay.py"],
+    ),
     "prom_value_text": (
         "otelgpu/exporters/prometheus/value_text.py",
-        [f"{PROM}/test_replay.py", f"{PROM}/test_render.py", f"{PROM}/test_dcgm.py"],
+        [
+            f"{PROM}/test_value_text_mutants.py",  # fast and direct: first
+            f"{PROM}/test_replay.py",
+            f"{PROM}/test_render.py",
+            f"{PROM}/test_dcgm.py",
+        ],
     ),
     "prom_identities": (
         "otelgpu/exporters/prometheus/identities.py",
-        [f"{PROM}/test_identity.py", f"{PROM}/test_replay.py"],
+        [
+            f"{PROM}/test_identities_mutants.py",
+            f"{PROM}/test_identity.py",
+            f"{PROM}/test_replay.py",
+        ],
     ),
     "prom_translate": (
         "otelgpu/exporters/prometheus/translate.py",
-        [f"{PROM}/test_identity.py", f"{PROM}/test_labels.py", f"{PROM}/test_dcgm.py"],
+        [
+            f"{PROM}/test_translate_mutants.py",  # counts, emptied identities, replay by default
+            f"{PROM}/test_identity.py",
+            f"{PROM}/test_labels.py",
+            f"{PROM}/test_dcgm.py",
+            f"{PROM}/test_replay.py",  # the replay's branches of `ingest`
+        ],
     ),
 }
 
@@ -278,7 +305,14 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         [f"{CE}/test_keys.py", f"{CE}/test_audit.py", f"{CE}/test_secret_properties.py"],
     ),
     "ce_owners": ("otelgpu/processors/container_env/owners.py", [f"{CE}/test_owners.py"]),
-    "ce_processor": ("otelgpu/processors/container_env/processor.py", CE_PROCESSOR),
+    "ce_processor": (
+        "otelgpu/processors/container_env/processor.py",
+        [
+            f"{CE}/test_processor_mutants.py",
+            *CE_PROCESSOR,
+            f"{CE}/test_outside_allocation_lean.py",
+        ],
+    ),
     "ce_records": (
         "otelgpu/processors/container_env/records.py",
         [f"{CE}/test_source.py", f"{CE}/test_snapshot.py"],
@@ -305,7 +339,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     # k8s_attributes
     "k8s_allocations": (
         "otelgpu/processors/k8s_attributes/allocations.py",
-        [*K8S_PROCESSOR, f"{K8S}/test_dra.py"],
+        [f"{K8S}/test_allocations_mutants.py", *K8S_PROCESSOR, f"{K8S}/test_dra.py"],
     ),
     "k8s_config": ("otelgpu/processors/k8s_attributes/config.py", [f"{K8S}/test_config.py"]),
     "devices": (
