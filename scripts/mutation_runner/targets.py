@@ -222,7 +222,10 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_dcgm_labels.py",  # dcgm naming's derived labels (MIG device, err_msg)
         ],
     ),
-    "prom_naming": ("otelgpu/exporters/prometheus/naming.py", [f"{PROM}/test_naming.py"]),
+    "prom_naming": (
+        "otelgpu/exporters/prometheus/naming.py",
+        [f"{PROM}/test_naming_mutants.py", f"{PROM}/test_naming.py"],
+    ),
     "openmetrics": (
         "otelgpu/exporters/prometheus/openmetrics.py",
         [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],

@@ -66,11 +66,6 @@ FACTS: frozenset[str] = frozenset(
 ON_INFO: frozenset[str] = DEVICE | FACTS
 
 
-def of_device(resource: Attributes) -> bool:
-    """Whether a resource's series belong to a device with an info series (it has `hw.id`)."""
-    return semconv.HW_ID in resource
-
-
 def writes_info(resource: Attributes, allocation: bool) -> bool:
     """Whether a resource is the device itself (not a process on it, not a holder's
     `allocation` series): the one that writes the device's info series."""
