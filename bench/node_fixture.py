@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from otelgpu.receivers.nvml.processes import PROCESS_METRICS
 from tests.peers import cri_records
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 
@@ -28,11 +29,6 @@ MIG_RESOURCE = "nvidia.com/mig-2g.20gb"
 MIG_PROFILE = "2g.20gb"
 ENV_INCLUDE = ("TEAM", "PROJECT")
 POD_LABEL_INCLUDE = ("app.kubernetes.io/name",)
-PROCESS_METRICS = (  # the nvml receiver's per-process metrics
-    "nvidia.gpu.process.memory.usage",
-    "nvidia.gpu.process.utilization",
-    "nvidia.gpu.process.memory.busy",
-)
 _PID_BASE = 200_000
 
 
@@ -156,7 +152,7 @@ class Node:
             "simulated": self.simulated(),
         }
         if process_metrics:
-            config["metrics"] = {name: {"enabled": True} for name in PROCESS_METRICS}
+            config["metrics"] = {name: {"enabled": True} for name in sorted(PROCESS_METRICS)}
         return config
 
     def write_host_proc(self, root: Path) -> Path:

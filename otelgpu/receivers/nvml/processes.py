@@ -82,15 +82,11 @@ class ProcessReader:
         """(pid, container id or "") of each process NVML lists on the device, their PIDs
         added to `live_pids`; None when it cannot say (a MIG-enabled GPU answers for its
         instances, which are read instead; the call is unsupported or failed)."""
-        if device.has_mig or _COMPUTE_PROCESSES in device.unsupported:
-            return None
-        procs = self._guard(
-            device, _COMPUTE_PROCESSES, self._client.compute_processes, device.handle
-        )
-        if isinstance(procs, Failed):
+        procs = None if device.has_mig else self._compute(device)
+        if procs is None:
             return None
         out = []
-        for pid, _ in sorted(procs):
+        for pid in sorted(procs):
             live_pids.append(pid)
             cid = self._resolver.attributes(pid).get(semconv.CONTAINER_ID, "")
             out.append((pid, str(cid)))
@@ -101,7 +97,12 @@ class ProcessReader:
         self._resolver.retain(live_pids)
 
     def _memory(self, device: Device) -> dict[int, int] | None:
-        if _MEMORY not in self._plan.enabled or _COMPUTE_PROCESSES in device.unsupported:
+        return self._compute(device) if _MEMORY in self._plan.enabled else None
+
+    def _compute(self, device: Device) -> dict[int, int] | None:
+        """pid -> used GPU memory of the device's compute processes; None when NVML cannot
+        say (unsupported there, or the call failed)."""
+        if _COMPUTE_PROCESSES in device.unsupported:
             return None
         procs = self._guard(
             device, _COMPUTE_PROCESSES, self._client.compute_processes, device.handle

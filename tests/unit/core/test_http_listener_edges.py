@@ -65,7 +65,7 @@ def _full(listener: Listener, paths: _Paths) -> None:
     assert turned.wait(10)
 
 
-async def _until(condition: Callable[[], bool], what: str) -> None:
+async def until(condition: Callable[[], bool], what: str) -> None:
     """Waits until `condition()` holds, polling it; fails after 10 s."""
     for _ in range(1000):
         if condition():
@@ -198,7 +198,7 @@ async def test_the_oldest_connection_is_closed_when_one_too_many_opens() -> None
     try:
         for _ in range(2):
             socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=5))
-            await _until(lambda: listener.connections == len(socks), "the connection accepted")
+            await until(lambda: listener.connections == len(socks), "the connection accepted")
         # One too many: its accept shows as the oldest one's close.
         socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=5))
 
@@ -341,7 +341,7 @@ async def test_a_client_gone_in_the_middle_of_a_big_answer_leaves_the_listener_s
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
         sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
         sock.recv(65536)
-    await _until(lambda: server.connections == 0, "the server let the connection go")
+    await until(lambda: server.connections == 0, "the server let the connection go")
     answers = await asyncio.to_thread(
         raw, server.port, b"GET /next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )

@@ -21,19 +21,11 @@ import pytest
 from otelgpu.confighttp.listener import Listener, Request, Response
 from tests.peers.prometheus import self_signed_cert
 from tests.unit.core.test_http_listener import exchange
+from tests.unit.core.test_http_listener_edges import until
 
 
 def _ok(request: Request) -> Response:
     return Response(200, request.path.encode())
-
-
-async def _until(condition: Callable[[], bool], what: str) -> None:
-    """Waits until `condition()` holds, polling it; fails after 10 s."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_a_listener_holds_256_connections_by_default_then_closes_the_oldest() -> None:
@@ -43,7 +35,7 @@ async def test_a_listener_holds_256_connections_by_default_then_closes_the_oldes
     try:
         for _ in range(256):
             socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=10))
-        await _until(lambda: listener.connections == 256, "256 connections accepted")
+        await until(lambda: listener.connections == 256, "256 connections accepted")
         socks.append(socket.create_connection(("127.0.0.1", listener.port), timeout=10))
         assert await asyncio.to_thread(socks[0].recv, 1) == b""  # the oldest one, closed
         assert listener.connections == 256
@@ -113,7 +105,7 @@ async def test_stop_closes_every_connection_and_its_thread_ends_without_an_error
     try:
         asking.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert await asyncio.to_thread(awaited.wait, 10)
-        await _until(lambda: listener.connections == 2, "both connections accepted")
+        await until(lambda: listener.connections == 2, "both connections accepted")
         await listener.stop()
         for sock in (idle, asking):
             assert await asyncio.to_thread(_ended, sock)
