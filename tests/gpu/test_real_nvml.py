@@ -148,7 +148,7 @@ async def test_readings_agree_with_nvidia_smi(
 ) -> None:
     """The same GPU read by the agent and by nvidia-smi a moment apart: identity exact, sizes
     to the MiB, temperature within a few degrees (a unit or scale slip shows as far more)."""
-    receiver = _receiver(telemetry)
+    receiver = _receiver(telemetry, metrics={"hw.gpu.memory.limit": {"enabled": True}})
     try:
         batch = await receiver.scrape()
     finally:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from otelgpu.receivers.nvml.profile import ProfileNvml
 from tests.peers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,4 +47,7 @@ def test_the_gpu_check_runs_every_step_without_a_gpu(tmp_path: Path) -> None:
     assert "hw_gpu_utilization_ratio{" in otel and 'otelgpu_simulated="true"' in otel
     assert "DCGM_FI_DEV_GPU_UTIL{" in dcgm
     assert "VmRSS:" in (out / "rss-idle.txt").read_text()
+    # the NVML record, both phases, in the shape the replay reads
+    record = ProfileNvml.load(out / "record" / "nvml-profile.json", "load")
+    assert record.driver and ProfileNvml.load(out / "record" / "nvml-profile.json", "idle")
     assert "== agent exit 0" in log, log

@@ -9,6 +9,7 @@ so that the first collection has GPM's figures: NVML's documentation asks for sa
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from otelgpu.receivers.nvml import nvml
@@ -100,7 +101,9 @@ class GpmReader:
     ) -> None:
         for metric_id, name, metric in wanted:
             code, value = answer[metric_id]
-            if code == nvml.SUCCESS:
+            if code == nvml.SUCCESS and math.isfinite(value):
                 add_point(points, metric, NO_ATTRIBUTES, cycle, gpm_convert(name, value), device)
             elif code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(f"gpm:{name}")
+            # SUCCESS with NaN: seen on an H200 for samples milliseconds apart (two collections
+            # back to back); no figure this cycle, the next one has it

@@ -1,0 +1,260 @@
+"""A board's NVML answers, recorded once on real silicon and replayed without a GPU.
+
+`RecordingNvml` wraps any `NvmlClient` and notes each call: the method, the device it asked
+(by name: `gpu0`, `gpu0/mig1.0`), its other arguments, and the answer or NVML's error code.
+`ProfileNvml` is an `NvmlClient` that answers from such a record, so the receiver's real code
+meets the real shapes, units and error codes of a board that CI never sees. A recorded call
+answers its recorded values in turn (the last one repeating); a call the record never saw
+raises `NvmlError(ERROR_UNKNOWN)` and is noted in `ProfileNvml.unrecorded`, so a change that
+makes NVML calls the board never answered shows up in a test.
+
+The record is JSON (`docs/hardware/*.json`): {"board", "driver", "phases": {PHASE: [ANSWER]}},
+each ANSWER {"call", "device", "args", "value" | "error"}. Values are tagged where JSON would
+lose their type: {"tuple": [...]}, {"handle": NAME}, {"opaque": KIND}, {"type": CLASS,
+"fields": {...}} for the Protocol's dataclasses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.nvml import FieldValue, MigInstance, NvmlError, ProcessUtilization
+
+_TYPES: dict[str, Any] = {
+    cls.__name__: cls for cls in (FieldValue, MigInstance, ProcessUtilization)
+}
+# Arguments (counted after the device) that change every call without changing what is asked:
+# left out of the key.
+_UNKEYED_ARGS: dict[str, tuple[int, ...]] = {
+    "process_utilization": (0,),  # since_us
+    "gpm_sample": (0,),  # the sample buffer
+    "gpm_mig_sample": (1,),
+    "gpm_metrics": (0, 1),  # the two sample buffers
+    "register_xid_events": (0,),  # the event set
+    "event_wait": (0, 1),  # the event set and the timeout
+    "gpm_sample_free": (0,),
+    "event_set_free": (0,),
+}
+# Calls that take no device.
+_NO_DEVICE = frozenset(
+    {
+        "init",
+        "shutdown",
+        "driver_version",
+        "device_count",
+        "device_handle",
+        "gpm_sample_alloc",
+        "gpm_sample_free",
+        "gpm_metrics",
+        "event_set_create",
+        "event_set_free",
+        "event_wait",
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfileHandle:
+    """A replayed device handle: the device's name in the record."""
+
+    name: str
+
+
+def _key(call: str, device: str, args: Sequence[Any]) -> str:
+    skip = _UNKEYED_ARGS.get(call, ())
+    kept = [a for i, a in enumerate(args) if i not in skip]
+    return json.dumps([call, device, kept], sort_keys=True)
+
+
+class RecordingNvml:
+    """An `NvmlClient` that passes each call to `client` and notes it in `answers`.
+
+    `phase` names the conditions of what is recorded now (`idle`, `load`); set it between
+    calls. Device handles are named as they are handed out, so MIG devices and the handle
+    an XID event names are recorded by name too.
+    """
+
+    def __init__(self, client: nvml.NvmlClient, describe: Callable[[Any], Any] | None = None):
+        self.client = client
+        self.phase = "idle"
+        self.answers: dict[str, list[dict[str, Any]]] = {}
+        self._names: dict[Any, str] = {}
+        self._describe = describe or (lambda value: repr(value))
+        self._lock = threading.Lock()
+
+    def name_of(self, handle: Any) -> str:
+        return self._names.get(_identity(handle), "?")
+
+    def _note(self, call: str, args: tuple[Any, ...], answer: dict[str, Any]) -> None:
+        device = ""
+        rest = args
+        if call not in _NO_DEVICE and args:
+            device, rest = self.name_of(args[0]), args[1:]
+        skip = _UNKEYED_ARGS.get(call, ())
+        entry = {
+            "call": call,
+            "device": device,
+            "args": [self._encode(a) if i not in skip else None for i, a in enumerate(rest)],
+            **answer,
+        }
+        with self._lock:
+            self.answers.setdefault(self.phase, []).append(entry)
+
+    def __getattr__(self, call: str) -> Any:
+        method = getattr(self.client, call)
+
+        def recorded(*args: Any) -> Any:
+            try:
+                value = method(*args)
+            except NvmlError as exc:
+                self._note(call, args, {"error": exc.code, "message": str(exc)})
+                raise
+            self._learn(call, args, value)
+            self._note(call, args, {"value": self._encode(value)})
+            return value
+
+        return recorded
+
+    def _learn(self, call: str, args: tuple[Any, ...], value: Any) -> None:
+        """Names the handles an answer hands out."""
+        if call == "device_handle":
+            self._names[_identity(value)] = f"gpu{args[0]}"
+        elif call == "mig_instances":
+            parent = self.name_of(args[0])
+            for mig in value:
+                name = f"{parent}/mig{mig.gpu_instance_id}.{mig.compute_instance_id}"
+                self._names[_identity(mig.handle)] = name
+
+    def _encode(self, value: Any) -> Any:
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, tuple):
+            return {"tuple": [self._encode(v) for v in value]}
+        if isinstance(value, list):
+            return [self._encode(v) for v in value]
+        if dataclasses.is_dataclass(value) and type(value).__name__ in _TYPES:
+            fields = dataclasses.fields(value)
+            encoded = {f.name: self._encode(getattr(value, f.name)) for f in fields}
+            return {"type": type(value).__name__, "fields": encoded}
+        if _identity(value) in self._names:
+            return {"handle": self._names[_identity(value)]}
+        return {"opaque": self._describe(value)}
+
+    def record(self, **about: Any) -> dict[str, Any]:
+        """The record so far, with `about` (board, driver, ...) at its head."""
+        with self._lock:
+            return {**about, "phases": {k: list(v) for k, v in self.answers.items()}}
+
+
+def _identity(handle: Any) -> Any:
+    """What tells handles apart: a ctypes pointer's address, else the object itself."""
+    try:
+        import ctypes
+
+        return ("ptr", ctypes.cast(handle, ctypes.c_void_p).value)
+    except (TypeError, ctypes.ArgumentError):
+        try:
+            hash(handle)
+        except TypeError:
+            return ("id", id(handle))
+        return handle
+
+
+class ProfileNvml:
+    """An `NvmlClient` that answers from a recorded phase of a board (see the module doc)."""
+
+    def __init__(self, record: dict[str, Any], phase: str = "idle") -> None:
+        self.board = str(record.get("board", ""))
+        self.driver = str(record.get("driver", ""))
+        self._answers: dict[str, list[dict[str, Any]]] = {}
+        for entry in record["phases"][phase]:
+            key = _key(entry["call"], entry["device"], entry["args"])
+            self._answers.setdefault(key, []).append(entry)
+        self._turn: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.unrecorded: set[str] = set()
+        self.calls: dict[str, int] = {}
+        self._quiet = threading.Event()  # never set: a wait that only times out
+
+    @classmethod
+    def load(cls, path: str | Path, phase: str = "idle") -> ProfileNvml:
+        return cls(json.loads(Path(path).read_text()), phase)
+
+    def _answer(self, call: str, args: tuple[Any, ...]) -> Any:
+        device = ""
+        rest = list(args)
+        if call not in _NO_DEVICE and args:
+            handle = args[0]
+            device = handle.name if isinstance(handle, ProfileHandle) else "?"
+            rest = rest[1:]
+        key = _key(call, device, [_plain(a) for a in rest])
+        with self._lock:
+            self.calls[call] = self.calls.get(call, 0) + 1
+            recorded = self._answers.get(key)
+            if not recorded:
+                self.unrecorded.add(key)
+                raise NvmlError(nvml.ERROR_UNKNOWN, f"not in the record: {key}")
+            turn = self._turn.get(key, 0)
+            self._turn[key] = turn + 1
+            entry = recorded[min(turn, len(recorded) - 1)]
+        if "error" in entry:
+            raise NvmlError(int(entry["error"]), str(entry.get("message", "")))
+        return _decode(entry["value"])
+
+    def __getattr__(self, call: str) -> Any:
+        if call.startswith("_"):
+            raise AttributeError(call)
+
+        def answered(*args: Any) -> Any:
+            return self._answer(call, args)
+
+        return answered
+
+    # GPM sample buffers and event sets are the caller's to hold: fresh objects, not replayed.
+    def gpm_sample_alloc(self) -> Any:
+        self._answer("gpm_sample_alloc", ())
+        return {"sample": True}
+
+    def event_set_create(self) -> Any:
+        self._answer("event_set_create", ())
+        return {"event_set": True}
+
+    def event_wait(self, event_set: Any, timeout_ms: int) -> Any:
+        try:
+            return self._answer("event_wait", (event_set, timeout_ms))
+        except NvmlError as exc:
+            if exc.code == nvml.ERROR_TIMEOUT:  # a recorded wait that saw no event: wait too,
+                # briefly, so the watcher's loop does not spin
+                self._quiet.wait(min(timeout_ms / 1000, 0.05))
+            raise
+
+
+def _plain(value: Any) -> Any:
+    """An argument as the record keeps it."""
+    if isinstance(value, ProfileHandle):
+        return {"handle": value.name}
+    if isinstance(value, tuple):
+        return {"tuple": [_plain(v) for v in value]}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "tuple" in value:
+        return tuple(_decode(v) for v in value["tuple"])
+    if "handle" in value:
+        return ProfileHandle(value["handle"])
+    if "type" in value:
+        return _TYPES[value["type"]](**{k: _decode(v) for k, v in value["fields"].items()})
+    return {"opaque": value.get("opaque")}
