@@ -1,7 +1,8 @@
-"""The nvml receiver on what a real NVIDIA H200 (driver 580.159.04) answered, replayed.
+"""The nvml receiver on what real boards answered, replayed: an NVIDIA H200 and an H100 80GB
+HBM3, both on driver 580.159.04.
 
-`docs/hardware/nvidia-h200.json` is `scripts/nvml_record`'s record of every NVML call the
-real backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
+`docs/hardware/<board>.json` is `scripts/nvml_record`'s record of every NVML call the real
+backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
 from it. So the receiver's own code meets the board's real shapes, units and error codes in
 CI: a change that reads a field in another unit, calls NVML in a way the board never
 answered, or mishandles one of its error codes fails here without a GPU.
@@ -28,13 +29,25 @@ from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from tests.conftest import make_settings
 from tests.fakes import Sink
 
-RECORD = Path(__file__).resolve().parents[4] / "docs" / "hardware" / "nvidia-h200.json"
-UUID = "GPU-19badb04-fda7-e8f7-c7f7-f988d5b56128"
-MIB = 1 << 20
+HARDWARE = Path(__file__).resolve().parents[4] / "docs" / "hardware"
+# board file → (model, GPU memory in bytes, VBIOS), as nvidia-smi -q reports them
+BOARDS = {
+    "nvidia-h200": ("NVIDIA H200", 150_754_820_096, "96.00.A5.00.1A"),
+    "nvidia-h100": ("NVIDIA H100 80GB HBM3", 85_520_809_984, "96.00.CF.00.01"),
+}
 
 
-def _record() -> dict[str, Any]:
-    return json.loads(RECORD.read_text())
+@pytest.fixture(params=sorted(BOARDS))
+def board(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _record(board: str) -> dict[str, Any]:
+    return json.loads((HARDWARE / f"{board}.json").read_text())
+
+
+def _profile(board: str, phase: str) -> ProfileNvml:
+    return ProfileNvml(_record(board), phase)
 
 
 async def _batch(
@@ -59,23 +72,19 @@ async def _batch(
     return list(batch)
 
 
-def _every(phase: str, call: str, *args: Any) -> list[Any]:
+def _every(board: str, phase: str, call: str, *args: Any) -> list[Any]:
     """Everything the board answered to `call` with `args` in `phase` (tuples as lists)."""
     return [
         e["value"]["tuple"] if isinstance(e["value"], dict) else e["value"]
-        for e in _record()["phases"][phase]
+        for e in _record(board)["phases"][phase]
         if e["call"] == call and e["args"] == list(args) and "value" in e
     ]
 
 
-def _answered(phase: str, call: str, *args: Any) -> Any:
-    """What the board last answered to `call` with `args` in `phase`."""
-    return _every(phase, call, *args)[-1]
-
-
-def _gpu(batch: list[ResourceMetrics]) -> ResourceMetrics:
+def _gpu(board: str, batch: list[ResourceMetrics]) -> ResourceMetrics:
+    (uuid,) = set(_every(board, "idle", "uuid"))
     (gpu,) = [
-        rm for rm in batch if rm.resource.get("hw.id") == UUID and "process.pid" not in rm.resource
+        rm for rm in batch if rm.resource.get("hw.id") == uuid and "process.pid" not in rm.resource
     ]
     return gpu
 
@@ -85,15 +94,16 @@ def _values(rm: ResourceMetrics, name: str) -> list[float]:
 
 
 @pytest.mark.parametrize("phase", ["idle", "load"])
-async def test_every_metric_on_the_h200_makes_only_calls_it_answered(phase: str) -> None:
-    client = ProfileNvml.load(RECORD, phase)
+async def test_every_metric_makes_only_calls_the_board_answered(board: str, phase: str) -> None:
+    client = _profile(board, phase)
     telemetry = SelfTelemetry()
     batch = await _batch(client, telemetry)
     assert client.unrecorded == set()
-    gpu = _gpu(batch)
-    assert gpu.resource["hw.model"] == "NVIDIA H200"
+    gpu = _gpu(board, batch)
+    model, _memory, vbios = BOARDS[board]
+    assert gpu.resource["hw.model"] == model
     assert gpu.resource["hw.driver_version"] == "580.159.04"
-    assert gpu.resource["hw.firmware_version"] == "96.00.A5.00.1A"
+    assert gpu.resource["hw.firmware_version"] == vbios
     # every ratio is a ratio, every number a number
     for metric in gpu.metrics:
         for point in metric.points:
@@ -103,57 +113,58 @@ async def test_every_metric_on_the_h200_makes_only_calls_it_answered(phase: str)
     assert telemetry.sources["nvml"].up is True
 
 
-async def test_the_h200s_units_come_out_as_the_catalog_says() -> None:
-    gpu = _gpu(await _batch(ProfileNvml.load(RECORD, "load"), SelfTelemetry()))
-    memory = _every("load", "memory_info")
-    assert {total for *_, total in memory} == {150754820096}  # the board's 140 GiB, in bytes
-    assert _values(gpu, "hw.gpu.memory.limit") == [150754820096]
+async def test_units_come_out_as_the_catalog_says(board: str) -> None:
+    gpu = _gpu(board, await _batch(_profile(board, "load"), SelfTelemetry()))
+    _model, size, _vbios = BOARDS[board]
+    memory = _every(board, "load", "memory_info")
+    assert {total for *_, total in memory} == {size}  # bytes, as nvidia-smi's MiB say
+    assert _values(gpu, "hw.gpu.memory.limit") == [size]
     (used,) = _values(gpu, "hw.gpu.memory.usage")
     assert used > 0 and used in {u for u, *_ in memory}
     (reserved,) = _values(gpu, "nvidia.gpu.memory.reserved")
     assert reserved in {r for _u, _f, r, _t in memory}
     (sm_hz,) = _values(gpu, "nvidia.gpu.sm.clock")  # MHz answered, Hz kept
-    assert sm_hz > 1e9 and sm_hz in {m * 1e6 for m in _every("load", "clock", nvml.CLOCK_SM)}
+    assert sm_hz > 1e9 and sm_hz in {m * 1e6 for m in _every(board, "load", "clock", nvml.CLOCK_SM)}
     (mem_hz,) = _values(gpu, "nvidia.gpu.memory.clock")
-    assert mem_hz in {m * 1e6 for m in _every("load", "clock", nvml.CLOCK_MEM)}
+    assert mem_hz in {m * 1e6 for m in _every(board, "load", "clock", nvml.CLOCK_MEM)}
     busy = max(_values(gpu, "hw.gpu.utilization"))  # the SMs' (encoder, decoder idle): %, a ratio
-    assert 0.5 < busy <= 1 and busy * 100 in {b for b, _m in _every("load", "utilization")}
+    assert 0.5 < busy <= 1 and busy * 100 in {b for b, _m in _every(board, "load", "utilization")}
     (power,) = _values(gpu, "hw.power")
     assert 100 < power < 1000  # W (the board answered ~690 000 mW under load)
     (temperature, *_) = _values(gpu, "hw.temperature")
     assert 20 < temperature < 100
 
 
-async def test_the_process_under_load_is_seen_with_its_memory() -> None:
-    batch = await _batch(ProfileNvml.load(RECORD, "load"), SelfTelemetry())
-    ((pid, used),) = [answer["tuple"] for answer in _answered("load", "compute_processes")]
+async def test_the_process_under_load_is_seen_with_its_memory(board: str) -> None:
+    batch = await _batch(_profile(board, "load"), SelfTelemetry())
+    ((pid, used),) = [a["tuple"] for a in _every(board, "load", "compute_processes")[-1]]
     (process,) = [rm for rm in batch if "process.pid" in rm.resource]
     assert process.resource["process.pid"] == pid
     assert _values(process, "nvidia.gpu.process.memory.usage") == [used] and used > 0
 
 
-async def test_what_the_h200_refuses_is_remembered_not_asked_again() -> None:
-    client = ProfileNvml.load(RECORD, "idle")
+async def test_what_the_board_refuses_is_remembered_not_asked_again(board: str) -> None:
+    client = _profile(board, "idle")
     await _batch(client, SelfTelemetry(), cycles=1)
     first = dict(client.calls)
     await _batch(client, SelfTelemetry(), cycles=1)
     # a PCIe board in a VM: no NVLink; no vGPU licensing on bare metal (NOT_SUPPORTED, 3)
     refused = [
-        e for e in _record()["phases"]["idle"] if e["call"] == "nvlink_state" and "error" in e
+        e for e in _record(board)["phases"]["idle"] if e["call"] == "nvlink_state" and "error" in e
     ]
     assert refused and all(e["error"] == nvml.ERROR_NOT_SUPPORTED for e in refused)
     assert client.calls.get("vgpu_licensed", 0) <= first.get("vgpu_licensed", 0) * 2
 
 
-async def test_a_nan_that_nvml_answers_for_gpm_is_not_exported() -> None:
+async def test_a_nan_that_nvml_answers_for_gpm_is_not_exported(board: str) -> None:
     """Seen on the H200: two GPM samples taken a few milliseconds apart (two scrapes back to
     back) make NVML answer SUCCESS with NaN for DRAM bandwidth; no series may carry it."""
-    record = copy.deepcopy(_record())
+    record = copy.deepcopy(_record(board))
     for entry in record["phases"]["load"]:
         if entry["call"] == "gpm_metrics" and "value" in entry:
             entry["value"] = [{"tuple": [0, math.nan]} for _ in entry["value"]]
     batch = await _batch(ProfileNvml(record, "load"), SelfTelemetry())
-    gpu = _gpu(batch)
+    gpu = _gpu(board, batch)
     for metric in gpu.metrics:
         assert all(math.isfinite(p.value) for p in metric.points), metric.name
     assert _values(gpu, "nvidia.gpu.dram.active") == []
