@@ -90,7 +90,10 @@ CONFIG_TARGETS: dict[str, Target] = {
     "config_lint": ("otelgpu/config/lint.py", [f"{CONFIG}/test_validate_whole.py"]),
     "config_loader": ("otelgpu/config/loader.py", CONFIG_STAGES),
     "config_messages": ("otelgpu/config/messages.py", [*CONFIG_STAGES, *COLLECTOR_HABITS]),
-    "config_positions": ("otelgpu/config/positions.py", CONFIG_STAGES),
+    "config_positions": (
+        "otelgpu/config/positions.py",
+        [f"{CONFIG}/test_positions.py", *CONFIG_STAGES],
+    ),
     "config_render": ("otelgpu/config/render.py", [f"{CONFIG}/test_print_config.py"]),
     "config_schema": (
         "otelgpu/config/schema.py",
@@ -194,7 +197,12 @@ EXPORTER_TARGETS: dict[str, Target] = {
     "prom_config": ("otelgpu/exporters/prometheus/config.py", [f"{PROM}/test_config.py"]),
     "prom_dcgm": (
         "otelgpu/exporters/prometheus/dcgm.py",
-        [f"{PROM}/test_dcgm.py", f"{PROM}/test_dcgm_labels.py", f"{PROM}/test_dra_claim_labels.py"],
+        [
+            f"{PROM}/test_dcgm_label_set.py",
+            f"{PROM}/test_dcgm.py",
+            f"{PROM}/test_dcgm_labels.py",
+            f"{PROM}/test_dra_claim_labels.py",
+        ],
     ),
     "prom_device_info": (
         "otelgpu/exporters/prometheus/device_info.py",
@@ -207,7 +215,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "prom_general": (
         "otelgpu/exporters/prometheus/general.py",
-        [f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+        [f"{PROM}/test_general_mutants.py", f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
     ),
     "prom_factory": (
         "otelgpu/exporters/prometheus/factory.py",

@@ -58,3 +58,21 @@ def test_without_isal_zlib_writes_the_same_format(monkeypatch: pytest.MonkeyPatc
         "x86_64",
         "aarch64",
     )
+
+
+BODY = b"".join(b'gpu_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i, i) for i in range(3000))
+
+
+def test_the_default_level_is_1_for_bodies_and_chunks() -> None:
+    """Level 1 is the agent's trade of CPU for bytes; the same level writes the same bytes."""
+    one = compression.gzip_bytes(BODY, 1)
+    assert one != compression.gzip_bytes(BODY, 0)  # so the check below can tell them apart
+    assert compression.gzip_bytes(BODY) == one
+    assert compression.gzip_chunks([BODY[:500], BODY[500:]]) == compression.gzip_chunks(
+        [BODY[:500], BODY[500:]], 1
+    )
+
+
+def test_gunzip_gives_back_what_gzip_wrote() -> None:
+    assert compression.gunzip_bytes(compression.gzip_bytes(BODY)) == BODY
+    assert compression.gunzip_bytes(gzip.compress(b"abc")) == b"abc"

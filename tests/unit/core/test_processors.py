@@ -93,3 +93,16 @@ def test_attributes_processor_acts_on_points(telemetry: SelfTelemetry) -> None:
     ).process(_batch())
     assert {dict(p.attributes)["xid"] for rm in out for m in rm.metrics for p in m.points} == {"79"}
     assert all("xid" not in rm.resource for rm in out)
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ({"key": "k", "action": "insert"}, 'action "insert" needs a "value"'),
+        ({"key": "k", "action": "delete", "value": "x"}, 'action "delete" takes no "value"'),
+        ({"key": "k", "action": "delete", "new_key": "j"}, '"new_key" goes with action "rename"'),
+    ],
+)
+def test_a_wrong_action_says_which_and_what_it_lacks(action: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        AttributeAction.model_validate(action)
