@@ -155,6 +155,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
         "otelgpu/exporters/otlp/encode.py",
         [
             f"{OTLP}/test_otlp_encode.py",
+            f"{OTLP}/test_otlp_encode_mutants.py",
             f"{OTLP}/test_otlp_wire.py",
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
@@ -236,7 +237,11 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "openmetrics": (
         "otelgpu/exporters/prometheus/openmetrics.py",
-        [f"{PROM}/test_openmetrics.py", f"{PROM}/test_negotiation.py"],
+        [
+            f"{PROM}/test_openmetrics_mutants.py",
+            f"{PROM}/test_openmetrics.py",
+            f"{PROM}/test_negotiation.py",
+        ],
     ),
     "render": (
         "otelgpu/exporters/prometheus/render.py",
@@ -313,7 +318,12 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "ce_keys": (
         "otelgpu/processors/container_env/keys.py",
-        [f"{CE}/test_keys.py", f"{CE}/test_audit.py", f"{CE}/test_secret_properties.py"],
+        [
+            f"{CE}/test_keys.py",
+            f"{CE}/test_keys_mutants.py",
+            f"{CE}/test_audit.py",
+            f"{CE}/test_secret_properties.py",
+        ],
     ),
     "ce_owners": ("otelgpu/processors/container_env/owners.py", [f"{CE}/test_owners.py"]),
     "ce_processor": (
@@ -326,7 +336,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "ce_records": (
         "otelgpu/processors/container_env/records.py",
-        [f"{CE}/test_source.py", f"{CE}/test_snapshot.py"],
+        [f"{CE}/test_records_mutants.py", f"{CE}/test_source.py", f"{CE}/test_snapshot.py"],
     ),
     "ce_runtime": ("otelgpu/processors/container_env/runtime.py", CE_RUNTIMES),
     "ce_snapshot": (

@@ -1,0 +1,109 @@
+"""Records read from each runtime marker on its own: a sandbox known by containerd's kind
+label or by the CRI spec annotation alone, a workload named only by its CRI spec annotations,
+and a dockershim container tied to the sandbox its label names."""
+
+from __future__ import annotations
+
+from otelgpu.component.telemetry import SelfTelemetry
+from tests.fakes import FakeClock
+from tests.unit.processors.container_env.fake_runtime import FakeRuntime
+from tests.unit.processors.container_env.helpers import by_id, by_workload, one
+from tests.unit.processors.container_env.test_snapshot import ALL, _run
+
+TEAM = {"include": ["team"]}
+
+
+async def test_a_sandbox_with_a_malformed_spec_is_known_by_its_containerd_kind_label(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.add(
+        "s",
+        {
+            "io.cri-containerd.kind": "sandbox",
+            "io.kubernetes.pod.namespace": "ml",
+            "io.kubernetes.pod.name": "p",
+            "team": "vision",
+        },
+        raw_spec=b"{not json",  # no spec annotation to say what it is
+    )
+    rt.workload("w", "ml", "p", "c", sandbox_id="s")
+    proc = await _run(telemetry, rt, clock, pod_labels=TEAM)
+    assert one(proc.process((by_id("w"),)))["k8s.pod.label.team"] == "vision"
+    await proc.shutdown()
+
+
+async def test_a_sandbox_is_known_by_its_cri_container_type_annotation_alone(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.add(
+        "s",
+        {"io.kubernetes.pod.namespace": "ml", "io.kubernetes.pod.name": "p", "team": "vision"},
+        annotations={"io.kubernetes.cri.container-type": "sandbox"},
+    )
+    rt.workload("w", "ml", "p", "c", sandbox_id="s")
+    proc = await _run(telemetry, rt, clock, pod_labels=TEAM)
+    assert one(proc.process((by_id("w"),)))["k8s.pod.label.team"] == "vision"
+    await proc.shutdown()
+
+
+async def test_a_containerd_workload_is_named_by_its_cri_spec_annotations(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p", labels={"team": "vision"})
+    rt.add(  # the kubelet's labels missing: only containerd's own kind label
+        "w",
+        {"io.cri-containerd.kind": "container"},
+        env={"TEAM": "ml"},
+        annotations={
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.sandbox-id": "s",
+            "io.kubernetes.cri.sandbox-name": "p",
+            "io.kubernetes.cri.sandbox-namespace": "ml",
+            "io.kubernetes.cri.container-name": "c",
+        },
+    )
+    proc = await _run(telemetry, rt, clock, env=ALL, pod_labels=TEAM)
+    resource = one(proc.process((by_id("w"),)))
+    assert resource["k8s.container.name"] == "c"
+    assert resource["k8s.pod.name"] == "p" and resource["k8s.namespace.name"] == "ml"
+    matched = one(proc.process((by_workload("ml", "p", "c"),)))
+    assert matched["container.env.TEAM"] == "ml"
+    assert matched["k8s.pod.label.team"] == "vision"
+    await proc.shutdown()
+
+
+def _dockershim(rt: FakeRuntime, id: str, kind: str, created: float, **labels: str) -> None:
+    rt.add(
+        id,
+        {
+            "io.kubernetes.docker.type": kind,
+            "io.kubernetes.pod.namespace": "ml",
+            "io.kubernetes.pod.name": "p",
+            "io.kubernetes.pod.uid": "u1",
+            **labels,
+        },
+        env={"TEAM": id},
+        created=created,
+    )
+
+
+async def test_a_dockershim_container_of_a_replaced_sandbox_labels_nothing(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime("docker")
+    _dockershim(rt, "s-old", "podsandbox", 1.0, team="old")
+    _dockershim(rt, "s-new", "podsandbox", 2.0, team="new")
+    sandbox_id = "io.kubernetes.sandbox.id"
+    container = {"io.kubernetes.container.name": "c"}
+    _dockershim(rt, "w-old", "container", 1.5, **container, **{sandbox_id: "s-old"})
+    _dockershim(rt, "w-new", "container", 2.5, **container, **{sandbox_id: "s-new"})
+    proc = await _run(telemetry, rt, clock, env=ALL, pod_labels=TEAM)
+    fresh = one(proc.process((by_id("w-new"),)))
+    assert fresh["k8s.pod.label.team"] == "new" and fresh["container.env.TEAM"] == "w-new"
+    left_behind = one(proc.process((by_id("w-old"),)))
+    assert "k8s.pod.label.team" not in left_behind
+    assert "container.env.TEAM" not in left_behind
+    await proc.shutdown()
