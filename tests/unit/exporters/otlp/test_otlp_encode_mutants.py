@@ -1,4 +1,5 @@
-"""The encoder's process pid on points and the bound on its cached metric descriptors."""
+"""The encoder: a process's pid on each point, and the bounds on its caches of metric descriptors
+and attribute sets."""
 
 from __future__ import annotations
 
@@ -72,3 +73,23 @@ def test_the_descriptor_cache_stays_bounded_and_encoding_stays_correct_after_the
         ("m0.0", "m0.0 d", "1", [("k", "v")]),
         ("fresh", "fresh d", "1", [("k", "v")]),
     ]
+
+
+def test_the_attribute_cache_turns_its_generation_past_its_limit() -> None:
+    """Pods come and go: encoded attribute sets past `limit` become the old generation, and a
+    set not seen again is gone at the next turn, so the cache never holds every set ever seen."""
+    limit = 4
+    cache = AttributeCache(limit=limit)
+    for batch in range(10):
+        points = tuple(
+            NumberDataPoint(attributes={"pod": f"p{batch}.{i}"}, time_unix_nano=T0, value=1)
+            for i in range(limit + 2)
+        )
+        cache.begin_batch()
+        encode_bytes((ResourceMetrics(resource={}, metrics=(_gauge("m", *points),)),), cache)
+    cache.begin_batch()
+    # `_by_content` and `_older` are AttributeCache's private generations (content → bytes).
+    assert len(cache._by_content) + len(cache._older) <= 2 * (limit + 2)
+    again = NumberDataPoint(attributes={"pod": "p0.0"}, time_unix_nano=T0, value=1)
+    batch_after = (ResourceMetrics(resource={}, metrics=(_gauge("m", again),)),)
+    assert encode_bytes(batch_after, cache) == encode_bytes(batch_after)  # re-encoded, the same
