@@ -16,6 +16,7 @@ lose their type: {"tuple": [...]}, {"handle": NAME}, {"opaque": KIND}, {"type": 
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
 import threading
@@ -66,6 +67,33 @@ class ProfileHandle:
     name: str
 
 
+def _split(
+    call: str, args: Sequence[Any], name_of: Callable[[Any], str | None]
+) -> tuple[str, Sequence[Any]]:
+    """A call's device by name ("" for a call that takes none, "?" for a handle without a
+    name) and its other arguments."""
+    if call in _NO_DEVICE or not args:
+        return "", args
+    return name_of(args[0]) or "?", args[1:]
+
+
+def _encode(value: Any, name_of: Callable[[Any], str | None]) -> Any:
+    """`value` as the record keeps it: handles by name (`name_of`, None when not a handle),
+    tuples and the Protocol's dataclasses tagged, anything else unreadable as `opaque`."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v, name_of) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, name_of) for v in value]
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _TYPES:
+        fields = dataclasses.fields(value)
+        encoded = {f.name: _encode(getattr(value, f.name), name_of) for f in fields}
+        return {"type": type(value).__name__, "fields": encoded}
+    name = name_of(value)
+    return {"handle": name} if name is not None else {"opaque": repr(value)}
+
+
 def _key(call: str, device: str, args: Sequence[Any]) -> str:
     skip = _UNKEYED_ARGS.get(call, ())
     kept = [a for i, a in enumerate(args) if i not in skip]
@@ -80,22 +108,18 @@ class RecordingNvml:
     an XID event names are recorded by name too.
     """
 
-    def __init__(self, client: nvml.NvmlClient, describe: Callable[[Any], Any] | None = None):
+    def __init__(self, client: nvml.NvmlClient) -> None:
         self.client = client
         self.phase = "idle"
         self.answers: dict[str, list[dict[str, Any]]] = {}
         self._names: dict[Any, str] = {}
-        self._describe = describe or (lambda value: repr(value))
         self._lock = threading.Lock()
 
     def name_of(self, handle: Any) -> str:
         return self._names.get(_identity(handle), "?")
 
     def _note(self, call: str, args: tuple[Any, ...], answer: dict[str, Any]) -> None:
-        device = ""
-        rest = args
-        if call not in _NO_DEVICE and args:
-            device, rest = self.name_of(args[0]), args[1:]
+        device, rest = _split(call, args, self.name_of)
         skip = _UNKEYED_ARGS.get(call, ())
         entry = {
             "call": call,
@@ -132,19 +156,7 @@ class RecordingNvml:
                 self._names[_identity(mig.handle)] = name
 
     def _encode(self, value: Any) -> Any:
-        if value is None or isinstance(value, bool | int | float | str):
-            return value
-        if isinstance(value, tuple):
-            return {"tuple": [self._encode(v) for v in value]}
-        if isinstance(value, list):
-            return [self._encode(v) for v in value]
-        if dataclasses.is_dataclass(value) and type(value).__name__ in _TYPES:
-            fields = dataclasses.fields(value)
-            encoded = {f.name: self._encode(getattr(value, f.name)) for f in fields}
-            return {"type": type(value).__name__, "fields": encoded}
-        if _identity(value) in self._names:
-            return {"handle": self._names[_identity(value)]}
-        return {"opaque": self._describe(value)}
+        return _encode(value, lambda handle: self._names.get(_identity(handle)))
 
     def record(self, **about: Any) -> dict[str, Any]:
         """The record so far, with `about` (board, driver, ...) at its head."""
@@ -155,15 +167,14 @@ class RecordingNvml:
 def _identity(handle: Any) -> Any:
     """What tells handles apart: a ctypes pointer's address, else the object itself."""
     try:
-        import ctypes
-
         return ("ptr", ctypes.cast(handle, ctypes.c_void_p).value)
     except (TypeError, ctypes.ArgumentError):
-        try:
-            hash(handle)
-        except TypeError:
-            return ("id", id(handle))
-        return handle
+        pass
+    try:
+        hash(handle)
+    except TypeError:
+        return ("id", id(handle))
+    return handle
 
 
 class ProfileNvml:
@@ -187,13 +198,8 @@ class ProfileNvml:
         return cls(json.loads(Path(path).read_text()), phase)
 
     def _answer(self, call: str, args: tuple[Any, ...]) -> Any:
-        device = ""
-        rest = list(args)
-        if call not in _NO_DEVICE and args:
-            handle = args[0]
-            device = handle.name if isinstance(handle, ProfileHandle) else "?"
-            rest = rest[1:]
-        key = _key(call, device, [_plain(a) for a in rest])
+        device, rest = _split(call, args, _handle_name)
+        key = _key(call, device, [_encode(a, _handle_name) for a in rest])
         with self._lock:
             self.calls[call] = self.calls.get(call, 0) + 1
             recorded = self._answers.get(key)
@@ -235,15 +241,8 @@ class ProfileNvml:
             raise
 
 
-def _plain(value: Any) -> Any:
-    """An argument as the record keeps it."""
-    if isinstance(value, ProfileHandle):
-        return {"handle": value.name}
-    if isinstance(value, tuple):
-        return {"tuple": [_plain(v) for v in value]}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+def _handle_name(handle: Any) -> str | None:
+    return handle.name if isinstance(handle, ProfileHandle) else None
 
 
 def _decode(value: Any) -> Any:
