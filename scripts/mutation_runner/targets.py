@@ -54,7 +54,12 @@ OTLP_CORE = [  # the exporter core over a scripted transport
     f"{OTLP}/test_otlp_log_caps.py",
     f"{OTLP}/test_otlp_stop_deadline.py",
 ]
-FACTORIES = f"{CORE}/test_component_and_registry.py"  # every factory's type, kind, config
+# every factory's type, kind and config; the `components` listing shows each one's description
+FACTORIES = [
+    f"{CORE}/test_component_and_registry.py",
+    f"{CORE}/test_factories.py",  # what each builds, and validate imports no component's core
+    f"{CORE}/test_cli.py",
+]
 PROCESSORS = [f"{CORE}/test_processors.py"]  # attributes, filter, resource and their actions
 CE_RUNTIMES = [f"{CE}/test_adapters.py", f"{CE}/test_stubs.py", f"{CE}/test_fuzz.py"]
 CE_PROCESSOR = [
@@ -148,7 +153,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "debug_factory": (
         "otelgpu/exporters/debug/factory.py",
-        [FACTORIES, f"{CORE}/test_health_and_debug.py"],
+        [*FACTORIES, f"{CORE}/test_health_and_debug.py"],
     ),
     "otlp_config": ("otelgpu/exporters/otlp/config.py", [f"{OTLP}/test_otlp_config.py"]),
     "otlp_encode": (
@@ -163,7 +168,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
     "otlp_exporter": ("otelgpu/exporters/otlp/exporter.py", OTLP_CORE),
     "otlp_factory": (
         "otelgpu/exporters/otlp/factory.py",
-        [FACTORIES, f"{OTLP}/test_otlp_grpc.py", f"{OTLP}/test_otlp_http.py"],
+        [*FACTORIES, f"{OTLP}/test_otlp_grpc.py", f"{OTLP}/test_otlp_http.py"],
     ),
     "otlp_grpc_client": (
         "otelgpu/exporters/otlp/grpc_client.py",
@@ -220,7 +225,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "prom_factory": (
         "otelgpu/exporters/prometheus/factory.py",
-        [FACTORIES, f"{PROM}/test_config.py", f"{PROM}/test_exporter.py"],
+        [*FACTORIES, f"{PROM}/test_config.py", f"{PROM}/test_exporter.py"],
     ),
     "labels": (
         "otelgpu/exporters/prometheus/labels.py",
@@ -300,10 +305,10 @@ EXPORTER_TARGETS: dict[str, Target] = {
 
 PROCESSOR_TARGETS: dict[str, Target] = {
     "actions": ("otelgpu/processors/actions.py", PROCESSORS),
-    "attributes_factory": ("otelgpu/processors/attributes/factory.py", [FACTORIES, *PROCESSORS]),
+    "attributes_factory": ("otelgpu/processors/attributes/factory.py", [*FACTORIES, *PROCESSORS]),
     "filter_config": ("otelgpu/processors/filter/config.py", PROCESSORS),
-    "filter_factory": ("otelgpu/processors/filter/factory.py", [FACTORIES, *PROCESSORS]),
-    "resource_factory": ("otelgpu/processors/resource/factory.py", [FACTORIES, *PROCESSORS]),
+    "filter_factory": ("otelgpu/processors/filter/factory.py", [*FACTORIES, *PROCESSORS]),
+    "resource_factory": ("otelgpu/processors/resource/factory.py", [*FACTORIES, *PROCESSORS]),
     # container_env
     "ce_audit": (
         "otelgpu/processors/container_env/audit.py",
@@ -314,7 +319,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     "ce_docker": ("otelgpu/processors/container_env/docker.py", CE_RUNTIMES),
     "ce_factory": (
         "otelgpu/processors/container_env/factory.py",
-        [FACTORIES, f"{CE}/test_config.py"],
+        [*FACTORIES, f"{CE}/test_config.py"],
     ),
     "ce_keys": (
         "otelgpu/processors/container_env/keys.py",
@@ -354,7 +359,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     # hpc_jobs
     "hpc_config": ("otelgpu/processors/hpc_jobs/config.py", HPC),
-    "hpc_factory": ("otelgpu/processors/hpc_jobs/factory.py", [FACTORIES, *HPC]),
+    "hpc_factory": ("otelgpu/processors/hpc_jobs/factory.py", [*FACTORIES, *HPC]),
     "hpc_job_files": ("otelgpu/processors/hpc_jobs/job_files.py", HPC),
     "hpc_processor": ("otelgpu/processors/hpc_jobs/processor.py", HPC),
     # k8s_attributes
@@ -370,7 +375,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "k8s_factory": (
         "otelgpu/processors/k8s_attributes/factory.py",
-        [FACTORIES, f"{K8S}/test_config.py", f"{K8S}/test_processor.py"],
+        [*FACTORIES, f"{K8S}/test_config.py", f"{K8S}/test_processor.py"],
     ),
     "k8s_pod_resources": (
         "otelgpu/processors/k8s_attributes/pod_resources.py",

@@ -49,6 +49,16 @@ def test_filter_with_no_include_keeps_all_but_excluded(telemetry: SelfTelemetry)
     assert [rm.resource["hw.id"] for rm in proc.process(_batch())] == ["GPU-a"]
 
 
+def test_filter_hands_on_a_resource_it_keeps_whole_as_it_is(telemetry: SelfTelemetry) -> None:
+    config = FilterProcessorConfig.model_validate({"metrics": {"include": ["nvidia.*"]}})
+    proc = FilterProcessor(make_settings("filter", Kind.PROCESSOR, telemetry), config)
+    batch = _batch()
+    out = proc.process(batch)
+    assert [rm.resource["hw.id"] for rm in out] == ["GPU-a", "GPU-b"]
+    assert out[1] is batch[1]  # nothing dropped from it: the same resource
+    assert [m.name for m in out[0].metrics] == ["nvidia.gpu.clock.sm"]
+
+
 @pytest.mark.parametrize(
     ("action", "expected"),
     [
@@ -93,6 +103,20 @@ def test_attributes_processor_acts_on_points(telemetry: SelfTelemetry) -> None:
     ).process(_batch())
     assert {dict(p.attributes)["xid"] for rm in out for m in rm.metrics for p in m.points} == {"79"}
     assert all("xid" not in rm.resource for rm in out)
+
+
+def test_processors_without_actions_hand_the_batch_on_as_it_is(telemetry: SelfTelemetry) -> None:
+    batch = _batch()
+    attributes = AttributesProcessor(
+        make_settings("attributes", Kind.PROCESSOR, telemetry),
+        AttributesProcessorConfig.model_validate({"actions": []}),
+    )
+    resource = ResourceProcessor(
+        make_settings("resource", Kind.PROCESSOR, telemetry),
+        ResourceProcessorConfig.model_validate({"attributes": []}),
+    )
+    assert attributes.process(batch) is batch
+    assert resource.process(batch) is batch
 
 
 @pytest.mark.parametrize(
