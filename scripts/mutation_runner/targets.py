@@ -353,9 +353,15 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/container_env/values.py",
         [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
     ),
-    "secret_values": (  # the same module, against the corpus and shape tests
+    "secret_values": (  # the same module, against the corpus and shape tests too
         "otelgpu/processors/container_env/values.py",
-        [f"{CE}/test_value_shapes.py", f"{CE}/test_glob_values.py", f"{CE}/test_secret_corpus.py"],
+        [
+            f"{CE}/test_values.py",
+            f"{CE}/test_values_mutants.py",
+            f"{CE}/test_value_shapes.py",
+            f"{CE}/test_glob_values.py",
+            f"{CE}/test_secret_corpus.py",
+        ],
     ),
     # hpc_jobs
     "hpc_config": ("otelgpu/processors/hpc_jobs/config.py", HPC),

@@ -129,6 +129,10 @@ def test_xid_message_table() -> None:
     assert len(dcgm_xid.XID_MESSAGES) == 173
     assert dcgm_xid.XID_MESSAGES[79] == "GPU has fallen off the bus"
     assert dcgm_xid.xid_message(-1) == dcgm_xid.xid_message(173) == "Unknown Error"
+    # every code has words of its own: an empty err_msg would break alerts grouped by it
+    blank = [code for code, text in enumerate(dcgm_xid.XID_MESSAGES) if not text.strip()]
+    assert blank == []
+    assert all(text == text.strip() for text in dcgm_xid.XID_MESSAGES)
 
 
 def test_metric_kind_of_an_unused_helper() -> None:
