@@ -146,7 +146,10 @@ TRANSPORT_TARGETS: dict[str, Target] = {
 }
 
 EXPORTER_TARGETS: dict[str, Target] = {
-    "debug_config": ("otelgpu/exporters/debug/config.py", [f"{DEBUG}/test_debug_exporter.py"]),
+    "debug_config": (
+        "otelgpu/exporters/debug/config.py",
+        [f"{DEBUG}/test_debug_config.py", f"{DEBUG}/test_debug_exporter.py"],
+    ),
     "debug_exporter": (
         "otelgpu/exporters/debug/exporter.py",
         [f"{DEBUG}/test_debug_exporter.py", f"{CORE}/test_health_and_debug.py"],
@@ -306,7 +309,14 @@ EXPORTER_TARGETS: dict[str, Target] = {
 PROCESSOR_TARGETS: dict[str, Target] = {
     "actions": ("otelgpu/processors/actions.py", PROCESSORS),
     "attributes_factory": ("otelgpu/processors/attributes/factory.py", [*FACTORIES, *PROCESSORS]),
-    "filter_config": ("otelgpu/processors/filter/config.py", PROCESSORS),
+    "filter_config": (
+        "otelgpu/processors/filter/config.py",
+        [
+            "tests/unit/processors/test_filter_config.py",
+            *PROCESSORS,
+            f"{CONFIG}/test_collector_snippets.py",
+        ],
+    ),
     "filter_factory": ("otelgpu/processors/filter/factory.py", [*FACTORIES, *PROCESSORS]),
     "resource_factory": ("otelgpu/processors/resource/factory.py", [*FACTORIES, *PROCESSORS]),
     # container_env
@@ -364,7 +374,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         ],
     ),
     # hpc_jobs
-    "hpc_config": ("otelgpu/processors/hpc_jobs/config.py", HPC),
+    "hpc_config": (
+        "otelgpu/processors/hpc_jobs/config.py",
+        ["tests/unit/processors/hpc_jobs/test_hpc_config.py", *HPC],
+    ),
     "hpc_factory": ("otelgpu/processors/hpc_jobs/factory.py", [*FACTORIES, *HPC]),
     "hpc_job_files": ("otelgpu/processors/hpc_jobs/job_files.py", HPC),
     "hpc_processor": ("otelgpu/processors/hpc_jobs/processor.py", HPC),
@@ -373,7 +386,14 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/k8s_attributes/allocations.py",
         [f"{K8S}/test_allocations_mutants.py", *K8S_PROCESSOR, f"{K8S}/test_dra.py"],
     ),
-    "k8s_config": ("otelgpu/processors/k8s_attributes/config.py", [f"{K8S}/test_config.py"]),
+    "k8s_config": (
+        "otelgpu/processors/k8s_attributes/config.py",
+        [
+            f"{K8S}/test_config.py",
+            f"{K8S}/test_config_mutants.py",
+            f"{CONFIG}/test_collector_habits.py",
+        ],
+    ),
     "devices": (
         "otelgpu/processors/k8s_attributes/devices.py",
         # test_dra: the DRA device-name rules that live in this module too

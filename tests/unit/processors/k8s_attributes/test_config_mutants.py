@@ -1,0 +1,74 @@
+"""The processor's config as `validate` reports it: each option of the Collector contrib
+processor is named in the one error it gets, a relative socket path is quoted whole, and the
+receive size takes any positive byte count."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelgpu.component.component import ComponentID, Kind
+from otelgpu.component.errors import ConfigError
+from otelgpu.config.loader import load
+from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
+from otelgpu.service.builtins import builtin_registry
+
+PIPELINE = """
+receivers:
+  nvml: {backend: simulated}
+exporters:
+  debug: {}
+service:
+  pipelines:
+    metrics: {receivers: [nvml], processors: [k8s_attributes], exporters: [debug]}
+"""
+CONTRIB = (
+    ": options of the Collector contrib k8s_attributes processor, which asks the API server "
+    "about pods by IP."
+)
+
+
+def _validate(text: str) -> AgentConfig:
+    return validate(load([("p.yaml", PIPELINE), ("f.yaml", text)], environ={}), builtin_registry())
+
+
+def _errors(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        _validate(text)
+    return str(info.value).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("auth_type", "serviceAccount"),
+        ("passthrough", "false"),
+        ("extract", "{metadata: [k8s.pod.name]}"),
+        ("pod_association", "[{sources: [{from: connection}]}]"),
+        ("filter", "{node_from_env_var: KUBE_NODE_NAME}"),
+        ("exclude", "{pods: [{name: jaeger-agent}]}"),
+        ("wait_for_metadata", "true"),
+        ("wait_for_metadata_timeout", "10s"),
+    ],
+)
+def test_a_contrib_option_alone_is_named_in_the_contrib_error(key: str, value: str) -> None:
+    (line,) = _errors(f"processors:\n  k8s_attributes:\n    {key}: {value}\n")
+    assert line.startswith(f"f.yaml:3:5: processors::k8s_attributes: {key}{CONTRIB}")
+
+
+def test_a_relative_socket_path_is_quoted_whole_in_its_error() -> None:
+    text = "processors:\n  k8s_attributes:\n    pod_resources_socket: kubelet.sock\n"
+    assert _errors(text) == [
+        "f.yaml:3:27: processors::k8s_attributes::pod_resources_socket: must be an absolute "
+        'path (got "kubelet.sock")'
+    ]
+
+
+def test_the_receive_size_takes_any_positive_byte_count() -> None:
+    text = "processors: {k8s_attributes: {max_receive_message_size: 1}}"
+    config = _validate(text).components[Kind.PROCESSOR][ComponentID.parse("k8s_attributes")]
+    assert isinstance(config, K8sAttributesProcessorConfig)
+    assert config.max_receive_message_size == 1
+    assert _errors(text.replace(": 1}", ": 0}")) == [
+        "f.yaml:1:57: processors::k8s_attributes::max_receive_message_size: must be greater than 0"
+    ]
