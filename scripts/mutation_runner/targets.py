@@ -425,7 +425,11 @@ OTHER_TARGETS: dict[str, Target] = {
     "cpu_limit": ("otelgpu/service/cpu_limit.py", [f"{CORE}/test_cpu_limit.py"]),
     "telemetry": (
         "otelgpu/component/telemetry.py",
-        [f"{CORE}/test_telemetry_golden.py", f"{CORE}/test_telemetry_table.py"],
+        [
+            f"{CORE}/test_telemetry_golden.py",
+            f"{CORE}/test_telemetry_table.py",
+            f"{CORE}/test_health_and_debug.py",  # a source's state changes, logged once each
+        ],
     ),
 }
 
