@@ -19,7 +19,10 @@ K8S = "tests/unit/processors/k8s_attributes"
 PROM = "tests/unit/exporters/prometheus"
 OTLP = "tests/unit/exporters/otlp"
 DEBUG = "tests/unit/exporters/debug"
-HPC = ["tests/unit/processors/hpc_jobs/test_hpc_jobs.py"]
+HPC = [
+    "tests/unit/processors/hpc_jobs/test_hpc_jobs.py",
+    "tests/unit/processors/hpc_jobs/test_hpc_jobs_mutants.py",  # unreadable folders and files
+]
 # The tests of the endpoints' listener, its connections and their send buffers.
 HTTP_TESTS = [
     f"{CORE}/test_http_send_buffer.py",  # sizes, unsent bytes, resets, slices: on bare sockets
@@ -422,7 +425,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
 }
 
 OTHER_TARGETS: dict[str, Target] = {
-    "cpu_limit": ("otelgpu/service/cpu_limit.py", [f"{CORE}/test_cpu_limit.py"]),
+    "cpu_limit": (
+        "otelgpu/service/cpu_limit.py",
+        [f"{CORE}/test_cpu_limit.py", f"{CORE}/test_cpu_limit_mutants.py"],
+    ),
     "telemetry": (
         "otelgpu/component/telemetry.py",
         [

@@ -120,7 +120,11 @@ def _jobs_of(
     index = resource.get(semconv.GPU_INDEX)
     if index is None:
         return ()
-    gi = resource.get(semconv.MIG_GPU_INSTANCE_ID, "") if semconv.HW_PARENT in resource else ""
+    if semconv.HW_PARENT not in resource:
+        return jobs_by_gpu.get((str(index), ""), ())
+    gi = resource.get(semconv.MIG_GPU_INSTANCE_ID)
+    if gi is None:  # a MIG instance that does not say which: never its GPU's jobs
+        return ()
     return jobs_by_gpu.get((str(index), str(gi)), ())
 
 
