@@ -88,11 +88,20 @@ def _tasks() -> set[asyncio.Task[Any]]:
     return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
 
 
+# grpcio's asyncio poller: one thread per process, started by the first aio object and
+# stopped by grpcio itself some time after the last one goes, so it is grpcio's, not the
+# component's (the component's channel is closed by then).
+_GRPCIO_POLLER = "(_poll_wrapper)"
+
+
 def _own_threads(before: set[threading.Thread]) -> list[threading.Thread]:
     return [
         t
         for t in threading.enumerate()
-        if t not in before and t.is_alive() and not t.name.startswith("asyncio_")
+        if t not in before
+        and t.is_alive()
+        and not t.name.startswith("asyncio_")
+        and not t.name.endswith(_GRPCIO_POLLER)
     ]
 
 
