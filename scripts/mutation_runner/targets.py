@@ -144,7 +144,11 @@ TRANSPORT_TARGETS: dict[str, Target] = {
     ),
     "exporterhelper_config": (
         "otelgpu/exporterhelper/config.py",
-        [f"{OTLP}/test_otlp_config.py", "tests/unit/exporterhelper/test_retry.py"],
+        [
+            "tests/unit/exporterhelper/test_config.py",
+            f"{OTLP}/test_otlp_config.py",
+            "tests/unit/exporterhelper/test_retry.py",
+        ],
     ),
 }
 
@@ -161,7 +165,10 @@ EXPORTER_TARGETS: dict[str, Target] = {
         "otelgpu/exporters/debug/factory.py",
         [*FACTORIES, f"{CORE}/test_health_and_debug.py"],
     ),
-    "otlp_config": ("otelgpu/exporters/otlp/config.py", [f"{OTLP}/test_otlp_config.py"]),
+    "otlp_config": (
+        "otelgpu/exporters/otlp/config.py",
+        [f"{OTLP}/test_otlp_config.py", f"{OTLP}/test_otlp_config_mutants.py"],
+    ),
     "otlp_encode": (
         "otelgpu/exporters/otlp/encode.py",
         [
@@ -206,7 +213,10 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_endpoint_limits.py",
         ],
     ),
-    "prom_config": ("otelgpu/exporters/prometheus/config.py", [f"{PROM}/test_config.py"]),
+    "prom_config": (
+        "otelgpu/exporters/prometheus/config.py",
+        [f"{PROM}/test_config.py", f"{PROM}/test_config_mutants.py"],
+    ),
     "prom_dcgm": (
         "otelgpu/exporters/prometheus/dcgm.py",
         [
@@ -327,7 +337,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/container_env/audit.py",
         [f"{CE}/test_audit.py", f"{CE}/test_glob_values.py"],
     ),
-    "ce_config": ("otelgpu/processors/container_env/config.py", [f"{CE}/test_config.py"]),
+    "ce_config": (
+        "otelgpu/processors/container_env/config.py",
+        [f"{CE}/test_config.py", f"{CE}/test_config_mutants.py"],
+    ),
     "ce_containerd": ("otelgpu/processors/container_env/containerd.py", CE_RUNTIMES),
     "ce_docker": ("otelgpu/processors/container_env/docker.py", CE_RUNTIMES),
     "ce_factory": (
