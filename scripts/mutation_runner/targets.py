@@ -335,7 +335,12 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     # container_env
     "ce_audit": (
         "otelgpu/processors/container_env/audit.py",
-        [f"{CE}/test_audit.py", f"{CE}/test_glob_values.py"],
+        [
+            f"{CE}/test_audit.py",
+            f"{CE}/test_audit_mutants.py",
+            f"{CE}/test_glob_values.py",
+            f"{CE}/test_snapshot.py",  # the containers gauge it sets
+        ],
     ),
     "ce_config": (
         "otelgpu/processors/container_env/config.py",
@@ -356,7 +361,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_secret_properties.py",
         ],
     ),
-    "ce_owners": ("otelgpu/processors/container_env/owners.py", [f"{CE}/test_owners.py"]),
+    "ce_owners": (
+        "otelgpu/processors/container_env/owners.py",
+        [f"{CE}/test_owners.py", f"{CE}/test_owners_mutants.py"],
+    ),
     "ce_processor": (
         "otelgpu/processors/container_env/processor.py",
         [
