@@ -92,12 +92,25 @@ CONFIG_TARGETS: dict[str, Target] = {
     ),
     "config_init": (
         "otelgpu/config/__init__.py",
-        [f"{CONFIG}/test_collector_habits.py", f"{CORE}/test_cli.py"],
+        [
+            f"{CONFIG}/test_collector_habits.py",
+            f"{CORE}/test_cli.py",
+            f"{CONFIG}/test_loader_mutants.py",
+        ],
     ),
-    "collector_compat": ("otelgpu/config/collector_compat.py", COLLECTOR_HABITS),
+    "collector_compat": (
+        "otelgpu/config/collector_compat.py",
+        [*COLLECTOR_HABITS, f"{CONFIG}/test_schema_mutants.py"],
+    ),
     "config_lint": ("otelgpu/config/lint.py", [f"{CONFIG}/test_validate_whole.py"]),
-    "config_loader": ("otelgpu/config/loader.py", CONFIG_STAGES),
-    "config_messages": ("otelgpu/config/messages.py", [*CONFIG_STAGES, *COLLECTOR_HABITS]),
+    "config_loader": (
+        "otelgpu/config/loader.py",
+        [*CONFIG_STAGES, f"{CONFIG}/test_loader_mutants.py", f"{CONFIG}/test_collector_habits.py"],
+    ),
+    "config_messages": (
+        "otelgpu/config/messages.py",
+        [*CONFIG_STAGES, *COLLECTOR_HABITS, f"{CONFIG}/test_messages_mutants.py"],
+    ),
     "config_positions": (
         "otelgpu/config/positions.py",
         [f"{CONFIG}/test_positions.py", *CONFIG_STAGES],
@@ -105,7 +118,13 @@ CONFIG_TARGETS: dict[str, Target] = {
     "config_render": ("otelgpu/config/render.py", [f"{CONFIG}/test_print_config.py"]),
     "config_schema": (
         "otelgpu/config/schema.py",
-        [*CONFIG_STAGES, f"{CONFIG}/test_validate_whole.py", *COLLECTOR_HABITS],
+        [
+            *CONFIG_STAGES,
+            f"{CONFIG}/test_validate_whole.py",
+            *COLLECTOR_HABITS,
+            f"{CONFIG}/test_schema_mutants.py",
+            f"{CORE}/test_cli.py",  # the unused-component warning
+        ],
     ),
     "config_telemetry_readers": (
         "otelgpu/config/telemetry_readers.py",
@@ -115,8 +134,19 @@ CONFIG_TARGETS: dict[str, Target] = {
             "tests/unit/core/test_telemetry_endpoint.py",
         ],
     ),
-    "config_types": ("otelgpu/config/types.py", [f"{CONFIG}/test_types.py", *CONFIG_STAGES]),
-    "config_walker": ("otelgpu/config/walker.py", CONFIG_STAGES),
+    "config_types": (
+        "otelgpu/config/types.py",
+        [
+            f"{CONFIG}/test_types.py",
+            f"{CONFIG}/test_types_mutants.py",
+            *CONFIG_STAGES,
+            f"{CONFIG}/test_validate_whole.py",
+        ],
+    ),
+    "config_walker": (
+        "otelgpu/config/walker.py",
+        [*CONFIG_STAGES, f"{CONFIG}/test_walker_mutants.py"],
+    ),
 }
 
 TRANSPORT_TARGETS: dict[str, Target] = {

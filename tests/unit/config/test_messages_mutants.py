@@ -1,0 +1,84 @@
+"""What validate says about a value of the wrong shape: where it is, and what was expected."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import ValidationError
+
+from otelgpu.component.errors import ConfigError, Issue
+from otelgpu.config import load_config
+from otelgpu.config.messages import describe, issues_from
+from otelgpu.config.positions import Mark, Positions
+from otelgpu.config.types import StrictModel
+from otelgpu.service.builtins import builtin_registry
+
+PIPELINE = """
+exporters:
+  debug:
+service:
+  pipelines:
+    metrics: {receivers: [nvml], exporters: [debug]}
+"""
+
+
+def _issues(tmp_path: Path, receivers: str) -> list[Issue]:
+    path = tmp_path / "agent.yaml"
+    path.write_text(receivers + PIPELINE)
+    with pytest.raises(ConfigError) as info:
+        load_config([str(path)], builtin_registry())
+    return list(info.value.issues)
+
+
+def test_an_unknown_backend_is_answered_with_the_backends_by_name(tmp_path: Path) -> None:
+    issues = _issues(tmp_path, "receivers:\n  nvml: {backend: cuda}\n")
+    assert [str(i) for i in issues] == [
+        f"{tmp_path / 'agent.yaml'}:2:19: receivers::nvml::backend: "
+        'must be one of: auto, nvml, simulated (got "cuda")'
+    ]
+
+
+def test_an_empty_metric_groups_list_says_that_one_group_is_needed(tmp_path: Path) -> None:
+    text = "receivers:\n  nvml:\n  kubelet_stats: {metric_groups: []}\n"
+    messages = {i.path: i.message for i in _issues(tmp_path, text)}
+    # pydantic's own text, lower-cased to read as the rest of the line
+    assert messages[("receivers", "kubelet_stats", "metric_groups")] == (
+        "list should have at least 1 item after validation, not 0"
+    )
+
+
+def test_a_list_inside_the_devices_list_is_refused_at_that_item(tmp_path: Path) -> None:
+    issues = _issues(tmp_path, "receivers:\n  nvml:\n    devices: [[1]]\n")
+    assert issues
+    for issue in issues:
+        assert (issue.line, issue.column) == (3, 15)
+        assert issue.path[:4] == ("receivers", "nvml", "devices", 0)
+        # a device is a number or a name: the message says which
+        assert isinstance(issue.message, str)
+        assert "integer" in issue.message or "string" in issue.message
+
+
+class _Pair(StrictModel):
+    # the second member's type is not followed by the messages: pydantic's own list of the
+    # allowed values is what the message falls back on
+    pair: tuple[int, Literal["gzip", "none"]]
+
+
+def test_a_choice_the_declared_type_does_not_show_still_lists_the_allowed_values() -> None:
+    with pytest.raises(ValidationError) as info:
+        _Pair.model_validate({"pair": [1, "zip"]})
+    positions = Positions(values={("x",): Mark("f.yaml", 3, 7)})
+    (issue,) = issues_from(info.value, _Pair, ("x",), positions)
+    assert issue.path == ("x", "pair", 1)
+    assert issue.message.startswith("must be one of: ")
+    assert "gzip" in issue.message and "none" in issue.message
+    assert '(got "zip")' in issue.message
+
+
+def test_a_list_type_without_an_item_type_is_described_as_a_list() -> None:
+    assert describe(typing.List) == "a list"  # noqa: UP006 (the bare form is the case)
+    assert describe(tuple[()]) == "a list"
+    assert describe(list[str]) == "a list of strings"
