@@ -71,38 +71,43 @@ def issues_from(
 def _without_union_members(errors: list[Any], model: type[BaseModel]) -> list[tuple[Any, Path]]:
     """Pydantic reports a value that fits no member of a union once per member, each under
     the member's name (`gpus::int`, `gpus::list[...]`). Those names are not keys: they are
-    dropped, and a union's errors become one "expected A or B" unless some member's errors
-    go deeper (the member the writer meant), which are then the only ones kept."""
+    dropped, at any depth. A union's errors become one "expected A or B" at the union's value
+    unless some member's errors go deeper (the member the writer meant), which are then the
+    only ones kept; a union inside that member is judged the same way."""
     cleaned = [(err, *_clean_loc(tuple(err["loc"]), model)) for err in errors]
-    deeper = {union for _, loc, union in cleaned if union is not None and len(loc) > len(union)}
+    deeper = {u for _, loc, unions in cleaned for u in unions if len(loc) > len(u)}
     out: list[tuple[Any, Path]] = []
     reported: set[Path] = set()
-    for err, loc, union in cleaned:
-        if union is None:
-            out.append((err, loc))
-        elif len(loc) > len(union) or union not in deeper:
-            if union not in deeper:
-                if union in reported:
-                    continue
-                reported.add(union)
-                err = {**err, "type": "union_type"}
-            out.append((err, loc))
+    for err, loc, unions in cleaned:
+        if any(u in deeper and len(loc) <= len(u) for u in unions):
+            continue  # a member the writer did not mean
+        at = next((u for u in reversed(unions) if len(loc) == len(u)), None)
+        if at is not None:  # the value fits no member of the union it is the value of
+            if at in reported:
+                continue
+            reported.add(at)
+            err = {**err, "type": "union_type"}
+        out.append((err, loc))
     return out
 
 
-def _clean_loc(loc: tuple[Any, ...], model: type[BaseModel]) -> tuple[Path, Path | None]:
-    """`loc` without union member names, and where the (first) union is, if one was passed."""
+def _clean_loc(loc: tuple[Any, ...], model: type[BaseModel]) -> tuple[Path, tuple[Path, ...]]:
+    """`loc` without union member names, and where each union it passed through is."""
     out: list[Any] = []
-    union: Path | None = None
+    unions: list[Path] = []
+    member = False  # the part just dropped named a union member: the next is inside it
     for part in loc:
         if isinstance(part, str) and part.startswith("~"):  # our tagged unions' tags
             continue
-        tp = _strip(_type_at(model, tuple(out))) if union is None else None
-        if _is_union(tp) and isinstance(part, str) and _model_member(tp, part) is None:
-            union = tuple(out)
-            continue
+        if not member:
+            tp = _strip(_type_at(model, tuple(out)))
+            if _is_union(tp) and isinstance(part, str) and _model_member(tp, part) is None:
+                unions.append(tuple(out))
+                member = True
+                continue
+        member = False
         out.append(part)
-    return tuple(out), union
+    return tuple(out), tuple(unions)
 
 
 def _is_union(tp: Any) -> bool:
@@ -113,7 +118,7 @@ def _describe_error(err: Any, tp: Any) -> str:
     kind, ctx = err["type"], err.get("ctx") or {}
     if kind == "value_error" and "error" in ctx:
         return str(ctx["error"])
-    if kind in ("literal_error", "enum"):
+    if kind in ("literal_error", "enum") or (kind == "union_type" and _choices(tp)):
         choices = _choices(tp) or ctx.get("expected", "")
         return f'must be one of: {choices} (got "{err["input"]}"){_quote_hint(err["input"])}'
     if kind in _TYPE_ERRORS:
@@ -177,12 +182,18 @@ def _plural(text: str) -> str:
 
 
 def _choices(tp: Any) -> str:
+    """The values a Literal, an Enum or a union made only of those allows ("" when `tp` is
+    none of these); the empty string shows as `""`."""
     tp = _strip(tp)
     if typing.get_origin(tp) is Literal:
-        return ", ".join(str(a) for a in typing.get_args(tp))
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return ", ".join(str(m.value) for m in tp)
-    return ""
+        values = list(typing.get_args(tp))
+    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
+        values = [m.value for m in tp]
+    elif _is_union(tp) and all(_choices(member) for member in typing.get_args(tp)):
+        return ", ".join(_choices(member) for member in typing.get_args(tp))
+    else:
+        return ""
+    return ", ".join('""' if value == "" else str(value) for value in values)
 
 
 def _strip(tp: Any) -> Any:
