@@ -189,7 +189,12 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "debug_exporter": (
         "otelgpu/exporters/debug/exporter.py",
-        [f"{DEBUG}/test_debug_exporter.py", f"{CORE}/test_health_and_debug.py"],
+        [
+            f"{DEBUG}/test_debug_exporter.py",
+            f"{DEBUG}/test_debug_exporter_mutants.py",
+            f"{DEBUG}/test_debug_config.py",
+            f"{CORE}/test_health_and_debug.py",
+        ],
     ),
     "debug_factory": (
         "otelgpu/exporters/debug/factory.py",
@@ -208,7 +213,14 @@ EXPORTER_TARGETS: dict[str, Target] = {
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
     ),
-    "otlp_exporter": ("otelgpu/exporters/otlp/exporter.py", OTLP_CORE),
+    "otlp_exporter": (
+        "otelgpu/exporters/otlp/exporter.py",
+        [
+            *OTLP_CORE,
+            f"{OTLP}/test_otlp_exporter_mutants.py",
+            f"{OTLP}/test_otlp_resource_identity.py",
+        ],
+    ),
     "otlp_factory": (
         "otelgpu/exporters/otlp/factory.py",
         [*FACTORIES, f"{OTLP}/test_otlp_grpc.py", f"{OTLP}/test_otlp_http.py"],
@@ -462,7 +474,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         [f"{K8S}/test_wire.py", *K8S_PROCESSOR],
     ),
     "k8s_processor": ("otelgpu/processors/k8s_attributes/processor.py", K8S_PROCESSOR),
-    "k8s_refresher": ("otelgpu/processors/k8s_attributes/refresher.py", K8S_PROCESSOR),
+    "k8s_refresher": (
+        "otelgpu/processors/k8s_attributes/refresher.py",
+        [*K8S_PROCESSOR, f"{K8S}/test_refresher_mutants.py"],
+    ),
     "snapshot": (
         "otelgpu/processors/k8s_attributes/snapshot.py",
         [
@@ -472,7 +487,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{K8S}/test_order_independence.py",  # the same pods in any order
         ],
     ),
-    "k8s_wire": ("otelgpu/processors/k8s_attributes/wire.py", [f"{K8S}/test_wire.py"]),
+    "k8s_wire": (
+        "otelgpu/processors/k8s_attributes/wire.py",
+        [f"{K8S}/test_wire.py", f"{K8S}/test_wire_mutants.py"],
+    ),
 }
 
 OTHER_TARGETS: dict[str, Target] = {
