@@ -275,7 +275,13 @@ EXPORTER_TARGETS: dict[str, Target] = {
     "prom_dcgm_xid": ("otelgpu/exporters/prometheus/dcgm_xid.py", [f"{PROM}/test_dcgm_labels.py"]),
     "prom_exporter": (
         "otelgpu/exporters/prometheus/exporter.py",
-        [f"{PROM}/test_exporter.py", f"{PROM}/test_reload_handover.py", f"{PROM}/test_config.py"],
+        [
+            f"{PROM}/test_exporter.py",
+            f"{PROM}/test_exporter_mutants.py",
+            f"{PROM}/test_reload_handover.py",
+            f"{PROM}/test_scrape_thread.py",
+            f"{PROM}/test_config.py",
+        ],
     ),
     "prom_general": (
         "otelgpu/exporters/prometheus/general.py",
