@@ -428,9 +428,22 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     "ce_runtime": ("otelgpu/processors/container_env/runtime.py", CE_RUNTIMES),
     "ce_snapshot": (
         "otelgpu/processors/container_env/snapshot.py",
-        [f"{CE}/test_snapshot.py", f"{CE}/test_processor.py"],
+        [
+            f"{CE}/test_snapshot.py",
+            f"{CE}/test_snapshot_mutants.py",
+            f"{CE}/test_processor.py",
+            f"{CE}/test_live_matching.py",
+        ],
     ),
-    "ce_source": ("otelgpu/processors/container_env/source.py", [f"{CE}/test_source.py"]),
+    "ce_source": (
+        "otelgpu/processors/container_env/source.py",
+        [
+            f"{CE}/test_source.py",
+            f"{CE}/test_source_mutants.py",
+            f"{CE}/test_processor.py",
+            f"{CE}/test_snapshot.py",
+        ],
+    ),
     "values": (
         "otelgpu/processors/container_env/values.py",
         [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
