@@ -252,6 +252,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
         [
             f"{PROM}/test_auth_flood.py",
             f"{PROM}/test_auth_tls.py",
+            f"{PROM}/test_auth_mutants.py",
             f"{PROM}/test_endpoint_limits.py",
         ],
     ),
