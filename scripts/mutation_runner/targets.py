@@ -395,7 +395,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/container_env/config.py",
         [f"{CE}/test_config.py", f"{CE}/test_config_mutants.py"],
     ),
-    "ce_containerd": ("otelgpu/processors/container_env/containerd.py", CE_RUNTIMES),
+    "ce_containerd": (
+        "otelgpu/processors/container_env/containerd.py",
+        [*CE_RUNTIMES, f"{CE}/test_containerd_mutants.py"],
+    ),
     "ce_docker": ("otelgpu/processors/container_env/docker.py", CE_RUNTIMES),
     "ce_factory": (
         "otelgpu/processors/container_env/factory.py",
