@@ -494,9 +494,17 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "k8s_pod_resources": (
         "otelgpu/processors/k8s_attributes/pod_resources.py",
-        [f"{K8S}/test_wire.py", *K8S_PROCESSOR],
+        [
+            f"{K8S}/test_wire.py",
+            f"{K8S}/test_pod_resources_mutants.py",
+            *K8S_PROCESSOR,
+            "tests/integration/test_pod_resources.py",  # the kubelet stand-in on grpcio
+        ],
     ),
-    "k8s_processor": ("otelgpu/processors/k8s_attributes/processor.py", K8S_PROCESSOR),
+    "k8s_processor": (
+        "otelgpu/processors/k8s_attributes/processor.py",
+        [*K8S_PROCESSOR, f"{K8S}/test_processor_mutants.py", f"{K8S}/test_dra.py"],
+    ),
     "k8s_refresher": (
         "otelgpu/processors/k8s_attributes/refresher.py",
         [*K8S_PROCESSOR, f"{K8S}/test_refresher_mutants.py"],

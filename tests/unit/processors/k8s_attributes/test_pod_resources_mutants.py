@@ -1,0 +1,84 @@
+"""The grpcio pod-resources client's `GetAllocatableResources` against a real pod-resources
+server on a unix socket (`tests.peers.kubelet.FakeKubelet`): asked before anything else, asked
+once per connection when the kubelet lacks it, and asked again on the connection to a kubelet
+that came back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from otelgpu.processors.k8s_attributes.pod_resources import (
+    DeviceAllocation,
+    GrpcPodResourcesClient,
+    PodResourcesError,
+)
+from tests.peers.kubelet import FakeKubelet
+from tests.peers.kubelet import container as pb_container
+from tests.peers.kubelet import pod as pb_pod
+from tests.unit.processors.k8s_attributes.fakes import GPU, UUID_A, UUID_B
+
+
+@pytest.fixture
+async def kubelet() -> AsyncIterator[FakeKubelet]:
+    server = FakeKubelet()
+    await server.start()
+    yield server
+    await server.close()
+
+
+def _client(kubelet: FakeKubelet) -> GrpcPodResourcesClient:
+    return GrpcPodResourcesClient(
+        str(kubelet.socket), timeout=5.0, max_receive_message_size=1 << 20
+    )
+
+
+async def test_allocatable_devices_are_answered_by_a_fresh_client_before_any_list(
+    kubelet: FakeKubelet,
+) -> None:
+    kubelet.set_allocatable({GPU: [UUID_A, UUID_B]})
+    client = _client(kubelet)
+    try:
+        assert await client.allocatable() == (DeviceAllocation(GPU, (UUID_A, UUID_B)),)
+        assert kubelet.count("GetAllocatableResources") == 1
+    finally:
+        await client.close()
+
+
+async def test_a_fresh_client_asking_for_allocatable_devices_with_no_socket_gets_socket_missing(
+    kubelet: FakeKubelet,
+) -> None:
+    kubelet.remove_socket()
+    client = _client(kubelet)
+    try:
+        with pytest.raises(PodResourcesError) as info:
+            await client.allocatable()
+        assert info.value.code == "SOCKET_MISSING"
+    finally:
+        await client.close()
+
+
+async def test_a_kubelet_back_with_get_allocatable_resources_is_asked_for_it_again(
+    kubelet: FakeKubelet,
+) -> None:
+    kubelet.allocatable_served = False  # an old kubelet (or the feature gate off)
+    kubelet.set_pods(pb_pod("ml", "p", pb_container("c", {GPU: [UUID_A]})))
+    client = _client(kubelet)
+    try:
+        assert await client.allocatable() is None
+        assert len(await client.list()) == 1
+        assert await client.allocatable() is None  # not asked again on this connection
+        assert kubelet.count("GetAllocatableResources") == 1
+        # The kubelet goes away and comes back upgraded, now serving the method.
+        await kubelet.stop()
+        with pytest.raises(PodResourcesError) as info:
+            await client.list()
+        assert info.value.code == "SOCKET_MISSING"
+        kubelet.allocatable_served = True
+        kubelet.set_allocatable({GPU: [UUID_A, UUID_B]})
+        await kubelet.start()
+        assert len(await client.list()) == 1  # on a new connection
+        assert await client.allocatable() == (DeviceAllocation(GPU, (UUID_A, UUID_B)),)
+    finally:
+        await client.close()
