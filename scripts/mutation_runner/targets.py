@@ -231,6 +231,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{OTLP}/test_otlp_grpc.py",
             f"{OTLP}/test_otlp_grpc_proxy.py",
             f"{OTLP}/test_otlp_tls.py",
+            f"{OTLP}/test_otlp_transport_mutants.py",
         ],
     ),
     "otlp_http_client": (
@@ -239,13 +240,17 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{OTLP}/test_otlp_http.py",
             f"{OTLP}/test_otlp_http_proxy.py",
             f"{OTLP}/test_otlp_tls.py",
+            f"{OTLP}/test_otlp_transport_mutants.py",
         ],
     ),
     "otlp_resource": (
         "otelgpu/exporters/otlp/resource.py",
         [f"{OTLP}/test_otlp_resource_identity.py", f"{OTLP}/test_otlp_exporter.py"],
     ),
-    "otlp_tls": ("otelgpu/exporters/otlp/tls.py", [f"{OTLP}/test_otlp_tls.py"]),
+    "otlp_tls": (
+        "otelgpu/exporters/otlp/tls.py",
+        [f"{OTLP}/test_otlp_tls.py", f"{OTLP}/test_otlp_transport_mutants.py"],
+    ),
     # The Prometheus exporter.
     "prom_auth": (
         "otelgpu/exporters/prometheus/auth.py",

@@ -1,0 +1,298 @@
+"""The OTLP transports case by case, against real local servers: the error texts an export
+failure logs (the method and URL of an HTTP status, the gRPC code), what a transport that is
+not open answers, the TLS version range reaching the handshake, the gRPC warning about a
+version range grpcio cannot enforce, and `insecure_skip_verify` on gRPC for an IPv6 endpoint
+and for a certificate a configured CA signed."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from aiohttp import web
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceResponse,
+)
+
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ExportError
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporters.otlp import factory
+from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.encode import encode_bytes
+from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
+from otelgpu.exporters.otlp.grpc_client import GrpcTransport
+from otelgpu.exporters.otlp.http_client import HttpTransport
+from tests.conftest import make_settings
+from tests.fakes import FakeHost
+from tests.peers.prometheus import self_signed_cert
+from tests.unit.exporters.otlp.batches import failed, numbered_batch
+
+
+class Answer(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
+    """Accepts every request, or fails each with `code` and the text "bad batch"."""
+
+    def __init__(self, code: grpc.StatusCode | None = None) -> None:
+        self.code = code
+
+    async def Export(self, request: Any, context: Any) -> ExportMetricsServiceResponse:
+        if self.code is not None:
+            await context.abort(self.code, "bad batch")
+        return ExportMetricsServiceResponse()
+
+
+async def _grpc_server(
+    address: str, servicer: Answer, key_and_cert: tuple[bytes, bytes] | None = None
+) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server()
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(servicer, server)
+    if key_and_cert is None:
+        port = server.add_insecure_port(address)
+    else:
+        port = server.add_secure_port(address, grpc.ssl_server_credentials([key_and_cert]))
+    await server.start()
+    return server, port
+
+
+async def _export(transport: Transport) -> ExportResponse:
+    await transport.open()
+    try:
+        return await transport.export(encode_bytes(numbered_batch(0, 2)), timeout=5)
+    finally:
+        await transport.close()
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def http_300() -> AsyncIterator[str]:
+    """An endpoint that answers every POST with 300 Multiple Choices."""
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(status=300)
+
+    app = web.Application()
+    app.router.add_post("/v1/metrics", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    await runner.cleanup()
+
+
+async def test_an_http_300_is_a_failure_named_by_the_request_line(http_300: str) -> None:
+    config = OtlpHttpExporterConfig.model_validate({"endpoint": http_300})
+    with pytest.raises(ExportError) as caught:
+        await _export(HttpTransport(config))
+    assert str(caught.value) == f"POST {http_300}/v1/metrics: HTTP 300"
+    assert not caught.value.retryable
+
+
+async def test_an_http_transport_closes_quietly_when_never_opened_or_closed_twice() -> None:
+    config = OtlpHttpExporterConfig.model_validate({"endpoint": "http://127.0.0.1:1"})
+    transport = HttpTransport(config)
+    await transport.close()
+    await transport.open()
+    await transport.close()
+    await transport.close()
+    with pytest.raises(ExportError) as caught:
+        await transport.export(b"", timeout=1)
+    assert str(caught.value) == "the HTTP session is not open"
+    assert not caught.value.retryable
+
+
+@pytest.fixture
+async def https_versions(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
+    """An https endpoint (TLS 1.2 or 1.3) that records the TLS version of each request."""
+    cert_file, key_file = self_signed_cert(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    versions: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        assert request.transport is not None
+        versions.append(request.transport.get_extra_info("ssl_object").version())
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/v1/metrics", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    yield f"https://localhost:{runner.addresses[0][1]}", versions
+    await runner.cleanup()
+
+
+async def test_https_max_version_caps_the_negotiated_tls_version(
+    https_versions: tuple[str, list[str]],
+) -> None:
+    url, versions = https_versions
+    for tls in ({}, {"max_version": "1.2"}):
+        config = OtlpHttpExporterConfig.model_validate(
+            {"endpoint": url, "tls": {"insecure_skip_verify": True, **tls}}
+        )
+        assert await _export(HttpTransport(config)) == ExportResponse()
+    assert versions == ["TLSv1.3", "TLSv1.2"]
+
+
+# --- gRPC -----------------------------------------------------------------------------------
+
+
+async def test_a_grpc_failure_is_logged_with_its_code_and_counted(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    server, port = await _grpc_server("127.0.0.1:0", Answer(grpc.StatusCode.INVALID_ARGUMENT))
+    config = factory.config_type.model_validate(
+        {
+            "endpoint": f"127.0.0.1:{port}",
+            "tls": {"insecure": True},
+            "retry_on_failure": {"enabled": False},
+        }
+    )
+    exporter = factory.create(make_settings("otlp", Kind.EXPORTER, telemetry), config)
+    try:
+        with caplog.at_level(logging.WARNING, logger="otelgpu"):
+            await exporter.start(FakeHost(telemetry))
+            await exporter.consume(numbered_batch(1, 3))
+            await exporter.shutdown()
+    finally:
+        await server.stop(grace=None)
+    messages = [r.getMessage() for r in caplog.records if r.getMessage().startswith("export")]
+    assert messages == ["export failed, dropping 3 points: gRPC INVALID_ARGUMENT: bad batch"]
+    assert failed(telemetry, "otlp") == 3
+
+
+async def test_a_grpc_transport_not_open_refuses_to_export() -> None:
+    transport = GrpcTransport(
+        OtlpExporterConfig.model_validate({"endpoint": "127.0.0.1:1", "tls": {"insecure": True}})
+    )
+    for _ in ("before open", "after close"):
+        with pytest.raises(ExportError) as caught:
+            await transport.export(b"", timeout=1)
+        assert str(caught.value) == "the gRPC channel is not open"
+        assert not caught.value.retryable
+        await transport.open()
+        await transport.close()
+
+
+@pytest.mark.parametrize(
+    ("tls", "line"),
+    [
+        ({"min_version": "1.3"}, "tls::min_version 1.3 / max_version (none) cannot be enforced"),
+        ({"max_version": "1.2"}, "tls::min_version 1.2 / max_version 1.2 cannot be enforced"),
+    ],
+)
+async def test_grpc_warns_of_a_version_range_it_cannot_enforce(
+    tls: dict[str, str], line: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = OtlpExporterConfig.model_validate({"endpoint": "gw.example:4317", "tls": tls})
+    transport = GrpcTransport(config)
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await transport.open()
+    await transport.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{line} on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
+    ]
+
+
+async def test_grpc_skips_verification_for_an_ipv6_endpoint(tmp_path: Path) -> None:
+    cert_file, key_file = self_signed_cert(tmp_path)
+    key_and_cert = (key_file.read_bytes(), cert_file.read_bytes())
+    server, port = await _grpc_server("[::1]:0", Answer(), key_and_cert)
+    try:
+        config = OtlpExporterConfig.model_validate(
+            {"endpoint": f"[::1]:{port}", "tls": {"insecure_skip_verify": True}}
+        )
+        assert await _export(GrpcTransport(config)) == ExportResponse()
+    finally:
+        await server.stop(grace=None)
+
+
+async def test_grpc_skipping_verification_still_reaches_a_server_a_configured_ca_signed() -> None:
+    ca_pem, key_pem, cert_pem = _ca_and_server_cert()
+    server, port = await _grpc_server("127.0.0.1:0", Answer(), (key_pem, cert_pem))
+    try:
+        config = OtlpExporterConfig.model_validate(
+            {
+                "endpoint": f"localhost:{port}",
+                "tls": {"ca_pem": ca_pem.decode(), "insecure_skip_verify": True},
+            }
+        )
+        assert await _export(GrpcTransport(config)) == ExportResponse()
+    finally:
+        await server.stop(grace=None)
+
+
+def _ca_and_server_cert() -> tuple[bytes, bytes, bytes]:
+    """A CA's certificate, and a server key and certificate (for `localhost`) it signed, as PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "otelgpu test CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    pem = serialization.Encoding.PEM
+    return ca.public_bytes(pem), key_pem, cert.public_bytes(pem)
