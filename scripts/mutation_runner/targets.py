@@ -338,7 +338,11 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "prom_server": (
         "otelgpu/exporters/prometheus/server.py",
-        [f"{PROM}/test_scrape_thread.py", f"{PROM}/test_negotiation.py"],
+        [
+            f"{PROM}/test_scrape_thread.py",
+            f"{PROM}/test_negotiation.py",
+            f"{PROM}/test_server_mutants.py",
+        ],
     ),
     "prom_targets": (
         "otelgpu/exporters/prometheus/targets.py",
@@ -404,7 +408,14 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/container_env/containerd.py",
         [*CE_RUNTIMES, f"{CE}/test_containerd_mutants.py"],
     ),
-    "ce_docker": ("otelgpu/processors/container_env/docker.py", CE_RUNTIMES),
+    "ce_docker": (
+        "otelgpu/processors/container_env/docker.py",
+        [
+            *CE_RUNTIMES,
+            f"{CE}/test_docker_mutants.py",
+            "tests/integration/test_container_env_docker.py",  # a real dockerd
+        ],
+    ),
     "ce_factory": (
         "otelgpu/processors/container_env/factory.py",
         [*FACTORIES, f"{CE}/test_config.py"],
