@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 import pytest
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from otelgpu.component.errors import ConfigError, Issue
 from otelgpu.config import load_config
 from otelgpu.config.messages import describe, issues_from
 from otelgpu.config.positions import Mark, Positions
-from otelgpu.config.types import StrictModel
+from otelgpu.config.types import Duration, Size, StrictModel
 from otelgpu.service.builtins import builtin_registry
 
 PIPELINE = """
@@ -82,3 +83,41 @@ def test_a_list_type_without_an_item_type_is_described_as_a_list() -> None:
     assert describe(typing.List) == "a list"  # noqa: UP006 (the bare form is the case)
     assert describe(tuple[()]) == "a list"
     assert describe(list[str]) == "a list of strings"
+
+
+def test_a_list_of_choices_is_described_with_its_choices(tmp_path: Path) -> None:
+    text = "receivers:\n  nvml:\n  kubelet_stats: {metric_groups: 5}\n"
+    messages = {i.path: i.message for i in _issues(tmp_path, text)}
+    assert messages[("receivers", "kubelet_stats", "metric_groups")] == (
+        "expected a list of one of: node, pod, container, volume"
+    )
+
+
+def test_sizes_and_durations_are_described_with_an_example() -> None:
+    assert describe(Size) == "a size such as 512KiB or 64MiB"
+    assert describe(Duration) == "a duration such as 500ms, 10s or 5m"
+
+
+class _Odd(StrictModel):
+    # shapes no agent config uses: a duration bound above zero, a mapping type the messages
+    # do not follow
+    grace: typing.Annotated[Duration, Field(ge=2)] = 5.0
+    weights: Mapping[str, int] = {}
+
+
+def _odd_issue(data: dict[str, object]) -> Issue:
+    with pytest.raises(ValidationError) as info:
+        _Odd.model_validate(data)
+    positions = Positions(values={("x",): Mark("f.yaml", 3, 7)})
+    (issue,) = issues_from(info.value, _Odd, ("x",), positions)
+    return issue
+
+
+def test_a_duration_below_a_bound_above_zero_names_the_bound_in_seconds() -> None:
+    assert _odd_issue({"grace": "1s"}).message == "must be at least 2s"
+
+
+def test_a_type_error_where_the_declared_type_is_not_followed_keeps_pydantics_words() -> None:
+    issue = _odd_issue({"weights": {"a": "heavy"}})
+    assert issue.path == ("x", "weights", "a")
+    assert issue.message.startswith("Input should be a valid integer")
