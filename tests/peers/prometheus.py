@@ -8,8 +8,6 @@ HTTP API. It is stopped by its pid. A missing binary fails the test (PEERS.md: n
 from __future__ import annotations
 
 import asyncio
-import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -23,6 +21,7 @@ from typing import Any
 
 import aiohttp
 
+from tests.peers.certs import issue
 from tests.peers.ports import free_port
 
 Result = list[dict[str, Any]]
@@ -173,39 +172,8 @@ def _job(scrape: Scrape) -> dict[str, Any]:
 
 def self_signed_cert(directory: Path) -> tuple[Path, Path]:
     """A self-signed certificate for `localhost`/127.0.0.1 (its own CA), and its key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
+    issued = issue()
     cert_file, key_file = directory / "cert.pem", directory / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_file.write_bytes(issued.cert_pem)
+    key_file.write_bytes(issued.key_pem)
     return cert_file, key_file

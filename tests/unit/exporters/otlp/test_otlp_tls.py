@@ -22,6 +22,7 @@ from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
+from tests.peers.certs import issue
 from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.otlp.batches import numbered_batch
 
@@ -156,34 +157,8 @@ async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path,
 
 def _client_cert() -> tuple[str, str]:
     """A self-signed client certificate (its own CA) and its key, as PEM text."""
-    import datetime
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "otelgpu-client")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    return cert.public_bytes(serialization.Encoding.PEM).decode(), key_pem.decode()
+    issued = issue("otelgpu-client", client=True)
+    return issued.cert_pem.decode(), issued.key_pem.decode()
 
 
 async def test_grpc_skips_verification_when_told_and_takes_any_version_range(

@@ -6,8 +6,6 @@ and for a certificate a configured CA signed."""
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import logging
 import ssl
 from collections.abc import AsyncIterator
@@ -33,6 +31,7 @@ from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
+from tests.peers.certs import issue
 from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.otlp.batches import failed, numbered_batch
 
@@ -237,62 +236,6 @@ async def test_grpc_skipping_verification_still_reaches_a_server_a_configured_ca
 
 def _ca_and_server_cert() -> tuple[bytes, bytes, bytes]:
     """A CA's certificate, and a server key and certificate (for `localhost`) it signed, as PEM."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "otelgpu test CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    pem = serialization.Encoding.PEM
-    return ca.public_bytes(pem), key_pem, cert.public_bytes(pem)
+    ca = issue("otelgpu test CA", ca=True)
+    server = issue(signer=ca)
+    return ca.cert_pem, server.key_pem, server.cert_pem
