@@ -113,7 +113,7 @@ class GrpcPodResourcesClient:
             max_receive=max_receive_message_size, max_backoff=max_backoff, proxy=False
         )
         self._channel: Client | None = None
-        self._socket_id: tuple[int, int] | None = None
+        self._socket_id: tuple[int, int, int] | None = None
         self._allocatable_served = True
         self._pods = PodCache()
 
@@ -176,7 +176,8 @@ class GrpcPodResourcesClient:
         if not stat.S_ISSOCK(info.st_mode):
             await self.close()
             raise PodResourcesError("SOCKET_MISSING", f"{self._path} is not a socket")
-        socket_id = (info.st_dev, info.st_ino)
+        # A new socket file may reuse the old one's inode number; its change time is its own.
+        socket_id = (info.st_dev, info.st_ino, info.st_ctime_ns)
         if self._channel is not None and socket_id != self._socket_id:
             await self.close()  # the kubelet restarted and made a new socket
         if self._channel is None:

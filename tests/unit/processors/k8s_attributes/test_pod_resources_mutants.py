@@ -1,7 +1,7 @@
 """The grpcio pod-resources client's `GetAllocatableResources` against a real pod-resources
 server on a unix socket (`tests.peers.kubelet.FakeKubelet`): asked before anything else, asked
 once per connection when the kubelet lacks it, and asked again on the connection to a kubelet
-that came back."""
+that came back, or that restarted between two calls."""
 
 from __future__ import annotations
 
@@ -80,5 +80,23 @@ async def test_a_kubelet_back_with_get_allocatable_resources_is_asked_for_it_aga
         await kubelet.start()
         assert len(await client.list()) == 1  # on a new connection
         assert await client.allocatable() == (DeviceAllocation(GPU, (UUID_A, UUID_B)),)
+    finally:
+        await client.close()
+
+
+async def test_a_kubelet_restarted_between_two_calls_is_asked_for_allocatable_devices_again(
+    kubelet: FakeKubelet,
+) -> None:
+    """No call sees the kubelet down: the new socket file (which may reuse the old one's inode
+    number) is what tells the restart."""
+    kubelet.allocatable_served = False
+    client = _client(kubelet)
+    try:
+        assert await client.allocatable() is None
+        kubelet.allocatable_served = True  # the kubelet comes back upgraded
+        kubelet.set_allocatable({GPU: [UUID_A]})
+        await kubelet.restart()
+        assert await client.list() == ()  # the refresher lists first, then asks for devices
+        assert await client.allocatable() == (DeviceAllocation(GPU, (UUID_A,)),)
     finally:
         await client.close()
