@@ -8,9 +8,7 @@ ran: nothing here depends on how fast the machine is.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import gzip
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -22,18 +20,11 @@ import pytest
 from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator
 from otelgpu.exporters.prometheus.config import BasicAuthConfig
-from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
+from tests.unit.exporters.prometheus.scrape_auth import BODY, HASH, PASSWORD, basic
 
-PASSWORD = "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
 FLOOD_ADDRESSES = [f"127.0.0.{i}" for i in range(10, 30)]  # 20 addresses, 10 clients each
 DEADLINE = 30.0
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

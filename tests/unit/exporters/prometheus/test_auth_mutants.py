@@ -3,34 +3,27 @@ that a header whose base64 is not strictly valid is refused even for a remembere
 
 from __future__ import annotations
 
-import base64
-import gzip
 from collections.abc import AsyncIterator
 
 import aiohttp
-import bcrypt
 import pytest
 
 from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator
-from otelgpu.exporters.prometheus.config import BasicAuthConfig
-from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
+from tests.unit.exporters.prometheus.scrape_auth import (
+    BODY,
+    PASSWORD,
+    basic,
+    prepared_checker,
+)
 
-PASSWORD = "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
 REMEMBERED = 256  # distinct (user, password) pairs that passed, remembered at most
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.fixture
 async def authenticator() -> AsyncIterator[BasicAuthenticator]:
-    checker = BasicAuthenticator(BasicAuthConfig(username="prom", password_hash=HASH))  # type: ignore[arg-type]
-    await checker.prepare()
+    checker = await prepared_checker()
     yield checker
     checker.close()
 

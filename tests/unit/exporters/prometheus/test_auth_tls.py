@@ -8,34 +8,25 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import bcrypt
 import pytest
 
 from otelgpu.component.component import Kind
 from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import (
-    BasicAuthConfig,
     PrometheusExporterConfig,
     TLSServerConfig,
 )
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from tests.fakes import FakeHost
 from tests.peers.prometheus import self_signed_cert
+from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic, prepared_checker
 from tests.unit.exporters.prometheus.translators import nvml_settings
-
-PASSWORD = "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 @pytest.fixture
 async def authenticator() -> AsyncIterator[BasicAuthenticator]:
-    a = BasicAuthenticator(BasicAuthConfig(username="prom", password_hash=HASH))  # type: ignore[arg-type]
-    await a.prepare()
+    a = await prepared_checker()
     yield a
     a.close()
     a.close()  # idempotent

@@ -7,8 +7,6 @@ the flood of wrong passwords in detail: test_auth_flood.py.)
 from __future__ import annotations
 
 import asyncio
-import base64
-import gzip
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,16 +18,8 @@ import pytest
 from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator
 from otelgpu.exporters.prometheus.config import BasicAuthConfig
-from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
-
-PASSWORD = "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
-
-
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+from tests.unit.exporters.prometheus.scrape_auth import BODY, HASH, PASSWORD, basic
 
 
 @pytest.fixture

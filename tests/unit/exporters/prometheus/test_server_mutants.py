@@ -5,33 +5,32 @@ checkers it owns (on stop, and on a reload replacing one)."""
 from __future__ import annotations
 
 import asyncio
-import base64
-import gzip
 from collections.abc import AsyncIterator
 
 import aiohttp
-import bcrypt
 import pytest
 
 from otelgpu.exporters.prometheus.auth import AuthBusy, BasicAuthenticator
-from otelgpu.exporters.prometheus.config import BasicAuthConfig
-from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
+from tests.unit.exporters.prometheus.scrape_auth import (
+    BODY,
+    PASSWORD,
+    basic,
+    prepared_checker,
+)
 
-PASSWORD = "s3cret-scrape"
-HASH = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(rounds=4)).decode()
-BODY = Body(b"up 1\n", gzip.compress(b"up 1\n"), 1)
 PLAIN = {"Accept-Encoding": "identity"}
 
 
-def basic(user: str, password: str) -> str:
-    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
-
-
-async def checker() -> BasicAuthenticator:
-    authenticator = BasicAuthenticator(BasicAuthConfig(username="prom", password_hash=HASH))  # type: ignore[arg-type]
-    await authenticator.prepare()
-    return authenticator
+def serving(authenticator: BasicAuthenticator | None = None) -> MetricsServer:
+    """A server of `BODY` on a free port, checking passwords with `authenticator` if given."""
+    return MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=authenticator,
+    )
 
 
 async def scrape(port: int, headers: dict[str, str]) -> tuple[int, str, bytes, str]:
@@ -49,9 +48,7 @@ async def scrape(port: int, headers: dict[str, str]) -> tuple[int, str, bytes, s
 
 @pytest.fixture
 async def open_server() -> AsyncIterator[MetricsServer]:
-    server = MetricsServer(
-        host="127.0.0.1", port=0, current=lambda: BODY, on_scrape=lambda *_: None
-    )
+    server = serving()
     await server.start()
     yield server
     await server.stop()
@@ -70,14 +67,8 @@ async def test_text_version_0_0_4_listed_above_openmetrics_gets_classic_text(
 
 
 async def test_a_scrape_while_the_password_checker_is_closed_is_refused_with_one_line() -> None:
-    authenticator = await checker()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=authenticator,
-    )
+    authenticator = await prepared_checker()
+    server = serving(authenticator)
     await server.start()
     try:
         await asyncio.to_thread(authenticator.close)  # as a reload does to the one it replaces
@@ -100,14 +91,8 @@ async def _refuses_checks(authenticator: BasicAuthenticator) -> bool:
 
 
 async def test_stopping_the_server_closes_its_password_checker() -> None:
-    authenticator = await checker()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=authenticator,
-    )
+    authenticator = await prepared_checker()
+    server = serving(authenticator)
     await server.start()
     await server.stop()
     try:
@@ -119,14 +104,8 @@ async def test_stopping_the_server_closes_its_password_checker() -> None:
 async def test_a_reload_closes_the_password_checker_it_replaces_and_scrapes_use_the_new_one() -> (
     None
 ):
-    replaced, renewed = await checker(), await checker()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=replaced,
-    )
+    replaced, renewed = await prepared_checker(), await prepared_checker()
+    server = serving(replaced)
     await server.start()
     try:
         await server.serve(lambda: BODY, lambda *_: None, renewed)
