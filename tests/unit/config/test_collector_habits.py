@@ -14,16 +14,7 @@ from otelgpu.config import load_config
 from otelgpu.config.loader import load, read_files
 from otelgpu.config.schema import validate
 from otelgpu.service.builtins import builtin_registry
-
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug: {}
-service:
-  pipelines:
-    metrics: {receivers: [nvml], exporters: [debug]}
-"""
+from tests.unit.config.pipelines import MINIMAL
 
 
 def _issues(*texts: str) -> list[str]:
@@ -45,7 +36,7 @@ service:
   pipelines:
     metrics: {processors: [k8s_attributes]}
 """
-    (message,) = _issues(PIPELINE, contrib)
+    (message,) = _issues(MINIMAL, contrib)
     assert message.startswith("auth_type, extract, passthrough, pod_association: options of the")
     assert "pod_resources_socket" in message and "container_env" in message
 
@@ -80,7 +71,7 @@ service:
     logs: {level: WARN, encoding: json}
     metrics: {level: detailed}
 """
-    config = validate(load([("a", PIPELINE), ("b", honoured)], environ={}), builtin_registry())
+    config = validate(load([("a", MINIMAL), ("b", honoured)], environ={}), builtin_registry())
     assert config.telemetry.logs.level == "warn" and config.telemetry.metrics.level == "detailed"
     rest = """
 service:
@@ -90,16 +81,16 @@ service:
     metrics:
       address: 0.0.0.0:8888
 """
-    (message,) = _issues(PIPELINE, rest)
+    (message,) = _issues(MINIMAL, rest)
     for key in ("resource", "logs::output_paths", "metrics::address"):
         assert f"{key} (a Collector option) is not supported here" in message
-    (none,) = _issues(PIPELINE, "service: {telemetry: {metrics: {level: none}}}")
+    (none,) = _issues(MINIMAL, "service: {telemetry: {metrics: {level: none}}}")
     assert none.startswith("level: none is not supported")
 
 
 def test_config_sources_may_be_written_as_collector_uris(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
-    path.write_text(PIPELINE)
+    path.write_text(MINIMAL)
     overlay = "yaml:exporters::debug::verbosity: detailed"
     config = load_config([f"file:{path}", overlay], builtin_registry(), environ={})
     (debug,) = config.components[Kind.EXPORTER].values()
@@ -120,7 +111,7 @@ service:
   pipelines:
     metrics: {{processors: [container_env]}}
 """
-    (message,) = _issues(PIPELINE, text)
+    (message,) = _issues(MINIMAL, text)
     assert message.startswith("expected a string; ")
     assert f"YAML read the value as {read_as}: quote it" in message
 
@@ -135,7 +126,7 @@ service:
   pipelines:
     metrics: {exporters: [otlp_http, otlp_http/proto, prometheus]}
 """
-    messages = _issues(PIPELINE, text)
+    messages = _issues(MINIMAL, text)
     assert len(messages) == 2, messages
     assert any(m.startswith('encoding: "json" is not supported') for m in messages)
     assert any(m.startswith("resource_constant_labels (a Collector option)") for m in messages)

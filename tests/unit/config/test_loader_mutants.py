@@ -9,16 +9,7 @@ import pytest
 
 from otelgpu import cli
 from otelgpu.config import default_pipeline_text
-
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug:
-service:
-  pipelines:
-    metrics: {receivers: [nvml], exporters: [debug]}
-"""
+from tests.unit.config.pipelines import MINIMAL
 
 
 def _validate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -30,7 +21,7 @@ def test_an_unknown_key_given_by_set_points_at_the_start_of_the_override(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "agent.yaml"
-    path.write_text(PIPELINE)
+    path.write_text(MINIMAL)
     code, err = _validate(["-c", str(path), "--set", "receivers.nvml.bogus=1"], capsys)
     assert code == 2
     assert err.splitlines()[1].startswith("--set #1:1:1: receivers::nvml::bogus: unknown key")

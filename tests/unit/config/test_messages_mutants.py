@@ -16,19 +16,12 @@ from otelgpu.config.messages import describe, issues_from
 from otelgpu.config.positions import Mark, Positions
 from otelgpu.config.types import Duration, Size, StrictModel
 from otelgpu.service.builtins import builtin_registry
-
-PIPELINE = """
-exporters:
-  debug:
-service:
-  pipelines:
-    metrics: {receivers: [nvml], exporters: [debug]}
-"""
+from tests.unit.config.pipelines import AFTER_RECEIVERS
 
 
 def _issues(tmp_path: Path, receivers: str) -> list[Issue]:
     path = tmp_path / "agent.yaml"
-    path.write_text(receivers + PIPELINE)
+    path.write_text(receivers + AFTER_RECEIVERS)
     with pytest.raises(ConfigError) as info:
         load_config([str(path)], builtin_registry())
     return list(info.value.issues)

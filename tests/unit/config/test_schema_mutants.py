@@ -11,16 +11,7 @@ from otelgpu import cli
 from otelgpu.component.errors import ConfigError
 from otelgpu.config import load_config
 from otelgpu.service.builtins import builtin_registry
-
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug:
-service:
-  pipelines:
-    metrics: {receivers: [nvml], exporters: [debug]}
-"""
+from tests.unit.config.pipelines import MINIMAL
 
 
 def _write(tmp_path: Path, text: str) -> str:
@@ -30,7 +21,7 @@ def _write(tmp_path: Path, text: str) -> str:
 
 
 def test_a_collector_telemetry_resource_says_what_the_agent_attaches(tmp_path: Path) -> None:
-    text = PIPELINE + "  telemetry:\n    resource: {service.name: gpu-agent}\n"
+    text = MINIMAL + "  telemetry:\n    resource: {service.name: gpu-agent}\n"
     with pytest.raises(ConfigError) as info:
         load_config([_write(tmp_path, text)], builtin_registry())
     (issue,) = info.value.issues
@@ -44,7 +35,7 @@ def test_a_collector_telemetry_resource_says_what_the_agent_attaches(tmp_path: P
 def test_validate_logs_a_deprecated_collector_name_as_the_config_logger(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    text = PIPELINE.replace(
+    text = MINIMAL.replace(
         "  debug:\n", "  debug:\n  otlphttp: {endpoint: http://localhost:4318}\n"
     ).replace("exporters: [debug]", "exporters: [debug, otlphttp]")
     assert cli.main(["validate", "-c", _write(tmp_path, text)]) == 0

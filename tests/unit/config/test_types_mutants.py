@@ -13,19 +13,12 @@ from otelgpu.config import load_config
 from otelgpu.config.types import parse_size
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.service.builtins import builtin_registry
-
-PIPELINE = """
-exporters:
-  debug:
-service:
-  pipelines:
-    metrics: {receivers: [nvml], exporters: [debug]}
-"""
+from tests.unit.config.pipelines import AFTER_RECEIVERS
 
 
 def _write(tmp_path: Path, receivers: str) -> Path:
     path = tmp_path / "agent.yaml"
-    path.write_text(receivers + PIPELINE)
+    path.write_text(receivers + AFTER_RECEIVERS)
     return path
 
 

@@ -10,33 +10,23 @@ from typing import Any
 
 import pytest
 
-from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import failed, numbered_batch, sent
 from tests.unit.exporters.otlp.test_otlp_exporter import (
+    ID,
     PERMANENT,
     RETRYABLE,
     ScriptedTransport,
+    make,
 )
-
-ID = "otlp"
 
 
 def _make(
     telemetry: SelfTelemetry, clock: FakeClock, transport: Any, **options: Any
 ) -> OtlpExporter:
-    return OtlpExporter(
-        make_settings(ID, Kind.EXPORTER, telemetry),
-        OtlpExporterConfig.model_validate(options),
-        transport,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-        rand=lambda: 0.5,  # no jitter
-    )
+    return make(telemetry, clock, transport, rand=lambda: 0.5, **options)  # no jitter
 
 
 def _shutdown_lines(caplog: pytest.LogCaptureFixture) -> list[str]:

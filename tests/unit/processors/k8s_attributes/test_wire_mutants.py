@@ -9,20 +9,9 @@ from google.protobuf.message import DecodeError
 
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
 from otelgpu.processors.k8s_attributes.wire import WireError, read_pods, split_pods
+from tests.unit.processors.k8s_attributes.test_wire import tag, varint
 
 MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    return bytes(out) + bytes([value])
-
-
-def tag(field: int, wire_type: int) -> bytes:
-    return varint(field << 3 | wire_type)
 
 
 def pod_of_size(size: int, name: str = "x") -> pb.PodResources:
