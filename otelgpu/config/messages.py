@@ -189,8 +189,9 @@ def _choices(tp: Any) -> str:
         values = list(typing.get_args(tp))
     elif isinstance(tp, type) and issubclass(tp, enum.Enum):
         values = [m.value for m in tp]
-    elif _is_union(tp) and all(_choices(member) for member in typing.get_args(tp)):
-        return ", ".join(_choices(member) for member in typing.get_args(tp))
+    elif _is_union(tp):
+        parts = [_choices(member) for member in typing.get_args(tp)]
+        return ", ".join(parts) if all(parts) else ""
     else:
         return ""
     return ", ".join('""' if value == "" else str(value) for value in values)
