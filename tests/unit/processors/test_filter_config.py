@@ -3,35 +3,19 @@ user reads, and what its strict and regexp name forms keep and drop."""
 
 from __future__ import annotations
 
-import pytest
-
 from otelgpu.component.component import Kind
-from otelgpu.component.errors import ConfigError
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.config.loader import load
-from otelgpu.config.schema import validate
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.processors.filter.factory import FilterProcessor, FilterProcessorConfig
-from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
+from tests.unit.config.pipelines import refusals, through
 
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug: {}
-service:
-  pipelines:
-    metrics: {receivers: [nvml], processors: [filter], exporters: [debug]}
-"""
+PIPELINE = through("filter")
 NAMES = ("hw.gpu.utilization", "hw.gpu.memory.usage", "nvidia.gpu.clock.sm")
 
 
 def _errors(text: str) -> list[str]:
-    raw = load([("p.yaml", PIPELINE), ("f.yaml", text)], environ={})
-    with pytest.raises(ConfigError) as info:
-        validate(raw, builtin_registry())
-    return str(info.value).splitlines()
+    return refusals(PIPELINE, text)
 
 
 def _kept(metrics: dict[str, object], telemetry: SelfTelemetry) -> list[str]:

@@ -7,24 +7,15 @@ import pytest
 
 from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.errors import ConfigError
-from otelgpu.config.loader import load
-from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.config.schema import AgentConfig
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
-from otelgpu.service.builtins import builtin_registry
+from tests.unit.config.pipelines import through, validated
 
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug: {}
-service:
-  pipelines:
-    metrics: {receivers: [nvml], processors: [hpc_jobs], exporters: [debug]}
-"""
+PIPELINE = through("hpc_jobs")
 
 
 def _validate(text: str) -> AgentConfig:
-    return validate(load([("p.yaml", PIPELINE), ("f.yaml", text)], environ={}), builtin_registry())
+    return validated(PIPELINE, text)
 
 
 def _config(text: str) -> HpcJobsProcessorConfig:

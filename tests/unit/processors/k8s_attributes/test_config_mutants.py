@@ -7,21 +7,11 @@ from __future__ import annotations
 import pytest
 
 from otelgpu.component.component import ComponentID, Kind
-from otelgpu.component.errors import ConfigError
-from otelgpu.config.loader import load
-from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.config.schema import AgentConfig
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
-from otelgpu.service.builtins import builtin_registry
+from tests.unit.config.pipelines import refusals, through, validated
 
-PIPELINE = """
-receivers:
-  nvml: {backend: simulated}
-exporters:
-  debug: {}
-service:
-  pipelines:
-    metrics: {receivers: [nvml], processors: [k8s_attributes], exporters: [debug]}
-"""
+PIPELINE = through("k8s_attributes")
 CONTRIB = (
     ": options of the Collector contrib k8s_attributes processor, which asks the API server "
     "about pods by IP."
@@ -29,13 +19,11 @@ CONTRIB = (
 
 
 def _validate(text: str) -> AgentConfig:
-    return validate(load([("p.yaml", PIPELINE), ("f.yaml", text)], environ={}), builtin_registry())
+    return validated(PIPELINE, text)
 
 
 def _errors(text: str) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        _validate(text)
-    return str(info.value).splitlines()
+    return refusals(PIPELINE, text)
 
 
 @pytest.mark.parametrize(
