@@ -7,38 +7,17 @@ import logging
 
 import pytest
 
-from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.debug.config import DebugExporterConfig
-from otelgpu.exporters.debug.exporter import DebugExporter
-from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from tests.conftest import make_settings
-
-BATCH = (
-    ResourceMetrics(
-        resource={"hw.id": "GPU-1"},
-        metrics=(
-            Metric(
-                name="hw.gpu.utilization",
-                unit="1",
-                description="",
-                kind=MetricKind.GAUGE,
-                points=(NumberDataPoint(attributes={}, time_unix_nano=1, value=0.5),),
-            ),
-        ),
-    ),
-)
+from tests.unit.exporters.debug.within_a_second import gauge_batch, steady_exporter
 
 
 async def _lines_written(
     batches: int, caplog: pytest.LogCaptureFixture, **options: object
 ) -> list[str]:
     caplog.set_level(logging.INFO, logger="otelgpu")
-    settings = make_settings("debug", Kind.EXPORTER, SelfTelemetry())
-    config = DebugExporterConfig.model_validate(options)
-    exporter = DebugExporter(settings, config, clock=lambda: 100.0)  # all in one second
+    debug = steady_exporter(SelfTelemetry(), **options)
     for _ in range(batches):
-        await exporter.consume(BATCH)
+        await debug.consume(gauge_batch(1))
     return [r.getMessage() for r in caplog.records]
 
 
