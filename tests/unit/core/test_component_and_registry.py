@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +10,7 @@ from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.registry import LazyFactory, Registry
 from otelgpu.exporters import debug
 from otelgpu.service.builtins import builtin_factories, builtin_registry
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.core.fresh_interpreter import modules_after
 
 
 @pytest.mark.parametrize(
@@ -88,15 +85,6 @@ def test_a_lazy_entry_is_loaded_once_and_then_kept() -> None:
     assert [f.type for f in registry] == ["debug"]
 
 
-def _modules_after(code: str) -> set[str]:
-    """The otelgpu component modules and heavy libraries a fresh interpreter holds after `code`."""
-    script = f"import sys\n{code}\nprint('\\n'.join(sorted(sys.modules)))\n"
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
-    )
-    return set(out.stdout.split())
-
-
 def _components(modules: set[str]) -> set[str]:
     """The component packages (`otelgpu.<kind>s.<type>`) among `modules`."""
     kinds = (
@@ -111,7 +99,7 @@ def _components(modules: set[str]) -> set[str]:
 
 
 def test_the_cli_and_the_builtin_registry_import_no_component() -> None:
-    modules = _modules_after(
+    modules = modules_after(
         "import otelgpu.cli\n"
         "from otelgpu.service.builtins import builtin_registry\n"
         "from otelgpu.component.component import Kind\n"
@@ -129,7 +117,7 @@ def test_validate_imports_only_the_named_components_configs(tmp_path: Path) -> N
         "exporters: {prometheus: {endpoint: '127.0.0.1:0'}}\n"
         "service: {pipelines: {metrics: {receivers: [nvml], exporters: [prometheus]}}}\n"
     )
-    modules = _modules_after(
+    modules = modules_after(
         f"from otelgpu.cli import main\nassert main(['validate', '-c', {str(pipeline)!r}]) == 0"
     )
     assert _components(modules) == {"otelgpu.receivers.nvml", "otelgpu.exporters.prometheus"}
@@ -139,7 +127,7 @@ def test_validate_imports_only_the_named_components_configs(tmp_path: Path) -> N
 
 
 def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> None:
-    modules = _modules_after(
+    modules = modules_after(
         "from otelgpu.service.builtins import builtin_registry\n"
         "from otelgpu.component.component import Kind\n"
         "from otelgpu.processors.container_env.factory import runtimes_for\n"
@@ -161,7 +149,7 @@ def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> Non
 def test_the_grpc_peers_are_reached_through_grpcio_only() -> None:
     # Every gRPC peer of the agent goes through otelgpu.configgrpc's one channel policy on
     # grpcio; no HTTP/2 stack of the agent's own remains.
-    modules = _modules_after(
+    modules = modules_after(
         "import asyncio\n"
         "from otelgpu.exporters.otlp.config import OtlpExporterConfig\n"
         "from otelgpu.exporters.otlp.grpc_client import GrpcTransport\n"

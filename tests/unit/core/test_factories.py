@@ -3,8 +3,6 @@ nothing heavier than its config model until then."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +15,7 @@ from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.factory import runtimes_for
 from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.unit.core.fresh_interpreter import modules_after
 
 # type → the class its factory builds
 BUILDS = {
@@ -121,15 +118,8 @@ def test_validating_every_component_imports_none_of_their_cores(tmp_path: Path) 
     }
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(pipeline))
-    script = (
-        "import sys\nfrom otelgpu.cli import main\n"
-        f"code = main(['validate', '-c', {str(path)!r}])\n"
-        "print('EXIT', code)\nprint('\\n'.join(sorted(sys.modules)))\n"
+    modules = modules_after(
+        f"from otelgpu.cli import main\nassert main(['validate', '-c', {str(path)!r}]) == 0"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT
-    ).stdout.split()
-    assert out[out.index("EXIT") + 1] == "0", out
-    modules = set(out)
     assert "otelgpu.processors.container_env.config" in modules  # it did read the configs
     assert sorted(set(CORES) & modules) == []
