@@ -28,6 +28,16 @@ def test_chunks_compress_to_their_join(chunks: list[bytes], level: int) -> None:
     assert packed[:2] == b"\x1f\x8b" and gzip.decompress(packed) == b"".join(chunks)
 
 
+def test_a_body_of_many_small_chunks_packs_as_well_as_its_join() -> None:
+    """A small node's `/metrics` is rendered as a chunk per family head and body, a few hundred
+    bytes each; fed one by one, ISA-L packed each with little of what came before (a 27 kB
+    body to 17 kB instead of 3.6 kB)."""
+    lines = [b'hw_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i % 2, i) for i in range(600)]
+    chunks = [b"".join(lines[i : i + 2]) for i in range(0, len(lines), 2)]
+    joined = len(compression.gzip_bytes(b"".join(chunks)))
+    assert len(compression.gzip_chunks(iter(chunks))) <= joined * 1.1
+
+
 def test_a_large_body_is_compressed() -> None:
     body = b"".join(
         b'gpu_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i, i) for i in range(5000)
