@@ -10,7 +10,9 @@ fakes P2 uses, a `resource` processor that only makes the simulated GPUs look re
 otel`, then `naming: dcgm`; started, so its body holds the agent's self-telemetry too) and the
 OTLP encoder (`otelgpu/exporters/otlp/encode.py`).
 
-Per side it prints the series per node (those naming a GPU, per GPU, and the agent's own), the
+Per side it prints the series per node (those naming a GPU, per GPU, and the agent's own; for
+ours, one GPU's series parted into those that carry a reading dcgm-exporter has a field for and
+those only this agent serves: `up`, `hw.status`, the info series, the allocation series), the
 bytes of one scrape (the classic text body, plain and gzip; on the wire ours is gzipped for a
 scraper that asks, dcgm-exporter's is always plain), the mean length of a series line, and
 OTLP bytes per minute (one collection's request, gzipped at level 6 as `otlp_http` sends it,
@@ -89,6 +91,7 @@ class Figures:
     served_gzip: bool
     line: float  # mean bytes of a series line, newline included
     otlp_minute: int | None  # gzipped OTLP bytes a minute
+    items: str = ""  # one GPU's series: those with dcgm-exporter's readings, and the others
 
     @property
     def series(self) -> int:
@@ -186,6 +189,26 @@ def _gpu_index(node: Node) -> dict[str, int]:
     return found
 
 
+# The GPU series only this agent serves (same family names in both namings): its health, the
+# device's static facts, and who holds the GPU. Every other GPU series carries a reading that
+# dcgm-exporter has a field for.
+ONLY_OURS = ("nvidia_gpu_up", "hw_status", "hw_gpu_info", "nvidia_gpu_allocation_ratio")
+
+
+def itemise(text: str, uuid: str) -> tuple[int, dict[str, int]]:
+    """The series naming the device `uuid`: (how many carry dcgm-exporter's readings, how many
+    of each family only ours has)."""
+    theirs, ours = 0, dict.fromkeys(ONLY_OURS, 0)
+    for line in text.splitlines():
+        if line and not line.startswith("#") and uuid in line:
+            family = line.split("{", 1)[0]
+            if family in ours:
+                ours[family] += 1
+            elif not family.startswith(AGENT_PREFIX):
+                theirs += 1
+    return theirs, ours
+
+
 def count_series(text: str, node: Node) -> tuple[list[int], int, float]:
     """(series per GPU, series naming no GPU, mean series line bytes) of a text body."""
     index = _gpu_index(node)
@@ -216,13 +239,28 @@ async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figur
         finally:
             await pipe.shutdown()
     per_gpu, agent, line = count_series(plain.decode(), node)
+    fields, extras = itemise(plain.decode(), gpu_uuid(0))
+    items = (
+        f"ours, naming {naming}, GPU 0: {sum(extras.values()) + fields} series ="
+        f" {fields} with dcgm-exporter's readings + {sum(extras.values())} only ours ("
+        + ", ".join(f"{name} {count}" for name, count in extras.items())
+        + ")"
+    )
     otlp = None
     if naming == "otel":  # OTLP does not depend on the Prometheus naming
         cache = AttributeCache(resource_defaults=service_attributes(os.environ))
         request = gzip.compress(encode_bytes(batch, cache), OTLP_GZIP_LEVEL, mtime=0)
         otlp = round(len(request) * 60 / NvmlReceiverConfig().collection_interval)
     figures = Figures(
-        f"ours, naming {naming}", per_gpu, agent, len(plain), len(body.gzipped), True, line, otlp
+        f"ours, naming {naming}",
+        per_gpu,
+        agent,
+        len(plain),
+        len(body.gzipped),
+        True,
+        line,
+        otlp,
+        items,
     )
     return figures, batch
 
@@ -324,6 +362,8 @@ async def main(args: argparse.Namespace) -> None:
     )
     for figures in (otel, named, base):
         print(describe(figures, node.gpus))
+    for figures in (otel, named):
+        print(figures.items)
     for mine in (otel, named):
         got = ratios(mine, base)
         print(f"{mine.who} / dcgm-exporter: " + ", ".join(f"{k} {v:.2f}x" for k, v in got.items()))

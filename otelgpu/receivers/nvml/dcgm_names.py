@@ -1,8 +1,9 @@
 """The nvml receiver's metrics in dcgm-exporter's names: the naming table its factory carries.
 
-Built once from the catalog (`MetricSpec.dcgm`, and `DCGM_SPLIT` for the metrics dcgm-exporter
-splits into several fields by one attribute) and dcgm-exporter's unit per field, checked
-against its `etc/default-counters.csv` help texts: utilization in percent (0..100) for the
+Built once from the catalog (`MetricSpec.dcgm`; `DCGM_SPLIT` for the metrics dcgm-exporter
+splits into several fields by one attribute, `DCGM_SUMS` for those it reports as one total of
+a metric's points) and dcgm-exporter's unit per field, checked against its
+`etc/default-counters.csv` help texts: utilization in percent (0..100) for the
 `DCGM_FI_DEV_*_UTIL` fields but a ratio (0..1) for the `DCGM_FI_PROF_*` activity fields,
 framebuffer memory in MiB, clocks in MHz, energy in mJ, power in W, temperatures in °C, PCIe
 throughput in bytes per second. A field whose unit is not listed here, or that the catalog's
@@ -19,7 +20,13 @@ from collections.abc import Mapping
 
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 from otelgpu.receivers.nvml import fields_parity
-from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT, XID_CODE, MetricSpec
+from otelgpu.receivers.nvml.metrics import (
+    CATALOG,
+    DCGM_SPLIT,
+    IO_DIRECTION,
+    XID_CODE,
+    MetricSpec,
+)
 
 # dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
 DCGM_UNITS: Mapping[str, str] = {
@@ -67,6 +74,9 @@ DCGM_INTEGER: frozenset[str] = frozenset(DCGM_UNITS) - {
 }
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 
+# Metrics with a point per value of one attribute where dcgm-exporter's field is their total.
+DCGM_SUMS: Mapping[str, str] = {"nvidia.gpu.nvlink.io": IO_DIRECTION}
+
 # (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("1", "%"): 100.0,
@@ -111,7 +121,9 @@ def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
         splits = {v: f for v, n in names.items() if (f := dcgm_field(n, spec.unit)) is not None}
         return DcgmNames(spec.unit, split_by=key, splits=splits) if splits else None
     found = dcgm_field(spec.dcgm, spec.unit) if spec.dcgm else None
-    return DcgmNames(spec.unit, found) if found is not None else None
+    if found is None:
+        return None
+    return DcgmNames(spec.unit, found, sum_over=DCGM_SUMS.get(spec.name, ""))
 
 
 NAMING = NamingTable(

@@ -154,9 +154,8 @@ Where we deliberately differ:
   are resource attributes (one value per GPU), not repeated on every data point as the GPU
   metric attribute group lists them.
 - NVLink traffic is `nvidia.gpu.nvlink.io` with `network.io.direction` (shaped like
-  `hw.gpu.io`, which does not say which bus): dcgm naming renders both directions under
-  `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` with a `network_io_direction` label, so sum them for
-  dcgm-exporter's single total.
+  `hw.gpu.io`, which does not say which bus); dcgm naming serves dcgm-exporter's single
+  `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` per GPU, the sum of both directions.
 
 ## Metrics added by processors
 

@@ -79,6 +79,11 @@ SIDE = re.compile(
     re.MULTILINE,
 )
 RATIO = re.compile(r"^(?P<who>[^:]+) / dcgm-exporter: series (?P<series>[\d.]+)x", re.MULTILINE)
+ITEMS = re.compile(
+    r"^(?P<who>[^:]+), GPU 0: (?P<total>\d+) series = (?P<theirs>\d+) with dcgm-exporter's"
+    r" readings \+ (?P<ours>\d+) only ours \((?P<list>[^)]*)\)$",
+    re.M,
+)
 FLEET = re.compile(
     r"^  (?P<who>[^:]+): (?P<series>\d+) active series, (?P<rate>\d+) samples/s", re.M
 )
@@ -104,6 +109,13 @@ def test_fleet_cost_figures_add_up() -> None:
     for ratio in RATIO.finditer(out):
         expected = int(sides[ratio["who"]]["series"]) / int(theirs["series"])
         assert float(ratio["series"]) == pytest.approx(expected, abs=0.005), ratio["who"]
+    items = {m["who"]: m for m in ITEMS.finditer(out)}
+    assert set(items) == {"ours, naming otel", "ours, naming dcgm"}, out
+    for who, row in items.items():
+        total, theirs, ours = int(row["total"]), int(row["theirs"]), int(row["ours"])
+        assert total == theirs + ours == int(sides[who]["each"]), who
+        assert ours == sum(int(n) for n in re.findall(r" (\d+)(?:,|$)", row["list"])), who
+        assert theirs > 0 and "nvidia_gpu_allocation_ratio 1" in row["list"], who
     fleet = {m["who"]: m for m in FLEET.finditer(out)}
     assert set(fleet) == set(sides), out
     for who, row in fleet.items():
