@@ -1,4 +1,4 @@
-"""One HTTP/1.1 connection of the agent's endpoints, and what a request and its answer are.
+"""One HTTP/1.1 connection of the agent's endpoints (requests and answers: `messages.py`).
 
 `Connection` is the `asyncio.Protocol` a `Listener` (`otelgpu.confighttp.listener`) makes for each
 accepted socket. httptools parses what arrives: a binding of llhttp, Node.js's parser, in C
@@ -18,20 +18,17 @@ The listener's docstring lists the bounds.
 from __future__ import annotations
 
 import asyncio
-import functools
-import http
 import logging
-import re
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import httptools
 
 from otelgpu.component.log_limits import RateLimitedLog
-from otelgpu.confighttp import send_buffer
+from otelgpu.confighttp import messages, send_buffer
+from otelgpu.confighttp.messages import Handler, Request, Response
 from otelgpu.confighttp.send_buffer import BODY_SLICE
 
 _MAX_HEAD = 16 * 1024
@@ -43,31 +40,6 @@ _LINGER = 2.0  # seconds a refused client may go on sending before its connectio
 # What is read goes to the parser in pieces of this size: a head still incomplete is refused
 # once its bytes pass _MAX_HEAD by at most one piece (a request head is one piece or less).
 _PIECE = 1024
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One request: method, path (no query), headers (lower-case names), client address."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    peer: str
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """One answer. Its head leaves with the body's first 128 KiB (one copy of at most that);
-    the rest is sent from the body object itself, in slices."""
-
-    status: int
-    body: bytes = b""
-    headers: tuple[tuple[str, str], ...] = ()
-
-
-# A handler answers at once (a Response) or, when it must wait (a password check), with an
-# awaitable of one; it runs on the listener's thread and must not block.
-Handler = Callable[[Request], Response | Awaitable[Response]]
 
 
 class Owner(Protocol):
@@ -430,7 +402,7 @@ class Connection(asyncio.Protocol):
 
     def _respond(self, request: Request, response: Response, keep_alive: bool) -> None:
         body = b"" if request.method == "HEAD" else response.body
-        head = _head(response.status, response.headers, len(response.body), keep_alive)
+        head = messages.head(response.status, response.headers, len(response.body), keep_alive)
         whole = memoryview(body)
         self._unsent.append(memoryview(b"".join((head, whole[:BODY_SLICE]))))
         if len(body) > BODY_SLICE:
@@ -443,7 +415,7 @@ class Connection(asyncio.Protocol):
         the connection with a lingering close."""
         assert self._transport is not None
         self._refusal = None
-        self._unsent.append(memoryview(_head(status, (), 0, keep_alive=False)))
+        self._unsent.append(memoryview(messages.head(status, (), 0, keep_alive=False)))
         self._feed()
         if not self._transport.can_write_eof():  # TLS
             self.close()
@@ -473,34 +445,3 @@ class Connection(asyncio.Protocol):
         if not unsent and self._close_when_sent:
             self.close()  # the transport sends what it holds first
         self._arm()
-
-
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_FIELD_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
-
-
-def _head(
-    status: int, headers: tuple[tuple[str, str], ...], length: int, keep_alive: bool
-) -> bytes:
-    """An answer's status line and header fields, Content-Length last."""
-    return b"%sContent-Length: %d\r\n\r\n" % (_fields(status, headers, keep_alive), length)
-
-
-@functools.lru_cache(maxsize=64)
-def _fields(status: int, headers: tuple[tuple[str, str], ...], keep_alive: bool) -> bytes:
-    """The status line and the handler's header fields. Handlers answer with a few fixed
-    header sets, so each is built, and checked (no field can split the answer), once."""
-    if not 100 <= status <= 999:
-        raise ValueError(f"status {status} is not a 3-digit HTTP status")
-    try:
-        reason = http.HTTPStatus(status).phrase
-    except ValueError:
-        reason = ""
-    lines = [f"HTTP/1.1 {status} {reason}\r\n"]
-    for name, value in headers:
-        if not _TOKEN.fullmatch(name) or not _FIELD_VALUE.fullmatch(value):
-            raise ValueError(f"header {name!r} cannot be sent as it is")
-        lines.append(f"{name}: {value}\r\n")
-    if not keep_alive:
-        lines.append("Connection: close\r\n")
-    return "".join(lines).encode("latin-1")

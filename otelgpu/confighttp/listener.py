@@ -54,7 +54,8 @@ import threading
 from typing import Any
 
 from otelgpu.component.log_limits import RateLimitedLog
-from otelgpu.confighttp.connection import Connection, Handler, Request, Response
+from otelgpu.confighttp.connection import Connection
+from otelgpu.confighttp.messages import Handler, Request, Response
 
 # A listener's owners import the request and answer types from here, with the listener.
 __all__ = [
