@@ -245,11 +245,17 @@ async def test_a_server_allowing_one_stream_at_a_time_serves_every_concurrent_ca
     )
     client = Client(f"127.0.0.1:{port}", ChannelPolicy(proxy=False))
     try:
+        # One call first, so the connection is up and the server's SETTINGS (its one-stream
+        # limit) are known: before them HTTP/2 lets a client open any number of streams.
+        gate.set()
+        assert await client.unary(METHOD, b"first", timeout=30) == b"first"
+        gate.clear()
+        called.clear()
         calls = [asyncio.create_task(client.unary(METHOD, b"%d" % n, timeout=30)) for n in range(5)]
-        await called.wait()  # the first call is in the handler; the others wait for a stream
+        await called.wait()  # one call is in the handler; the others wait for a stream
         gate.set()
         assert await asyncio.gather(*calls) == [b"%d" % n for n in range(5)]
-        assert open_now[1] == 1 and len(set(peers)) == 1
+        assert open_now[1] == 1 and len(peers) == 6 and len(set(peers)) == 1
     finally:
         await client.close()
         await server.stop(None)
