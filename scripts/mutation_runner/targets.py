@@ -292,7 +292,12 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "prom_general": (
         "otelgpu/exporters/prometheus/general.py",
-        [f"{PROM}/test_general_mutants.py", f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+        [
+            f"{PROM}/test_general_mutants.py",
+            f"{PROM}/test_replay.py",
+            f"{PROM}/test_identity.py",
+            f"{PROM}/test_dcgm_sums.py",
+        ],
     ),
     "prom_factory": (
         "otelgpu/exporters/prometheus/factory.py",
@@ -326,7 +331,12 @@ EXPORTER_TARGETS: dict[str, Target] = {
     "replay": (
         "otelgpu/exporters/prometheus/replay.py",
         # test_replay holds the replay equal to the general path; test_identity: the set rules
-        [f"{PROM}/test_replay_mutants.py", f"{PROM}/test_replay.py", f"{PROM}/test_identity.py"],
+        [
+            f"{PROM}/test_replay_mutants.py",
+            f"{PROM}/test_replay.py",
+            f"{PROM}/test_identity.py",
+            f"{PROM}/test_dcgm_sums.py",
+        ],
     ),
     "prom_series": (
         "otelgpu/exporters/prometheus/series.py",
@@ -347,7 +357,11 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "prom_targets": (
         "otelgpu/exporters/prometheus/targets.py",
-        [f"{PROM}/test_targets_mutants.py", f"{PROM}/test_replay.py"],
+        [
+            f"{PROM}/test_targets_mutants.py",
+            f"{PROM}/test_replay.py",
+            f"{PROM}/test_dcgm_sums.py",  # dcgm's totals: summed samples
+        ],
     ),
     "prom_value_text": (
         "otelgpu/exporters/prometheus/value_text.py",
