@@ -24,8 +24,9 @@ from otelgpu.exporters.prometheus.labels import dcgm_label
 from otelgpu.exporters.prometheus.naming import metric_name, sanitize_label
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Metric
+from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT
 from otelgpu.receivers.nvml.dcgm_names import NAMING
-from otelgpu.receivers.nvml.metrics import CATALOG, DCGM_SPLIT
+from otelgpu.receivers.nvml.metrics import CATALOG
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = frozenset({"up", "kube_node_labels"})

@@ -1,8 +1,8 @@
 """The nvml receiver's metrics in dcgm-exporter's names: the naming table its factory carries.
 
-Built once from the catalog (`MetricSpec.dcgm`; `DCGM_SPLIT` for the metrics dcgm-exporter
-splits into several fields by one attribute, `DCGM_SUMS` for those it reports as one total of
-a metric's points) and dcgm-exporter's unit per field, checked against its
+Built once from the catalog (`MetricSpec.dcgm`; `dcgm_fields.DCGM_SPLIT` for the metrics
+dcgm-exporter splits into several fields by one attribute, `dcgm_fields.DCGM_SUMS` for those it
+reports as one total of a metric's points) and dcgm-exporter's unit per field, checked against its
 `etc/default-counters.csv` help texts: utilization in percent (0..100) for the
 `DCGM_FI_DEV_*_UTIL` fields but a ratio (0..1) for the `DCGM_FI_PROF_*` activity fields,
 framebuffer memory in MiB, clocks in MHz, energy in mJ, power in W, temperatures in °C, PCIe
@@ -20,13 +20,8 @@ from collections.abc import Mapping
 
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 from otelgpu.receivers.nvml import fields_parity
-from otelgpu.receivers.nvml.metrics import (
-    CATALOG,
-    DCGM_SPLIT,
-    IO_DIRECTION,
-    XID_CODE,
-    MetricSpec,
-)
+from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, DCGM_SUMS
+from otelgpu.receivers.nvml.metrics import CATALOG, XID_CODE, MetricSpec
 
 # dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
 DCGM_UNITS: Mapping[str, str] = {
@@ -73,9 +68,6 @@ DCGM_INTEGER: frozenset[str] = frozenset(DCGM_UNITS) - {
     "DCGM_FI_PROF_DRAM_ACTIVE",
 }
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
-
-# Metrics with a point per value of one attribute where dcgm-exporter's field is their total.
-DCGM_SUMS: Mapping[str, str] = {"nvidia.gpu.nvlink.io": IO_DIRECTION}
 
 # (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {

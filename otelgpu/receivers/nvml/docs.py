@@ -8,14 +8,8 @@ from __future__ import annotations
 import sys
 
 from otelgpu.pdata import semconv
-from otelgpu.receivers.nvml.metrics import (
-    CATALOG,
-    ON_DCGM,
-    ON_HEALTH,
-    MetricSpec,
-    dcgm_names,
-    default_reason,
-)
+from otelgpu.receivers.nvml.dcgm_fields import ON_DCGM, ON_HEALTH, default_reason, fields_of
+from otelgpu.receivers.nvml.metrics import CATALOG, MetricSpec
 
 _HEADER = """\
 # GPU metrics
@@ -176,7 +170,7 @@ _REASONS = {ON_DCGM: "yes (dcgm)", ON_HEALTH: "yes (health)", "": "no"}
 def _row(spec: MetricSpec) -> str:
     kind = "counter" if spec.monotonic else spec.kind.value
     attributes = ", ".join(f"`{a}`" for a in spec.attributes) or ""
-    dcgm = "<br>".join(f"`{n}`" for n in dcgm_names(spec)) or "—"
+    dcgm = "<br>".join(f"`{n}`" for n in fields_of(spec)) or "—"
     cells = (
         f"`{spec.name}`",
         f"`{spec.unit}`",

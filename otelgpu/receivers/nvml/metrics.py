@@ -19,12 +19,13 @@ from it (`render_markdown`), so the three cannot drift apart.
 temperature is `hw.temperature{hw.sensor_location=memory}`, encoder and decoder utilization are
 `hw.gpu.utilization{hw.gpu.task=encoder|decoder}`, as the hardware conventions have them).
 
-Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_scale` gives
-the factor back to dcgm-exporter's unit for exporters that render dcgm names.
+Values are converted to the OTel unit (ratios 0..1, bytes, hertz, joules); `dcgm_fields.py`
+says which of dcgm-exporter's fields each metric's points are, and in which unit.
 
 Lean by default: a metric is on by default (`enabled`) when it carries one of dcgm-exporter's
-default counters (`DCGM_DEFAULT_COUNTERS`), or when it is the agent's own view of the GPU
-(`nvidia.gpu.up`, `hw.status`); `default_reason` says which. Everything else is opt-in, one
+default counters (`dcgm_fields.DCGM_DEFAULT_COUNTERS`), or when it is the agent's own view of
+the GPU (`nvidia.gpu.up`, `hw.status`); `dcgm_fields.default_reason` says which (a test holds
+the two together). Everything else is opt-in, one
 metric at a time or all at once (the receiver's `metric_set: all`): the per-process metrics
 too, whose series come and go with each process. `hw.status` still reads the inputs of its
 rules (`HEALTH_INPUTS`) when their own metrics are off; they are then read, not emitted.
@@ -35,12 +36,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from otelgpu.pdata.model import AttrValue, MetricKind
+from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.nvml.fields_parity import (
     ERROR_TYPE,
     HEALTH_REASON,
     HW_STATE,
-    PARITY_DCGM_SPLIT,
     PARITY_ROWS,
     Row,
 )
@@ -127,28 +127,6 @@ def _updown(
     """A non-monotonic sum (an OTel UpDownCounter): a level, such as memory in use."""
     return MetricSpec(name, unit, SUM, False, description, enabled, source, dcgm, attributes)
 
-
-# dcgm-exporter's default counters: the fields its `etc/default-counters.csv` enables
-# (NVIDIA/dcgm-exporter, main branch, release 4.5.3-4.8.2; DCGM_FI_DRIVER_VERSION, a label
-# there, is left out). The lean default: a catalog metric carrying one of them is on.
-DCGM_DEFAULT_COUNTERS: frozenset[str] = frozenset(
-    {
-        "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
-        "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_GPU_TEMP",
-        "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL",
-        "DCGM_FI_DEV_ENC_UTIL", "DCGM_FI_DEV_DEC_UTIL",
-        "DCGM_FI_DEV_XID_ERRORS",
-        "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_RESERVED",
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
-    }
-)  # fmt: skip
 
 # The readings `hw.status`'s rules use (health.py): read whenever `hw.status` is on, emitted
 # only when their own metric is on too.
@@ -333,86 +311,3 @@ CATALOG: tuple[MetricSpec, ...] = (
 
 BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}
 DEFAULT_ENABLED: frozenset[str] = frozenset(s.name for s in CATALOG if s.enabled)
-
-# Metrics that dcgm-exporter splits into several fields, told apart here by one attribute.
-DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
-    "hw.gpu.utilization": (
-        GPU_TASK,
-        {
-            "general": "DCGM_FI_DEV_GPU_UTIL",
-            "encoder": "DCGM_FI_DEV_ENC_UTIL",
-            "decoder": "DCGM_FI_DEV_DEC_UTIL",
-        },
-    ),
-    "hw.temperature": (
-        SENSOR_LOCATION,
-        {"gpu": "DCGM_FI_DEV_GPU_TEMP", "memory": "DCGM_FI_DEV_MEMORY_TEMP"},
-    ),
-    "hw.errors": (
-        ERROR_TYPE,
-        {
-            "corrected": "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-            "uncorrected": "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        },
-    ),
-    "nvidia.gpu.memory.remapped_rows": (
-        ERROR_TYPE,
-        {
-            "correctable": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-            "uncorrectable": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        },
-    ),
-    **PARITY_DCGM_SPLIT,
-}
-
-# OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz, mJ and ns).
-_DCGM_UNIT_SCALE: Mapping[str, float] = {
-    "1": 100.0, "By": 1 / 2**20, "Hz": 1e-6, "J": 1e3, "s": 1e9
-}  # fmt: skip
-_DCGM_UNSCALED = frozenset(
-    {"nvidia.gpu.memory.row_remap.failure", "nvidia.gpu.pcie.tx.throughput",
-     "nvidia.gpu.pcie.rx.throughput", "nvidia.gpu.nvlink.io"}
-)  # fmt: skip
-# dcgm's DCGM_FI_PROF_* activity fields are ratios 0..1 like ours.
-_DCGM_RATIO = frozenset(s.name for s in CATALOG if s.dcgm.startswith("DCGM_FI_PROF_"))
-
-
-def dcgm_name(metric: str, attributes: Mapping[str, AttrValue]) -> str:
-    """The dcgm-exporter field name of one data point ("" if dcgm has none)."""
-    split = DCGM_SPLIT.get(metric)
-    if split is not None:
-        key, names = split
-        return names.get(attributes.get(key, ""), "")
-    spec = BY_NAME.get(metric)
-    return spec.dcgm if spec else ""
-
-
-def dcgm_names(spec: MetricSpec) -> tuple[str, ...]:
-    """Every dcgm-exporter field name a spec's points can map to."""
-    split = DCGM_SPLIT.get(spec.name)
-    if split is not None:
-        return tuple(split[1].values())
-    return (spec.dcgm,) if spec.dcgm else ()
-
-
-# Why a metric is on by default (the Default column of docs/metrics.md).
-ON_DCGM = "dcgm-exporter default"
-ON_HEALTH = "agent health"
-
-
-def default_reason(spec: MetricSpec) -> str:
-    """Why `spec` is on by default: it carries one of dcgm-exporter's default counters, or it
-    is the agent's view of the GPU's health; "" when it is opt-in (or on without one of these
-    reasons, which a test forbids)."""
-    if not spec.enabled:
-        return ""
-    if DCGM_DEFAULT_COUNTERS.intersection(dcgm_names(spec)):
-        return ON_DCGM
-    return ON_HEALTH if spec.source_kind == "agent" else ""
-
-
-def dcgm_scale(spec: MetricSpec) -> float:
-    """Factor from the OTel value to dcgm-exporter's unit (1.0 where they agree)."""
-    if spec.name in _DCGM_UNSCALED or spec.name in _DCGM_RATIO:
-        return 1.0
-    return _DCGM_UNIT_SCALE.get(spec.unit, 1.0)

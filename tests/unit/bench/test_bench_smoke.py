@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from bench.dcgm_default_counters import DEFAULT_COUNTERS
-from otelgpu.receivers.nvml.metrics import DCGM_DEFAULT_COUNTERS
+from otelgpu.receivers.nvml.dcgm_fields import DCGM_DEFAULT_COUNTERS
 
 ROOT = Path(__file__).resolve().parents[3]
 NUMBER = r"(\d+(?:\.\d+)?)"

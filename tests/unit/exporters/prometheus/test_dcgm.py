@@ -11,13 +11,13 @@ from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Metric, MetricKind
-from otelgpu.receivers.nvml import dcgm_names
+from otelgpu.receivers.nvml import dcgm_fields, dcgm_names
 from otelgpu.receivers.nvml import metrics as catalog
 from otelgpu.receivers.nvml.dcgm_names import NAMING
 from tests.unit.exporters.prometheus.batches import batch, gpu
 from tests.unit.exporters.prometheus.translators import make_translator
 
-_SPECS_WITH_DCGM = [s for s in catalog.CATALOG if catalog.dcgm_names(s)]
+_SPECS_WITH_DCGM = [s for s in catalog.CATALOG if dcgm_fields.fields_of(s)]
 
 
 def test_the_catalog_names_dcgm_fields() -> None:
@@ -26,12 +26,12 @@ def test_the_catalog_names_dcgm_fields() -> None:
 
 @pytest.mark.parametrize("spec", _SPECS_WITH_DCGM, ids=lambda s: s.name)
 def test_every_catalog_dcgm_name_renders_with_a_known_unit(spec: catalog.MetricSpec) -> None:
-    for name in catalog.dcgm_names(spec):
+    for name in dcgm_fields.fields_of(spec):
         assert re.fullmatch(r"DCGM_FI_[A-Z0-9_]+", name), name
         assert name in dcgm_names.DCGM_UNITS, f"{name}: add dcgm-exporter's unit to DCGM_UNITS"
         factor = dcgm_names.conversion(spec.unit, name)  # KeyError = unit mismatch
         # The catalog carries its own factor for exporters; both readings must agree.
-        assert factor == pytest.approx(catalog.dcgm_scale(spec)), name
+        assert factor == pytest.approx(dcgm_fields.dcgm_scale(spec)), name
 
 
 @pytest.mark.parametrize("spec", _SPECS_WITH_DCGM, ids=lambda s: s.name)
@@ -39,12 +39,12 @@ def test_every_catalog_metric_is_in_the_naming_table(spec: catalog.MetricSpec) -
     """The table the nvml receiver's factory hands to exporters names every split."""
     names = NAMING.dcgm[spec.name]
     assert names.unit == spec.unit
-    split = catalog.DCGM_SPLIT.get(spec.name)
+    split = dcgm_fields.DCGM_SPLIT.get(spec.name)
     choices = [{split[0]: value} for value in split[1]] if split else [{}]
     for attributes in choices:
         found = names.of(attributes)
         assert found is not None
-        assert found.name == catalog.dcgm_name(spec.name, attributes)
+        assert found.name == dcgm_fields.dcgm_name(spec.name, attributes)
 
 
 def test_metrics_without_a_dcgm_name_keep_their_otel_name() -> None:

@@ -8,15 +8,9 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, dcgm_name, dcgm_scale, fields_of
 from otelgpu.receivers.nvml.docs import render_markdown
-from otelgpu.receivers.nvml.metrics import (
-    BY_NAME,
-    CATALOG,
-    DCGM_SPLIT,
-    dcgm_name,
-    dcgm_names,
-    dcgm_scale,
-)
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 from otelgpu.receivers.nvml.sources import (
     CALL_READERS,
@@ -106,7 +100,7 @@ def test_plan_batches_every_enabled_field() -> None:
 
 
 def test_dcgm_defaults_are_covered() -> None:
-    covered = {name for spec in CATALOG for name in dcgm_names(spec)}
+    covered = {name for spec in CATALOG for name in fields_of(spec)}
     assert covered >= DCGM_DEFAULTS
 
 

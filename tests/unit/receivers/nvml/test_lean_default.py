@@ -14,14 +14,13 @@ from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.receivers.nvml import health
 from otelgpu.receivers.nvml.config import MetricSet, NvmlReceiverConfig
-from otelgpu.receivers.nvml.metrics import (
-    CATALOG,
+from otelgpu.receivers.nvml.dcgm_fields import (
     DCGM_DEFAULT_COUNTERS,
-    HEALTH_INPUTS,
     ON_DCGM,
-    dcgm_names,
     default_reason,
+    fields_of,
 )
+from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS
 from otelgpu.service.builtins import builtin_registry
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 
@@ -39,13 +38,13 @@ def test_every_metric_on_by_default_says_why() -> None:
 def test_a_metric_is_on_by_default_for_a_dcgm_default_counter_not_for_another_dcgm_field() -> None:
     for spec in CATALOG:
         if default_reason(spec) == ON_DCGM:
-            assert DCGM_DEFAULT_COUNTERS & set(dcgm_names(spec)), spec.name
-        elif dcgm_names(spec):
+            assert DCGM_DEFAULT_COUNTERS & set(fields_of(spec)), spec.name
+        elif fields_of(spec):
             assert not spec.enabled, spec.name
 
 
 def test_every_dcgm_default_counter_has_a_metric_on_by_default() -> None:
-    given = {name for spec in CATALOG if spec.enabled for name in dcgm_names(spec)}
+    given = {name for spec in CATALOG if spec.enabled for name in fields_of(spec)}
     assert DCGM_DEFAULT_COUNTERS - given == set()
 
 

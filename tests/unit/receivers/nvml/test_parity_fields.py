@@ -18,9 +18,10 @@ from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.dcgm_fields import dcgm_name
 from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.fields_parity import PARITY_ROWS
-from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG, dcgm_name
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
