@@ -40,21 +40,25 @@ def gzip_bytes(data: bytes, level: int = 1) -> bytes:
 def gzip_chunks(chunks: Iterable[bytes], level: int = 1) -> bytes:
     """The bytes of `chunks`, one after the other, as one gzip member: what `gzip_bytes` of
     their join gives once inflated, without the join (a body of many chunks is never held
-    whole; each deflate lets go of the GIL). Small chunks are gathered up to `FEED` bytes
-    first: ISA-L packs each input with little of what came before, so a body fed a few hundred
-    bytes at a time came out several times larger than its join."""
+    whole; each deflate lets go of the GIL). Small chunks are gathered, up to `FEED` bytes,
+    into one input: ISA-L packs each input with little of what came before, so a body fed a
+    few hundred bytes at a time came out several times larger than its join. A chunk of
+    `FEED` bytes or more is handed over as it is, never copied."""
     level = min(level, 3) if GZIP_IMPLEMENTATION == "isal" else level
     compressor = _compressobj(level, zlib.DEFLATED, _GZIP_WBITS)
     out: list[bytes] = []
     held: list[bytes] = []
     size = 0
     for chunk in chunks:
-        held.append(chunk)
-        size += len(chunk)
-        if size >= FEED:
-            out.append(compressor.compress(held[0] if len(held) == 1 else b"".join(held)))
+        if held and size + len(chunk) > FEED:
+            out.append(compressor.compress(b"".join(held)))
             held.clear()
             size = 0
+        if len(chunk) >= FEED:
+            out.append(compressor.compress(chunk))
+        else:
+            held.append(chunk)
+            size += len(chunk)
     if held:
         out.append(compressor.compress(b"".join(held)))
     out.append(compressor.flush())

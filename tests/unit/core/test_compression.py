@@ -38,6 +38,35 @@ def test_a_body_of_many_small_chunks_packs_as_well_as_its_join() -> None:
     assert len(compression.gzip_chunks(iter(chunks))) <= joined * 1.1
 
 
+def test_small_chunks_are_fed_together_and_a_large_one_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the compressor is handed: small chunks joined up to FEED bytes, a chunk of FEED
+    bytes or more itself (no copy of a 60 kB chunk of a 10k-series body per family)."""
+    fed: list[object] = []
+    real = compression._compressobj
+
+    class Recording:
+        def __init__(self, *args: int) -> None:
+            self._inner = real(*args)
+
+        def compress(self, data: bytes) -> bytes:
+            fed.append(data)
+            return self._inner.compress(data)
+
+        def flush(self) -> bytes:
+            return self._inner.flush()
+
+    monkeypatch.setattr(compression, "_compressobj", Recording)
+    small = [b"a" * 100] * 3
+    large = b"b" * compression.FEED
+    chunks = [*small, large, *small, b"c" * (compression.FEED - 400)]
+    packed = compression.gzip_chunks(iter(chunks))
+    assert gzip.decompress(packed) == b"".join(chunks)
+    assert fed[0] == b"a" * 300 and fed[1] is large
+    assert fed[2:] == [b"a" * 300 + b"c" * (compression.FEED - 400)]
+
+
 def test_a_large_body_is_compressed() -> None:
     body = b"".join(
         b'gpu_power_watts{gpu="%d",pod="train-%d"} 312.5\n' % (i, i) for i in range(5000)
