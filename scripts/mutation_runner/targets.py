@@ -30,6 +30,7 @@ HTTP_TESTS = [
     f"{CORE}/test_http_listener.py",
     f"{CORE}/test_http_listener_edges.py",  # written from the first run's survivors
     f"{CORE}/test_http_attacks.py",  # buffers, write and handshake timeouts, framing
+    f"{CORE}/test_http_messages.py",  # an answer's head
     f"{PROM}/test_auth_flood.py",  # the bcrypt queue's limits
     f"{PROM}/test_scrape_thread.py",  # methods, garbage, 431/413, keep-alive, stop
     f"{PROM}/test_endpoint_limits.py",  # the connection cap, idle timeout, auth floods

@@ -9,6 +9,7 @@ both. Batch after batch (the replay path too) the one series holds the current s
 from __future__ import annotations
 
 from otelgpu.exporters.prometheus.render import render_text
+from otelgpu.exporters.prometheus.replay import Split
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch, ResourceMetrics
@@ -56,6 +57,25 @@ def test_the_sum_follows_every_batch_on_the_replay_path_too() -> None:
         got = lines(translator, store, nvlink_batch(transmit, receive, gpus=2))[FIELD]
         assert [sample(line) for line in got] == [str(transmit + receive)] * 2
         assert {labels_of(line)["gpu"] for line in got} == {"0", "1"}
+
+
+def test_float_readings_add_up_and_print_whole_as_dcgm_keeps_the_field() -> None:
+    translator, store = make_translator("dcgm"), SeriesStore()
+    (line,) = lines(translator, store, nvlink_batch(200.5, 100.25))[FIELD]
+    assert sample(line) == "301"  # 300.75, rounded: DCGM keeps NVLink bytes as an integer
+    (line,) = lines(translator, store, nvlink_batch(1_000, 0.5))[FIELD]
+    assert sample(line) == "1000"
+
+
+def test_a_gpu_with_a_summed_metric_is_still_replayed_and_the_sum_written_each_time() -> None:
+    """The resource keeps its replay plan; the summed metric is a step the general path
+    writes on every replay (a point-by-point step could not write a sum)."""
+    translator, store = make_translator("dcgm"), SeriesStore()
+    for _ in range(2):
+        lines(translator, store, nvlink_batch(200, 100))
+    (plan,) = translator._plans.values()
+    split = [step.descriptor[0] for step in plan.steps if isinstance(step, Split)]
+    assert "nvidia.gpu.nvlink.io" in split
 
 
 def test_both_points_count_as_stored() -> None:
