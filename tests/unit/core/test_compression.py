@@ -58,13 +58,23 @@ def test_small_chunks_are_fed_together_and_a_large_one_as_it_is(
             return self._inner.flush()
 
     monkeypatch.setattr(compression, "_compressobj", Recording)
+    feed = compression.FEED
     small = [b"a" * 100] * 3
-    large = b"b" * compression.FEED
-    chunks = [*small, large, *small, b"c" * (compression.FEED - 400)]
+    large = b"b" * feed
+    chunks = [*small, large, *small, b"c" * (feed - 400)]
     packed = compression.gzip_chunks(iter(chunks))
     assert gzip.decompress(packed) == b"".join(chunks)
     assert fed[0] == b"a" * 300 and fed[1] is large
-    assert fed[2:] == [b"a" * 300 + b"c" * (compression.FEED - 400)]
+    assert fed[2:] == [b"a" * 300 + b"c" * (feed - 400)]
+    # At the edges: small chunks that make exactly FEED bytes go together, before and after a
+    # large chunk, and a large chunk that is a view is handed over as that view, not a copy.
+    fed.clear()
+    view = memoryview(b"v" * feed)
+    edges = [b"x" * (feed - 200), b"y" * 200, view, b"z" * (feed - 200), b"w" * 200]
+    packed = compression.gzip_chunks(iter(edges))
+    assert gzip.decompress(packed) == b"".join(edges)
+    assert fed == [b"x" * (feed - 200) + b"y" * 200, view, b"z" * (feed - 200) + b"w" * 200]
+    assert fed[1] is view
 
 
 def test_a_large_body_is_compressed() -> None:
