@@ -127,6 +127,15 @@ CONFIG_TARGETS: dict[str, Target] = {
             f"{CORE}/test_cli.py",  # the unused-component warning
         ],
     ),
+    "config_service_section": (
+        "otelgpu/config/service_section.py",
+        [
+            f"{CONFIG}/test_validate_whole.py",
+            *COLLECTOR_HABITS,
+            f"{CONFIG}/test_telemetry_readers.py",
+            f"{CONFIG}/test_schema_mutants.py",
+        ],
+    ),
     "config_telemetry_readers": (
         "otelgpu/config/telemetry_readers.py",
         [
