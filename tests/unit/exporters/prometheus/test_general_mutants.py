@@ -40,3 +40,10 @@ def test_a_name_held_by_a_family_of_another_type_stores_nothing_in_it() -> None:
     )  # fmt: skip
     lines = [line for line in _body(store) if line.startswith("acme_jobs")]
     assert len(lines) == 1 and lines[0].endswith(" 3.0"), lines
+
+
+def test_the_agents_own_metrics_get_no_info_series() -> None:
+    """Self-telemetry goes through the general path too, and is no device: no `hw_gpu_info`."""
+    own = ResourceMetrics(resource={}, metrics=(gauge("otelgpu.source.up", "", 1.0),))
+    families = make_translator("otel", const_labels={"cluster": "a"}).families(own, now=1.0)
+    assert [family.name for family in families] == ["otelgpu_source_up"]
