@@ -130,6 +130,7 @@ CONFIG_TARGETS: dict[str, Target] = {
     "config_service_section": (
         "otelgpu/config/service_section.py",
         [
+            f"{CONFIG}/test_service_section.py",  # every Collector-only key, the defaults
             f"{CONFIG}/test_validate_whole.py",
             *COLLECTOR_HABITS,
             f"{CONFIG}/test_telemetry_readers.py",

@@ -1,0 +1,65 @@
+"""The `service` section's models (otelgpu/config/service_section.py): every telemetry key of the
+Collector that has no equivalent here is refused with what to do instead, and the defaults."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelgpu.config.service_section import LogsConfig, MetricsTelemetryConfig
+from tests.unit.config.pipelines import MINIMAL, refusals
+
+# The Collector's `service::telemetry` keys (its telemetry config, v0.1xx) that the agent has
+# no equivalent for: (where, key, a value of the right shape).
+COLLECTOR_KEYS = [
+    ("logs", "output_paths", "[stdout]"),
+    ("logs", "error_output_paths", "[stderr]"),
+    ("logs", "development", "true"),
+    ("logs", "sampling", "{enabled: false}"),
+    ("logs", "disable_caller", "true"),
+    ("logs", "disable_stacktrace", "true"),
+    ("logs", "initial_fields", "{team: ml}"),
+    ("logs", "processors", "[]"),
+    ("metrics", "address", "0.0.0.0:8888"),
+    ("metrics", "views", "[]"),
+    ("", "resource", "{service.name: gpu}"),
+    ("", "traces", "{level: none}"),
+]
+
+
+@pytest.mark.parametrize(("where", "key", "value"), COLLECTOR_KEYS)
+def test_each_collector_only_telemetry_key_is_refused_with_what_to_do(
+    where: str, key: str, value: str
+) -> None:
+    nested = f"{where}: {{{key}: {value}}}" if where else f"{key}: {value}"
+    lines = refusals(MINIMAL, f"service:\n  telemetry: {{{nested}}}\n")
+    prefix = f"{where}::{key}" if where else key
+    found = [
+        line for line in lines if f"{prefix} (a Collector option) is not supported here: " in line
+    ]
+    assert len(found) == 1, lines
+    reason = found[0].split("is not supported here: ", 1)[1]
+    assert len(reason) >= 20, reason  # says why, or what to write instead
+
+
+def test_every_collector_only_key_of_one_file_is_named_in_one_message() -> None:
+    text = """
+service:
+  telemetry:
+    resource: {service.name: gpu}
+    logs: {development: true, sampling: {enabled: false}}
+    metrics: {views: []}
+"""
+    (line,) = refusals(MINIMAL, text)
+    for key in ("resource", "logs::development", "logs::sampling", "metrics::views"):
+        assert f"{key} (a Collector option)" in line
+
+
+def test_the_telemetry_defaults() -> None:
+    logs, metrics = LogsConfig(), MetricsTelemetryConfig()
+    assert (logs.level, logs.encoding) == ("info", "console")
+    assert (metrics.interval, metrics.level, metrics.exporters, metrics.readers) == (
+        10.0,
+        "normal",
+        [],
+        [],
+    )
