@@ -10,7 +10,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import grpc
 import pytest
@@ -30,7 +30,7 @@ from otelgpu.receivers.nvml.devices import discover
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.peers.kubelet import FakeKubelet, claim, claim_device, container, pod
+from tests.peers.kubelet import FakeKubelet, claim, claim_device, container, kubelet, pod
 from tests.unit.processors.k8s_attributes.fakes import (
     MIG_1,
     MIG_2,
@@ -42,6 +42,8 @@ from tests.unit.processors.k8s_attributes.fakes import (
     mig,
     series,
 )
+
+__all__ = ["kubelet"]  # the pytest fixture, imported for use here
 
 pytestmark = pytest.mark.integration
 
@@ -57,14 +59,6 @@ async def wait_for(check: Callable[[], object], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s")
         await asyncio.sleep(0.02)
-
-
-@pytest.fixture
-async def kubelet() -> AsyncIterator[FakeKubelet]:
-    server = FakeKubelet()
-    await server.start()
-    yield server
-    await server.close()
 
 
 async def start_processor(

@@ -15,12 +15,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import grpc
 import grpc.aio
+import pytest
 
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2_grpc as rpc
@@ -194,3 +195,12 @@ class FakeKubelet(rpc.PodResourcesListerServicer):  # type: ignore[misc]
         if self.errors:
             code, details = self.errors.popleft()
             await context.abort(code, details)
+
+
+@pytest.fixture
+async def kubelet() -> AsyncIterator[FakeKubelet]:
+    """A started `FakeKubelet` with no pods yet, closed after the test (import it where used)."""
+    server = FakeKubelet()
+    await server.start()
+    yield server
+    await server.close()

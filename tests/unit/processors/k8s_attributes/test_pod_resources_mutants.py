@@ -5,8 +5,6 @@ that came back, or that restarted between two calls."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -14,18 +12,12 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     GrpcPodResourcesClient,
     PodResourcesError,
 )
-from tests.peers.kubelet import FakeKubelet
+from tests.peers.kubelet import FakeKubelet, kubelet
 from tests.peers.kubelet import container as pb_container
 from tests.peers.kubelet import pod as pb_pod
 from tests.unit.processors.k8s_attributes.fakes import GPU, UUID_A, UUID_B
 
-
-@pytest.fixture
-async def kubelet() -> AsyncIterator[FakeKubelet]:
-    server = FakeKubelet()
-    await server.start()
-    yield server
-    await server.close()
+__all__ = ["kubelet"]  # the pytest fixture, imported for use here
 
 
 def _client(kubelet: FakeKubelet) -> GrpcPodResourcesClient:

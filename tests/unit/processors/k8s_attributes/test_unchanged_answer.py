@@ -3,14 +3,10 @@ of the enrichment cost that grows with the node's pod count)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.k8s_attributes.pod_resources import GrpcPodResourcesClient
 from tests.fakes import FakeClock, FakeHost
-from tests.peers.kubelet import FakeKubelet
+from tests.peers.kubelet import FakeKubelet, kubelet
 from tests.peers.kubelet import container as pb_container
 from tests.peers.kubelet import pod as pb_pod
 from tests.unit.processors.k8s_attributes.fakes import (
@@ -26,6 +22,8 @@ from tests.unit.processors.k8s_attributes.fakes import (
     pod,
     series,
 )
+
+__all__ = ["kubelet"]  # the pytest fixture, imported for use here
 
 
 async def test_an_equal_answer_keeps_the_snapshot_and_still_counts_as_a_success(
@@ -58,14 +56,6 @@ async def test_an_equal_answer_keeps_the_snapshot_and_still_counts_as_a_success(
     await clock.advance(10)
     assert processor.refresher.rebuilds == 3
     await processor.shutdown()
-
-
-@pytest.fixture
-async def kubelet() -> AsyncIterator[FakeKubelet]:
-    server = FakeKubelet()
-    await server.start()
-    yield server
-    await server.close()
 
 
 async def test_the_grpc_client_returns_the_same_pods_for_the_same_bytes(
