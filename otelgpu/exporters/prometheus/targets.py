@@ -67,14 +67,14 @@ class Targets:
         for metric in metrics:
             points = metric.points
             try:
-                if self.is_split(metric):
-                    names = self._names(metric)
-                    if names is not None and names.sum_over:
-                        target = self.of(metric)
-                        summed = self._summed_samples(metric, names.sum_over, target)
-                        out.append(Samples(metric, target, summed, True, summed=True))
-                    else:
-                        out.append(Samples(metric, None, self._split_samples(metric), True))
+                names = self._names(metric)
+                if names is not None and names.sum_over:
+                    target = self.of(metric)
+                    summed = self._summed_samples(metric, names.sum_over, target)
+                    out.append(Samples(metric, target, summed, True, summed=True))
+                    continue
+                if names is not None and names.split_by:
+                    out.append(Samples(metric, None, self._split_samples(metric), True))
                     continue
                 target = self.of(metric)
                 plain = target.plain
