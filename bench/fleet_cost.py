@@ -238,8 +238,9 @@ async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figur
             plain = body.text()
         finally:
             await pipe.shutdown()
-    per_gpu, agent, line = count_series(plain.decode(), node)
-    fields, extras = itemise(plain.decode(), gpu_uuid(0))
+    text = plain.decode()
+    per_gpu, agent, line = count_series(text, node)
+    fields, extras = itemise(text, gpu_uuid(0))
     items = (
         f"ours, naming {naming}, GPU 0: {sum(extras.values()) + fields} series ="
         f" {fields} with dcgm-exporter's readings + {sum(extras.values())} only ours ("
