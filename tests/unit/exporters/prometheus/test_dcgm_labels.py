@@ -11,6 +11,7 @@ from otelgpu.exporters.prometheus import dcgm, dcgm_xid
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml import dcgm_names
@@ -20,9 +21,13 @@ from tests.unit.exporters.prometheus.translators import make_translator
 
 def served(data: Batch, naming: str = "dcgm", **dcgm_labels: str) -> dict[str, list[str]]:
     """Rendered sample lines per family name."""
-    store = SeriesStore()
     labels = dcgm.label_names(**dcgm_labels)
-    make_translator(naming, dcgm_labels=labels).ingest(store, data, now=1.0)
+    return ingested(make_translator(naming, dcgm_labels=labels), SeriesStore(), data)
+
+
+def ingested(translator: Translator, store: SeriesStore, data: Batch) -> dict[str, list[str]]:
+    """`data` ingested into `store` by `translator`; the store's sample lines per family name."""
+    translator.ingest(store, data, now=1.0)
     text, _ = render_text(store.families.values())
     lines: dict[str, list[str]] = {}
     for line in text.splitlines():
