@@ -28,7 +28,8 @@ class DcgmField:
     integer, so dcgm-exporter prints it whole (the scaled value is rounded). type: the
     Prometheus type dcgm-exporter declares where it is not the metric's own ("" otherwise).
     value_from: a point attribute whose value is the sample instead of the point's value (the
-    XID field holds the XID code).
+    XID field holds the XID code). help: the family's HELP text, for the field as served (its
+    unit, its part of a split metric); "" keeps the metric's description.
     """
 
     name: str
@@ -36,6 +37,7 @@ class DcgmField:
     integer: bool = False
     type: str = ""
     value_from: str = ""
+    help: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,7 +177,7 @@ class Targets:
             return Target(
                 namespaced(self._namespace, found.name),
                 found.type or type_,
-                metric.description,
+                found.help or metric.description,
                 found.scale,
                 names.split_by,
                 found.integer,

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 from otelgpu.receivers.nvml import fields_parity
 from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, DCGM_SUMS
+from otelgpu.receivers.nvml.dcgm_help import DCGM_HELP
 from otelgpu.receivers.nvml.metrics import CATALOG, XID_CODE, MetricSpec
 
 # dcgm-exporter's unit per field (UCUM spelling; `{count}` for plain counts).
@@ -57,16 +58,14 @@ DCGM_UNITS: Mapping[str, str] = {
     **fields_parity.PARITY_DCGM_UNITS,
 }
 
-# The fields above that DCGM keeps as integers (DCGM_FT_INT64; power and the DCGM_FI_PROF_*
-# activity ratios are doubles). dcgm-exporter prints them with %d.
-DCGM_INTEGER: frozenset[str] = frozenset(DCGM_UNITS) - {
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-    "DCGM_FI_PROF_SM_ACTIVE",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "DCGM_FI_PROF_DRAM_ACTIVE",
-}
+# The fields above that DCGM keeps as integers (DCGM_FT_INT64), which dcgm-exporter prints with
+# %d. The doubles (DCGM_FT_DOUBLE) are power and every ratio (the DCGM_FI_PROF_* activity and
+# occupancy fields, unit 1).
+DCGM_INTEGER: frozenset[str] = frozenset(
+    field
+    for field, unit in DCGM_UNITS.items()
+    if unit != "1" and field not in {"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT"}
+)
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 
 # (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
@@ -100,9 +99,10 @@ def dcgm_field(name: str, unit: str) -> DcgmField | None:
         scale = conversion(unit, name)
     except KeyError:
         return None
+    help_ = DCGM_HELP[name]
     if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
-        return DcgmField(name, scale, type="gauge", value_from=XID_CODE)
-    return DcgmField(name, scale, integer=name in DCGM_INTEGER)
+        return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_)
+    return DcgmField(name, scale, integer=name in DCGM_INTEGER, help=help_)
 
 
 def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
