@@ -189,9 +189,9 @@ def _gpu_index(node: Node) -> dict[str, int]:
     return found
 
 
-# The GPU series only this agent serves (same family names in both namings): its health, the
-# device's static facts, and who holds the GPU. Every other GPU series carries a reading that
-# dcgm-exporter has a field for.
+# The GPU series only this agent serves (same family names in both namings): its health (on
+# `up` by default; `hw_status` when switched on), the device's static facts, and who holds the
+# GPU. Every other GPU series carries a reading that dcgm-exporter has a field for.
 ONLY_OURS = ("nvidia_gpu_up", "hw_status", "hw_gpu_info", "nvidia_gpu_allocation_ratio")
 
 
@@ -244,7 +244,7 @@ async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figur
     items = (
         f"ours, naming {naming}, GPU 0: {sum(extras.values()) + fields} series ="
         f" {fields} with dcgm-exporter's readings + {sum(extras.values())} only ours ("
-        + ", ".join(f"{name} {count}" for name, count in extras.items())
+        + ", ".join(f"{name} {count}" for name, count in extras.items() if count)
         + ")"
     )
     otlp = None

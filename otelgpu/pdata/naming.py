@@ -44,16 +44,12 @@ class DcgmField:
 class DcgmNames:
     """The dcgm fields of one metric, emitted in `unit`: `field`, or, when dcgm-exporter has a
     field per value of one point attribute, `splits` by the value of `split_by` (a value not
-    listed has no field). A point of the metric in another unit has none either. `sum_over`:
-    dcgm-exporter's `field` is one number where the metric has a point per value of this
-    attribute (NVLink bytes per direction), so points that differ only by it are added up into
-    one sample, without it as a label."""
+    listed has no field). A point of the metric in another unit has none either."""
 
     unit: str
     field: DcgmField | None = None
     split_by: str = ""
     splits: Mapping[AttrValue, DcgmField] = dataclasses.field(default_factory=dict)
-    sum_over: str = ""
 
     def of(self, attributes: Mapping[str, AttrValue]) -> DcgmField | None:
         """The field of a point with `attributes`."""

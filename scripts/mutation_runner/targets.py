@@ -307,7 +307,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_general_mutants.py",
             f"{PROM}/test_replay.py",
             f"{PROM}/test_identity.py",
-            f"{PROM}/test_dcgm_sums.py",
+            f"{PROM}/test_dcgm_nvlink.py",
         ],
     ),
     "prom_factory": (
@@ -346,7 +346,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_replay_mutants.py",
             f"{PROM}/test_replay.py",
             f"{PROM}/test_identity.py",
-            f"{PROM}/test_dcgm_sums.py",
+            f"{PROM}/test_dcgm_nvlink.py",
         ],
     ),
     "prom_series": (
@@ -371,7 +371,8 @@ EXPORTER_TARGETS: dict[str, Target] = {
         [
             f"{PROM}/test_targets_mutants.py",
             f"{PROM}/test_replay.py",
-            f"{PROM}/test_dcgm_sums.py",  # dcgm's totals: summed samples
+            f"{PROM}/test_dcgm_nvlink.py",  # the NVLink total in both namings
+            f"{PROM}/test_dcgm_text.py",  # a dcgm family's HELP
         ],
     ),
     "prom_value_text": (

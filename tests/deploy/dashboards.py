@@ -176,10 +176,10 @@ ROWS = (
             ),
             _stat(
                 "GPUs not ok",
-                "GPUs whose health summary (hw_status) is degraded or failed; the Health row "
-                "says why.",
+                "GPUs whose health summary (nvidia_gpu_up's hw_state) is degraded or failed; "
+                "the Health row says why.",
                 "none",
-                Query('count(hw_status{hw_state!="ok",%whole%,%N%} == 1) or vector(0)'),
+                Query('count(nvidia_gpu_up{hw_state!="ok",%whole%,%N%}) or vector(0)'),
             ),
             _stat(
                 "GPUs allocated",
@@ -223,7 +223,7 @@ ROWS = (
                 (
                     Query("count by (%model%) (nvidia_gpu_up{%whole%,%N%})", "{{%model%}}"),
                     Query(
-                        "sum by (hw_state) (hw_status{%whole%,%N%})",
+                        "count by (hw_state) (nvidia_gpu_up{%whole%,%N%})",
                         "{{hw_state}}",
                     ),
                 ),
@@ -328,15 +328,16 @@ ROWS = (
         (
             Panel(
                 "GPU health",
-                "GPUs whose health summary is not ok (hw_status), with the reasons: "
+                "GPUs whose health summary is not ok (nvidia_gpu_up's hw_state), with the "
+                "reasons: "
                 "clock_hw_slowdown, clock_hw_thermal, clock_hw_power_brake, clock_sw_thermal "
                 "(clocks held down), pcie_*, nvlink_down, *_pending, row_remap_failure, xid_N "
                 "(docs/migrating-from-dcgm-exporter.md, GPU health rules).",
                 "none",
                 (
                     Query(
-                        "max by (%node%, %glabel%, hw_state, nvidia_gpu_health_reason) "
-                        '(hw_status{hw_state!="ok",%F%}) == 1',
+                        "count by (%node%, %glabel%, hw_state, nvidia_gpu_health_reason) "
+                        '(nvidia_gpu_up{hw_state!="ok",%F%})',
                         "{{%node%}} %gname% {{hw_state}}: {{nvidia_gpu_health_reason}}",
                     ),
                 ),

@@ -137,7 +137,7 @@ def test_otel_panels_cover_gpu_and_agent_health() -> None:
         "hw_power_watts",
         "hw_temperature_celsius",
         "nvidia_gpu_xid_errors_total",
-        "hw_status",
+        "nvidia_gpu_up",  # with the health summary (hw_state)
         "nvidia_gpu_sm_clock_hertz",
         "nvidia_gpu_graphics_active_ratio",
         "otelgpu_source_up",

@@ -156,7 +156,7 @@ def test_default_rules_use_only_metrics_the_default_set_serves(naming: str) -> N
         "otelgpu_enrichment_unmatched_points_total",
         "otelgpu_exporter_failed_points_total",
         "otelgpu_exporter_queue_size",
-        "hw_status",
+        "nvidia_gpu_up",  # with the health summary (hw_state)
         "nvidia_gpu_allocation_ratio",
     } <= used
     if naming == "otel":

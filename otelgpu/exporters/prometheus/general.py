@@ -94,7 +94,7 @@ class GeneralPath:
             family.touch(identity)  # its set is replaced even when no point is a number
             for sample, line in zip(samples.samples, mine, strict=True):
                 family.write(identity, line, sample.text, batch)
-                stored += sample.points
+            stored += len(mine)
             written.append(Written(samples, family, mine))
         complete = record is not None and record.record(written)
         return stored, total, complete

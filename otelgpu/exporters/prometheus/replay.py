@@ -64,9 +64,8 @@ class Several(NamedTuple):
 
 
 class Split(NamedTuple):
-    """A metric whose family depends on a point attribute (dcgm's split fields), or whose
-    points are summed into fewer samples (dcgm's totals): the general path writes it on every
-    replay too."""
+    """A metric whose family depends on a point attribute (dcgm's split fields): the general
+    path writes it on every replay too."""
 
     descriptor: Descriptor
 
@@ -122,7 +121,7 @@ class Recorder:
             if not samples.complete:
                 return False
             descriptor = self._descriptor(metric)
-            if target is None or samples.summed:  # the general path writes it every batch
+            if target is None:
                 self.steps.append(Split(descriptor))
                 continue
             if family is None:

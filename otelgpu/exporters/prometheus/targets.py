@@ -7,11 +7,8 @@ field's unit (`scale`), printed whole where DCGM keeps an integer, and for the X
 the XID code as the value; a metric the table does not name keeps its otel name. Some metrics
 are several dcgm fields, told apart by a point attribute (`hw.gpu.utilization` by
 `hw.gpu.task`): their family is chosen per point (`Targets.is_split`, `Targets.of_point`), and the
-attribute that chose it is not repeated as a label (`Target.drop`). Some are one dcgm field
-where the metric has a point per value of an attribute (`nvidia.gpu.nvlink.io` per direction,
-dcgm-exporter's NVLink total): those points are added up into one sample without that attribute
-(`DcgmNames.sum_over`); a group with a point that is not a number gives no sample. Both kinds
-take the general path every batch (the replay hands them to it).
+attribute that chose it is not repeated as a label (`Target.drop`); they take the general path
+every batch (the replay hands them to it).
 """
 
 from __future__ import annotations
@@ -34,20 +31,17 @@ class Sample(NamedTuple):
     target: Target
     attributes: AttrItems
     text: str
-    points: int = 1  # the points it holds (a dcgm sum holds several)
 
 
 class Samples(NamedTuple):
     """A metric's points as the general path writes them: `target` (None for a split metric,
     whose samples each have their own, and for a metric whose data could not be read), the
-    points that are numbers, and whether every point is one. `summed`: the samples are dcgm
-    sums of several points each (no replay plan can write them point by point)."""
+    points that are numbers, and whether every point is one."""
 
     metric: Metric
     target: Target | None
     samples: list[Sample]
     complete: bool
-    summed: bool = False
 
 
 class Targets:
@@ -67,13 +61,7 @@ class Targets:
         for metric in metrics:
             points = metric.points
             try:
-                names = self._names(metric)
-                if names is not None and names.sum_over:
-                    target = self.of(metric)
-                    summed = self._summed_samples(metric, names.sum_over, target)
-                    out.append(Samples(metric, target, summed, True, summed=True))
-                    continue
-                if names is not None and names.split_by:
+                if self.is_split(metric):
                     out.append(Samples(metric, None, self._split_samples(metric), True))
                     continue
                 target = self.of(metric)
@@ -106,36 +94,10 @@ class Targets:
             samples.append(Sample(target, tuple(point.attributes.items()), text + "\n"))
         return samples
 
-    def _summed_samples(self, metric: Metric, over: str, target: Target) -> list[Sample]:
-        """One sample per group of points that differ only by the attribute `over`: their sum,
-        labelled without it; none for a group with a point that is not a number."""
-        groups: dict[AttrItems, list[float] | None] = {}
-        for point in metric.points:
-            key = tuple(item for item in point.attributes.items() if item[0] != over)
-            value = point.value
-            group = groups.setdefault(key, [])
-            if group is None:
-                continue
-            if value.__class__ is int or value.__class__ is float:
-                group.append(value)
-            else:
-                groups[key] = None  # not a number: the whole group is left out
-        samples: list[Sample] = []
-        for key, values in groups.items():
-            if values is None:
-                continue
-            try:
-                text = format_sample(sum(values), dict(key), target)
-            except (TypeError, ValueError, OverflowError):
-                continue
-            samples.append(Sample(target, key, text + "\n", len(values)))
-        return samples
-
     def is_split(self, metric: Metric) -> bool:
-        """Whether `metric`'s points need the general path every batch: their family depends
-        on each point's attributes, or several points are one sample (a dcgm sum)."""
+        """Whether the family of `metric`'s points depends on each point's attributes."""
         names = self._names(metric)
-        return names is not None and bool(names.split_by or names.sum_over)
+        return names is not None and bool(names.split_by)
 
     def of(self, metric: Metric) -> Target:
         """The target of a metric that is not split (remembered by name: a metric's descriptor

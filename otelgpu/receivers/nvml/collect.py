@@ -20,7 +20,7 @@ from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.gpm import GpmReader
-from otelgpu.receivers.nvml.health import HealthSummary, status_points
+from otelgpu.receivers.nvml.health import HealthSummary, status_points, summary_attributes
 from otelgpu.receivers.nvml.metrics import XID_CODE
 from otelgpu.receivers.nvml.nvml import NvmlClient
 from otelgpu.receivers.nvml.processes import ProcessReader, gone_markers
@@ -33,7 +33,7 @@ from otelgpu.receivers.nvml.reading import (
     add_point,
     metrics_of,
 )
-from otelgpu.receivers.nvml.sources import FIELD_IDS, NO_ATTRIBUTES, Plan
+from otelgpu.receivers.nvml.sources import FIELD_IDS, FieldRead, Plan
 
 _FIELD_NAMES = {field_id: name for name, field_id in FIELD_IDS.items()}
 _UP = "nvidia.gpu.up"
@@ -68,8 +68,16 @@ class Collector:
         self._processes = (
             None if resolver is None else ProcessReader(client, plan, resolver, self._guard)
         )
-        self._field_ids = [r.field_id for r in plan.fields]
-        self._reads = {r.field_id: r for r in plan.fields}
+        self._reads: dict[int, tuple[FieldRead, ...]] = {}
+        for read in plan.fields:
+            self._reads[read.field_id] = (*self._reads.get(read.field_id, ()), read)
+        self._field_ids = list(self._reads)
+        # (metric, attributes) → how many fields add up into that point (more than one: a
+        # total, emitted only when every part answered that cycle)
+        self._parts: dict[tuple[str, int], int] = {}
+        for read in plan.fields:
+            key = (read.metric, id(read.attributes))
+            self._parts[key] = self._parts.get(key, 0) + 1
         self._xid_attributes: dict[int, Attributes] = {}
         self._summary = HealthSummary()
         self._hidden = () if emitted is None else tuple(plan.enabled - emitted)
@@ -158,19 +166,22 @@ class Collector:
             )
 
     def _health(self, device: Device, cycle: Cycle, points: Points) -> None:
-        """`nvidia.gpu.up` and `hw.status`: emitted for a lost GPU too (that is the news)."""
+        """`nvidia.gpu.up` and `hw.status`, each with the health summary: emitted for a lost
+        GPU too (that is the news)."""
         enabled = self._plan.enabled
-        if _UP in enabled:
-            add_point(points, _UP, NO_ATTRIBUTES, cycle, 1 if device.up else 0, device)
-        if _STATUS in enabled:
-            if device.up and not device.is_mig:
-                xids = cycle.xids.get(device.uuid, {})
-                states = self._summary.points(device.uuid, points, xids, cycle.now_ns)
-            else:  # a MIG instance is as healthy as it answers; its GPU carries the reasons
-                states = status_points(
-                    "ok" if device.up else "failed", "" if device.up else "gpu_lost"
-                )
-            for attributes, value in states:
+        up, status = _UP in enabled, _STATUS in enabled
+        if not (up or status):
+            return
+        if device.up and not device.is_mig:
+            xids = cycle.xids.get(device.uuid, {})
+            state, reason = self._summary.state(device.uuid, points, xids, cycle.now_ns)
+        else:  # a MIG instance is as healthy as it answers; its GPU carries the reasons
+            state, reason = ("ok", "") if device.up else ("failed", "gpu_lost")
+        if up:
+            attributes = summary_attributes(state, reason)
+            add_point(points, _UP, attributes, cycle, 1 if device.up else 0, device)
+        if status:
+            for attributes, value in status_points(state, reason):
                 add_point(points, _STATUS, attributes, cycle, value, device)
 
     # --- reading ------------------------------------------------------------------------------
@@ -211,25 +222,32 @@ class Collector:
         answer = self._guard(device, "fields", self._client.field_values, device.handle, ids)
         if isinstance(answer, Failed):
             return
-        sums: dict[tuple[str, int], tuple[Attributes, int | float]] = {}
+        sums: dict[tuple[str, int], tuple[Attributes, int | float, int]] = {}
         for entry in answer:
-            read = self._reads.get(entry.field_id)
-            if read is None:
+            reads = self._reads.get(entry.field_id)
+            if reads is None:
                 continue
             if entry.code == nvml.SUCCESS:
-                value = entry.value if read.scale == 1.0 else entry.value * read.scale
-                key = (read.metric, id(read.attributes))
-                held = sums.get(key)
-                sums[key] = (read.attributes, value if held is None else held[1] + value)
+                for read in reads:
+                    value = entry.value if read.scale == 1.0 else entry.value * read.scale
+                    key = (read.metric, id(read.attributes))
+                    held = sums.get(key)
+                    sums[key] = (
+                        (read.attributes, value, 1)
+                        if held is None
+                        else (read.attributes, held[1] + value, held[2] + 1)
+                    )
             elif entry.code == nvml.ERROR_GPU_IS_LOST:
                 raise GpuLost
             elif entry.code in nvml.UNSUPPORTED_CODES:
                 device.unsupported.add(f"field:{entry.field_id}")
                 device.field_ids = None
             else:
-                self._guard.error(read.name)
-        for (metric, _), (attributes, value) in sums.items():
-            add_point(points, metric, attributes, cycle, value, device)
+                self._guard.error(reads[0].name)
+        parts = self._parts
+        for key, (attributes, value, answered) in sums.items():
+            if answered == parts[key]:  # never part of a total
+                add_point(points, key[0], attributes, cycle, value, device)
         if len(ids) and all(f"field:{i}" in device.unsupported for i in ids):
             device.unsupported.add("fields")  # nothing left to ask this device in a batch
 

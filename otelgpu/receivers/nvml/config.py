@@ -16,7 +16,7 @@ from otelgpu.config.types import (
     StrictModel,
     check_metric_names,
 )
-from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS
+from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS, HEALTH_METRICS
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
 SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
@@ -176,10 +176,10 @@ class NvmlReceiverConfig(StrictModel):
         )
 
     def read_metrics(self) -> frozenset[str]:
-        """The catalog names to read: those emitted, and the inputs of `hw.status`'s rules
-        while it is on (read for it, not emitted)."""
+        """The catalog names to read: those emitted, and the inputs of the health summary's
+        rules while a metric carrying it is on (read for it, not emitted)."""
         enabled = self.enabled_metrics()
-        return enabled | HEALTH_INPUTS if "hw.status" in enabled else enabled
+        return enabled | HEALTH_INPUTS if enabled & HEALTH_METRICS else enabled
 
     def use_simulated(self, nvml_present: Callable[[], bool]) -> bool:
         """Whether the simulated backend serves this receiver (`nvml_present` is asked only

@@ -3,7 +3,7 @@ why a metric is on by default.
 
 Facts from NVIDIA/dcgm-exporter: the fields its `etc/default-counters.csv` enables
 (`DCGM_DEFAULT_COUNTERS`), the metrics it splits into a field per value of one attribute
-(`DCGM_SPLIT`) or reports as one total of their points (`DCGM_SUMS`), and its units
+(`DCGM_SPLIT`), and its units
 (`dcgm_scale`: the factor from the catalog's unit). `dcgm_names.py` builds the naming table
 exporters render from these; `default_reason` gives the Default column of `docs/metrics.md`.
 """
@@ -18,7 +18,6 @@ from otelgpu.receivers.nvml.metrics import (
     BY_NAME,
     CATALOG,
     GPU_TASK,
-    IO_DIRECTION,
     SENSOR_LOCATION,
     MetricSpec,
 )
@@ -75,9 +74,6 @@ DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
     ),
     **PARITY_DCGM_SPLIT,
 }
-
-# Metrics with a point per value of one attribute where dcgm-exporter's field is their total.
-DCGM_SUMS: Mapping[str, str] = {"nvidia.gpu.nvlink.io": IO_DIRECTION}
 
 # OTel value * factor = dcgm-exporter value (it reports %, MiB, MHz, mJ and ns).
 _DCGM_UNIT_SCALE: Mapping[str, float] = {

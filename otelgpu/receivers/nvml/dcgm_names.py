@@ -1,8 +1,8 @@
 """The nvml receiver's metrics in dcgm-exporter's names: the naming table its factory carries.
 
 Built once from the catalog (`MetricSpec.dcgm`; `dcgm_fields.DCGM_SPLIT` for the metrics
-dcgm-exporter splits into several fields by one attribute, `dcgm_fields.DCGM_SUMS` for those it
-reports as one total of a metric's points) and dcgm-exporter's unit per field, checked against its
+dcgm-exporter splits into several fields by one attribute), each field's HELP text
+(`dcgm_help.py`) and dcgm-exporter's unit per field, checked against its
 `etc/default-counters.csv` help texts: utilization in percent (0..100) for the
 `DCGM_FI_DEV_*_UTIL` fields but a ratio (0..1) for the `DCGM_FI_PROF_*` activity fields,
 framebuffer memory in MiB, clocks in MHz, energy in mJ, power in W, temperatures in °C, PCIe
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 from otelgpu.receivers.nvml import fields_parity
-from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, DCGM_SUMS
+from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT
 from otelgpu.receivers.nvml.dcgm_help import DCGM_HELP
 from otelgpu.receivers.nvml.metrics import CATALOG, XID_CODE, MetricSpec
 
@@ -115,7 +115,7 @@ def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
     found = dcgm_field(spec.dcgm, spec.unit) if spec.dcgm else None
     if found is None:
         return None
-    return DcgmNames(spec.unit, found, sum_over=DCGM_SUMS.get(spec.name, ""))
+    return DcgmNames(spec.unit, found)
 
 
 NAMING = NamingTable(

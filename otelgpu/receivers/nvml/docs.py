@@ -27,19 +27,21 @@ column says why a metric is on:
 - `yes (dcgm)`: it carries one of dcgm-exporter's default counters (utilization, framebuffer memory,
   clocks, temperatures, power and energy, PCIe replays and throughput, NVLink traffic, XIDs,
   remapped rows, vGPU licence, graphics / tensor / DRAM activity);
-- `yes (health)`: the agent's view of the GPU (`nvidia.gpu.up`, `hw.status`);
+- `yes (health)`: the agent's view of the GPU, one series per GPU: `nvidia.gpu.up`, which also
+  carries the health summary (`hw.state` and `nvidia.gpu.health.reason`);
 - `yes (holders)`: who holds each GPU, the allocation series `k8s_attributes` adds (below).
 
 Everything else is opt-in: detail dcgm-exporter also leaves out by default (a series per NVLink,
 per clock-event reason, per violation policy, per PCIe link limit; ECC and retired-page counts;
 the other GPM pipes), what the defaults already give in another form (memory limit and
-utilization are usage + free + reserved; the power limit), and the per-process metrics (a
+utilization are usage + free + reserved; the power limit; `hw.status`, the health summary as
+the hardware conventions shape it, a series per state), and the per-process metrics (a
 series per process, gone and replaced at each restart): switch them on by name, with
 `processes: true`. With `processes: true` and none of them on, the receiver still lists each
 GPU's processes (no series of their own), so `otelgpu_gpu_processes_outside_allocation` counts
-squatters either way. `hw.status` still reads the inputs of its rules (clock events, PCIe
-link, NVLink state, pending repairs, XIDs) while their own metrics are off; they are emitted
-only when switched on. `python bench/fleet_cost.py` counts the series and bytes per node
+squatters either way. The health summary still reads the inputs of its rules (clock events,
+PCIe link, NVLink state, pending repairs, XIDs) while their own metrics are off; they are
+emitted only when switched on. `python bench/fleet_cost.py` counts the series and bytes per node
 against dcgm-exporter's defaults.
 
 Switch one metric on or off, or everything on at once (`metric_set: all`; the per-metric
@@ -132,7 +134,10 @@ against it. In particular:
   `DCGM_FI_DEV_GPU_UTIL`, `_ENC_UTIL`, `_DEC_UTIL`).
 - `hw.errors` has `error.type` `corrected` / `uncorrected`; `hw.status` has `hw.state` `ok` /
   `degraded` / `failed` (1 for the state the GPU is in) and, beyond the conventions,
-  `nvidia.gpu.health.reason` (why; rules in docs/migrating-from-dcgm-exporter.md).
+  `nvidia.gpu.health.reason` (why; rules in docs/migrating-from-dcgm-exporter.md). It is
+  opt-in: by default the same summary rides on `nvidia.gpu.up`'s one series per GPU, whose
+  `hw.state` is the current state, so a healthy fleet pays one series per GPU for it, not
+  three.
 - `hw.gpu.memory.usage` and `hw.gpu.memory.limit` are UpDownCounters (non-monotonic sums) in
   OTLP; Prometheus shows them as gauges.
 - Every data point carries `{semconv.HW_ID}` and `{semconv.HW_TYPE}` (the conventions require
@@ -147,9 +152,11 @@ Where we deliberately differ:
 - `hw.driver_version`, `hw.serial_number`, `hw.firmware_version`, `hw.model` and `hw.vendor`
   are resource attributes (one value per GPU), not repeated on every data point as the GPU
   metric attribute group lists them.
-- NVLink traffic is `nvidia.gpu.nvlink.io` with `network.io.direction` (shaped like
-  `hw.gpu.io`, which does not say which bus); dcgm naming serves dcgm-exporter's single
-  `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` per GPU, the sum of both directions.
+- NVLink traffic is `nvidia.gpu.nvlink.io`, both directions added (dcgm-exporter's
+  `DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL`: one series per GPU); the opt-in
+  `nvidia.gpu.nvlink.io.by_direction` has a point per `network.io.direction` (shaped like
+  `hw.gpu.io`, which does not say which bus). A GPU that answers one direction only in a cycle
+  has no total that cycle (half a total would read as a counter reset).
 
 ## Metrics added by processors
 

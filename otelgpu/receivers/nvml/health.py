@@ -1,4 +1,8 @@
-"""The GPU health summary, `hw.status`: one answer to "does this GPU need attention?".
+"""The GPU health summary: one answer to "does this GPU need attention?".
+
+It is carried by `nvidia.gpu.up` (on by default: one series per GPU, `hw.state` the state and
+`nvidia.gpu.health.reason` why) and by `hw.status` (opt-in: the hardware conventions' shape, a
+series per state, 1 on the current one).
 
 Computed once per GPU per cycle from the readings that cycle already took (no NVML call of
 its own) and the XID counts. The rules, most serious first (each that matches adds its reason
@@ -107,10 +111,10 @@ class HealthSummary:
                 recent.append(code)
         return sorted(recent)
 
-    def points(
+    def state(
         self, uuid: str, points: Points, xids: Mapping[int, int], now_ns: int
-    ) -> list[tuple[Attributes, int]]:
-        """One (attributes, value) per hw.state: 1 on the GPU's state, with its reasons."""
+    ) -> tuple[str, str]:
+        """(the GPU's hw.state, its reasons joined by commas; "" when ok)."""
         failed, degraded = reading_reasons(points)
         for code in self._recent_xids(uuid, xids, now_ns):
             if code in FAILED_XIDS:
@@ -118,7 +122,18 @@ class HealthSummary:
             elif code in DEGRADED_XIDS:
                 degraded.append(f"xid_{code}")
         state = "failed" if failed else "degraded" if degraded else "ok"
-        return status_points(state, ",".join(failed + degraded))
+        return state, ",".join(failed + degraded)
+
+    def points(
+        self, uuid: str, points: Points, xids: Mapping[int, int], now_ns: int
+    ) -> list[tuple[Attributes, int]]:
+        """One (attributes, value) per hw.state: 1 on the GPU's state, with its reasons."""
+        return status_points(*self.state(uuid, points, xids, now_ns))
+
+
+def summary_attributes(state: str, reason: str) -> Attributes:
+    """The health summary as `nvidia.gpu.up` carries it."""
+    return {HW_STATE: state, HEALTH_REASON: reason}
 
 
 def status_points(state: str, reason: str) -> list[tuple[Attributes, int]]:

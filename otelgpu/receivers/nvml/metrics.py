@@ -24,11 +24,12 @@ says which of dcgm-exporter's fields each metric's points are, and in which unit
 
 Lean by default: a metric is on by default (`enabled`) when it carries one of dcgm-exporter's
 default counters (`dcgm_fields.DCGM_DEFAULT_COUNTERS`), or when it is the agent's own view of
-the GPU (`nvidia.gpu.up`, `hw.status`); `dcgm_fields.default_reason` says which (a test holds
-the two together). Everything else is opt-in, one
-metric at a time or all at once (the receiver's `metric_set: all`): the per-process metrics
-too, whose series come and go with each process. `hw.status` still reads the inputs of its
-rules (`HEALTH_INPUTS`) when their own metrics are off; they are then read, not emitted.
+the GPU (`nvidia.gpu.up`, one series per GPU carrying its health summary);
+`dcgm_fields.default_reason` says which (a test holds the two together). Everything else is
+opt-in, one metric at a time or all at once (the receiver's `metric_set: all`): the
+per-process metrics too, whose series come and go with each process, and `hw.status`, the same
+health summary as a series per state. The health summary still reads the inputs of its rules
+(`HEALTH_INPUTS`) when their own metrics are off; they are then read, not emitted.
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ def _updown(
     return MetricSpec(name, unit, SUM, False, description, enabled, source, dcgm, attributes)
 
 
-# The readings `hw.status`'s rules use (health.py): read whenever `hw.status` is on, emitted
-# only when their own metric is on too.
+# The readings the health summary's rules use (health.py): read whenever `nvidia.gpu.up` or
+# `hw.status` (the metrics carrying the summary) is on, emitted only when their own metric is on.
+HEALTH_METRICS: frozenset[str] = frozenset({"nvidia.gpu.up", "hw.status"})
 HEALTH_INPUTS: frozenset[str] = frozenset(
     {
         "hw.gpu.utilization",
@@ -156,14 +158,18 @@ def _parity(row: Row) -> MetricSpec:
 CATALOG: tuple[MetricSpec, ...] = (
     _gauge(
         "nvidia.gpu.up", "{state}", "agent:health", "",
-        "1 while the GPU answers NVML, 0 once it is lost (NVML_ERROR_GPU_IS_LOST).",
+        "1 while the GPU answers NVML, 0 once it is lost (NVML_ERROR_GPU_IS_LOST); hw.state is "
+        "its health summary (ok, degraded, failed) and nvidia.gpu.health.reason says why "
+        "(docs/migrating-from-dcgm-exporter.md, GPU health rules).",
+        attributes=(HW_STATE, HEALTH_REASON),
     ),
     _updown(
         "hw.status", "1", "agent:health", "",
-        "GPU health summary, 1 for the hw.state the GPU is in (ok, degraded, failed) and 0 for "
-        "the others; nvidia.gpu.health.reason lists why (docs/migrating-from-dcgm-exporter.md, "
-        "GPU health rules; gpu_lost once NVML loses the GPU).",
+        "GPU health summary as the hardware conventions have it, a series per hw.state: 1 for "
+        "the state the GPU is in (ok, degraded, failed) and 0 for the others; "
+        "nvidia.gpu.health.reason lists why (the same summary nvidia.gpu.up carries).",
         (HW_STATE, HEALTH_REASON),
+        enabled=False,
     ),
     _gauge(
         "hw.gpu.utilization", "1", "call:nvmlDeviceGetUtilizationRates", "",
@@ -245,9 +251,18 @@ CATALOG: tuple[MetricSpec, ...] = (
         "field:NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,"
         "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        "NVLink data bytes, all links: network.io.direction is transmit or receive (dcgm's "
-        "total is their sum).",
+        "NVLink data bytes sent and received, all links (nvidia.gpu.nvlink.io.by_direction "
+        "has each direction).",
+    ),
+    _counter(
+        "nvidia.gpu.nvlink.io.by_direction", "By",
+        "field:NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,"
+        "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX",
+        "",
+        "NVLink data bytes, all links: network.io.direction is transmit or receive "
+        "(nvidia.gpu.nvlink.io is their sum).",
         (IO_DIRECTION,),
+        enabled=False,
     ),
     _counter(
         "nvidia.gpu.xid.errors", "{error}", "event:nvmlEventTypeXidCriticalError",

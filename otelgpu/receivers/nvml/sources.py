@@ -76,7 +76,8 @@ _FIELD_POINT: Mapping[str, tuple[Attributes, float]] = {
 class FieldRead:
     """One field of the batched call: the metric it feeds, its point attributes, its scale.
 
-    Several fields with the same metric and attributes add up into one point (NVLink TX+RX).
+    Several fields with the same metric and attributes add up into one point (NVLink TX+RX);
+    a field several enabled metrics read is asked once and feeds each of them.
     """
 
     field_id: int
@@ -198,7 +199,9 @@ OTHER_SOURCES = frozenset({"agent", "event", "process"})
 
 
 def field_reads(spec: MetricSpec) -> list[FieldRead]:
-    """The field reads behind a spec's `field:` sources (its main one and its `also`)."""
+    """The field reads behind a spec's `field:` sources (its main one and its `also`). A
+    metric that declares no attributes gives its points none: its fields add up into one
+    point (`nvidia.gpu.nvlink.io`, both directions)."""
     reads = []
     for source in spec.sources:
         how, _, what = source.partition(":")
@@ -206,6 +209,8 @@ def field_reads(spec: MetricSpec) -> list[FieldRead]:
             continue
         for name in what.split(","):
             attributes, scale = _FIELD_POINT.get(name, (NO_ATTRIBUTES, 1.0))
+            if not spec.attributes:
+                attributes = NO_ATTRIBUTES
             reads.append(FieldRead(FIELD_IDS[name], name, spec.name, attributes, scale))
     return reads
 

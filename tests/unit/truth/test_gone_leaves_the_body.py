@@ -128,7 +128,7 @@ async def test_an_ended_process_leaves_the_body_at_the_next_cycle(
 
 
 @pytest.mark.parametrize("naming", ["otel", "dcgm"])
-async def test_a_lost_gpu_keeps_only_its_up_status_and_info_series(naming: Naming) -> None:
+async def test_a_lost_gpu_keeps_only_its_up_and_info_series(naming: Naming) -> None:
     telemetry, clock = SelfTelemetry(), FakeClock()
     receiver = _receiver(
         telemetry,
@@ -149,11 +149,11 @@ async def test_a_lost_gpu_keeps_only_its_up_status_and_info_series(naming: Namin
         clock.now += 31
         lines = body.ingest(await receiver.scrape())
         names = {line.partition("{")[0] for line in lines if '"GPU-a"' in line}
-        # up and status say it is lost; the info series keeps its static facts (serial, VBIOS)
-        # for the operator who has to find the board
-        kept = {"nvidia_gpu_up", "hw_status", "hw_gpu_info", "DCGM_EXP_GPU_HEALTH_STATUS"}
-        assert names and names <= kept, names
-        assert {"nvidia_gpu_up", "hw_status"} <= names, names
+        # up says it is lost, and why (its health summary); the info series keeps its static
+        # facts (serial, VBIOS) for the operator who has to find the board
+        assert names == {"nvidia_gpu_up", "hw_gpu_info"}, names
+        (up,) = [line for line in lines if line.startswith("nvidia_gpu_up{") and "GPU-a" in line]
+        assert 'hw_state="failed"' in up and "gpu_lost" in up and up.endswith(" 0")
         assert any('"GPU-b"' in line for line in lines if line.startswith(tuple(names)))
     finally:
         await receiver.shutdown()

@@ -116,7 +116,7 @@ def test_an_xid_holds_its_state_for_the_hold_time_after_it_last_rose() -> None:
 
 
 async def test_health_through_the_receiver(make_receiver: MakeReceiver) -> None:
-    receiver = make_receiver(simulated={"gpus": 5})
+    receiver = make_receiver(simulated={"gpus": 5}, metrics={"hw.status": {"enabled": True}})
     sim(receiver).set_reading(1, "NVML_FI_DEV_REMAPPED_FAILURE", 1)
     sim(receiver).set_reading(2, "nvlink_down", 5)
     sim(receiver).set_reading(3, "pcie_width", 4)
@@ -130,6 +130,8 @@ async def test_health_through_the_receiver(make_receiver: MakeReceiver) -> None:
         (status,) = [m for m in metrics(gpu).values() if m.name == "hw.status"]
         (current,) = [p.attributes for p in status.points if p.value == 1]
         states.append((current["hw.state"], current["nvidia.gpu.health.reason"]))
+        (up,) = metrics(gpu)["nvidia.gpu.up"].points  # the same summary, on one series
+        assert up.value == 1 and {k: up.attributes[k] for k in current} == current
     assert states == [
         ("ok", ""),
         ("failed", "row_remap_failure"),
@@ -140,9 +142,10 @@ async def test_health_through_the_receiver(make_receiver: MakeReceiver) -> None:
 
 
 async def test_health_is_not_emitted_when_switched_off(make_receiver: MakeReceiver) -> None:
-    receiver = make_receiver(metrics={"hw.status": {"enabled": False}})
+    off = {"enabled": False}
+    receiver = make_receiver(metrics={"hw.status": off, "nvidia.gpu.up": off})
     (gpu,) = by_id(await receiver.scrape()).values()
-    assert "hw.status" not in metrics(gpu)
+    assert not {"hw.status", "nvidia.gpu.up"} & metrics(gpu).keys()
 
 
 def _documented_xids(state: str) -> set[int]:

@@ -22,6 +22,7 @@ from otelgpu.receivers.nvml.dcgm_fields import (
 )
 from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS
 from otelgpu.service.builtins import builtin_registry
+from tests.fakes import FakeClock
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 
 # dcgm-exporter's default counters on a bare-metal H100 SXM: every field of its CSV answers,
@@ -57,7 +58,33 @@ async def test_default_series_per_gpu_are_no_more_than_dcgm_exporters(
     series = {name: len(m.points) for name, m in metrics(gpu).items()}
     theirs = sum(n for name, n in series.items() if name not in OURS_ONLY)
     assert theirs <= DCGM_SERIES_PER_H100, series
-    assert sum(series[name] for name in OURS_ONLY) == 4  # up, and hw.status's three states
+    assert sum(series.get(name, 0) for name in OURS_ONLY) == 1  # up, with the health on it
+
+
+async def test_a_gpus_default_series_and_its_holders_are_no_more_than_dcgm_exporters(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver()
+    await receiver.scrape()
+    (gpu,) = by_id(await receiver.scrape()).values()
+    series = {name: len(m.points) for name, m in metrics(gpu).items()}
+    holder = 1  # the allocation series k8s_attributes adds for the container holding it
+    assert sum(series.values()) + holder <= DCGM_SERIES_PER_H100, series
+
+
+async def test_the_health_summary_is_on_the_up_series_by_default(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(simulated={"gpus": 2})
+    sim(receiver).set_reading(1, "pcie_width", 4)
+    found = list(by_id(await receiver.scrape()).values())
+    ups = [metrics(gpu)["nvidia.gpu.up"].points for gpu in found]
+    summary = ("hw.state", "nvidia.gpu.health.reason")
+    assert [(p.value, {k: p.attributes[k] for k in summary}) for (p,) in ups] == [
+        (1, {"hw.state": "ok", "nvidia.gpu.health.reason": ""}),
+        (1, {"hw.state": "degraded", "nvidia.gpu.health.reason": "pcie_width"}),
+    ]
+    assert all("hw.status" not in metrics(gpu) for gpu in found)  # opt-in: a series per state
 
 
 def test_metric_set_all_switches_every_metric_on() -> None:
@@ -99,12 +126,16 @@ service:
     ]
 
 
-def test_health_inputs_are_read_while_hw_status_is_on() -> None:
+@pytest.mark.parametrize("health", ["nvidia.gpu.up", "hw.status"])
+def test_health_inputs_are_read_while_a_health_metric_is_on(health: str) -> None:
     lean = NvmlReceiverConfig()
     assert HEALTH_INPUTS - lean.enabled_metrics()  # some of them are opt-in
     assert lean.read_metrics() == lean.enabled_metrics() | HEALTH_INPUTS
-    no_health = NvmlReceiverConfig.model_validate({"metrics": {"hw.status": {"enabled": False}}})
+    off = {"nvidia.gpu.up": {"enabled": False}, "hw.status": {"enabled": False}}
+    no_health = NvmlReceiverConfig.model_validate({"metrics": off})
     assert no_health.read_metrics() == no_health.enabled_metrics()
+    one = NvmlReceiverConfig.model_validate({"metrics": {**off, health: {"enabled": True}}})
+    assert one.read_metrics() == one.enabled_metrics() | HEALTH_INPUTS
 
 
 def test_health_inputs_name_every_metric_the_rules_read() -> None:
@@ -114,7 +145,7 @@ def test_health_inputs_name_every_metric_the_rules_read() -> None:
     assert HEALTH_INPUTS - read == {"nvidia.gpu.xid.errors"}  # the XID rules read the events
 
 
-async def test_hw_status_keeps_its_rules_while_their_metrics_are_off(
+async def test_the_health_summary_keeps_its_rules_while_their_metrics_are_off(
     make_receiver: MakeReceiver,
 ) -> None:
     receiver = make_receiver(simulated={"gpus": 3})
@@ -124,10 +155,10 @@ async def test_hw_status_keeps_its_rules_while_their_metrics_are_off(
     found = list(by_id(await receiver.scrape()).values())
     reasons = []
     for gpu in found:
-        (current,) = [p.attributes for p in metrics(gpu)["hw.status"].points if p.value == 1]
+        ((current, _),) = [(p.attributes, p.value) for p in metrics(gpu)["nvidia.gpu.up"].points]
         reasons.append((current["hw.state"], current["nvidia.gpu.health.reason"]))
         for name in HEALTH_INPUTS - NvmlReceiverConfig().enabled_metrics():
-            assert name not in metrics(gpu), name  # read for hw.status, not emitted
+            assert name not in metrics(gpu), name  # read for the health summary, not emitted
     assert reasons == [
         ("degraded", "clock_hw_thermal"),
         ("degraded", "nvlink_down"),
@@ -144,3 +175,36 @@ def test_the_per_process_metrics_are_opt_in_one_by_one() -> None:
     )
     assert one.enabled_metrics() & process == {"nvidia.gpu.process.utilization"}
     assert NvmlReceiverConfig.model_validate({"metric_set": "all"}).enabled_metrics() >= process
+
+
+async def test_nvlink_traffic_is_one_total_by_default_and_per_direction_on_request(
+    make_receiver: MakeReceiver, clock: FakeClock
+) -> None:
+    total = "nvidia.gpu.nvlink.io"
+    split = "nvidia.gpu.nvlink.io.by_direction"
+    (lean,) = by_id(await make_receiver().scrape()).values()
+    assert len(metrics(lean)[total].points) == 1 and split not in metrics(lean)
+    both = make_receiver(metrics={split: {"enabled": True}})
+    await both.scrape()
+    clock.now += 10  # the simulated GPU has sent and received since
+    (gpu,) = by_id(await both.scrape()).values()
+    (point,) = metrics(gpu)[total].points
+    directions = {p.attributes["network.io.direction"]: p.value for p in metrics(gpu)[split].points}
+    assert directions.keys() == {"transmit", "receive"}
+    assert point.value == sum(directions.values()) > 0
+
+
+async def test_a_gpu_answering_one_nvlink_direction_has_no_half_total(
+    make_receiver: MakeReceiver, clock: FakeClock
+) -> None:
+    split = "nvidia.gpu.nvlink.io.by_direction"
+    receiver = make_receiver(
+        metrics={split: {"enabled": True}},
+        simulated={"gpus": 1, "unsupported_fields": ["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"]},
+    )
+    await receiver.scrape()
+    clock.now += 10
+    (gpu,) = by_id(await receiver.scrape()).values()
+    assert "nvidia.gpu.nvlink.io" not in metrics(gpu)  # half a counter would read as a reset
+    (point,) = metrics(gpu)[split].points
+    assert point.attributes["network.io.direction"] == "transmit" and point.value > 0

@@ -340,7 +340,7 @@ async def test_receiver_over_real_backend_reads_links_it_has(
     asked = [args[1] for args in fake.called("nvmlDeviceGetNvLinkState")]
     assert asked.count(3) == 1 and asked.count(0) == 2
     assert max(asked) == 17
-    assert points(gpu, "hw.status")[("degraded", "clock_sw_thermal,nvlink_down")] == 1
+    assert points(gpu, "nvidia.gpu.up") == {("degraded", "clock_sw_thermal,nvlink_down"): 1}
     # The bare-metal licence call was refused once, for good.
     assert len(fake.called("nvmlDeviceGetGridLicensableFeatures_v4")) == 1
     errors = [m for m in telemetry.collect().metrics if m.name == "otelgpu_nvml_read_errors_total"]

@@ -103,7 +103,8 @@ async def test_values_are_converted_to_catalog_units(make_receiver: MakeReceiver
     assert type(value(gpu, "nvidia.gpu.memory.clock")) is int  # ints stay ints
     assert value(gpu, "hw.power") == pytest.approx(fields[186] / 1000)
     assert value(gpu, "hw.energy") == pytest.approx(fields[83] / 1000)
-    nvlink = by_attribute(gpu, "nvidia.gpu.nvlink.io", "network.io.direction")
+    assert value(gpu, "nvidia.gpu.nvlink.io") == (fields[138] + fields[139]) * 1024
+    nvlink = by_attribute(gpu, "nvidia.gpu.nvlink.io.by_direction", "network.io.direction")
     assert nvlink == {"transmit": fields[138] * 1024, "receive": fields[139] * 1024}
     temperatures = by_attribute(gpu, "hw.temperature", "hw.sensor_location")
     assert temperatures == {"gpu": client.temperature(handle), "memory": fields[82]}
@@ -191,15 +192,14 @@ async def test_lost_gpu_is_reported_down_while_others_report(
     for _ in range(3):
         after = by_id(await receiver.scrape())
 
-    assert metrics(after["GPU-a"]).keys() == {"nvidia.gpu.up", "hw.status"}
+    assert metrics(after["GPU-a"]).keys() == {"nvidia.gpu.up"}
     assert value(after["GPU-a"], "nvidia.gpu.up") == 0
-    lost = {"ok": 0, "degraded": 0, "failed": 1}
-    assert by_attribute(after["GPU-a"], "hw.status", "hw.state") == lost
-    assert by_attribute(after["GPU-a"], "hw.status", "nvidia.gpu.health.reason") == {
-        "": 0,
-        "gpu_lost": 1,
+    assert by_attribute(after["GPU-a"], "nvidia.gpu.up", "hw.state") == {"failed": 0}
+    assert by_attribute(after["GPU-a"], "nvidia.gpu.up", "nvidia.gpu.health.reason") == {
+        "gpu_lost": 0
     }
-    assert by_attribute(after["GPU-b"], "hw.status", "hw.state")["ok"] == 1
+    assert by_attribute(after["GPU-b"], "nvidia.gpu.up", "hw.state") == {"ok": 1}
+    assert by_attribute(after["MIG-a1"], "nvidia.gpu.up", "hw.state") == {"failed": 0}
     assert value(after["MIG-a1"], "nvidia.gpu.up") == 0
     assert value(after["GPU-b"], "nvidia.gpu.up") == 1
     assert "hw.gpu.utilization" in metrics(after["GPU-b"])
