@@ -14,6 +14,12 @@ Facts, read from NVIDIA/dcgm-exporter (main branch; release 4.5.3-4.8.2):
   device), then the XID gauge's `err_code` and `err_msg` (`"0"`, `"No Error"` before any XID).
 - `internal/pkg/collector/gpu_collector.go` (`toString`): DCGM's int64 fields print with `%d`,
   its doubles with `%f`; a blank value (a field the device does not answer) is skipped.
+
+Values: `render` takes each device's readings in dcgm-exporter's units (`readings`: what the
+agent read from the same GPU, so both sides carry the same numbers and gzip sees the same
+entropy) and prints them as dcgm-exporter does; a field with no reading there (the XID gauge
+and the vGPU licence before any XID or licence: 0; a caller that gives none) gets a plausible
+busy-H100 reading, `_READING`.
 - Answered per device: on a whole GPU every field (a bare-metal GPU answers the vGPU licence as
   0; the XID gauge is there from the start); on a MIG-enabled GPU each instance is a device and
   the GPU itself is not listed, and an instance answers every field but the four
@@ -71,7 +77,7 @@ DEFAULT_COUNTERS: tuple[Counter, ...] = (
     Counter("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", 118),
 )
 
-# A plausible reading of each field on a busy H100 (the value's width is what counts here).
+# A plausible reading of each field on a busy H100, for a field the caller has no reading of.
 _READING: Mapping[str, float] = {
     "DCGM_FI_DEV_SM_CLOCK": 1980,
     "DCGM_FI_DEV_MEM_CLOCK": 2619,
@@ -117,12 +123,19 @@ def _help(counter: Counter) -> str:
     return ((words + " ") * (counter.help_length // (len(words) + 1) + 1))[: counter.help_length]
 
 
-def _value(counter: Counter, device: Device) -> str:
-    reading = _READING.get(counter.field, 0) * (1 + device.gpu / 100)
+# (GPU UUID, GPU_I_ID or "") → field → the reading in dcgm-exporter's unit
+Readings = Mapping[tuple[str, str], Mapping[str, float]]
+
+
+def _value(counter: Counter, device: Device, readings: Readings) -> str:
+    found = readings.get((device.uuid, device.mig[1] if device.mig else ""), {})
+    reading = found.get(counter.field)
+    if reading is None:
+        reading = _READING.get(counter.field, 0) * (1 + device.gpu / 100)
     return f"{reading:f}" if counter.double else f"{round(reading):d}"
 
 
-def _line(counter: Counter, device: Device, host: str, driver: str) -> str:
+def _line(counter: Counter, device: Device, host: str, driver: str, readings: Readings) -> str:
     labels = [
         f'gpu="{device.gpu}"',
         f'UUID="{device.uuid}"',
@@ -139,16 +152,22 @@ def _line(counter: Counter, device: Device, host: str, driver: str) -> str:
     labels += [f'{key}="{extra[key]}"' for key in sorted(extra)]
     if counter.field == "DCGM_FI_DEV_XID_ERRORS":
         labels.append(_XID_LABELS)
-    return f"{counter.field}{{{','.join(labels)}}} {_value(counter, device)}"
+    return f"{counter.field}{{{','.join(labels)}}} {_value(counter, device, readings)}"
 
 
-def render(devices: Iterable[Device], host: str, driver: str) -> tuple[bytes, int]:
-    """The body dcgm-exporter serves for `devices`, and how many series it holds."""
+def render(
+    devices: Iterable[Device], host: str, driver: str, readings: Readings | None = None
+) -> tuple[bytes, int]:
+    """The body dcgm-exporter serves for `devices` (with `readings` where given), and how many
+    series it holds."""
     devices = list(devices)
+    readings = readings or {}
     parts: list[str] = []
     series = 0
     for counter in DEFAULT_COUNTERS:
-        lines = [_line(counter, d, host, driver) for d in devices if counter in counters_of(d)]
+        lines = [
+            _line(counter, d, host, driver, readings) for d in devices if counter in counters_of(d)
+        ]
         if not lines:
             continue
         parts += [

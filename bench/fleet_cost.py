@@ -18,7 +18,8 @@ scraper that asks, dcgm-exporter's is always plain), the mean length of a series
 OTLP bytes per minute (one collection's request, gzipped at level 6 as `otlp_http` sends it,
 times the collections a minute holds at the receiver's default `collection_interval`).
 dcgm-exporter's figures are computed from its published CSV and render template for the same
-devices, holders and labels (bench/dcgm_default_counters.py says how). Then the 10,000-node
+devices, holders, labels and readings (each field's value is the one the agent's `naming: dcgm`
+body holds for that device; bench/dcgm_default_counters.py says how). Then the 10,000-node
 fleet: active series, samples per second at a 15 s scrape, and ingest bytes per second.
 
     python bench/fleet_cost.py [--gpus 8] [--mig-gpus 0] [--mig-per-gpu 3] [--pods 100]
@@ -227,7 +228,7 @@ def count_series(text: str, node: Node) -> tuple[list[int], int, float]:
     return per_gpu, agent, length / max(series, 1)
 
 
-async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figures, Batch]:
+async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figures, Batch, str]:
     with tempfile.TemporaryDirectory(prefix="p8-proc-") as proc_dir:
         pipe = Pipeline(node, node.write_host_proc(Path(proc_dir)), naming, args)
         await pipe.start()
@@ -263,7 +264,23 @@ async def ours(node: Node, naming: str, args: argparse.Namespace) -> tuple[Figur
         otlp,
         items,
     )
-    return figures, batch
+    return figures, batch, text
+
+
+_DCGM_LINE = re.compile(r"^(DCGM_FI_[A-Z0-9_]+)\{(.*)\} (\S+)$", re.M)
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
+
+
+def readings_of(text: str) -> dcgm.Readings:
+    """Each device's readings in a `naming: dcgm` body: (UUID, GPU_I_ID) → field → value (the
+    XID gauge left out: it holds a code, and dcgm-exporter's is 0 before any XID)."""
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for field, labels, value in _DCGM_LINE.findall(text):
+        if field == "DCGM_FI_DEV_XID_ERRORS":
+            continue
+        named = dict(_LABEL.findall(labels))
+        found.setdefault((named["UUID"], named.get("GPU_I_ID", "")), {})[field] = float(value)
+    return found
 
 
 def dcgm_devices(node: Node, batch: Batch, args: argparse.Namespace) -> list[dcgm.Device]:
@@ -298,9 +315,11 @@ def dcgm_devices(node: Node, batch: Batch, args: argparse.Namespace) -> list[dcg
     return devices
 
 
-def theirs(node: Node, batch: Batch, args: argparse.Namespace) -> Figures:
+def theirs(node: Node, batch: Batch, args: argparse.Namespace, readings: dcgm.Readings) -> Figures:
+    """dcgm-exporter's bill for the node, its devices carrying `readings` (what the agent read
+    from the same GPUs, in dcgm-exporter's units)."""
     driver = str(batch[0].resource[semconv.HW_DRIVER_VERSION])
-    body, _ = dcgm.render(dcgm_devices(node, batch, args), NODE_NAME, driver)
+    body, _ = dcgm.render(dcgm_devices(node, batch, args), NODE_NAME, driver, readings)
     per_gpu, agent, line = count_series(body.decode(), node)
     return Figures(
         "dcgm-exporter", per_gpu, agent, len(body), len(dcgm.gzipped(body)), False, line, None
@@ -332,6 +351,29 @@ def ratios(mine: Figures, base: Figures) -> dict[str, float]:
     }
 
 
+# The families a body can be left without, in order, to show what the distance to dcgm-exporter's
+# bill is made of: the agent's own series (the shipped alerts read them), then the info series.
+_PARTS = (("the agent's own series", AGENT_PREFIX), ("the info series", "hw_gpu_info"))
+
+
+def gap(text: str, base: Figures) -> str:
+    """The `naming: dcgm` body's ratios to dcgm-exporter's without each part of `_PARTS` in
+    turn (gzip: both sides at dcgm.gzipped's level, so the parts compare alike)."""
+    lines = text.splitlines(keepends=True)
+    theirs_gzip = base.gzipped
+    out = []
+    for name, prefix in _PARTS:
+        heads = (prefix, f"# HELP {prefix}", f"# TYPE {prefix}")
+        lines = [line for line in lines if not line.startswith(heads)]
+        body = "".join(lines).encode()
+        series = sum(1 for line in lines if not line.startswith("#"))
+        out.append(
+            f"without {name}: series {series / base.series:.2f}x, plain"
+            f" {len(body) / base.plain:.2f}x, gzip {len(dcgm.gzipped(body)) / theirs_gzip:.2f}x"
+        )
+    return "ours, naming dcgm, " + "; then ".join(out)
+
+
 def fleet(f: Figures, nodes: int) -> str:
     series = f.series * nodes
     return (
@@ -349,9 +391,9 @@ async def main(args: argparse.Namespace) -> None:
         procs=args.procs,
         pods=args.pods,
     )
-    otel, batch = await ours(node, "otel", args)
-    named, _ = await ours(node, "dcgm", args)
-    base = theirs(node, batch, args)
+    otel, batch, _ = await ours(node, "otel", args)
+    named, _, text = await ours(node, "dcgm", args)
+    base = theirs(node, batch, args, readings_of(text))
     labels = ", ".join(
         [*(f"env {k}" for k in args.env), *(f"pod label {k}" for k in args.pod_labels)]
     )
@@ -368,6 +410,7 @@ async def main(args: argparse.Namespace) -> None:
     for mine in (otel, named):
         got = ratios(mine, base)
         print(f"{mine.who} / dcgm-exporter: " + ", ".join(f"{k} {v:.2f}x" for k, v in got.items()))
+    print(gap(text, base))
     print(f"{args.nodes} nodes, scraped every {SCRAPE_INTERVAL:g} s:")
     for figures in (otel, named, base):
         print("  " + fleet(figures, args.nodes))

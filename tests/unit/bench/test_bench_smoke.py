@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from bench import dcgm_default_counters as dcgm
 from bench.dcgm_default_counters import DEFAULT_COUNTERS
+from bench.fleet_cost import readings_of
 from otelgpu.receivers.nvml.dcgm_fields import DCGM_DEFAULT_COUNTERS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -126,3 +128,23 @@ def test_fleet_cost_figures_add_up() -> None:
 def test_the_benchs_dcgm_table_is_the_catalogs_default_counters() -> None:
     assert {c.field for c in DEFAULT_COUNTERS} == DCGM_DEFAULT_COUNTERS
     assert len(DEFAULT_COUNTERS) == len(DCGM_DEFAULT_COUNTERS)  # no field twice
+
+
+def test_dcgm_exporters_body_carries_the_readings_it_is_given_as_it_prints_them() -> None:
+    gpu = dcgm.Device(0, "GPU-a", "00000000:18:00.0", "NVIDIA H100 80GB HBM3")
+    ours = (
+        'DCGM_FI_DEV_POWER_USAGE{UUID="GPU-a",gpu="0"} 352.5\n'
+        'DCGM_FI_DEV_GPU_UTIL{UUID="GPU-a",gpu="0"} 51\n'
+        'DCGM_FI_DEV_XID_ERRORS{UUID="GPU-a",err_code="79"} 79\n'
+    )
+    readings = readings_of(ours)
+    assert readings == {
+        ("GPU-a", ""): {"DCGM_FI_DEV_POWER_USAGE": 352.5, "DCGM_FI_DEV_GPU_UTIL": 51}
+    }
+    body, series = dcgm.render([gpu], "node-1", "550.54.15", readings)
+    values = dict(re.findall(r"^(DCGM_FI_\w+)\{.*\} (\S+)$", body.decode(), re.M))
+    assert series == len(DEFAULT_COUNTERS) == len(values)
+    assert values["DCGM_FI_DEV_POWER_USAGE"] == "352.500000"  # a double, printed with %f
+    assert values["DCGM_FI_DEV_GPU_UTIL"] == "51"
+    assert values["DCGM_FI_DEV_XID_ERRORS"] == "0"  # no XID before one: not the agent's code
+    assert values["DCGM_FI_DEV_SM_CLOCK"] == "1980"  # no reading given: the busy-H100 one
