@@ -33,8 +33,9 @@ INTERVAL = 0.25
 ALLOCATION = "nvidia_gpu_allocation_ratio"
 INFO = "hw_gpu_info"
 # Labels the receiver produces on points (every catalog point attribute, plus the XID code and
-# dcgm's err_code); every other label is a property of the series. A GPU's hw.status has one
-# series per hw.state whatever its reason, so the reason is not one of them.
+# dcgm's err_code); every other label is a property of the series. A GPU's health summary
+# (nvidia.gpu.up, and hw.status when on) has one series per hw.state whatever its reason, so
+# the reason is not one of them.
 POINT_LABELS = tuple(
     sorted(
         {sanitize_label(key) for spec in CATALOG for key in spec.attributes if key != HEALTH_REASON}
