@@ -29,7 +29,8 @@ class DcgmField:
     Prometheus type dcgm-exporter declares where it is not the metric's own ("" otherwise).
     value_from: a point attribute whose value is the sample instead of the point's value (the
     XID field holds the XID code). help: the family's HELP text, for the field as served (its
-    unit, its part of a split metric); "" keeps the metric's description.
+    unit, its part of a split metric); "" keeps the metric's description. double: DCGM keeps
+    the field as a double, which dcgm-exporter prints with six decimals (`%f`).
     """
 
     name: str
@@ -38,6 +39,7 @@ class DcgmField:
     type: str = ""
     value_from: str = ""
     help: str = ""
+    double: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 `naming: otel` names a family by the OpenTelemetry → Prometheus translation (`naming.py`).
 `naming: dcgm` names it by dcgm-exporter's field where the naming table the exporter was given
 has one (`otelgpu.pdata.naming`, filled by the receiver that produces the metric), in the
-field's unit (`scale`), printed whole where DCGM keeps an integer, and for the XID field with
+field's unit (`scale`), printed whole where DCGM keeps an integer and with six decimals where
+it keeps a double (dcgm-exporter's `%d` and `%f`), and for the XID field with
 the XID code as the value; a metric the table does not name keeps its otel name. Some metrics
 are several dcgm fields, told apart by a point attribute (`hw.gpu.utilization` by
 `hw.gpu.task`): their family is chosen per point (`Targets.is_split`, `Targets.of_point`), and the
@@ -144,6 +145,7 @@ class Targets:
                 names.split_by,
                 found.integer,
                 found.value_from,
+                found.double,
             )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(namespaced(self._namespace, name), type_, metric.description)

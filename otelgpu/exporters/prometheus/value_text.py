@@ -2,8 +2,8 @@
 
 The value's text is Go's spelling, as the Prometheus text formats have it: integers whole,
 finite floats by their shortest round-trip text, `NaN`, `+Inf` and `-Inf`. A target may scale
-the value to another unit, print it whole, or take it from a point attribute instead (dcgm's
-XID field, whose value is the XID code).
+the value to another unit, print it whole or with six decimals (dcgm-exporter's `%d` and `%f`),
+or take it from a point attribute instead (dcgm's XID field, whose value is the XID code).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from otelgpu.pdata.model import Attributes
 @dataclass(frozen=True, slots=True)
 class Target:
     """Where the points of one metric go: family name, type, help, and how a value is written
-    (times `scale`, rounded when `integer`, or the point attribute `value_from` instead)."""
+    (times `scale`, rounded when `integer`, six decimals when `fixed`, or the point attribute
+    `value_from` instead)."""
 
     name: str
     type: str
@@ -26,11 +27,12 @@ class Target:
     drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
     integer: bool = False
     value_from: str = ""
+    fixed: bool = False
     # Whether values are written as they come (no scale, rounding or substitution).
     plain: bool = field(init=False)
 
     def __post_init__(self) -> None:
-        plain = self.scale == 1.0 and not self.integer and not self.value_from
+        plain = self.scale == 1.0 and not (self.integer or self.value_from or self.fixed)
         object.__setattr__(self, "plain", plain)
 
 
@@ -43,6 +45,8 @@ def format_sample(value: float, attributes: Attributes, target: Target) -> str:
         value = value * target.scale
     if target.integer:
         value = round(value)
+    elif target.fixed and math.isfinite(value):
+        return f"{value:f}"
     return format_value(value)
 
 

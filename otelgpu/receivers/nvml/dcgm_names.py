@@ -10,7 +10,8 @@ throughput in bytes per second. A field whose unit is not listed here, or that t
 unit does not convert to, has no dcgm name (the exporter keeps the OTel one).
 
 The fields DCGM keeps as integers (`DCGM_INTEGER`) are printed whole, as dcgm-exporter prints
-them (`55`, not `55.00000000000001`). The XID field holds the XID code (`value_from`), with the
+them (`55`, not `55.00000000000001`), and its doubles with six decimals (`0.494666`, not
+`0.49466595567035876`). The XID field holds the XID code (`value_from`), with the
 code as dcgm-exporter's `err_code` label.
 """
 
@@ -102,7 +103,8 @@ def dcgm_field(name: str, unit: str) -> DcgmField | None:
     help_ = DCGM_HELP[name]
     if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
         return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_)
-    return DcgmField(name, scale, integer=name in DCGM_INTEGER, help=help_)
+    integer = name in DCGM_INTEGER
+    return DcgmField(name, scale, integer=integer, help=help_, double=not integer)
 
 
 def dcgm_names(spec: MetricSpec) -> DcgmNames | None:

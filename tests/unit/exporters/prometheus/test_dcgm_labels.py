@@ -120,7 +120,7 @@ def test_integer_fields_print_as_integers() -> None:
     assert sample(lines["DCGM_FI_DEV_SM_CLOCK"][0]) == "1410"
     assert sample(lines["DCGM_FI_DEV_GPU_TEMP"][0]) == "41"
     assert sample(lines["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"][0]) == "1234567"
-    assert sample(lines["DCGM_FI_DEV_POWER_USAGE"][0]) == "312.5"  # a double in DCGM too
+    assert sample(lines["DCGM_FI_DEV_POWER_USAGE"][0]) == "312.500000"  # a double: Go's %f
 
 
 def test_every_dcgm_field_says_whether_it_is_an_integer() -> None:

@@ -118,3 +118,28 @@ def test_otel_naming_keeps_the_catalog_description() -> None:
     rendered, _ = render_text(store.families.values())
     found = dict(re.findall(r"^# HELP (\S+) (.*)$", rendered, re.MULTILINE))
     assert found["hw_gpu_utilization_ratio"] == SPECS["hw.gpu.utilization"].description
+
+
+DOUBLES = sorted(f.name for _, _, f in FIELDS if not f.integer and not f.value_from)
+
+
+def test_the_doubles_are_power_and_the_ratios() -> None:
+    assert sorted({"DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", *RATIOS}) == DOUBLES
+
+
+@pytest.mark.parametrize("field", DOUBLES)
+def test_a_double_prints_as_dcgm_exporter_prints_it(field: str) -> None:
+    (line,) = [line for line in body(0.4946659556).splitlines() if line.startswith(field + "{")]
+    assert sample(line) == "0.494666"  # Go's %f: six decimals
+
+
+def test_a_double_that_is_not_finite_keeps_its_spelling_and_otel_naming_its_digits() -> None:
+    (line,) = [
+        ln for ln in body(float("nan")).splitlines() if ln.startswith("DCGM_FI_DEV_POWER_USAGE{")
+    ]
+    assert sample(line) == "NaN"
+    store = SeriesStore()
+    make_translator("otel").ingest(store, catalog_batch(0.4946659556), now=1.0)
+    rendered, _ = render_text(store.families.values())
+    (line,) = [ln for ln in rendered.splitlines() if ln.startswith("hw_power_watts{")]
+    assert sample(line) == "0.4946659556"

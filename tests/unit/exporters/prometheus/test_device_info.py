@@ -212,7 +212,7 @@ def test_a_dcgm_line_is_no_longer_than_dcgm_exporters() -> None:
     theirs = (
         "DCGM_FI_DEV_POWER_USAGE{"
         + ",".join(f'{k}="{labels[k]}"' for k in [*order, *rest])
-        + "} 312.5"
+        + "} 312.500000"  # a double, as dcgm-exporter prints it (%f)
     )
     assert rest == ["DCGM_FI_DRIVER_VERSION", "container", "namespace", "pod"]
     assert len(line) <= len(theirs)
