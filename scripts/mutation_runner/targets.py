@@ -382,6 +382,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_replay.py",
             f"{PROM}/test_render.py",
             f"{PROM}/test_dcgm.py",
+            f"{PROM}/test_dcgm_text.py",  # dcgm's integers and doubles as it prints them
         ],
     ),
     "prom_identities": (
