@@ -65,7 +65,6 @@ def test_catalog_translates_to_the_names_the_bundle_uses() -> None:
         "hw_power_watts",
         "hw_temperature_celsius",
         "nvidia_gpu_memory_busy_ratio",
-        "hw_status",
         "nvidia_gpu_xid_errors_total",
         "hw_errors_total",
         "nvidia_gpu_memory_remapped_rows_total",
@@ -89,7 +88,6 @@ def test_dcgm_translation_gives_the_names_the_dcgm_bundle_uses() -> None:
         "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
         "DCGM_FI_DEV_XID_ERRORS",
         "nvidia_gpu_up",
-        "hw_status",
         "nvidia_gpu_clock_event_active",
         "nvidia_gpu_allocation_ratio",
     } <= dcgm_names()

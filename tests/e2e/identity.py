@@ -34,8 +34,8 @@ ALLOCATION = "nvidia_gpu_allocation_ratio"
 INFO = "hw_gpu_info"
 # Labels the receiver produces on points (every catalog point attribute, plus the XID code and
 # dcgm's err_code); every other label is a property of the series. A GPU's health summary
-# (nvidia.gpu.up, and hw.status when on) has one series per hw.state whatever its reason, so
-# the reason is not one of them.
+# (nvidia.gpu.up: one series, its hw.state the current state; hw.status when on: one series per
+# hw.state) keeps its series whatever the reason, so the reason is not one of them.
 POINT_LABELS = tuple(
     sorted(
         {sanitize_label(key) for spec in CATALOG for key in spec.attributes if key != HEALTH_REASON}

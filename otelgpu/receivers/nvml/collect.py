@@ -46,8 +46,8 @@ _LISTED = 4
 class Collector:
     """Reads devices through a `Plan` and turns the readings into a batch.
 
-    `emitted`: the metrics to emit, when the plan reads more (the inputs of `hw.status`'s
-    rules whose own metrics are off: read for the health summary, then dropped)."""
+    `emitted`: the metrics to emit, when the plan reads more (the inputs of the health
+    summary's rules whose own metrics are off: read for the summary, then dropped)."""
 
     def __init__(
         self,

@@ -17,6 +17,8 @@ from otelgpu.pdata.model import Attributes, AttrValue
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
 
+IDENTITY_CACHE = 1024  # point attribute dicts a device keeps with its identity added
+
 
 @dataclass(eq=False)
 class Device:
@@ -39,7 +41,9 @@ class Device:
     process_resources: dict[int, dict[str, AttrValue]] = field(default_factory=dict)
     utilization_since_us: int = 0  # the newest per-process utilization sample already read
     # Point attributes with hw.id and hw.type added, per attribute dict of the catalog (by id;
-    # the dict is kept in the entry so its id cannot be reused by another).
+    # the dict is kept in the entry so its id cannot be reused by another). Emptied when it
+    # reaches IDENTITY_CACHE entries: attribute dicts are built once, so only a source that
+    # builds them anew would fill it, and then memory stays bounded.
     _with_identity: dict[int, tuple[Attributes, Attributes]] = field(default_factory=dict)
 
     @property
@@ -57,6 +61,8 @@ class Device:
             semconv.HW_TYPE: self.resource[semconv.HW_TYPE],
             **attributes,
         }
+        if len(self._with_identity) >= IDENTITY_CACHE:
+            self._with_identity.clear()
         self._with_identity[id(attributes)] = (attributes, merged)
         return merged
 

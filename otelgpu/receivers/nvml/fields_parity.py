@@ -1,7 +1,7 @@
 """Catalog entries for the readings dcgm-exporter users alert on, kept apart from `metrics.py`
 so the base catalog stays short: clock events and violation time, NVLink errors and link state,
 ECC lifetime counts, retired pages, row-remap pending, PCIe link, vGPU licence, and the extra
-GPM activity metrics (the `hw.status` health summary's rules are in `health.py`).
+GPM activity metrics (the health summary's rules are in `health.py`).
 
 Rows are plain tuples in `MetricSpec` field order (name, unit, kind, monotonic, description,
 enabled, source, dcgm, attributes) so this module does not import `metrics.py` (which imports

@@ -31,6 +31,7 @@ it answers and `failed` (`gpu_lost`) once its GPU is lost; the reasons live on i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 from otelgpu.pdata.model import Attributes, NumberDataPoint
@@ -51,6 +52,7 @@ DEGRADED_XIDS = frozenset(
 SLOWDOWN_REASONS = frozenset({"hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal"})
 STATES = ("ok", "degraded", "failed")
 BUSY = 0.5  # the utilization above which a lowered PCIe generation counts as degraded
+SUMMARIES = 256  # (state, reason) pairs kept built; a node sees a handful
 
 Points = Mapping[str, Sequence[NumberDataPoint]]
 
@@ -94,7 +96,7 @@ def reading_reasons(points: Points) -> tuple[list[str], list[str]]:
 
 
 class HealthSummary:
-    """Turns each cycle's readings into `hw.status` points; remembers when XIDs last rose."""
+    """Turns each cycle's readings into the GPU's health summary; remembers when XIDs last rose."""
 
     def __init__(self) -> None:
         # GPU UUID → XID code → (count last seen, time it last rose, ns)
@@ -126,19 +128,23 @@ class HealthSummary:
 
     def points(
         self, uuid: str, points: Points, xids: Mapping[int, int], now_ns: int
-    ) -> list[tuple[Attributes, int]]:
+    ) -> tuple[tuple[Attributes, int], ...]:
         """One (attributes, value) per hw.state: 1 on the GPU's state, with its reasons."""
         return status_points(*self.state(uuid, points, xids, now_ns))
 
 
+# The point attributes are shared and never changed: one dict per (state, reason) serves every
+# cycle (a device keeps its points' attributes per dict; a new dict each cycle would grow that).
+@functools.lru_cache(maxsize=SUMMARIES)
 def summary_attributes(state: str, reason: str) -> Attributes:
     """The health summary as `nvidia.gpu.up` carries it."""
     return {HW_STATE: state, HEALTH_REASON: reason}
 
 
-def status_points(state: str, reason: str) -> list[tuple[Attributes, int]]:
+@functools.lru_cache(maxsize=SUMMARIES)
+def status_points(state: str, reason: str) -> tuple[tuple[Attributes, int], ...]:
     """One (attributes, value) per hw.state: 1 on `state`, which alone carries the reason."""
-    return [
-        ({HW_STATE: s, HEALTH_REASON: reason if s == state else ""}, 1 if s == state else 0)
+    return tuple(
+        (summary_attributes(s, reason if s == state else ""), 1 if s == state else 0)
         for s in STATES
-    ]
+    )

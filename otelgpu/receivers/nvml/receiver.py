@@ -91,7 +91,7 @@ class NvmlReceiver:
         self._next = next
         self._clock = clock or RealClock()
         self.client = client or make_client(config, self._clock)
-        self._plan = Plan.build(config.read_metrics())  # hw.status's inputs too
+        self._plan = Plan.build(config.read_metrics())  # the health summary's inputs too
         self._controller: ScrapeController | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._devices: list[Device] | None = None

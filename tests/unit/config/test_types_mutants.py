@@ -52,9 +52,11 @@ def test_a_switch_for_a_metric_the_receiver_lacks_names_it_and_the_valid_ones(
 
 
 def test_a_switch_for_a_catalog_metric_is_kept(tmp_path: Path) -> None:
-    path = _write(tmp_path, "receivers:\n  nvml:\n    metrics: {hw.status: {enabled: false}}\n")
+    switch = "metrics: {nvidia.gpu.up: {enabled: false}, hw.status: {enabled: true}}"
+    path = _write(tmp_path, f"receivers:\n  nvml:\n    {switch}\n")
     config = load_config([str(path)], builtin_registry())
     nvml = config.components[Kind.RECEIVER][ComponentID.parse("nvml")]
     assert isinstance(nvml, NvmlReceiverConfig)
-    assert "hw.status" not in nvml.enabled_metrics()
+    assert "nvidia.gpu.up" not in nvml.enabled_metrics()  # on by default: the switch was kept
+    assert "hw.status" in nvml.enabled_metrics()  # off by default
     assert "hw.gpu.utilization" in nvml.enabled_metrics()

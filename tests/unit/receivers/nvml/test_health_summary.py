@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from otelgpu.pdata.model import Attributes, NumberDataPoint
+from otelgpu.receivers.nvml.devices import IDENTITY_CACHE, Device
 from otelgpu.receivers.nvml.health import DEGRADED_XIDS, FAILED_XIDS, XID_HOLD_S, HealthSummary
+from tests.fakes import FakeClock
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for
 
@@ -167,3 +169,35 @@ def test_the_documented_xid_classes_are_the_code_s() -> None:
     assert _documented_xids("failed") == FAILED_XIDS
     assert _documented_xids("degraded") == DEGRADED_XIDS
     assert not FAILED_XIDS & DEGRADED_XIDS
+
+
+@pytest.mark.parametrize("status", [False, True])
+async def test_the_health_attributes_are_built_once_not_each_cycle(
+    make_receiver: MakeReceiver, clock: FakeClock, status: bool
+) -> None:
+    """A device keeps its points' attributes with hw.id added per attribute dict: a health
+    summary built anew each cycle would grow that cache by one entry (three with hw.status)
+    every cycle, for as long as the agent runs."""
+    receiver = make_receiver(
+        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}, {"uuid": "GPU-b"}]},
+        metrics={"hw.status": {"enabled": status}},
+    )
+    sim(receiver).set_reading(1, "pcie_width", 4)  # GPU-b degraded, GPU-a ok
+    sizes = []
+    for cycle in range(30):
+        await receiver.scrape()
+        clock.now += 10
+        if cycle in (4, 29):
+            assert receiver._devices is not None
+            sizes.append([len(d._with_identity) for d in receiver._devices])
+    assert sizes[0] == sizes[1]
+
+
+def test_a_device_keeps_a_bounded_number_of_attribute_dicts() -> None:
+    """Whatever source builds its attribute dicts anew, the device's cache stays bounded."""
+    device = Device(handle=None, index=0, uuid="GPU-a", resource={"hw.type": "gpu"})
+    for i in range(3 * IDENTITY_CACHE):
+        assert device.point_attributes({"k": i}) == {"hw.id": "GPU-a", "hw.type": "gpu", "k": i}
+        assert len(device._with_identity) <= IDENTITY_CACHE
+    same = {"k": "x"}
+    assert device.point_attributes(same) is device.point_attributes(same)  # built once
