@@ -25,6 +25,7 @@ from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.real_nvml import RealNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.sources import FIELD_IDS
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim, value
@@ -345,3 +346,33 @@ async def test_receiver_over_real_backend_reads_links_it_has(
     assert len(fake.called("nvmlDeviceGetGridLicensableFeatures_v4")) == 1
     errors = [m for m in telemetry.collect().metrics if m.name == "otelgpu_nvml_read_errors_total"]
     assert errors == []
+
+
+async def test_an_nvlink_direction_failing_for_one_cycle_leaves_no_half_total_that_cycle(
+    fake: FakePynvml, telemetry: SelfTelemetry, clock: FakeClock, sink: Sink
+) -> None:
+    del fake.devices[GPU1]
+    fake.devices[GPU0].mig_mode = real.NVML_DEVICE_MIG_DISABLE
+    ull = real.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+    tx, rx = (
+        FIELD_IDS["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX"],
+        FIELD_IDS["NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX"],
+    )
+    split = "nvidia.gpu.nvlink.io.by_direction"
+    config = NvmlReceiverConfig.model_validate({"backend": "nvml", "metrics": on([split])})
+    receiver = NvmlReceiver(
+        make_settings("nvml", Kind.RECEIVER, telemetry), config, sink, clock=clock
+    )
+    try:
+        fake.field_answers = {
+            tx: (real.NVML_SUCCESS, ull, 10),
+            rx: (real.NVML_ERROR_UNKNOWN, ull, 0),
+        }
+        gpu = by_id(await receiver.scrape())["GPU-aaaa"]
+        assert "nvidia.gpu.nvlink.io" not in metrics(gpu)  # half a counter reads as a reset
+        assert points(gpu, split) == {("transmit",): 10 * 1024}
+        fake.field_answers = {tx: (real.NVML_SUCCESS, ull, 12), rx: (real.NVML_SUCCESS, ull, 9)}
+        gpu = by_id(await receiver.scrape())["GPU-aaaa"]
+        assert points(gpu, "nvidia.gpu.nvlink.io") == {(): (12 + 9) * 1024}  # asked again
+    finally:
+        await receiver.shutdown()
