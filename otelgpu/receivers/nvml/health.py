@@ -126,12 +126,6 @@ class HealthSummary:
         state = "failed" if failed else "degraded" if degraded else "ok"
         return state, ",".join(failed + degraded)
 
-    def points(
-        self, uuid: str, points: Points, xids: Mapping[int, int], now_ns: int
-    ) -> tuple[tuple[Attributes, int], ...]:
-        """One (attributes, value) per hw.state: 1 on the GPU's state, with its reasons."""
-        return status_points(*self.state(uuid, points, xids, now_ns))
-
 
 # The point attributes are shared and never changed: one dict per (state, reason) serves every
 # cycle (a device keeps its points' attributes per dict; a new dict each cycle would grow that).

@@ -11,7 +11,13 @@ import pytest
 
 from otelgpu.pdata.model import Attributes, NumberDataPoint
 from otelgpu.receivers.nvml.devices import IDENTITY_CACHE, Device
-from otelgpu.receivers.nvml.health import DEGRADED_XIDS, FAILED_XIDS, XID_HOLD_S, HealthSummary
+from otelgpu.receivers.nvml.health import (
+    DEGRADED_XIDS,
+    FAILED_XIDS,
+    XID_HOLD_S,
+    HealthSummary,
+    status_points,
+)
 from tests.fakes import FakeClock
 from tests.unit.receivers.nvml.conftest import MakeReceiver, by_id, metrics, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for
@@ -32,7 +38,7 @@ def summary(
     now_ns: int = 100 * S,
 ) -> tuple[str, str]:
     """(state, reason) of the point with value 1; checks the three-state shape."""
-    got = (health or HealthSummary()).points("GPU-a", points, xids or {}, now_ns)
+    got = status_points(*(health or HealthSummary()).state("GPU-a", points, xids or {}, now_ns))
     assert [a["hw.state"] for a, _ in got] == ["ok", "degraded", "failed"]
     ((attributes, _),) = [(a, v) for a, v in got if v == 1]
     assert all(a["nvidia.gpu.health.reason"] == "" for a, v in got if v == 0)
