@@ -68,16 +68,15 @@ class Collector:
         self._processes = (
             None if resolver is None else ProcessReader(client, plan, resolver, self._guard)
         )
+        # field id → the reads it feeds; (metric, attributes) → how many fields add up into
+        # that point (more than one: a total, emitted only when every part answered that cycle)
         self._reads: dict[int, tuple[FieldRead, ...]] = {}
-        for read in plan.fields:
-            self._reads[read.field_id] = (*self._reads.get(read.field_id, ()), read)
-        self._field_ids = list(self._reads)
-        # (metric, attributes) → how many fields add up into that point (more than one: a
-        # total, emitted only when every part answered that cycle)
         self._parts: dict[tuple[str, int], int] = {}
         for read in plan.fields:
+            self._reads[read.field_id] = (*self._reads.get(read.field_id, ()), read)
             key = (read.metric, id(read.attributes))
             self._parts[key] = self._parts.get(key, 0) + 1
+        self._field_ids = list(self._reads)
         self._xid_attributes: dict[int, Attributes] = {}
         self._summary = HealthSummary()
         self._hidden = () if emitted is None else tuple(plan.enabled - emitted)
