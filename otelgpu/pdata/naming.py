@@ -25,12 +25,12 @@ class DcgmField:
 
     name: the field (`DCGM_FI_DEV_GPU_UTIL`). scale: the metric's value times `scale` is the
     field's (its unit: % for a ratio, MiB for bytes, ...). integer: DCGM keeps the field as an
-    integer, so dcgm-exporter prints it whole (the scaled value is rounded). type: the
+    integer, so dcgm-exporter prints it whole (the scaled value is rounded); otherwise DCGM keeps
+    a double, which dcgm-exporter prints with six decimals (`%f`). type: the
     Prometheus type dcgm-exporter declares where it is not the metric's own ("" otherwise).
     value_from: a point attribute whose value is the sample instead of the point's value (the
     XID field holds the XID code). help: the family's HELP text, for the field as served (its
-    unit, its part of a split metric); "" keeps the metric's description. double: DCGM keeps
-    the field as a double, which dcgm-exporter prints with six decimals (`%f`).
+    unit, its part of a split metric); "" keeps the metric's description.
     """
 
     name: str
@@ -39,7 +39,6 @@ class DcgmField:
     type: str = ""
     value_from: str = ""
     help: str = ""
-    double: bool = False
 
 
 @dataclass(frozen=True, slots=True)

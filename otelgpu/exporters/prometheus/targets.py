@@ -145,7 +145,8 @@ class Targets:
                 names.split_by,
                 found.integer,
                 found.value_from,
-                found.double,
+                # DCGM keeps a field as an int64 or a double (the XID field's value is its code)
+                fixed=not (found.integer or found.value_from),
             )
         name = metric_name(metric.name, metric.unit, metric.kind, metric.monotonic)
         return Target(namespaced(self._namespace, name), type_, metric.description)

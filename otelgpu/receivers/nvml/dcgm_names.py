@@ -103,8 +103,7 @@ def dcgm_field(name: str, unit: str) -> DcgmField | None:
     help_ = DCGM_HELP[name]
     if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
         return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_)
-    integer = name in DCGM_INTEGER
-    return DcgmField(name, scale, integer=integer, help=help_, double=not integer)
+    return DcgmField(name, scale, integer=name in DCGM_INTEGER, help=help_)
 
 
 def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
