@@ -116,14 +116,13 @@ def test_collector_options_namespace_timestamps_and_resource_conversion() -> Non
 
 
 async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> None:
-    import socket
-
     import aiohttp
 
     from otelgpu.component.component import Kind
     from otelgpu.component.telemetry import SelfTelemetry
     from otelgpu.exporters.prometheus.exporter import PrometheusExporter
     from tests.fakes import FakeClock, FakeHost
+    from tests.peers.ports import free_port_everywhere
     from tests.unit.exporters.prometheus.batches import batch, gpu
     from tests.unit.exporters.prometheus.translators import nvml_settings
 
@@ -131,9 +130,7 @@ async def test_namespace_prefixes_pipeline_series_but_not_the_agents_own() -> No
     host = FakeHost(telemetry)
     # ":PORT": no host means every interface; it must answer on the loopback address. (Not
     # ":0": each interface's socket would get its own free port.)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port_everywhere()
     cfg = PrometheusExporterConfig.model_validate({"endpoint": f":{port}", "namespace": "gpu"})
     settings = nvml_settings("prometheus", Kind.EXPORTER, telemetry)
     exporter = PrometheusExporter(settings, cfg, clock=clock.monotonic, sleep=clock.sleep)
