@@ -10,7 +10,8 @@ Ours, per cycle, with the real components in this process (node: bench/node_fixt
     PrometheusExporter.consume + refresh  series store update, text render and gzip (the
                                           exporter does both once per update); scraped as
                                           Prometheus, the OpenMetrics body and its gzip too
-    otlp encode_bytes                     the request bytes, as the otlp exporter makes them
+    otlp request_bytes                    the request bytes (closing points included), as the
+                                          otlp exporter makes them
                                           (uncompressed)
 
 The baseline (`SdkAgent`) is an SDK agent written the natural way over the points ours
@@ -76,7 +77,9 @@ from prometheus_client.samples import Sample
 from bench.node_fixture import Node
 from otelgpu.component.component import ComponentID, Kind, Settings
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache
+from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.otlp.exporter import request_bytes
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
@@ -122,6 +125,7 @@ class Pipeline:
         config = NvmlReceiverConfig.model_validate(node.receiver_config(host_proc, "1h"))
         self.sink = Sink()
         self.attributes = AttributeCache()  # as the otlp exporter keeps one across batches
+        self.ended = EndedSeries()  # and what each identity sent last
         self.receiver = NvmlReceiver(_settings("nvml", Kind.RECEIVER, telemetry), config, self.sink)
         pods = FakePodResources()
         listed = node.pod_devices()
@@ -173,13 +177,13 @@ class Pipeline:
         batch = self.env.process(self.k8s.process(batch))
         await self.prometheus.consume(batch)
         await self.prometheus.refresh()
-        return batch, otlp_bytes(batch, self.attributes)
+        return batch, otlp_bytes(batch, self.attributes, self.ended)
 
 
-def otlp_bytes(batch: Batch, cache: AttributeCache) -> bytes:
-    """What the otlp exporter does per batch: `encode_bytes`, the request's wire bytes (its
-    transports send them as they are)."""
-    return encode_bytes(batch, cache)
+def otlp_bytes(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> bytes:
+    """What the otlp exporter does per batch: `request_bytes`, the request's wire bytes with
+    the closing points of what ended (its transports send them as they are)."""
+    return request_bytes(batch, cache, ended)
 
 
 class SdkAgent:
@@ -393,8 +397,8 @@ async def stages(pipe: Pipeline, cycles: int) -> dict[str, float]:
         "container_env.process": await cpu_per_cycle(lambda: pipe.env.process(labelled), cycles),
         "prometheus consume": consume,
         "prometheus render+gzip": await cpu_per_cycle(prom_update, cycles) - consume,
-        "otlp encode_bytes": await cpu_per_cycle(
-            lambda: otlp_bytes(final, pipe.attributes), cycles
+        "otlp request_bytes": await cpu_per_cycle(
+            lambda: otlp_bytes(final, pipe.attributes, pipe.ended), cycles
         ),
     }
 

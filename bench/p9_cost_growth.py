@@ -130,7 +130,7 @@ async def stage(pipe: Pipeline, name: str, raw: Batch, processed: Batch) -> None
         await pipe.prometheus.consume(processed)
         await pipe.prometheus.refresh()
     elif name == "otlp encode":
-        otlp_bytes(processed, pipe.attributes)
+        otlp_bytes(processed, pipe.attributes, pipe.ended)
     else:
         raise ValueError(name)
 

@@ -222,8 +222,13 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{OTLP}/test_otlp_encode.py",
             f"{OTLP}/test_otlp_encode_mutants.py",
             f"{OTLP}/test_otlp_wire.py",
+            f"{OTLP}/test_otlp_ended.py",
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
+    ),
+    "otlp_ended": (
+        "otelgpu/exporters/otlp/ended.py",
+        [f"{OTLP}/test_otlp_ended.py"],
     ),
     "otlp_exporter": (
         "otelgpu/exporters/otlp/exporter.py",
@@ -231,6 +236,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             *OTLP_CORE,
             f"{OTLP}/test_otlp_exporter_mutants.py",
             f"{OTLP}/test_otlp_resource_identity.py",
+            f"{OTLP}/test_otlp_ended.py",
         ],
     ),
     "otlp_factory": (

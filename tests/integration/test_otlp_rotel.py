@@ -26,11 +26,13 @@ from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.peers.rotel import ResourceOut, Rotel, rotel
 from tests.unit.exporters.otlp.batches import (
+    INTERVAL,
     START,
     T0,
     failed,
     gpu_metrics,
     gpu_resource,
+    holders,
     numbered_batch,
     sent,
 )
@@ -165,3 +167,26 @@ async def test_shutdown_with_the_receiver_down_counts_every_point(
         await exporter.consume(numbered_batch(seq, seq + 1))
     await exporter.shutdown()  # well within drain_timeout: the endpoint is seen down
     assert (sent(telemetry, id_), failed(telemetry, id_)) == (0, 15)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_holder_that_left_is_closed_and_the_receiver_takes_it(
+    receiver: Rotel, telemetry: SelfTelemetry, transport: str
+) -> None:
+    """The closing point (flagged "no recorded value", NaN) is accepted by a real receiver
+    beside the live series, and counts as nothing sent (it is not a reading)."""
+    exporter, id_ = _exporter(transport, receiver, telemetry)
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(holders(T0, "a", "b"))
+    await receiver.wait_for(lambda rs: len(rs) >= 2)
+    await exporter.consume(holders(T0 + INTERVAL, "a"))
+    got = await receiver.wait_for(lambda rs: len(rs) >= 4)
+    await exporter.shutdown()
+    second = {
+        (r.attributes["k8s.pod.name"], p.time_unix_nano, p.raw_value)
+        for r in got[2:]
+        for m in r.metrics
+        for p in m.points
+    }
+    assert second == {("a", T0 + INTERVAL, "1"), ("b", T0 + INTERVAL, "NaN")}
+    assert (sent(telemetry, id_), failed(telemetry, id_)) == (3, 0)

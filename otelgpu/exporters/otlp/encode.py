@@ -21,6 +21,7 @@ has one), and GPU points carry `hw.id` from the receiver.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable, Mapping
 from itertools import chain
@@ -42,6 +43,8 @@ _POINT_TIME = 0x19  # NumberDataPoint.time_unix_nano = 3, fixed64
 _POINT_DOUBLE = 0x21  # NumberDataPoint.as_double = 4, double
 _POINT_INT = 0x31  # NumberDataPoint.as_int = 6, sfixed64
 _POINT_ATTRIBUTES = 0x3A  # NumberDataPoint.attributes = 7
+# NumberDataPoint.flags = 8 (varint) holding DataPointFlags.FLAG_NO_RECORDED_VALUE_MASK = 1
+_NO_RECORDED_VALUE = b"\x40\x01"
 _RESOURCE_ATTRIBUTES = 0x0A  # Resource.attributes = 1
 _FIELD_1 = b"\x0a"  # field 1, length-delimited: every repeated child here, and KeyValue.key
 _FIELD_2 = b"\x12"  # field 2, length-delimited: ScopeMetrics.metrics, KeyValue.value, ...
@@ -86,7 +89,25 @@ def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
         cache.end_batch()
 
 
-def _request(batch: Batch, cache: AttributeCache) -> bytes:
+def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
+    """The request body of `batch` with every point written as a closing point (`ended.py`):
+    its time, a NaN `as_double`, its attributes and `flags` = FLAG_NO_RECORDED_VALUE. Two
+    encoded requests joined are one request holding both (a repeated field, concatenated)."""
+    if cache is None:
+        cache = AttributeCache()
+    cache.begin_batch()
+    try:
+        return _request(batch, cache, _closing_metric)
+    finally:
+        cache.end_batch()
+
+
+def _request(
+    batch: Batch,
+    cache: AttributeCache,
+    write: Callable[[Metric, AttributeCache, bytes], bytes] | None = None,
+) -> bytes:
+    write = _metric if write is None else write
     out: list[bytes] = []
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
@@ -94,7 +115,7 @@ def _request(batch: Batch, cache: AttributeCache) -> bytes:
         pid = rm.resource.get(PROCESS_PID)
         extra = b"" if pid is None else _attribute_fields(_POINT_ATTRIBUTES, {PROCESS_PID: pid})
         for metric in rm.metrics:
-            body = _metric(metric, cache, extra)
+            body = write(metric, cache, extra)
             metrics += (_FIELD_2, _length(len(body)), body)
         schema = _schema_url(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
@@ -132,6 +153,11 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
         point = head + attributes(p.attributes) if p.attributes else head + extra
         size = len(point)
         parts += (_FIELD_1, _LENGTHS[size] if size < 1024 else _length(size), point)
+    return _wrapped(metric, cache, parts)
+
+
+def _wrapped(metric: Metric, cache: AttributeCache, parts: list[bytes]) -> bytes:
+    """The Metric: its descriptor, then its points (`parts`) inside its gauge or sum."""
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
         if metric.monotonic:
@@ -141,6 +167,22 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
         data_tag = _GAUGE
     data = b"".join(parts)
     return cache.descriptor(metric) + data_tag + _length(len(data)) + data
+
+
+def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
+    """`_metric` for closing points: no value but NaN, and the no-recorded-value flag."""
+    attributes: Callable[[Mapping[str, Any]], bytes] = cache.point_attributes
+    if extra:
+        attributes = _adding(attributes, extra)
+    parts: list[bytes] = []
+    for p in metric.points:
+        point = (
+            _pack_time_d(_POINT_TIME, p.time_unix_nano, _POINT_DOUBLE, math.nan)
+            + (attributes(p.attributes) if p.attributes else extra)
+            + _NO_RECORDED_VALUE
+        )
+        parts += (_FIELD_1, _length(len(point)), point)
+    return _wrapped(metric, cache, parts)
 
 
 def _adding(

@@ -12,7 +12,9 @@ holds in memory is the size `sizer: bytes` bounds.
 
 Every resource sent carries the agent's `service.name`, `service.instance.id` and
 `service.version` (`resource.py`) unless it has its own; a resource without metrics (an
-exporter's "this identity is now empty" marker) is not sent.
+exporter's "this identity is now empty" marker) is not sent, but it closes what that identity
+sent before: each series an identity stops sending gets one point flagged "no recorded value"
+(`ended.py`), so a backend fed by OTLP ends it at once instead of serving its last value.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from otelgpu.confighttp.compression import gunzip_bytes, gzip_bytes
 from otelgpu.exporterhelper.queue import BatchQueue, Item, by_bytes, by_points, by_request
 from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
-from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
+from otelgpu.exporters.otlp.ended import EndedSeries
 from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.pdata.model import Batch, point_count
 
@@ -104,6 +107,7 @@ class OtlpExporter:
         self._overflowing = False
         self._last_partial = ""
         self._attributes = AttributeCache()
+        self._ended = EndedSeries()  # what each identity sent last, to close what ends
         self._unsent_at_shutdown = 0
         self._in_flight: dict[int, _Flight] = {}  # batches a consumer is sending, by number
         self._flights = itertools.count()
@@ -170,19 +174,17 @@ class OtlpExporter:
     async def consume(self, batch: Batch) -> None:
         """Encodes `batch`, queues its request and returns at once; a full queue refuses it and
         counts its points. Resources without metrics are left out (a batch of nothing else is
-        not queued)."""
-        if not all(rm.metrics for rm in batch):
-            batch = tuple(rm for rm in batch if rm.metrics)
-        if not batch:
+        not queued). The request also closes the series the batch's identities stopped sending
+        (`ended.py`); those closing points are not counted as points."""
+        if self._stopped:  # a late batch during the service's shutdown: counted, not queued
+            if points := point_count(batch):
+                self._telemetry.exporter_result(self._id, 0, points)
+            return
+        request = request_bytes(batch, self._attributes, self._ended)
+        if not request:
             return
         points = point_count(batch)
-        if self._stopped:  # a late batch during the service's shutdown: counted, not queued
-            self._telemetry.exporter_result(self._id, 0, points)
-            return
-        # Wire bytes, sent as they are: parsing them into a protobuf message only for the
-        # transport to serialize it again would cost ~4x their size in memory and the CPU of
-        # both steps, every cycle.
-        if self._queue.offer(Item(encode_bytes(batch, self._attributes), points)):
+        if self._queue.offer(Item(request, points)):
             if self._overflowing:
                 self._overflowing = False
                 self._log.info("sending queue has room again")
@@ -287,6 +289,20 @@ class OtlpExporter:
 
     def _publish_size(self) -> None:
         self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, self._queue.size, exporter=self._id)
+
+
+def request_bytes(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> bytes:
+    """The request for `batch` as sent on the wire (b"": nothing to send): its points, then a
+    closing point for each series its identities stopped sending. Wire bytes, sent as they
+    are: parsing them into a protobuf message only for the transport to serialize it again
+    would cost ~4x their size in memory and the CPU of both steps, every cycle."""
+    closing = ended.closing(batch)
+    if not all(rm.metrics for rm in batch):
+        batch = tuple(rm for rm in batch if rm.metrics)
+    request = encode_bytes(batch, cache) if batch else b""
+    if closing:
+        request += encode_closing_bytes(closing, cache)
+    return request
 
 
 _SIZERS = {"bytes": by_bytes, "items": by_points, "requests": by_request}

@@ -13,6 +13,10 @@ Each output is first read into `Seen` series, one shape for the three views, the
 5. `nothing_gone_is_shown`: no series of a deleted pod or an ended process;
    `lost_gpus_say_only_so`: none of a lost GPU (its MIG instances and processes) but its up
    and status, and the allocation series of the pods the kubelet still says hold it.
+7. `Downstream.lingering` (OTLP only): what a backend keeping point attributes as labels serves
+   after the request (a point flagged "no recorded value" ends its series there) is exactly what
+   the request reported: no series of a holder, process, health state or device that ended
+   goes on downstream on its last value.
 6. `caught_up_labels_are_present`: once the sources are up and nothing changed for one
    refresh interval, every holder's pod labels are there, and after two its business labels
    too: a new holder is known from the kubelet's next answer (within one interval), and its
@@ -254,8 +258,12 @@ def read_prometheus(text: str, naming: Naming) -> list[Seen]:
     return out
 
 
+NO_RECORDED_VALUE = 1  # DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
+
+
 def read_otlp(request: ExportMetricsServiceRequest) -> list[Seen]:
-    """The data points of an OTLP request, each with its resource's attributes.
+    """The data points of an OTLP request, each with its resource's attributes (a point that
+    closes a series, flagged "no recorded value", reports nothing and is left out).
 
     A point's identity is its metric, its device (`hw.id`), the holder for allocation
     points, and its own point attributes: a backend that does not keep every resource
@@ -269,6 +277,8 @@ def read_otlp(request: ExportMetricsServiceRequest) -> list[Seen]:
                 data = metric.WhichOneof("data")
                 points = getattr(metric, data).data_points if data else ()
                 for point in points:
+                    if point.flags & NO_RECORDED_VALUE:
+                        continue
                     attrs = {kv.key: _any(kv.value) for kv in point.attributes}
                     labels = {**resource, **attrs}
                     value = (
@@ -286,6 +296,38 @@ def read_otlp(request: ExportMetricsServiceRequest) -> list[Seen]:
                     )
                     out.append(replace(seen, identity=identity))
     return out
+
+
+class Downstream:
+    """The series a backend that keeps only point attributes as labels (Prometheus' OTLP
+    endpoint by default) holds live from one exporter's requests: a point starts or renews its
+    series, a point flagged "no recorded value" ends it."""
+
+    def __init__(self) -> None:
+        self.live: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+
+    def lingering(self, request: ExportMetricsServiceRequest) -> list[str]:
+        """Takes `request`; the live series it neither renewed nor ended (none when it is
+        empty: no cycle was sent)."""
+        renewed = set()
+        for rm in request.resource_metrics:
+            for scope in rm.scope_metrics:
+                for metric in scope.metrics:
+                    data = metric.WhichOneof("data")
+                    for point in getattr(metric, data).data_points if data else ():
+                        key = (
+                            metric.name,
+                            frozenset((kv.key, _any(kv.value)) for kv in point.attributes),
+                        )
+                        if point.flags & NO_RECORDED_VALUE:
+                            assert key not in renewed, f"[7 downstream] ended and renewed: {key}"
+                            self.live.discard(key)
+                        else:
+                            renewed.add(key)
+                            self.live.add(key)
+        if not request.resource_metrics:
+            return []
+        return sorted(f"{name} {dict(sorted(attrs))}" for name, attrs in self.live - renewed)
 
 
 def _any(value: object) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.pdata import semconv
@@ -9,6 +11,7 @@ from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, Reso
 
 T0 = 1_700_000_000_000_000_000
 START = 1_699_999_000_000_000_000
+INTERVAL = 10_000_000_000  # ten seconds between cycles, in ns
 
 
 def gpu_resource(
@@ -71,6 +74,40 @@ def gpu_metrics(time: int = T0) -> tuple[Metric, ...]:
                 ),
             ),
         ),
+    )
+
+
+def gauge(name: str, time: int, *points: tuple[dict[str, Any], float]) -> Metric:
+    """A gauge with one point per (attributes, value)."""
+    return Metric(
+        name=name,
+        unit="1",
+        description="",
+        kind=MetricKind.GAUGE,
+        points=tuple(
+            NumberDataPoint(attributes=attributes, time_unix_nano=time, value=value)
+            for attributes, value in points
+        ),
+    )
+
+
+def holders(time: int, *pods: str) -> Batch:
+    """A shared GPU's allocation series, one resource per holder (one identity)."""
+    gpu = gpu_resource(0)[semconv.HW_ID]
+    share = 1.0 / len(pods) if pods else 0.0
+    return tuple(
+        ResourceMetrics(
+            resource={**gpu_resource(0), semconv.K8S_POD_NAME: name},
+            metrics=(
+                gauge(
+                    semconv.GPU_ALLOCATION,
+                    time,
+                    ({semconv.HW_ID: gpu, semconv.K8S_POD_NAME: name}, share),
+                ),
+            ),
+            identity=(semconv.GPU_ALLOCATION, gpu),
+        )
+        for name in pods
     )
 
 

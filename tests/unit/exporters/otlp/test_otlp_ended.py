@@ -1,0 +1,198 @@
+"""A series that ends is closed downstream: the next request carries one point flagged
+FLAG_NO_RECORDED_VALUE for it, which Prometheus' OTLP endpoint and the Collector's Prometheus
+exporters turn into the end of the series (without it they serve the last value for minutes)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.metrics.v1.metrics_pb2 import DataPointFlags
+
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.encode import encode_bytes, encode_closing_bytes
+from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics
+from tests.conftest import make_settings
+from tests.fakes import FakeClock, FakeHost
+from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
+from tests.unit.exporters.otlp.batches import gauge as _gauge
+
+GPU = gpu_resource(0)[semconv.HW_ID]
+FLAG = DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
+
+
+class Recording:
+    """A transport keeping every request, parsed."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+
+    async def open(self) -> None:
+        pass
+
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
+        self.requests.append(ExportMetricsServiceRequest.FromString(request))
+        return ExportResponse()
+
+    async def close(self) -> None:
+        pass
+
+
+def gpu(time: int, state: str = "ok", pod: str = "a") -> Batch:
+    """A GPU's `up` (its health state a point attribute) and utilization, held by `pod`."""
+    return (
+        ResourceMetrics(
+            resource={**gpu_resource(0), semconv.K8S_POD_NAME: pod},
+            metrics=(
+                _gauge("nvidia.gpu.up", time, ({semconv.HW_ID: GPU, "hw.state": state}, 1.0)),
+                _gauge("hw.gpu.utilization", time, ({semconv.HW_ID: GPU}, 0.5)),
+            ),
+            identity=GPU,
+        ),
+    )
+
+
+def gone(identity: Any) -> ResourceMetrics:
+    return ResourceMetrics(resource=gpu_resource(0), metrics=(), identity=identity)
+
+
+def points(request: ExportMetricsServiceRequest) -> list[tuple[str, dict[str, Any], Any]]:
+    """(metric, point attributes, value or "closed at T") of every point of a request."""
+    out = []
+    for rm in request.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                data = getattr(metric, metric.WhichOneof("data"))
+                for p in data.data_points:
+                    attributes = {kv.key: kv.value.string_value for kv in p.attributes}
+                    if p.flags & FLAG:
+                        assert math.isnan(p.as_double)
+                        value: Any = f"closed at {p.time_unix_nano}"
+                    else:
+                        value = p.as_double
+                    out.append((metric.name, attributes, value))
+    return sorted(out, key=repr)
+
+
+async def _requests(*batches: Batch) -> list[ExportMetricsServiceRequest]:
+    telemetry, clock, transport = SelfTelemetry(), FakeClock(), Recording()
+    exporter = OtlpExporter(
+        make_settings("otlp", Kind.EXPORTER, telemetry),
+        OtlpExporterConfig.model_validate({"endpoint": "localhost:4317"}),
+        transport,
+        sleep=clock.sleep,
+        monotonic=clock.monotonic,
+    )
+    await exporter.start(FakeHost(telemetry))
+    try:
+        for batch in batches:
+            await exporter.consume(batch)
+            await clock.advance(0)
+    finally:
+        await exporter.shutdown()
+    assert len(transport.requests) == len(batches)
+    return transport.requests
+
+
+async def test_a_holder_leaving_a_shared_gpu_is_closed_in_the_next_request() -> None:
+    first, second, third = await _requests(
+        holders(T0, "a", "b"), holders(T0 + INTERVAL, "a"), holders(T0 + 2 * INTERVAL, "a")
+    )
+    alloc = semconv.GPU_ALLOCATION
+    a = {semconv.HW_ID: GPU, semconv.K8S_POD_NAME: "a"}
+    b = {semconv.HW_ID: GPU, semconv.K8S_POD_NAME: "b"}
+    assert points(first) == [(alloc, a, 0.5), (alloc, b, 0.5)]
+    # b's share ends when b leaves, at the time a's share is reported alone; once.
+    assert points(second) == [(alloc, a, 1.0), (alloc, b, f"closed at {T0 + INTERVAL}")]
+    assert points(third) == [(alloc, a, 1.0)]
+
+
+async def test_the_last_holder_leaving_closes_its_share() -> None:
+    _, second = await _requests(holders(T0, "a"), (gone((semconv.GPU_ALLOCATION, GPU)),))
+    (closed,) = points(second)
+    assert closed[:2] == (
+        semconv.GPU_ALLOCATION,
+        {semconv.HW_ID: GPU, semconv.K8S_POD_NAME: "a"},
+    )
+    assert closed[2].startswith("closed at ")
+    assert int(closed[2].removeprefix("closed at ")) >= T0 + 1_000_000  # after its last point
+
+
+async def test_a_gpu_back_to_ok_closes_its_degraded_up_series() -> None:
+    _, second = await _requests(gpu(T0, "degraded"), gpu(T0 + INTERVAL, "ok"))
+    assert points(second) == [
+        ("hw.gpu.utilization", {semconv.HW_ID: GPU}, 0.5),
+        (
+            "nvidia.gpu.up",
+            {semconv.HW_ID: GPU, "hw.state": "degraded"},
+            f"closed at {T0 + INTERVAL}",
+        ),
+        ("nvidia.gpu.up", {semconv.HW_ID: GPU, "hw.state": "ok"}, 1.0),
+    ]
+
+
+async def test_a_gpu_whose_pod_changed_closes_nothing() -> None:
+    """Only the resource changed: a backend that keeps only point attributes sees one series
+    going on, and a closing point would end the live series there."""
+    _, second = await _requests(gpu(T0, pod="a"), gpu(T0 + INTERVAL, pod="b"))
+    assert [value for *_, value in points(second)] == [0.5, 1.0]
+    (resource,) = [rm.resource for rm in second.resource_metrics]
+    assert {"key": semconv.K8S_POD_NAME, "value": {"string_value": "b"}} in [
+        {"key": kv.key, "value": {"string_value": kv.value.string_value}}
+        for kv in resource.attributes
+    ]
+
+
+async def test_an_unchanged_identity_closes_nothing() -> None:
+    requests = await _requests(*(gpu(T0 + i * INTERVAL) for i in range(3)))
+    assert all(
+        not p.flags
+        for request in requests
+        for rm in request.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        for p in m.gauge.data_points
+    )
+
+
+def test_a_closing_point_is_the_message_the_protobuf_library_writes() -> None:
+    closing = EndedSeries().closing(holders(T0, "a", "b")) + EndedSeries().closing(())
+    assert closing == ()  # nothing was sent before: nothing to close
+    ended = EndedSeries()
+    ended.closing(holders(T0, "a", "b"))
+    (rm,) = ended.closing(holders(T0 + INTERVAL, "a"))
+    expected = ExportMetricsServiceRequest.FromString(encode_bytes((rm,)))
+    for point in expected.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points:
+        point.flags = FLAG
+        point.as_double = math.nan
+    assert encode_closing_bytes((rm,)) == expected.SerializeToString()
+
+
+def test_the_memory_is_bounded_oldest_identity_first() -> None:
+    ended = EndedSeries(limit=2)
+    for index in range(3):
+        ended.closing((ResourceMetrics(resource={}, metrics=gpu(T0)[0].metrics, identity=index),))
+    assert len(ended) == 2
+    # identity 0 was forgotten: its end cannot be told any more; identity 2's still can
+    assert ended.closing((gone(0),)) == ()
+    assert len(ended.closing((gone(2),))) == 1
+
+
+@pytest.mark.parametrize("before_time", [T0, T0 + 2 * INTERVAL])
+def test_a_closing_point_comes_after_the_series_last_point(before_time: int) -> None:
+    """A backend refuses a point older than the series' last one: the closing point is never
+    earlier, even when the identity's new time is (a clock stepped back)."""
+    ended = EndedSeries(wall=lambda: T0)
+    ended.closing(gpu(before_time, "degraded"))
+    (rm,) = ended.closing(gpu(T0 + INTERVAL, "ok"))
+    (point,) = rm.metrics[0].points
+    assert point.time_unix_nano == max(T0 + INTERVAL, before_time + 1_000_000)
