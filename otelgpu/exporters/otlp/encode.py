@@ -92,10 +92,12 @@ def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
 def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
     """The request body of `batch` with every point written as a closing point (`ended.py`):
     its time, a NaN `as_double`, its attributes and `flags` = FLAG_NO_RECORDED_VALUE. Two
-    encoded requests joined are one request holding both (a repeated field, concatenated)."""
+    encoded requests joined are one request holding both (a repeated field, concatenated).
+    Written after a batch's `encode_bytes` with the same cache, it does not trim the cache
+    again (a batch's generation of attribute sets lives until the next batch)."""
     if cache is None:
         cache = AttributeCache()
-    cache.begin_batch()
+    cache.end_batch()
     try:
         return _request(batch, cache, _closing_metric)
     finally:

@@ -27,33 +27,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
-from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.model import Batch, NumberDataPoint, ResourceMetrics
 
 LIMIT = 65536  # identities remembered (a node has tens to thousands)
 _MS = 1_000_000  # a closing point comes at least a millisecond after the series' last one
 
 
-class _MetricShape(NamedTuple):
-    name: str
-    unit: str
-    description: str
-    kind: MetricKind
-    monotonic: bool
-    points: tuple[Any, ...]  # each point's attribute mapping
-
-
-class _ResourceShape(NamedTuple):
-    resource: Any
-    scope: str
-    scope_version: str
-    schema_url: str
-    metrics: tuple[_MetricShape, ...]
-
-
 class _Sent(NamedTuple):
-    shape: tuple[_ResourceShape, ...]
+    signature: list[Any]  # each metric's name, then its points' attribute mappings
+    resources: list[ResourceMetrics]  # what the identity sent (its points are not read again)
     time: int  # the time of the identity's points when it was last reported
 
 
@@ -70,45 +55,37 @@ class EndedSeries:
 
     def closing(self, batch: Batch) -> Batch:
         """The resources holding one flagged point per series that an identity reported in
-        `batch` sent last time and not now; remembers what `batch` sends."""
+        `batch` sent last time and not now; remembers what `batch` sends.
+
+        Each cycle an identity's signature (metric names and point attribute mappings, which
+        receivers and processors share from one cycle to the next) is compared with the last
+        one; only when it differs are the series told apart one by one."""
         grouped: dict[Hashable, list[ResourceMetrics]] = {}
         for rm in batch:
             if rm.identity is not None:
-                grouped.setdefault(rm.identity, []).append(rm)
+                found = grouped.get(rm.identity)
+                if found is None:
+                    grouped[rm.identity] = [rm]
+                else:
+                    found.append(rm)
         out: list[ResourceMetrics] = []
         sent = self._sent
         for identity, rms in grouped.items():
-            shape = tuple(_shape(rm) for rm in rms if rm.metrics)
+            signature: list[Any] = []
+            for rm in rms:
+                for metric in rm.metrics:
+                    signature.append(metric.name)
+                    signature += [p.attributes for p in metric.points]
             now = _first_time(rms)
             before = sent.pop(identity, None)
-            if before is not None and before.shape != shape:
+            if before is not None and before.signature != signature:
                 when = max(now if now is not None else self._wall(), before.time + _MS)
-                out += _closing(before.shape, shape, when)
-            if shape:
-                sent[identity] = _Sent(shape, now if now is not None else self._wall())
+                out += _closing(before.resources, rms, when)
+            if signature:
+                sent[identity] = _Sent(signature, rms, now if now is not None else self._wall())
         while len(sent) > self._limit:
             del sent[next(iter(sent))]
         return tuple(out)
-
-
-def _shape(rm: ResourceMetrics) -> _ResourceShape:
-    return _ResourceShape(
-        rm.resource,
-        rm.scope,
-        rm.scope_version,
-        rm.schema_url,
-        tuple(
-            _MetricShape(
-                m.name,
-                m.unit,
-                m.description,
-                m.kind,
-                m.monotonic,
-                tuple([p.attributes for p in m.points]),
-            )
-            for m in rm.metrics
-        ),
-    )
 
 
 def _first_time(rms: Sequence[ResourceMetrics]) -> int | None:
@@ -125,42 +102,33 @@ def _key(name: str, attributes: Any) -> tuple[str, frozenset[tuple[str, Any]]]:
 
 
 def _closing(
-    before: tuple[_ResourceShape, ...], now: tuple[_ResourceShape, ...], when: int
+    before: Sequence[ResourceMetrics], now: Sequence[ResourceMetrics], when: int
 ) -> list[ResourceMetrics]:
     kept = {
-        _key(metric.name, attributes)
-        for resource in now
-        for metric in resource.metrics
-        for attributes in metric.points
+        _key(metric.name, point.attributes)
+        for rm in now
+        for metric in rm.metrics
+        for point in metric.points
     }
     out: list[ResourceMetrics] = []
-    for resource in before:
+    for rm in before:
         metrics = []
-        for metric in resource.metrics:
+        for metric in rm.metrics:
             points = tuple(
-                NumberDataPoint(attributes=attributes, time_unix_nano=when, value=math.nan)
-                for attributes in metric.points
-                if _key(metric.name, attributes) not in kept
+                NumberDataPoint(attributes=point.attributes, time_unix_nano=when, value=math.nan)
+                for point in metric.points
+                if _key(metric.name, point.attributes) not in kept
             )
             if points:
-                metrics.append(
-                    Metric(
-                        name=metric.name,
-                        unit=metric.unit,
-                        description=metric.description,
-                        kind=metric.kind,
-                        monotonic=metric.monotonic,
-                        points=points,
-                    )
-                )
+                metrics.append(replace(metric, points=points))
         if metrics:
             out.append(
                 ResourceMetrics(
-                    resource=resource.resource,
+                    resource=rm.resource,
                     metrics=tuple(metrics),
-                    scope=resource.scope,
-                    scope_version=resource.scope_version,
-                    schema_url=resource.schema_url,
+                    scope=rm.scope,
+                    scope_version=rm.scope_version,
+                    schema_url=rm.schema_url,
                 )
             )
     return out
