@@ -196,3 +196,14 @@ def test_a_closing_point_comes_after_the_series_last_point(before_time: int) -> 
     (rm,) = ended.closing(gpu(T0 + INTERVAL, "ok"))
     (point,) = rm.metrics[0].points
     assert point.time_unix_nano == max(T0 + INTERVAL, before_time + 1_000_000)
+
+
+def test_the_default_memory_holds_the_documented_number_of_identities() -> None:
+    """The otlp README promises the last series of 65,536 identities."""
+    metrics = gpu(T0)[0].metrics[:1]
+    batch = tuple(
+        ResourceMetrics(resource={}, metrics=metrics, identity=index) for index in range(65_537)
+    )
+    ended = EndedSeries()
+    ended.closing(batch)
+    assert len(ended) == 65_536
