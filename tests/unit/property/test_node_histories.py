@@ -11,8 +11,8 @@ Bounded here to run in about a minute with a fixed derandomized search and no ex
 database, so CI is deterministic. `OTELGPU_PROPERTY_PROFILE=soak` (what `scripts/property_soak`
 sets) searches randomly under `--hypothesis-seed`, `OTELGPU_PROPERTY_EXAMPLES` examples of
 `OTELGPU_PROPERTY_STEPS` steps. `OTELGPU_PROPERTY_IGNORE=labels,gone` leaves named invariants
-unchecked and `OTELGPU_PROPERTY_CATCH_UP=2` gives labels two refresh intervals instead of one
-to appear (both to look past a known failure for the next one; nothing sets them by default).
+(`invariants.CHECKS`, and `downstream`) unchecked and `OTELGPU_PROPERTY_CATCH_UP=2` gives labels
+two refresh intervals instead of one to appear (both to look past a known failure for the next one; nothing sets them by default).
 """
 
 from __future__ import annotations
