@@ -1,11 +1,17 @@
-"""Batches built by hand in the shape the nvml receiver emits, and self-telemetry readers."""
+"""Batches built by hand in the shape the nvml receiver emits, self-telemetry readers, and a
+transport that records what it is sent."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import encode_bytes
+from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
@@ -75,6 +81,23 @@ def gpu_metrics(time: int = T0) -> tuple[Metric, ...]:
             ),
         ),
     )
+
+
+class Recording:
+    """A transport that keeps every request it is handed, parsed, and accepts it."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+
+    async def open(self) -> None:
+        pass
+
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
+        self.requests.append(ExportMetricsServiceRequest.FromString(request))
+        return ExportResponse()
+
+    async def close(self) -> None:
+        pass
 
 
 def gauge(name: str, time: int, *points: tuple[dict[str, Any], float]) -> Metric:

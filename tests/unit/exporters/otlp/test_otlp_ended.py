@@ -18,33 +18,16 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries
-from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.exporters.otlp.exporter import OtlpExporter
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
-from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
+from tests.unit.exporters.otlp.batches import INTERVAL, T0, Recording, gpu_resource, holders
 from tests.unit.exporters.otlp.batches import gauge as _gauge
 
 GPU = gpu_resource(0)[semconv.HW_ID]
 FLAG = DataPointFlags.DATA_POINT_FLAGS_NO_RECORDED_VALUE_MASK
-
-
-class Recording:
-    """A transport keeping every request, parsed."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportMetricsServiceRequest] = []
-
-    async def open(self) -> None:
-        pass
-
-    async def export(self, request: bytes, timeout: float) -> ExportResponse:
-        self.requests.append(ExportMetricsServiceRequest.FromString(request))
-        return ExportResponse()
-
-    async def close(self) -> None:
-        pass
 
 
 def gpu(time: int, state: str = "ok", pod: str = "a") -> Batch:

@@ -17,13 +17,13 @@ from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode, encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.exporters.otlp.exporter import OtlpExporter
 from otelgpu.exporters.otlp.resource import INSTANCE_ID_NAMESPACE, service_attributes
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
-from tests.unit.exporters.otlp.batches import T0, failed, gpu_metrics, gpu_resource, sent
+from tests.unit.exporters.otlp.batches import T0, Recording, failed, gpu_metrics, gpu_resource, sent
 from tests.unit.exporters.otlp.reference_encode import reference_request
 
 NODE = "gpu-node-7"
@@ -157,23 +157,6 @@ def test_a_cache_with_resource_defaults_adds_them_without_overriding() -> None:
     # The same resource through a cache without defaults is sent as it is.
     plain = ExportMetricsServiceRequest.FromString(encode_bytes((own,), AttributeCache()))
     assert _attrs(plain.resource_metrics[0].resource.attributes) == own.resource
-
-
-class Recording:
-    """A transport that keeps every request it is handed and accepts it."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportMetricsServiceRequest] = []
-
-    async def open(self) -> None:
-        pass
-
-    async def export(self, request: bytes, timeout: float) -> ExportResponse:
-        self.requests.append(ExportMetricsServiceRequest.FromString(request))
-        return ExportResponse()
-
-    async def close(self) -> None:
-        pass
 
 
 @pytest.fixture
