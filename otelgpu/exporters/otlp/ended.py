@@ -18,8 +18,8 @@ allocation series, a process, a GPU health state, a MIG instance. An identity th
 metrics at all (its "gone" marker) closes everything it sent.
 
 Only identities are tracked (a resource without one is never closed), a new exporter (after
-a reload) starts with no memory, and the memory holds at most `LIMIT` identities (the oldest
-reported are forgotten first).
+a reload) starts with no memory, and the memory holds at most `LIMIT` identities (the first
+remembered are forgotten first; one still reporting is then remembered again).
 """
 
 from __future__ import annotations
@@ -77,12 +77,14 @@ class EndedSeries:
                     signature.append(metric.name)
                     signature += [p.attributes for p in metric.points]
             now = _first_time(rms)
-            before = sent.pop(identity, None)
+            before = sent.get(identity)
             if before is not None and before.signature != signature:
                 when = max(now if now is not None else self._wall(), before.time + _MS)
                 out += _closing(before.resources, rms, when)
             if signature:
                 sent[identity] = _Sent(signature, rms, now if now is not None else self._wall())
+            elif before is not None:
+                del sent[identity]
         while len(sent) > self._limit:
             del sent[next(iter(sent))]
         return tuple(out)
