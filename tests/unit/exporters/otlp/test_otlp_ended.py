@@ -190,3 +190,24 @@ def test_the_default_memory_holds_the_documented_number_of_identities() -> None:
     ended = EndedSeries()
     ended.closing(batch)
     assert len(ended) == 65_536
+
+
+async def test_a_metric_that_stops_is_closed_though_another_takes_its_attributes() -> None:
+    """One attribute mapping shared by the points of two metrics (receivers share them): the
+    metric that stopped is told by its name."""
+    shared = {semconv.HW_ID: GPU}
+
+    def one(name: str, time: int) -> Batch:
+        return (
+            ResourceMetrics(
+                resource=gpu_resource(0), metrics=(_gauge(name, time, (shared, 0.5)),), identity=GPU
+            ),
+        )
+
+    _, second = await _requests(
+        one("hw.gpu.utilization", T0), one("nvidia.gpu.other", T0 + INTERVAL)
+    )
+    assert points(second) == [
+        ("hw.gpu.utilization", shared, f"closed at {T0 + INTERVAL}"),
+        ("nvidia.gpu.other", shared, 0.5),
+    ]
