@@ -8,14 +8,18 @@ OTLP's answer is the data point flag `FLAG_NO_RECORDED_VALUE`: each of those bac
 such a point into a staleness marker (or drops the series), so the series ends at once.
 
 `EndedSeries` remembers, per identity (`ResourceMetrics.identity`), the series it sent last.
-When the identity reports again, each of those series whose metric and point attributes it
-no longer reports gets one flagged point (value NaN, at the time the identity reports now),
-under the resource and metric it was sent with. Point attributes decide, not resource
-attributes: a backend that keeps only point attributes as labels (Prometheus' OTLP endpoint by
-default) sees a GPU whose pod changed as one continuing series, and closing it there would
-mark the live series stale. What point attributes tell apart is what ends: a holder's
-allocation series, a process, a GPU health state, a MIG instance. An identity that reports no
-metrics at all (its "gone" marker) closes everything it sent.
+When the identity reports a metric again, each series of that metric whose point attributes
+it no longer reports gets one flagged point (value NaN, at the time the identity reports now),
+under the resource and metric it was sent with. As the Prometheus exporter's sets, a metric the
+identity does not report this time is left alone (another pipeline sending to the same
+exporter may report it); an identity that reports no metrics at all in a batch (its "gone"
+marker) closes everything it sent but what the same batch sends.
+
+Point attributes decide, not resource attributes: a backend that keeps only point attributes
+as labels (Prometheus' OTLP endpoint by default) sees a GPU whose pod changed as one continuing
+series, and closing it there would mark the live series stale. What point attributes tell apart
+is what ends: a holder's allocation series, a process, a GPU health state, a lost GPU's
+readings.
 
 Only identities are tracked (a resource without one is never closed), a new exporter (after
 a reload) starts with no memory, and the memory holds at most `LIMIT` identities (the first
@@ -112,10 +116,16 @@ def _closing(
         for metric in rm.metrics
         for point in metric.points
     }
+    # The metrics whose series are judged: those reported now, or all after a "gone" marker.
+    judged = (
+        None if any(not rm.metrics for rm in now) else {m.name for rm in now for m in rm.metrics}
+    )
     out: list[ResourceMetrics] = []
     for rm in before:
         metrics = []
         for metric in rm.metrics:
+            if judged is not None and metric.name not in judged:
+                continue
             points = tuple(
                 NumberDataPoint(attributes=point.attributes, time_unix_nano=when, value=math.nan)
                 for point in metric.points

@@ -20,7 +20,7 @@ from otelgpu.exporters.otlp.encode import encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries
 from otelgpu.exporters.otlp.exporter import OtlpExporter
 from otelgpu.pdata import semconv
-from otelgpu.pdata.model import Batch, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, Recording, gpu_resource, holders
@@ -192,22 +192,34 @@ def test_the_default_memory_holds_the_documented_number_of_identities() -> None:
     assert len(ended) == 65_536
 
 
-async def test_a_metric_that_stops_is_closed_though_another_takes_its_attributes() -> None:
-    """One attribute mapping shared by the points of two metrics (receivers share them): the
-    metric that stopped is told by its name."""
+async def test_a_metric_reported_with_no_points_closes_what_it_had() -> None:
+    """A metric reported without points has no series now; its attribute mapping, shared with
+    another metric that goes on, is told apart by the metric's name."""
     shared = {semconv.HW_ID: GPU}
 
-    def one(name: str, time: int) -> Batch:
-        return (
-            ResourceMetrics(
-                resource=gpu_resource(0), metrics=(_gauge(name, time, (shared, 0.5)),), identity=GPU
-            ),
+    def both(time: int, first: bool) -> Batch:
+        metrics = (
+            _gauge("hw.gpu.utilization", time, *([(shared, 0.5)] if first else [])),
+            _gauge("nvidia.gpu.other", time, *([] if first else [(shared, 0.5)])),
         )
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=metrics, identity=GPU),)
 
-    _, second = await _requests(
-        one("hw.gpu.utilization", T0), one("nvidia.gpu.other", T0 + INTERVAL)
-    )
+    _, second = await _requests(both(T0, True), both(T0 + INTERVAL, False))
     assert points(second) == [
         ("hw.gpu.utilization", shared, f"closed at {T0 + INTERVAL}"),
         ("nvidia.gpu.other", shared, 0.5),
     ]
+
+
+async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() -> None:
+    """Two pipelines send one GPU's metrics to one exporter, each its own: neither batch closes
+    the other's series (as the Prometheus exporter's sets, a batch replaces the metrics it
+    reports). A "gone" marker still closes everything."""
+    utilization, up = gpu(T0)[0].metrics[1], gpu(T0)[0].metrics[0]
+
+    def only(metric: Metric) -> Batch:
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=(metric,), identity=GPU),)
+
+    requests = await _requests(only(utilization), only(up), only(utilization), (gone(GPU),))
+    closed = [[p[:2] for p in points(r) if str(p[2]).startswith("closed")] for r in requests]
+    assert closed == [[], [], [], [("hw.gpu.utilization", {semconv.HW_ID: GPU})]]
