@@ -223,3 +223,20 @@ async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() ->
     requests = await _requests(only(utilization), only(up), only(utilization), (gone(GPU),))
     closed = [[p[:2] for p in points(r) if str(p[2]).startswith("closed")] for r in requests]
     assert closed == [[], [], [], [("hw.gpu.utilization", {semconv.HW_ID: GPU})]]
+
+
+async def test_an_ended_process_is_closed_under_its_pid() -> None:
+    """A process's points carry its pid as a point attribute (what tells two processes apart
+    where only point attributes are labels): its closing points carry it too."""
+    identity = ("process", GPU, 4242)
+    resource = {**gpu_resource(0), semconv.PROCESS_PID: 4242}
+    metric = _gauge("nvidia.gpu.process.utilization", T0, ({semconv.HW_ID: GPU}, 0.25))
+    _, second = await _requests(
+        (ResourceMetrics(resource=resource, metrics=(metric,), identity=identity),),
+        (ResourceMetrics(resource=resource, metrics=(), identity=identity),),
+    )
+    ((name, attributes, value),) = points(second)
+    assert (name, str(value).startswith("closed")) == ("nvidia.gpu.process.utilization", True)
+    assert attributes == {semconv.HW_ID: GPU, semconv.PROCESS_PID: ""}  # an int: see below
+    (point,) = second.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
+    assert {kv.key: kv.value.int_value for kv in point.attributes}[semconv.PROCESS_PID] == 4242
