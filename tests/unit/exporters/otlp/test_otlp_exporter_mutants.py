@@ -1,6 +1,6 @@
-"""The exporter core case by case: the line logged when the first batch is given up, what the
-shutdown's "could not be sent" total holds, and a stop deadline that does not wait on a
-request slow to unwind."""
+"""The exporter core case by case: the line logged when the first batch is given up (and again
+after a success), what the shutdown's "could not be sent" total holds, a stop deadline that
+does not wait on a request slow to unwind, and no consumer left running after shutdown."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from otelgpu.component.errors import ExportError
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from tests.fakes import FakeClock, FakeHost
@@ -130,3 +131,39 @@ async def test_a_cut_short_shutdown_does_not_wait_for_a_request_slow_to_unwind(
     with pytest.raises(asyncio.CancelledError):
         await stopping
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 3)
+
+
+async def test_a_drop_after_a_success_is_logged_even_with_no_message(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A success ends the dropping streak: the next batch given up is logged again, also when
+    the endpoint's error says nothing."""
+    silent = ExportError("", retryable=False)
+    transport = ScriptedTransport(silent, ExportResponse(), silent)
+    exporter = _make(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        for seq in range(3):
+            await exporter.consume(numbered_batch(seq, 2))
+            await clock.advance(0)
+    await exporter.shutdown()
+    dropped = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert dropped == ["export failed, dropping 2 points: ", "export failed, dropping 2 points: "]
+
+
+async def test_shutdown_leaves_no_consumer_running(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    exporter = _make(
+        telemetry,
+        clock,
+        ScriptedTransport(gate),
+        sending_queue={"num_consumers": 3, "drain_timeout": "10ms"},
+    )
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(numbered_batch(0, 1))  # one consumer blocked in a request
+    await clock.advance(0)
+    await exporter.shutdown()
+    consumers = [t for t in asyncio.all_tasks() if t.get_name().startswith(f"{ID} consumer")]
+    assert consumers == []
