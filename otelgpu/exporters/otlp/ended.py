@@ -31,18 +31,39 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import replace
 from typing import Any, NamedTuple
 
-from otelgpu.pdata.model import Batch, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
 LIMIT = 65536  # identities remembered (a node has tens to thousands)
 _MS = 1_000_000  # a closing point comes at least a millisecond after the series' last one
 
 
+class _Head(NamedTuple):
+    """One resource an identity sent: what a closing point is sent under."""
+
+    resource: Any
+    scope: str
+    scope_version: str
+    schema_url: str
+    entries: int  # how many signature entries are this resource's
+
+
+class _Descriptor(NamedTuple):
+    """A metric as sent, without its points: one per metric name, shared by every cycle."""
+
+    name: str
+    unit: str
+    description: str
+    kind: MetricKind
+    monotonic: bool
+
+
 class _Sent(NamedTuple):
-    signature: list[Any]  # each metric's name, then its points' attribute mappings
-    resources: list[ResourceMetrics]  # what the identity sent (its points are not read again)
+    # Each metric's descriptor, then its points' attribute mappings: the batch itself is not
+    # kept (a cycle's points would stay alive until the next).
+    signature: list[Any]
+    heads: list[_Head]
     time: int  # the time of the identity's points when it was last reported
 
 
@@ -53,6 +74,7 @@ class EndedSeries:
         self._wall = wall
         self._limit = limit
         self._sent: dict[Hashable, _Sent] = {}
+        self._descriptors: dict[str, _Descriptor] = {}
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -61,9 +83,9 @@ class EndedSeries:
         """The resources holding one flagged point per series that an identity reported in
         `batch` sent last time and not now; remembers what `batch` sends.
 
-        Each cycle an identity's signature (metric names and point attribute mappings, which
-        receivers and processors share from one cycle to the next) is compared with the last
-        one; only when it differs are the series told apart one by one."""
+        Each cycle an identity's signature (metric descriptors and point attribute mappings,
+        both shared from one cycle to the next) is compared with the last one; only when it
+        differs are the series told apart one by one."""
         grouped: dict[Hashable, list[ResourceMetrics]] = {}
         for rm in batch:
             if rm.identity is not None:
@@ -76,22 +98,53 @@ class EndedSeries:
         sent = self._sent
         for identity, rms in grouped.items():
             signature: list[Any] = []
+            heads = []
             for rm in rms:
+                if not rm.metrics:
+                    continue
+                first = len(signature)
                 for metric in rm.metrics:
-                    signature.append(metric.name)
+                    signature.append(self._descriptor(metric))
                     signature += [p.attributes for p in metric.points]
+                heads.append(
+                    _Head(
+                        rm.resource,
+                        rm.scope,
+                        rm.scope_version,
+                        rm.schema_url,
+                        len(signature) - first,
+                    )
+                )
             now = _first_time(rms)
             before = sent.get(identity)
             if before is not None and before.signature != signature:
                 when = max(now if now is not None else self._wall(), before.time + _MS)
-                out += _closing(before.resources, rms, when)
+                gone = len(heads) < len(rms)  # a resource without metrics: the "gone" marker
+                out += _closing(before, signature, gone, when)
             if signature:
-                sent[identity] = _Sent(signature, rms, now if now is not None else self._wall())
+                sent[identity] = _Sent(signature, heads, now if now is not None else self._wall())
             elif before is not None:
                 del sent[identity]
         while len(sent) > self._limit:
             del sent[next(iter(sent))]
         return tuple(out)
+
+    def _descriptor(self, metric: Metric) -> _Descriptor:
+        found = self._descriptors.get(metric.name)
+        if (
+            found is None
+            or found.unit != metric.unit
+            or found.description != metric.description
+            or found.kind is not metric.kind
+            or found.monotonic != metric.monotonic
+        ):
+            found = _Descriptor(
+                metric.name, metric.unit, metric.description, metric.kind, metric.monotonic
+            )
+            if len(self._descriptors) >= self._limit:
+                self._descriptors.clear()
+            self._descriptors[metric.name] = found
+        return found
 
 
 def _first_time(rms: Sequence[ResourceMetrics]) -> int | None:
@@ -107,40 +160,62 @@ def _key(name: str, attributes: Any) -> tuple[str, frozenset[tuple[str, Any]]]:
     return name, frozenset((k, (type(v), v)) for k, v in attributes.items())
 
 
-def _closing(
-    before: Sequence[ResourceMetrics], now: Sequence[ResourceMetrics], when: int
-) -> list[ResourceMetrics]:
-    kept = {
-        _key(metric.name, point.attributes)
-        for rm in now
-        for metric in rm.metrics
-        for point in metric.points
-    }
-    # The metrics whose series are judged: those reported now, or all after a "gone" marker.
-    judged = (
-        None if any(not rm.metrics for rm in now) else {m.name for rm in now for m in rm.metrics}
-    )
+def _closing(before: _Sent, now: list[Any], gone: bool, when: int) -> list[ResourceMetrics]:
+    """The closing resources of what `before` sent that the signature `now` lacks; only the
+    metrics `now` reports are judged, unless the identity also said it is `gone`."""
+    kept = set()
+    judged = set()
+    name = ""
+    for entry in now:
+        if entry.__class__ is _Descriptor:
+            name = entry.name
+            judged.add(name)
+        else:
+            kept.add(_key(name, entry))
     out: list[ResourceMetrics] = []
-    for rm in before:
-        metrics = []
-        for metric in rm.metrics:
-            if judged is not None and metric.name not in judged:
-                continue
-            points = tuple(
-                NumberDataPoint(attributes=point.attributes, time_unix_nano=when, value=math.nan)
-                for point in metric.points
-                if _key(metric.name, point.attributes) not in kept
-            )
-            if points:
-                metrics.append(replace(metric, points=points))
+    at = 0
+    for head in before.heads:
+        metrics: list[Metric] = []
+        descriptor: _Descriptor | None = None
+        points: list[NumberDataPoint] = []
+        for entry in before.signature[at : at + head.entries]:
+            if entry.__class__ is _Descriptor:
+                _add(metrics, descriptor, points)
+                descriptor, points = entry, []
+            elif (
+                descriptor is not None
+                and (gone or descriptor.name in judged)
+                and _key(descriptor.name, entry) not in kept
+            ):
+                points.append(
+                    NumberDataPoint(attributes=entry, time_unix_nano=when, value=math.nan)
+                )
+        _add(metrics, descriptor, points)
+        at += head.entries
         if metrics:
             out.append(
                 ResourceMetrics(
-                    resource=rm.resource,
+                    resource=head.resource,
                     metrics=tuple(metrics),
-                    scope=rm.scope,
-                    scope_version=rm.scope_version,
-                    schema_url=rm.schema_url,
+                    scope=head.scope,
+                    scope_version=head.scope_version,
+                    schema_url=head.schema_url,
                 )
             )
     return out
+
+
+def _add(
+    metrics: list[Metric], descriptor: _Descriptor | None, points: list[NumberDataPoint]
+) -> None:
+    if descriptor is not None and points:
+        metrics.append(
+            Metric(
+                name=descriptor.name,
+                unit=descriptor.unit,
+                description=descriptor.description,
+                kind=descriptor.kind,
+                monotonic=descriptor.monotonic,
+                points=tuple(points),
+            )
+        )
