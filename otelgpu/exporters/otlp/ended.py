@@ -7,11 +7,12 @@ being billed for its share that long, and a GPU that recovered would still read 
 OTLP's answer is the data point flag `FLAG_NO_RECORDED_VALUE`: each of those backends turns
 such a point into a staleness marker (or drops the series), so the series ends at once.
 
-`EndedSeries` remembers, per identity (`ResourceMetrics.identity`), the series it sent last.
-When the identity reports a metric again, each series of that metric whose point attributes
-it no longer reports gets one flagged point (value NaN, at the time the identity reports now),
-under the resource and metric it was sent with. As the Prometheus exporter's sets, a metric the
-identity does not report this time is left alone (another pipeline sending to the same
+`EndedSeries` remembers, per identity (`ResourceMetrics.identity`) and metric, the series it
+sent last. When the identity reports a metric again, each series of that metric whose point
+attributes it no longer reports gets one flagged point (value NaN), under the resource and
+metric it was sent with, at the time of the metric's new points and never earlier than a
+millisecond after the metric's last ones. As in the Prometheus exporter's sets, a metric the
+identity does not report in a batch is left alone (another pipeline sending to the same
 exporter may report it); an identity that reports no metrics at all in a batch (its "gone"
 marker) closes everything it sent but what the same batch sends.
 
@@ -19,34 +20,37 @@ Point attributes decide, not resource attributes: a backend that keeps only poin
 as labels (Prometheus' OTLP endpoint by default) sees a GPU whose pod changed as one continuing
 series, and closing it there would mark the live series stale. What point attributes tell apart
 is what ends: a holder's allocation series, a process, a GPU health state, a lost GPU's
-readings.
+readings. Attribute values are compared as a backend's labels compare them (as text), so a value
+that only changed type never closes its live series.
 
-Only identities are tracked (a resource without one is never closed), a new exporter (after
-a reload) starts with no memory, and the memory holds at most `LIMIT` identities (the first
-remembered are forgotten first; one still reporting is then remembered again).
+Only identities are tracked (a resource without one is never closed), a new exporter (after a
+reload) starts with no memory, an identity not reported for `FORGET_AFTER` is forgotten (a
+backend's lookback has ended its series by then), and at most `LIMIT` identities are
+remembered (the first remembered are forgotten first).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
-LIMIT = 65536  # identities remembered (a node has tens to thousands)
-_MS = 1_000_000  # a closing point comes at least a millisecond after the series' last one
+LIMIT = 16384  # identities remembered (a node has tens to thousands)
+FORGET_AFTER = 300_000_000_000  # ns: an identity unreported this long is forgotten (5 minutes)
+_SWEEP = 60_000_000_000  # ns between two looks for identities to forget
+_MS = 1_000_000  # a closing point comes at least a millisecond after the metric's last points
 
 
 class _Head(NamedTuple):
-    """One resource an identity sent: what a closing point is sent under."""
+    """The resource a point was sent under: what its closing point is sent under."""
 
     resource: Any
     scope: str
     scope_version: str
     schema_url: str
-    entries: int  # how many signature entries are this resource's
 
 
 class _Descriptor(NamedTuple):
@@ -59,22 +63,37 @@ class _Descriptor(NamedTuple):
     monotonic: bool
 
 
-class _Sent(NamedTuple):
-    # Each metric's descriptor, then its points' attribute mappings: the batch itself is not
-    # kept (a cycle's points would stay alive until the next).
-    signature: list[Any]
-    heads: list[_Head]
-    time: int  # the time of the identity's points when it was last reported
+class _Sent:
+    """One metric of one identity as last sent: each point's attributes, the resource each
+    was sent under, and the time of its points (the latest of its resources')."""
+
+    __slots__ = ("descriptor", "heads", "points", "time")
+
+    def __init__(self, descriptor: _Descriptor, time: int) -> None:
+        self.descriptor = descriptor
+        self.points: list[Mapping[str, Any]] = []
+        self.heads: list[_Head] = []
+        self.time = time
+
+
+class _Identity:
+    __slots__ = ("metrics", "seen")
+
+    def __init__(self, metrics: dict[str, _Sent], seen: int) -> None:
+        self.metrics = metrics
+        self.seen = seen  # wall time of its last report
 
 
 class EndedSeries:
-    """What each identity sent last, and the closing points of what it stopped sending."""
+    """What each identity sent last, per metric, and the closing points of what it stopped
+    sending."""
 
     def __init__(self, wall: Callable[[], int] = time.time_ns, limit: int = LIMIT) -> None:
         self._wall = wall
         self._limit = limit
-        self._sent: dict[Hashable, _Sent] = {}
+        self._sent: dict[Hashable, _Identity] = {}
         self._descriptors: dict[str, _Descriptor] = {}
+        self._swept = wall()
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -83,51 +102,67 @@ class EndedSeries:
         """The resources holding one flagged point per series that an identity reported in
         `batch` sent last time and not now; remembers what `batch` sends.
 
-        Each cycle an identity's signature (metric descriptors and point attribute mappings,
-        both shared from one cycle to the next) is compared with the last one; only when it
-        differs are the series told apart one by one."""
+        Each metric's point attribute mappings (shared by receivers and processors from one
+        cycle to the next) are compared with the last ones; only when they differ are the
+        series told apart one by one."""
         grouped: dict[Hashable, list[ResourceMetrics]] = {}
         for rm in batch:
-            if rm.identity is not None:
+            if rm.identity is None:
+                continue
+            try:
                 found = grouped.get(rm.identity)
-                if found is None:
-                    grouped[rm.identity] = [rm]
-                else:
-                    found.append(rm)
-        out: list[ResourceMetrics] = []
+            except TypeError:  # an unhashable identity: not tracked
+                continue
+            if found is None:
+                grouped[rm.identity] = [rm]
+            else:
+                found.append(rm)
+        wall = self._wall()
+        closed = _Closed()
         sent = self._sent
         for identity, rms in grouped.items():
-            signature: list[Any] = []
-            heads = []
-            for rm in rms:
-                if not rm.metrics:
-                    continue
-                first = len(signature)
-                for metric in rm.metrics:
-                    signature.append(self._descriptor(metric))
-                    signature += [p.attributes for p in metric.points]
-                heads.append(
-                    _Head(
-                        rm.resource,
-                        rm.scope,
-                        rm.scope_version,
-                        rm.schema_url,
-                        len(signature) - first,
-                    )
-                )
-            now = _first_time(rms)
+            now = self._metrics(rms, wall)
             before = sent.get(identity)
-            if before is not None and before.signature != signature:
-                when = max(now if now is not None else self._wall(), before.time + _MS)
-                gone = len(heads) < len(rms)  # a resource without metrics: the "gone" marker
-                out += _closing(before, signature, gone, when)
-            if signature:
-                sent[identity] = _Sent(signature, heads, now if now is not None else self._wall())
+            if before is not None:
+                gone = any(not rm.metrics for rm in rms)
+                for name, old in before.metrics.items():
+                    new = now.get(name)
+                    if new is None:
+                        if gone:
+                            closed.all(old, wall)
+                        else:
+                            now[name] = old  # not reported this time: left alone
+                    elif new.points != old.points:
+                        closed.missing(old, new)
+            if now:
+                if before is None:
+                    sent[identity] = _Identity(now, wall)
+                else:
+                    before.metrics, before.seen = now, wall
             elif before is not None:
                 del sent[identity]
-        while len(sent) > self._limit:
-            del sent[next(iter(sent))]
-        return tuple(out)
+        self._forget(wall)
+        return closed.resources()
+
+    def _metrics(self, rms: list[ResourceMetrics], wall: int) -> dict[str, _Sent]:
+        """What `rms` send, by metric (a metric without points: at its resource's time)."""
+        out: dict[str, _Sent] = {}
+        for rm in rms:
+            if not rm.metrics:
+                continue
+            head = _Head(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
+            first = next((m.points[0].time_unix_nano for m in rm.metrics if m.points), wall)
+            for metric in rm.metrics:
+                points = metric.points
+                at = points[0].time_unix_nano if points else first
+                entry = out.get(metric.name)
+                if entry is None:
+                    entry = out[metric.name] = _Sent(self._descriptor(metric), at)
+                elif at > entry.time:
+                    entry.time = at
+                entry.points += [p.attributes for p in points]
+                entry.heads += [head] * len(points)
+        return out
 
     def _descriptor(self, metric: Metric) -> _Descriptor:
         found = self._descriptors.get(metric.name)
@@ -146,76 +181,81 @@ class EndedSeries:
             self._descriptors[metric.name] = found
         return found
 
-
-def _first_time(rms: Sequence[ResourceMetrics]) -> int | None:
-    for rm in rms:
-        for metric in rm.metrics:
-            for point in metric.points:
-                return point.time_unix_nano
-    return None
-
-
-def _key(name: str, attributes: Any) -> tuple[str, frozenset[tuple[str, Any]]]:
-    # The value's type is part of it: True, 1 and 1.0 are equal in Python, not on the wire.
-    return name, frozenset((k, (type(v), v)) for k, v in attributes.items())
-
-
-def _closing(before: _Sent, now: list[Any], gone: bool, when: int) -> list[ResourceMetrics]:
-    """The closing resources of what `before` sent that the signature `now` lacks; only the
-    metrics `now` reports are judged, unless the identity also said it is `gone`."""
-    kept = set()
-    judged = set()
-    name = ""
-    for entry in now:
-        if entry.__class__ is _Descriptor:
-            name = entry.name
-            judged.add(name)
-        else:
-            kept.add(_key(name, entry))
-    out: list[ResourceMetrics] = []
-    at = 0
-    for head in before.heads:
-        metrics: list[Metric] = []
-        descriptor: _Descriptor | None = None
-        points: list[NumberDataPoint] = []
-        for entry in before.signature[at : at + head.entries]:
-            if entry.__class__ is _Descriptor:
-                _add(metrics, descriptor, points)
-                descriptor, points = entry, []
-            elif (
-                descriptor is not None
-                and (gone or descriptor.name in judged)
-                and _key(descriptor.name, entry) not in kept
-            ):
-                points.append(
-                    NumberDataPoint(attributes=entry, time_unix_nano=when, value=math.nan)
-                )
-        _add(metrics, descriptor, points)
-        at += head.entries
-        if metrics:
-            out.append(
-                ResourceMetrics(
-                    resource=head.resource,
-                    metrics=tuple(metrics),
-                    scope=head.scope,
-                    scope_version=head.scope_version,
-                    schema_url=head.schema_url,
-                )
-            )
-    return out
+    def _forget(self, wall: int) -> None:
+        """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
+        unreported for `FORGET_AFTER`."""
+        sent = self._sent
+        while len(sent) > self._limit:
+            del sent[next(iter(sent))]
+        if wall - self._swept < _SWEEP:
+            return
+        self._swept = wall
+        for identity in [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]:
+            del sent[identity]
 
 
-def _add(
-    metrics: list[Metric], descriptor: _Descriptor | None, points: list[NumberDataPoint]
-) -> None:
-    if descriptor is not None and points:
-        metrics.append(
-            Metric(
-                name=descriptor.name,
-                unit=descriptor.unit,
-                description=descriptor.description,
-                kind=descriptor.kind,
-                monotonic=descriptor.monotonic,
-                points=tuple(points),
-            )
+class _Closed:
+    """The closing points of one batch, by the resource they are sent under. Each point is a
+    metric of its own: the Collector's prometheus exporter reads only a metric's first
+    flagged point."""
+
+    def __init__(self) -> None:
+        # id of a head (one per resource sent, shared by its points) → (the head, its metrics)
+        self._by_head: dict[int, tuple[_Head, list[Metric]]] = {}
+
+    def missing(self, old: _Sent, new: _Sent) -> None:
+        """Closes the points of `old` that `new` lacks."""
+        kept = {_key(attributes) for attributes in new.points}
+        when = max(new.time, old.time + _MS)
+        for attributes, head in zip(old.points, old.heads, strict=True):
+            if _key(attributes) not in kept:
+                self._add(old.descriptor, attributes, head, when)
+
+    def all(self, old: _Sent, wall: int) -> None:
+        when = max(wall, old.time + _MS)
+        for attributes, head in zip(old.points, old.heads, strict=True):
+            self._add(old.descriptor, attributes, head, when)
+
+    def _add(self, d: _Descriptor, attributes: Mapping[str, Any], head: _Head, when: int) -> None:
+        point = NumberDataPoint(attributes=attributes, time_unix_nano=when, value=math.nan)
+        metric = Metric(
+            name=d.name,
+            unit=d.unit,
+            description=d.description,
+            kind=d.kind,
+            monotonic=d.monotonic,
+            points=(point,),
         )
+        found = self._by_head.get(id(head))
+        if found is None:
+            self._by_head[id(head)] = (head, [metric])
+        else:
+            found[1].append(metric)
+
+    def resources(self) -> Batch:
+        return tuple(
+            ResourceMetrics(
+                resource=head.resource,
+                metrics=tuple(metrics),
+                scope=head.scope,
+                scope_version=head.scope_version,
+                schema_url=head.schema_url,
+            )
+            for head, metrics in self._by_head.values()
+        )
+
+
+def _key(attributes: Mapping[str, Any]) -> frozenset[tuple[str, str]]:
+    """A point's attributes as a backend's labels: each value as text."""
+    return frozenset((key, _text(value)) for key, value in attributes.items())
+
+
+def _text(value: Any) -> str:
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if value.is_integer():
+            return str(int(value))
+    return str(value)

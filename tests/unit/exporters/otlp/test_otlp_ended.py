@@ -182,14 +182,14 @@ def test_a_closing_point_comes_after_the_series_last_point(before_time: int) -> 
 
 
 def test_the_default_memory_holds_the_documented_number_of_identities() -> None:
-    """The otlp README promises the last series of 65,536 identities."""
+    """The otlp README promises the last series of 16,384 identities."""
     metrics = gpu(T0)[0].metrics[:1]
     batch = tuple(
-        ResourceMetrics(resource={}, metrics=metrics, identity=index) for index in range(65_537)
+        ResourceMetrics(resource={}, metrics=metrics, identity=index) for index in range(16_385)
     )
     ended = EndedSeries()
     ended.closing(batch)
-    assert len(ended) == 65_536
+    assert len(ended) == 16_384
 
 
 async def test_a_metric_reported_with_no_points_closes_what_it_had() -> None:
@@ -214,7 +214,7 @@ async def test_a_metric_reported_with_no_points_closes_what_it_had() -> None:
 async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() -> None:
     """Two pipelines send one GPU's metrics to one exporter, each its own: neither batch closes
     the other's series (as the Prometheus exporter's sets, a batch replaces the metrics it
-    reports). A "gone" marker still closes everything."""
+    reports). A "gone" marker closes everything either sent."""
     utilization, up = gpu(T0)[0].metrics[1], gpu(T0)[0].metrics[0]
 
     def only(metric: Metric) -> Batch:
@@ -222,7 +222,15 @@ async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() ->
 
     requests = await _requests(only(utilization), only(up), only(utilization), (gone(GPU),))
     closed = [[p[:2] for p in points(r) if str(p[2]).startswith("closed")] for r in requests]
-    assert closed == [[], [], [], [("hw.gpu.utilization", {semconv.HW_ID: GPU})]]
+    assert closed == [
+        [],
+        [],
+        [],
+        [
+            ("hw.gpu.utilization", {semconv.HW_ID: GPU}),
+            ("nvidia.gpu.up", {semconv.HW_ID: GPU, "hw.state": "ok"}),
+        ],
+    ]
 
 
 async def test_an_ended_process_is_closed_under_its_pid() -> None:
@@ -240,3 +248,81 @@ async def test_an_ended_process_is_closed_under_its_pid() -> None:
     assert attributes == {semconv.HW_ID: GPU, semconv.PROCESS_PID: ""}  # an int: see below
     (point,) = second.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
     assert {kv.key: kv.value.int_value for kv in point.attributes}[semconv.PROCESS_PID] == 4242
+
+
+def _one(metric: Metric, identity: Any = GPU) -> ResourceMetrics:
+    return ResourceMetrics(resource=gpu_resource(0), metrics=(metric,), identity=identity)
+
+
+async def test_two_pipelines_each_close_their_own_series() -> None:
+    """Pipeline 1 sends the GPU's health, pipeline 2 its utilization, to one exporter: the
+    health state pipeline 1 left is closed though pipeline 2 reported in between."""
+    ok, degraded = gpu(T0, "ok")[0].metrics[0], gpu(T0 + INTERVAL, "degraded")[0].metrics[0]
+    utilization = gpu(T0)[0].metrics[1]
+    *_, last = await _requests((_one(ok),), (_one(utilization),), (_one(degraded),))
+    closed = [p[:2] for p in points(last) if str(p[2]).startswith("closed")]
+    assert closed == [("nvidia.gpu.up", {semconv.HW_ID: GPU, "hw.state": "ok"})]
+
+
+def test_a_closing_point_comes_after_its_own_metrics_last_point() -> None:
+    """Metrics of one identity at different times: the closing point follows the last point
+    of its own metric, not the identity's first (a backend refuses an older point)."""
+    ended = EndedSeries()
+    ended.closing(
+        (
+            _one(_gauge("a", T0, ({"x": "1"}, 1.0))),
+            _one(_gauge("b", T0 + 5 * INTERVAL, ({"nic": "eth1"}, 1.0))),
+        )
+    )
+    (rm,) = ended.closing(
+        (
+            _one(_gauge("a", T0, ({"x": "1"}, 1.0))),
+            _one(_gauge("b", T0 + INTERVAL, ({"nic": "eth0"}, 1.0))),
+        )
+    )
+    (point,) = rm.metrics[0].points
+    assert (rm.metrics[0].name, point.attributes) == ("b", {"nic": "eth1"})
+    assert point.time_unix_nano == T0 + 5 * INTERVAL + 1_000_000
+
+
+def test_each_closing_point_is_a_metric_of_its_own() -> None:
+    """The Collector's prometheus exporter drops the series of a metric's first flagged point
+    and skips the rest of that metric: three ended series are three metrics."""
+    tasks = [{semconv.HW_ID: GPU, "task": t} for t in ("sm", "encoder", "decoder")]
+    ended = EndedSeries()
+    ended.closing((_one(_gauge("p", T0, *((t, 0.1) for t in tasks)), identity="proc"),))
+    (rm,) = ended.closing((gone("proc"),))
+    assert [(m.name, len(m.points)) for m in rm.metrics] == [("p", 1)] * 3
+    assert [m.points[0].attributes for m in rm.metrics] == tasks
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [("1", 1), (1, 1.0), (True, "true"), (math.nan, float("nan"))],
+    ids=["str-int", "int-float", "bool-str", "nan"],
+)
+def test_a_value_that_only_changed_type_closes_nothing(before: Any, after: Any) -> None:
+    """A backend's labels are text: "1" and 1 are one series there, and closing the old one
+    would end the live one. (A NaN is a new object each cycle and never equal to itself.)"""
+    ended = EndedSeries()
+    ended.closing((_one(_gauge("m", T0, ({"slot": before}, 1.0), ({"other": "x"}, 1.0))),))
+    now = (_one(_gauge("m", T0 + INTERVAL, ({"slot": after}, 1.0))),)
+    closed = ended.closing(now)
+    assert [m.points[0].attributes for rm in closed for m in rm.metrics] == [{"other": "x"}]
+
+
+def test_an_identity_unreported_for_five_minutes_is_forgotten() -> None:
+    """Identities that never say they are gone (a kubelet_stats pod) do not pile up: by then a
+    backend's lookback has ended their series anyway."""
+    clock = [T0]
+    ended = EndedSeries(wall=lambda: clock[0])
+    ended.closing((_one(_gauge("m", T0, ({"a": "1"}, 1.0)), identity="pod-a"),))
+    clock[0] += 5 * 60 * 10**9 + INTERVAL
+    ended.closing((_one(_gauge("m", clock[0], ({"a": "1"}, 1.0)), identity="pod-b"),))
+    assert len(ended) == 1
+    assert ended.closing((gone("pod-a"),)) == ()  # nothing left to close
+
+
+async def test_an_unhashable_identity_is_sent_and_not_tracked() -> None:
+    (request,) = await _requests((_one(gpu(T0)[0].metrics[1], identity=("gpu", {"x": 1})),))
+    assert [name for name, *_ in points(request)] == ["hw.gpu.utilization"]
