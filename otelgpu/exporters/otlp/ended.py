@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -65,15 +66,33 @@ class _Descriptor(NamedTuple):
 
 class _Sent:
     """One metric of one identity as last sent: each point's attributes, the resource each
-    was sent under, and the time of its points (the latest of its resources')."""
+    was sent under (one for all, the usual case, or one per point when the metric spans
+    several resources of the identity), and the time of its points (the latest)."""
 
     __slots__ = ("descriptor", "heads", "points", "time")
 
-    def __init__(self, descriptor: _Descriptor, time: int) -> None:
+    def __init__(
+        self, descriptor: _Descriptor, points: list[Mapping[str, Any]], head: _Head, time: int
+    ) -> None:
         self.descriptor = descriptor
-        self.points: list[Mapping[str, Any]] = []
-        self.heads: list[_Head] = []
+        self.points = points
+        self.heads: _Head | list[_Head] = head
         self.time = time
+
+    def extend(self, points: list[Mapping[str, Any]], head: _Head, time: int) -> None:
+        """More points of the metric, from another resource of the identity."""
+        if isinstance(self.heads, _Head):
+            self.heads = [self.heads] * len(self.points)
+        self.points = self.points + points
+        self.heads += [head] * len(points)
+        self.time = max(self.time, time)
+
+    def sent(self) -> Iterable[tuple[Mapping[str, Any], _Head]]:
+        """(attributes, resource) of each point."""
+        heads = self.heads
+        if isinstance(heads, _Head):
+            return zip(self.points, repeat(heads, len(self.points)), strict=True)
+        return zip(self.points, heads, strict=True)
 
 
 class _Identity:
@@ -104,7 +123,9 @@ class EndedSeries:
 
         Each metric's point attribute mappings (shared by receivers and processors from one
         cycle to the next) are compared with the last ones; only when they differ are the
-        series told apart one by one."""
+        series told apart one by one. An identity that sent the same series as last time is
+        updated in place: a steady cycle stores no new objects (nothing for the cyclic
+        garbage collector to scan)."""
         grouped: dict[Hashable, list[ResourceMetrics]] = {}
         for rm in batch:
             if rm.identity is None:
@@ -121,8 +142,11 @@ class EndedSeries:
         closed = _Closed()
         sent = self._sent
         for identity, rms in grouped.items():
-            now = self._metrics(rms, wall)
             before = sent.get(identity)
+            if before is not None and len(rms) == 1 and _renewed(before, rms[0]):
+                before.seen = wall
+                continue
+            now = self._metrics(rms, wall)
             if before is not None:
                 gone = any(not rm.metrics for rm in rms)
                 for name, old in before.metrics.items():
@@ -155,13 +179,12 @@ class EndedSeries:
             for metric in rm.metrics:
                 points = metric.points
                 at = points[0].time_unix_nano if points else first
+                attributes = [p.attributes for p in points]
                 entry = out.get(metric.name)
                 if entry is None:
-                    entry = out[metric.name] = _Sent(self._descriptor(metric), at)
-                elif at > entry.time:
-                    entry.time = at
-                entry.points += [p.attributes for p in points]
-                entry.heads += [head] * len(points)
+                    out[metric.name] = _Sent(self._descriptor(metric), attributes, head, at)
+                else:
+                    entry.extend(attributes, head, at)
         return out
 
     def _descriptor(self, metric: Metric) -> _Descriptor:
@@ -194,6 +217,51 @@ class EndedSeries:
             del sent[identity]
 
 
+def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
+    """Whether `rm` sends exactly the series `entry` holds, each metric from this one resource;
+    if so, `entry` takes its times and resource (a new head only if the resource changed)."""
+    metrics = entry.metrics
+    if not rm.metrics or len(metrics) != len(rm.metrics):
+        return False
+    for metric in rm.metrics:
+        old = metrics.get(metric.name)
+        if old is None or not isinstance(old.heads, _Head):
+            return False
+        points, known = metric.points, old.points
+        if len(points) != len(known):
+            return False
+        for attributes, point in zip(known, points, strict=True):
+            if attributes is not point.attributes and attributes != point.attributes:
+                return False
+        d = old.descriptor
+        if (
+            d.unit != metric.unit
+            or d.description != metric.description
+            or d.kind is not metric.kind
+            or d.monotonic != metric.monotonic
+        ):
+            return False
+    head = None
+    first = next((m.points[0].time_unix_nano for m in rm.metrics if m.points), None)
+    for metric in rm.metrics:
+        old = metrics[metric.name]
+        at = metric.points[0].time_unix_nano if metric.points else first
+        if at is not None:
+            old.time = at
+        if head is None:
+            head = old.heads
+            assert isinstance(head, _Head)
+            if (
+                head.resource != rm.resource
+                or head.scope != rm.scope
+                or head.scope_version != rm.scope_version
+                or head.schema_url != rm.schema_url
+            ):
+                head = _Head(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
+        old.heads = head
+    return True
+
+
 class _Closed:
     """The closing points of one batch, by the resource they are sent under. Each point is a
     metric of its own: the Collector's prometheus exporter reads only a metric's first
@@ -207,13 +275,13 @@ class _Closed:
         """Closes the points of `old` that `new` lacks."""
         kept = {_key(attributes) for attributes in new.points}
         when = max(new.time, old.time + _MS)
-        for attributes, head in zip(old.points, old.heads, strict=True):
+        for attributes, head in old.sent():
             if _key(attributes) not in kept:
                 self._add(old.descriptor, attributes, head, when)
 
     def all(self, old: _Sent, wall: int) -> None:
         when = max(wall, old.time + _MS)
-        for attributes, head in zip(old.points, old.heads, strict=True):
+        for attributes, head in old.sent():
             self._add(old.descriptor, attributes, head, when)
 
     def _add(self, d: _Descriptor, attributes: Mapping[str, Any], head: _Head, when: int) -> None:
