@@ -5,6 +5,7 @@ exporters turn into the end of the series (without it they serve the last value 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -298,8 +299,15 @@ def test_each_closing_point_is_a_metric_of_its_own() -> None:
 
 @pytest.mark.parametrize(
     ("before", "after"),
-    [("1", 1), (1, 1.0), (True, "true"), (math.nan, float("nan"))],
-    ids=["str-int", "int-float", "bool-str", "nan"],
+    [
+        ("1", 1),
+        (1, 1.0),
+        (True, "true"),
+        (False, "false"),
+        (math.nan, float("nan")),
+        (math.nan, "NaN"),
+    ],
+    ids=["str-int", "int-float", "true-str", "false-str", "nan", "nan-str"],
 )
 def test_a_value_that_only_changed_type_closes_nothing(before: Any, after: Any) -> None:
     """A backend's labels are text: "1" and 1 are one series there, and closing the old one
@@ -326,3 +334,46 @@ def test_an_identity_unreported_for_five_minutes_is_forgotten() -> None:
 async def test_an_unhashable_identity_is_sent_and_not_tracked() -> None:
     (request,) = await _requests((_one(gpu(T0)[0].metrics[1], identity=("gpu", {"x": 1})),))
     assert [name for name, *_ in points(request)] == ["hw.gpu.utilization"]
+
+
+def _resources(closed: Batch) -> list[tuple[str, Any, Any]]:
+    """(metric, unit, the resource's pod) of each closing point."""
+    return [
+        (m.name, m.unit, rm.resource.get(semconv.K8S_POD_NAME)) for rm in closed for m in rm.metrics
+    ]
+
+
+def test_a_steady_identity_closes_under_its_latest_resource_and_after_its_latest_time() -> None:
+    """Cycles that send the same series renew the memory in place: the resource (the pod moved)
+    and the time the next closing point is sent under and after are the latest ones."""
+    ended = EndedSeries(wall=lambda: T0)
+    ended.closing(gpu(T0, "ok", pod="a"))
+    assert ended.closing(gpu(T0 + 5 * INTERVAL, "ok", pod="b")) == ()
+    closed = ended.closing(gpu(T0 + INTERVAL, "degraded", pod="b"))  # a clock stepped back
+    assert _resources(closed) == [("nvidia.gpu.up", "1", "b")]
+    assert closed[0].metrics[0].points[0].time_unix_nano == T0 + 5 * INTERVAL + 1_000_000
+
+
+def test_a_closing_point_carries_the_metrics_latest_unit() -> None:
+    ended = EndedSeries()
+    for unit in ("1", "%"):
+        metric = replace(_gauge("m", T0, ({"a": "1"}, 1.0)), unit=unit)
+        ended.closing((_one(metric),))
+    (rm,) = ended.closing((_one(_gauge("m", T0 + INTERVAL, ({"a": "2"}, 1.0))),))
+    assert [m.unit for m in rm.metrics] == ["%"]
+
+
+def test_a_gone_marker_closes_after_the_last_point_whatever_the_clock() -> None:
+    ended = EndedSeries(wall=lambda: T0)  # the agent's clock behind the points' time
+    ended.closing((_one(_gauge("m", T0 + INTERVAL, ({"a": "1"}, 1.0)), identity="p"),))
+    (rm,) = ended.closing((gone("p"),))
+    assert rm.metrics[0].points[0].time_unix_nano == T0 + INTERVAL + 1_000_000
+
+
+def test_an_identity_reporting_steadily_is_never_forgotten() -> None:
+    clock = [T0]
+    ended = EndedSeries(wall=lambda: clock[0])
+    for _ in range(40):  # more than five minutes of the same series
+        ended.closing(gpu(clock[0]))
+        clock[0] += INTERVAL
+    assert len(ended.closing(gpu(clock[0], "degraded"))) == 1
