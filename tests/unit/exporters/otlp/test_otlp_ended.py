@@ -21,7 +21,7 @@ from otelgpu.exporters.otlp.encode import encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries
 from otelgpu.exporters.otlp.exporter import OtlpExporter
 from otelgpu.pdata import semconv
-from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
+from otelgpu.pdata.model import Batch, Metric, MetricKind, ResourceMetrics
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, Recording, gpu_resource, holders
@@ -354,13 +354,37 @@ def test_a_steady_identity_closes_under_its_latest_resource_and_after_its_latest
     assert closed[0].metrics[0].points[0].time_unix_nano == T0 + 5 * INTERVAL + 1_000_000
 
 
-def test_a_closing_point_carries_the_metrics_latest_unit() -> None:
+@pytest.mark.parametrize(
+    "changed",
+    [{"unit": "%"}, {"description": "new"}, {"kind": MetricKind.SUM}, {"monotonic": True}],
+    ids=["unit", "description", "kind", "monotonic"],
+)
+def test_a_closing_point_carries_the_metrics_latest_descriptor(changed: dict[str, Any]) -> None:
     ended = EndedSeries()
-    for unit in ("1", "%"):
-        metric = replace(_gauge("m", T0, ({"a": "1"}, 1.0)), unit=unit)
-        ended.closing((_one(metric),))
+    first = _gauge("m", T0, ({"a": "1"}, 1.0))
+    ended.closing((_one(first),))
+    ended.closing((_one(replace(first, **changed)),))
     (rm,) = ended.closing((_one(_gauge("m", T0 + INTERVAL, ({"a": "2"}, 1.0))),))
-    assert [m.unit for m in rm.metrics] == ["%"]
+    (metric,) = rm.metrics
+    assert {key: getattr(metric, key) for key in changed} == changed
+
+
+def test_a_metric_spanning_resources_closes_after_its_latest_part() -> None:
+    """The allocation series of a shared GPU: one resource per holder, one metric."""
+    ended = EndedSeries()
+    late = holders(T0, "b")[0]
+    late = replace(
+        late,
+        metrics=(
+            replace(
+                late.metrics[0],
+                points=(replace(late.metrics[0].points[0], time_unix_nano=T0 + 3 * INTERVAL),),
+            ),
+        ),
+    )
+    ended.closing((holders(T0, "a")[0], late))
+    (rm,) = ended.closing(holders(T0 + INTERVAL, "a"))
+    assert rm.metrics[0].points[0].time_unix_nano == T0 + 3 * INTERVAL + 1_000_000
 
 
 def test_a_gone_marker_closes_after_the_last_point_whatever_the_clock() -> None:
@@ -375,5 +399,6 @@ def test_an_identity_reporting_steadily_is_never_forgotten() -> None:
     ended = EndedSeries(wall=lambda: clock[0])
     for _ in range(40):  # more than five minutes of the same series
         ended.closing(gpu(clock[0]))
+        assert len(ended) == 1
         clock[0] += INTERVAL
     assert len(ended.closing(gpu(clock[0], "degraded"))) == 1
