@@ -402,3 +402,36 @@ def test_an_identity_reporting_steadily_is_never_forgotten() -> None:
         assert len(ended) == 1
         clock[0] += INTERVAL
     assert len(ended.closing(gpu(clock[0], "degraded"))) == 1
+
+
+def test_a_changed_point_is_never_taken_for_a_steady_one() -> None:
+    """The in-place renewal compares every point: here the other metric's mapping is the very
+    same object, so only the changed point can tell the cycles apart."""
+    shared = {semconv.HW_ID: GPU}
+    ok, degraded = {**shared, "hw.state": "ok"}, {**shared, "hw.state": "degraded"}
+
+    def cycle(state: dict[str, Any], time: int) -> Batch:
+        metrics = (_gauge("nvidia.gpu.up", time, (state, 1.0)), _gauge("u", time, (shared, 0.5)))
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=metrics, identity=GPU),)
+
+    ended = EndedSeries()
+    ended.closing(cycle(ok, T0))
+    (rm,) = ended.closing(cycle(degraded, T0 + INTERVAL))
+    assert [m.points[0].attributes for m in rm.metrics] == [ok]
+
+
+def test_a_steady_identity_renews_its_scope_and_a_metric_without_points() -> None:
+    ended = EndedSeries()
+    for version in ("1", "2"):
+        metrics = (_gauge("m", T0, ({"a": "1"}, 1.0)), _gauge("empty", T0))
+        ended.closing(
+            (ResourceMetrics(resource={}, metrics=metrics, scope_version=version, identity="x"),)
+        )
+    (rm,) = ended.closing(
+        (
+            ResourceMetrics(
+                resource={}, metrics=(_gauge("m", T0 + INTERVAL),), scope_version="3", identity="x"
+            ),
+        )
+    )
+    assert (rm.scope_version, rm.metrics[0].name) == ("2", "m")
