@@ -420,18 +420,14 @@ def test_a_changed_point_is_never_taken_for_a_steady_one() -> None:
     assert [m.points[0].attributes for m in rm.metrics] == [ok]
 
 
-def test_a_steady_identity_renews_its_scope_and_a_metric_without_points() -> None:
+@pytest.mark.parametrize("field", ["scope", "scope_version", "schema_url"])
+def test_a_steady_identity_renews_its_scope_and_a_metric_without_points(field: str) -> None:
     ended = EndedSeries()
-    for version in ("1", "2"):
+    for value in ("1", "2"):
         metrics = (_gauge("m", T0, ({"a": "1"}, 1.0)), _gauge("empty", T0))
         ended.closing(
-            (ResourceMetrics(resource={}, metrics=metrics, scope_version=version, identity="x"),)
+            (ResourceMetrics(resource={}, metrics=metrics, identity="x", **{field: value}),)
         )
-    (rm,) = ended.closing(
-        (
-            ResourceMetrics(
-                resource={}, metrics=(_gauge("m", T0 + INTERVAL),), scope_version="3", identity="x"
-            ),
-        )
-    )
-    assert (rm.scope_version, rm.metrics[0].name) == ("2", "m")
+    now = ResourceMetrics(resource={}, metrics=(_gauge("m", T0 + INTERVAL),), identity="x")
+    (rm,) = ended.closing((replace(now, **{field: "3"}),))
+    assert (getattr(rm, field), rm.metrics[0].name) == ("2", "m")
