@@ -97,7 +97,6 @@ def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> b
     again (a batch's generation of attribute sets lives until the next batch)."""
     if cache is None:
         cache = AttributeCache()
-    cache.end_batch()
     try:
         return _request(batch, cache, _closing_metric)
     finally:
@@ -132,9 +131,7 @@ def _request(
 def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
     """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
     pid as a point attribute field) ends every point's attributes that lack the pid."""
-    attributes: Callable[[Mapping[str, Any]], bytes] = cache.point_attributes
-    if extra:
-        attributes = _adding(attributes, extra)
+    attributes = _point_attributes(cache, extra)
     parts: list[bytes] = []
     for p in metric.points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
@@ -173,9 +170,7 @@ def _wrapped(metric: Metric, cache: AttributeCache, parts: list[bytes]) -> bytes
 
 def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
     """`_metric` for closing points: no value but NaN, and the no-recorded-value flag."""
-    attributes: Callable[[Mapping[str, Any]], bytes] = cache.point_attributes
-    if extra:
-        attributes = _adding(attributes, extra)
+    attributes = _point_attributes(cache, extra)
     parts: list[bytes] = []
     for p in metric.points:
         point = (
@@ -185,6 +180,11 @@ def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -
         )
         parts += (_FIELD_1, _length(len(point)), point)
     return _wrapped(metric, cache, parts)
+
+
+def _point_attributes(cache: AttributeCache, extra: bytes) -> Callable[[Mapping[str, Any]], bytes]:
+    """A point's encoded attributes, ended by the resource's pid field `extra` if there is one."""
+    return _adding(cache.point_attributes, extra) if extra else cache.point_attributes
 
 
 def _adding(

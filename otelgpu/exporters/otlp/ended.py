@@ -53,6 +53,18 @@ class _Head(NamedTuple):
     scope_version: str
     schema_url: str
 
+    @classmethod
+    def of(cls, rm: ResourceMetrics) -> _Head:
+        return cls(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
+
+    def matches(self, rm: ResourceMetrics) -> bool:
+        return (
+            self.resource == rm.resource
+            and self.scope == rm.scope
+            and self.scope_version == rm.scope_version
+            and self.schema_url == rm.schema_url
+        )
+
 
 class _Descriptor(NamedTuple):
     """A metric as sent, without its points: one per metric name, shared by every cycle."""
@@ -62,6 +74,19 @@ class _Descriptor(NamedTuple):
     description: str
     kind: MetricKind
     monotonic: bool
+
+    @classmethod
+    def of(cls, metric: Metric) -> _Descriptor:
+        return cls(metric.name, metric.unit, metric.description, metric.kind, metric.monotonic)
+
+    def describes(self, metric: Metric) -> bool:
+        """Whether `metric` (of this name) is sent as described."""
+        return (
+            self.unit == metric.unit
+            and self.description == metric.description
+            and self.kind is metric.kind
+            and self.monotonic == metric.monotonic
+        )
 
 
 class _Sent:
@@ -174,8 +199,10 @@ class EndedSeries:
         for rm in rms:
             if not rm.metrics:
                 continue
-            head = _Head(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
-            first = next((m.points[0].time_unix_nano for m in rm.metrics if m.points), wall)
+            head = _Head.of(rm)
+            first = _first_time(rm)
+            if first is None:
+                first = wall
             for metric in rm.metrics:
                 points = metric.points
                 at = points[0].time_unix_nano if points else first
@@ -189,16 +216,8 @@ class EndedSeries:
 
     def _descriptor(self, metric: Metric) -> _Descriptor:
         found = self._descriptors.get(metric.name)
-        if (
-            found is None
-            or found.unit != metric.unit
-            or found.description != metric.description
-            or found.kind is not metric.kind
-            or found.monotonic != metric.monotonic
-        ):
-            found = _Descriptor(
-                metric.name, metric.unit, metric.description, metric.kind, metric.monotonic
-            )
+        if found is None or not found.describes(metric):
+            found = _Descriptor.of(metric)
             if len(self._descriptors) >= self._limit:
                 self._descriptors.clear()
             self._descriptors[metric.name] = found
@@ -217,6 +236,11 @@ class EndedSeries:
             del sent[identity]
 
 
+def _first_time(rm: ResourceMetrics) -> int | None:
+    """The time of `rm`'s first point (what a metric without points of its own is at)."""
+    return next((m.points[0].time_unix_nano for m in rm.metrics if m.points), None)
+
+
 def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
     """Whether `rm` sends exactly the series `entry` holds, each metric from this one resource;
     if so, `entry` takes its times and resource (a new head only if the resource changed)."""
@@ -233,16 +257,10 @@ def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
         for attributes, point in zip(known, points, strict=True):
             if attributes is not point.attributes and attributes != point.attributes:
                 return False
-        d = old.descriptor
-        if (
-            d.unit != metric.unit
-            or d.description != metric.description
-            or d.kind is not metric.kind
-            or d.monotonic != metric.monotonic
-        ):
+        if not old.descriptor.describes(metric):
             return False
     head = None
-    first = next((m.points[0].time_unix_nano for m in rm.metrics if m.points), None)
+    first = _first_time(rm)
     for metric in rm.metrics:
         old = metrics[metric.name]
         at = metric.points[0].time_unix_nano if metric.points else first
@@ -251,13 +269,8 @@ def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
         if head is None:
             head = old.heads
             assert isinstance(head, _Head)
-            if (
-                head.resource != rm.resource
-                or head.scope != rm.scope
-                or head.scope_version != rm.scope_version
-                or head.schema_url != rm.schema_url
-            ):
-                head = _Head(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
+            if not head.matches(rm):
+                head = _Head.of(rm)
         old.heads = head
     return True
 

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
@@ -270,31 +271,22 @@ def read_otlp(request: ExportMetricsServiceRequest) -> list[Seen]:
     attribute as a label (Prometheus' OTLP ingestion, the Collector's prometheus exporter
     without resource_to_telemetry_conversion) tells series apart by exactly these."""
     out = []
-    for rm in request.resource_metrics:
+    for rm, metric, point in _otlp_points(request):
+        if point.flags & NO_RECORDED_VALUE:
+            continue
         resource = {kv.key: _any(kv.value) for kv in rm.resource.attributes}
-        for scope in rm.scope_metrics:
-            for metric in scope.metrics:
-                data = metric.WhichOneof("data")
-                points = getattr(metric, data).data_points if data else ()
-                for point in points:
-                    if point.flags & NO_RECORDED_VALUE:
-                        continue
-                    attrs = {kv.key: _any(kv.value) for kv in point.attributes}
-                    labels = {**resource, **attrs}
-                    value = (
-                        point.as_double
-                        if point.WhichOneof("value") == "as_double"
-                        else point.as_int
-                    )
-                    seen = _seen(OTLP, metric.name, labels, float(value), f"{metric.name} {labels}")
-                    own = tuple(sorted((k, v) for k, v in attrs.items() if k not in OTLP.added))
-                    identity = (
-                        metric.name,
-                        resource.get("hw.id"),
-                        own,
-                        seen.holder if seen.kind == ALLOCATION else None,
-                    )
-                    out.append(replace(seen, identity=identity))
+        attrs = {kv.key: _any(kv.value) for kv in point.attributes}
+        labels = {**resource, **attrs}
+        value = point.as_double if point.WhichOneof("value") == "as_double" else point.as_int
+        seen = _seen(OTLP, metric.name, labels, float(value), f"{metric.name} {labels}")
+        own = tuple(sorted((k, v) for k, v in attrs.items() if k not in OTLP.added))
+        identity = (
+            metric.name,
+            resource.get("hw.id"),
+            own,
+            seen.holder if seen.kind == ALLOCATION else None,
+        )
+        out.append(replace(seen, identity=identity))
     return out
 
 
@@ -310,24 +302,27 @@ class Downstream:
         """Takes `request`; the live series it neither renewed nor ended (none when it is
         empty: no cycle was sent)."""
         renewed = set()
-        for rm in request.resource_metrics:
-            for scope in rm.scope_metrics:
-                for metric in scope.metrics:
-                    data = metric.WhichOneof("data")
-                    for point in getattr(metric, data).data_points if data else ():
-                        key = (
-                            metric.name,
-                            frozenset((kv.key, _any(kv.value)) for kv in point.attributes),
-                        )
-                        if point.flags & NO_RECORDED_VALUE:
-                            assert key not in renewed, f"[7 downstream] ended and renewed: {key}"
-                            self.live.discard(key)
-                        else:
-                            renewed.add(key)
-                            self.live.add(key)
+        for _, metric, point in _otlp_points(request):
+            key = (metric.name, frozenset((kv.key, _any(kv.value)) for kv in point.attributes))
+            if point.flags & NO_RECORDED_VALUE:
+                assert key not in renewed, f"[7 downstream] ended and renewed: {key}"
+                self.live.discard(key)
+            else:
+                renewed.add(key)
+                self.live.add(key)
         if not request.resource_metrics:
             return []
         return sorted(f"{name} {dict(sorted(attrs))}" for name, attrs in self.live - renewed)
+
+
+def _otlp_points(request: ExportMetricsServiceRequest) -> Iterator[tuple[Any, Any, Any]]:
+    """(resource metrics, metric, data point) of every point of an OTLP request."""
+    for rm in request.resource_metrics:
+        for scope in rm.scope_metrics:
+            for metric in scope.metrics:
+                data = metric.WhichOneof("data")
+                for point in getattr(metric, data).data_points if data else ():
+                    yield rm, metric, point
 
 
 def _any(value: object) -> str:
