@@ -50,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         count = len(config.pipelines)
         print(f"configuration is valid: {count} pipeline{'' if count == 1 else 's'}")
+        for line in _notes(config):
+            print(line)
         return EXIT_OK
     if args.command == "print-config":
         print(render(config), end="")
@@ -68,6 +70,16 @@ def _load(args: argparse.Namespace, registry: Registry) -> AgentConfig:
         logs_config = telemetry.logs.model_copy(update=update)
         config = replace(config, telemetry=telemetry.model_copy(update={"logs": logs_config}))
     return config
+
+
+def _notes(config: AgentConfig) -> list[str]:
+    """What each component's config asks for that cannot be done as asked (`config_notes`)."""
+    return [
+        f'{kind.value} "{cid}": {note}'
+        for kind, components in config.components.items()
+        for cid, model in components.items()
+        for note in getattr(model, "config_notes", tuple)()
+    ]
 
 
 def _report(args: argparse.Namespace, exc: ConfigError) -> None:

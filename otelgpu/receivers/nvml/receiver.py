@@ -104,6 +104,8 @@ class NvmlReceiver:
     async def start(self, host: Host) -> None:
         """Starts the scrape loop; NVML itself is opened by the first collection."""
         self._settings.telemetry.register_source(SOURCE)
+        for note in self._config.config_notes():  # the counters CSV's rows not served as is
+            self._settings.logger.warning("counters_csv: %s", note)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"nvml-{self._settings.id}")
         self._controller = ScrapeController(
             settings=self._settings,
@@ -169,6 +171,7 @@ class NvmlReceiver:
             client=self.client,
             plan=self._plan,
             emitted=self._config.enabled_metrics(),
+            only=self._config.kept_points(),
             resolver=resolver,
             telemetry=self._settings.telemetry,
             receiver=str(self._settings.id),
