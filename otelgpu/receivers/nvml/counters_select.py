@@ -84,6 +84,7 @@ _PREFIX_REASONS: tuple[tuple[str, str], ...] = (
     ("DCGM_FI_DEV_DIAG_", "diagnostic results need DCGM's diagnostics"),
     ("DCGM_FI_PROF_", "a profiling field NVML's GPM does not give: needs DCGM"),
 )
+_NOT_SERVED_MARK = ": not served: "
 UNKNOWN_REASON = "otelgpu has no NVML reading for this DCGM field"
 
 
@@ -148,13 +149,17 @@ class Selection:
     only: Mapping[str, tuple[str, frozenset[AttrValue]]]
     rows: tuple[tuple[CounterRow, Verdict], ...] = field(default=())
 
+    def unserved(self) -> tuple[str, ...]:
+        """The notes of the rows otelgpu does not serve."""
+        return tuple(n for n in self.notes() if _NOT_SERVED_MARK in n)
+
     def notes(self) -> tuple[str, ...]:
         """One line per row that is not served as is: the reason, or the qualification."""
         out = []
         for row, v in self.rows:
             named = row.name if row.name == row.field else f"{row.name} ({row.field})"
             if not v.served:
-                out.append(f"{self.path}:{row.line}: {named}: not served: {v.reason}")
+                out.append(f"{self.path}:{row.line}: {named}{_NOT_SERVED_MARK}{v.reason}")
             elif v.note or row.name != row.field:
                 notes = [v.note] if v.note else []
                 if row.name != row.field:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import socket
 import time
@@ -104,8 +105,12 @@ class NvmlReceiver:
     async def start(self, host: Host) -> None:
         """Starts the scrape loop; NVML itself is opened by the first collection."""
         self._settings.telemetry.register_source(SOURCE)
-        for note in self._config.config_notes():  # the counters CSV's rows not served as is
-            self._settings.logger.warning("counters_csv: %s", note)
+        counters = self._config.counters_csv
+        if counters is not None:  # what its rows ask for that is not served as asked
+            self._settings.logger.info("counters_csv: %s", counters.summary())
+            for note in counters.notes():
+                level = logging.WARNING if note in counters.unserved() else logging.INFO
+                self._settings.logger.log(level, "counters_csv: %s", note)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"nvml-{self._settings.id}")
         self._controller = ScrapeController(
             settings=self._settings,
