@@ -9,6 +9,7 @@ working; the chart values are those of otelgpu's chart.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -150,7 +151,7 @@ class _Builder:
             return
         for key in ("collectionInterval", "containerEnv"):
             self.chart.pop(key, None)
-        chart_pipeline = yaml.safe_load(yaml.safe_dump(pipeline))
+        chart_pipeline = copy.deepcopy(pipeline)
         nvml = chart_pipeline["receivers"]["nvml"]
         if "counters_csv" in nvml:
             nvml["counters_csv"] = CHART_COUNTERS
@@ -204,7 +205,8 @@ class _Builder:
             self.chart["counters"] = custom
             self.nvml["counters_csv"] = CHART_COUNTERS
             self.comments.append(
-                f"customMetrics: the chart's counters (mounted at {CHART_COUNTERS})"
+                f"customMetrics: the chart's counters, mounted at {CHART_COUNTERS} (to run "
+                "this file elsewhere, save them there or change the path)"
             )
             return
         text = self.read_text(path)

@@ -187,7 +187,7 @@ def parse_args(argv: Sequence[str]) -> dict[str, Given]:
                 raise ValueError(f"{arg} needs a value")
             value = argv[i]
             i += 1
-        value = _checked(flag, value, arg)
+        value = _checked(flag, value, arg.partition("=")[0])
         if flag.kind == LIST and flag.name in given:
             value = f"{given[flag.name].value},{value}"
         given[flag.name] = Given(flag, value, f"--{flag.name}")
