@@ -27,7 +27,7 @@ from otelgpu.migrate.dcgm_flags import (
 )
 
 # Where otelgpu's chart mounts the counters CSV (templates/daemonset.yaml).
-CHART_COUNTERS = "/etc/otelgpu/counters/counters.csv"
+CHART_COUNTERS = "/etc/otelgpu-counters/counters.csv"
 # dcgm-exporter's image: the counters file its chart mounts, and its web config.
 DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
 DCGM_CHART_CONFIGMAP = "exporter-metrics-config-map"

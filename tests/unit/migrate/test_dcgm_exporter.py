@@ -92,7 +92,7 @@ def test_a_kubernetes_daemonset_command_line(tmp_path: Path) -> None:
     assert chart["counters"] == DEFAULT_CSV.read_text()
     assert chart["service"] == {"port": 9500}
     given = yaml.safe_load(chart["pipeline"]["config"])
-    assert given["receivers"]["nvml"]["counters_csv"] == "/etc/otelgpu/counters/counters.csv"
+    assert given["receivers"]["nvml"]["counters_csv"] == "/etc/otelgpu-counters/counters.csv"
     assert given["service"]["extensions"] == ["health_check"]
 
 
