@@ -17,7 +17,7 @@ import yaml
 
 from otelgpu import __version__
 from otelgpu.component.component import Kind
-from otelgpu.component.errors import ConfigError, StartError
+from otelgpu.component.errors import ConfigError, Issue, StartError
 from otelgpu.component.registry import Registry
 from otelgpu.config import AgentConfig, load_config
 from otelgpu.config.render import render
@@ -142,6 +142,19 @@ def _own_options(argv: list[str], names: tuple[str, ...]) -> tuple[dict[str, str
 def _load(args: argparse.Namespace, registry: Registry) -> AgentConfig:
     """The configuration, with `--log-level`/`--log-format` in place of what it says (on every
     reload too)."""
+    csv = [path for path in args.config if path.lower().endswith(".csv")]
+    if csv:  # dcgm-exporter's counters file where the pipeline file goes
+        raise ConfigError(
+            [
+                Issue(
+                    path, 1, 1, (),
+                    "a counters CSV is not a pipeline file: name it in the nvml receiver "
+                    f"(receivers::nvml::counters_csv: {path}); `otelgpu migrate dcgm-exporter "
+                    f"-f {path}` writes a pipeline file that does",
+                )
+                for path in csv
+            ]
+        )  # fmt: skip
     config = load_config(args.config, registry, args.set)
     update = {"level": args.log_level, "encoding": args.log_format}
     update = {k: v for k, v in update.items() if v}

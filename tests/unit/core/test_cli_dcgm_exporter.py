@@ -44,6 +44,18 @@ def test_a_dcgm_exporter_flag_is_refused_with_the_migrate_command(
     assert "docs/migrating-from-dcgm-exporter.md" in err
 
 
+def test_a_counters_csv_given_as_the_pipeline_file_says_where_it_goes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", "-c", str(DEFAULT_CSV)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{DEFAULT_CSV}:1:1: a counters CSV is not a pipeline file: name it in the nvml receiver "
+        f"(receivers::nvml::counters_csv: {DEFAULT_CSV}); `otelgpu migrate dcgm-exporter -f "
+        f"{DEFAULT_CSV}` writes a pipeline file that does"
+    ) in err
+
+
 def test_other_unknown_arguments_stay_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["run", "--bogus"])
