@@ -115,7 +115,9 @@ def _migrate(argv: list[str]) -> int:
         with open(ours["--chart-values"], "w", encoding="utf-8") as f:
             f.write(chart)
     else:
-        print("otelgpu migrate: chart values not written (add --chart-values FILE)", file=sys.stderr)
+        print(
+            "otelgpu migrate: chart values not written (add --chart-values FILE)", file=sys.stderr
+        )
     return EXIT_OK
 
 

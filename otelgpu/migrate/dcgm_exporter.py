@@ -393,7 +393,9 @@ def _ranges(ids: str, g: Given) -> list[int]:
         try:
             out.extend(range(int(first), int(last) + 1) if dash else [int(first)])
         except ValueError:
-            raise ValueError(f"{g.origin} {g.value!r}: {part!r} is not an index or a range") from None
+            raise ValueError(
+                f"{g.origin} {g.value!r}: {part!r} is not an index or a range"
+            ) from None
     return out
 
 

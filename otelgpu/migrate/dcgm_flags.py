@@ -135,9 +135,7 @@ FLAGS: tuple[Flag, ...] = (
          "(exporters::prometheus::endpoint)"),
 )  # fmt: skip
 
-BY_NAME: Mapping[str, Flag] = {
-    name: flag for flag in FLAGS for name in (flag.name, *flag.aliases)
-}
+BY_NAME: Mapping[str, Flag] = {name: flag for flag in FLAGS for name in (flag.name, *flag.aliases)}
 BY_ENV: Mapping[str, Flag] = {env: flag for flag in FLAGS for env in flag.env}
 # Read by dcgm-exporter, not a flag: the node's name in the Hostname label.
 NODE_NAME_ENV = "NODE_NAME"

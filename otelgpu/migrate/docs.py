@@ -73,10 +73,14 @@ def _blocks() -> dict[str, str]:
 def rewrite(text: str) -> str:
     """`text` with every generated block replaced by what this module renders now."""
     for name, body in _blocks().items():
-        pattern = re.compile(rf"(<!-- generated:{name} [^\n]*-->\n)(?:.*?\n)?(<!-- end:{name} -->)", re.S)
-        if not pattern.search(text):
+        pattern = re.compile(
+            rf"(<!-- generated:{name} [^\n]*-->\n)(?:.*?\n)?(<!-- end:{name} -->)", re.S
+        )
+        found = pattern.search(text)
+        if found is None:
             raise ValueError(f"no generated:{name} block")
-        text = pattern.sub(lambda m, b=body: m.group(1) + b + "\n" + m.group(2), text)
+        fresh = found.group(1) + body + "\n" + found.group(2)
+        text = text[: found.start()] + fresh + text[found.end() :]
     return text
 
 

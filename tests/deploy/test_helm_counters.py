@@ -98,7 +98,10 @@ def test_without_a_csv_nothing_is_mounted_and_metric_switches_still_reach_the_re
         ({"counters": "x", "metricSet": "all"}, 'metricSet "all" and a counters CSV both choose'),
         ({"counters": "x", "countersConfigMap": {"name": "cm"}}, "counters and countersConfigMap"),
         (
-            {"metrics": {"hw.status": {"enabled": True}}, "pipeline": {"config": "receivers: {}\n"}},
+            {
+                "metrics": {"hw.status": {"enabled": True}},
+                "pipeline": {"config": "receivers: {}\n"},
+            },
             "metrics: these values shape the chart's own pipeline",
         ),
     ],
@@ -114,7 +117,8 @@ def test_the_schema_refuses_a_misspelt_switch() -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["-f", str(DEFAULT_CSV)], ["-f", str(DEFAULT_CSV), "-d", "g:0", "-n"]],
+    "argv",
+    [["-f", str(DEFAULT_CSV)], ["-f", str(DEFAULT_CSV), "-d", "g:0", "-n"]],
     ids=["chart-values", "pipeline-config"],
 )
 def test_the_chart_takes_what_migrate_writes(argv: list[str], tmp_path: Path) -> None:

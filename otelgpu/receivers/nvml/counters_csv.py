@@ -124,7 +124,10 @@ def parse(text: str, source: str) -> list[CounterRow]:
         if not stripped or stripped.startswith("#"):
             continue
         try:
-            columns = [c.strip() for c in next(csv.reader(io.StringIO(stripped), skipinitialspace=True, strict=True))]
+            columns = [
+                c.strip()
+                for c in next(csv.reader(io.StringIO(stripped), skipinitialspace=True, strict=True))
+            ]
         except csv.Error as exc:
             problems.append(f"{source}:{number}: {exc}")
             continue

@@ -34,7 +34,6 @@ _SERVED_NOTES: Mapping[str, str] = {
     "DCGM_FI_PROF_PCIE_TX_BYTES": PCIE_NOTE,
     "DCGM_FI_PROF_PCIE_RX_BYTES": PCIE_NOTE,
     "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "in a vGPU guest only (bare metal has no series)",
-    "DCGM_FI_DEV_XID_ERRORS": "one series per XID code seen since the agent started",
 }
 # Label fields (type `label` in dcgm-exporter's files): where otelgpu has them, always.
 LABELS: Mapping[str, str] = {
@@ -62,9 +61,7 @@ NOT_SERVED: Mapping[str, str] = {
     "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": (
         "served as DCGM_FI_PROF_PCIE_RX_BYTES (nvidia.gpu.pcie.rx.throughput); list that field"
     ),
-    "DCGM_FI_DEV_FB_USED_PERCENT": (
-        "otel naming only: hw.gpu.memory.utilization (a ratio 0..1)"
-    ),
+    "DCGM_FI_DEV_FB_USED_PERCENT": ("otel naming only: hw.gpu.memory.utilization (a ratio 0..1)"),
     "DCGM_FI_NVML_VERSION": "otelgpu does not read this static field",
     "DCGM_FI_DEV_BRAND": "otelgpu does not read this static field",
     "DCGM_FI_DEV_OEM_INFOROM_VER": "otelgpu does not read this static field",

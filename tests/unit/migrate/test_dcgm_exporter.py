@@ -20,8 +20,12 @@ DEFAULT_CSV = Path(__file__).parents[1] / "receivers/nvml/testdata/default-count
 DCGM_FLAG_COUNT = 38
 
 
-def migrated(tmp_path: Path, argv: list[str], environ: dict[str, str] | None = None,
-             values: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+def migrated(
+    tmp_path: Path,
+    argv: list[str],
+    environ: dict[str, str] | None = None,
+    values: dict[str, Any] | None = None,
+) -> tuple[str, dict[str, Any]]:
     """The pipeline file (loaded by the real loader) and the chart values of a migration."""
     migration = dcgm_exporter.migrate(argv, environ or {}, values)
     pipeline, chart = dcgm_exporter.render(migration)
@@ -80,12 +84,19 @@ def test_a_kubernetes_daemonset_command_line(tmp_path: Path) -> None:
     }
     assert config["exporters"]["prometheus"] == {"endpoint": "0.0.0.0:9500", "naming": "dcgm"}
     processors = config["processors"]
-    assert processors["container_env"] == {"pod_labels": {"include": ["team", "app.kubernetes.io/*"]}}
+    assert processors["container_env"] == {
+        "pod_labels": {"include": ["team", "app.kubernetes.io/*"]}
+    }
     assert processors["k8s_attributes"]["resource_names"] == [
-        "nvidia.com/gpu", "nvidia.com/mig-*", "nvidia.com/a100"
+        "nvidia.com/gpu",
+        "nvidia.com/mig-*",
+        "nvidia.com/a100",
     ]
     assert processors["resource"] == {"attributes": [{"key": "host.name", "action": "delete"}]}
-    assert "# --kubernetes-pod-label-allowlist-regex: 'x(y|z)' is a regex otelgpu cannot take" in pipeline
+    assert (
+        "# --kubernetes-pod-label-allowlist-regex: 'x(y|z)' is a regex otelgpu cannot take"
+        in pipeline
+    )
     assert "# $DCGM_EXPORTER_BOGUS: not a variable dcgm-exporter reads; ignored" in pipeline
     assert "# --use-old-namespace=true: no equivalent: otelgpu has no 1.x names" in pipeline
     # The chart has no value for the resource names or no-hostname: it runs the pipeline.
@@ -123,7 +134,11 @@ def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
     assert "k8s_attributes" in config["processors"]  # its chart runs with --kubernetes
     assert chart["counters"] == "DCGM_FI_DEV_GPU_UTIL, gauge, util\n"
     assert chart["containerEnv"] == {"podLabels": ["team"]}
-    assert chart["serviceMonitor"] == {"enabled": True, "interval": "30s", "additionalLabels": {"release": "kps"}}
+    assert chart["serviceMonitor"] == {
+        "enabled": True,
+        "interval": "30s",
+        "additionalLabels": {"release": "kps"},
+    }
     assert chart["prometheus"] == {"tls": {"secretName": "dcgm-tls", "clientCA": False}}
     assert chart["tolerations"] == [{"operator": "Exists"}]
     assert "# $KUBERNETES_ENABLE_DRA=true: nothing to set" in pipeline
@@ -162,7 +177,8 @@ def test_go_flag_spellings() -> None:
     }  # fmt: skip
     env, unknown = parse_env({"DCGM_EXPORTER_LISTEN": ":1", "NVIDIA_RESOURCE_NAMES": "c"})
     assert {n: g.origin for n, g in env.items()} == {
-        "address": "$DCGM_EXPORTER_LISTEN", "nvidia-resource-names": "$NVIDIA_RESOURCE_NAMES"
+        "address": "$DCGM_EXPORTER_LISTEN",
+        "nvidia-resource-names": "$NVIDIA_RESOURCE_NAMES",
     }
     assert unknown == [] and BY_NAME["rbmn"].name == "replace-blanks-in-model-name"
 
@@ -178,4 +194,7 @@ def test_the_cli_writes_the_pipeline_and_the_chart_values(
     assert "# $DCGM_EXPORTER_KUBERNETES=true: the k8s_attributes processor" in out
     assert yaml.safe_load(values.read_text())["counters"] == DEFAULT_CSV.read_text()
     assert main(["migrate", "dcgm-exporter", "--bogus"]) == 2
-    assert "otelgpu migrate dcgm-exporter: --bogus: not a dcgm-exporter flag" in capsys.readouterr().err
+    assert (
+        "otelgpu migrate dcgm-exporter: --bogus: not a dcgm-exporter flag"
+        in capsys.readouterr().err
+    )

@@ -42,8 +42,15 @@ def test_the_default_counters_file_reads_row_for_row() -> None:
     assert {r.field for r in rows} == DEFAULT_FIELDS
     assert len(rows) == len(DEFAULT_FIELDS)  # commented rows are comments
     dec = next(r for r in rows if r.field == "DCGM_FI_DEV_DEC_UTIL")  # `DEC_UTIL ,` trimmed
-    assert (dec.name, dec.type, dec.help) == ("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).")
-    assert all(r.line > 0 and DEFAULT_CSV.read_text().splitlines()[r.line - 1].lstrip().startswith(r.name) for r in rows)
+    assert (dec.name, dec.type, dec.help) == (
+        "DCGM_FI_DEV_DEC_UTIL",
+        "gauge",
+        "Decoder utilization (in %).",
+    )
+    assert all(
+        r.line > 0 and DEFAULT_CSV.read_text().splitlines()[r.line - 1].lstrip().startswith(r.name)
+        for r in rows
+    )
 
 
 def test_a_quoted_help_holds_commas_and_indented_comments_are_comments(tmp_path: Path) -> None:
@@ -91,7 +98,7 @@ def test_every_bad_line_is_named_with_its_line(tmp_path: Path) -> None:
     ("text", "expected"),
     [
         ("# only comments\n\n", r"lists no field \(every line is blank or a comment\)"),
-        ("DCGM_FI_DEV_GPU_UTIL, gauge, \"unterminated\n", "unexpected end of data"),
+        ('DCGM_FI_DEV_GPU_UTIL, gauge, "unterminated\n', "unexpected end of data"),
     ],
 )
 def test_an_empty_or_broken_file_is_refused(tmp_path: Path, text: str, expected: str) -> None:
@@ -141,8 +148,10 @@ def test_rows_otelgpu_cannot_serve_say_why(tmp_path: Path) -> None:
         f"{path}:6: DCGM_FI_DEV_SOMETHING_NEW: not served: otelgpu has no NVML reading for this "
         "DCGM field",
     )
-    assert f"{path}:5: DCGM_FI_PROF_SM_ACTIVE: read through NVML GPM on Hopper and later; " \
+    assert (
+        f"{path}:5: DCGM_FI_PROF_SM_ACTIVE: read through NVML GPM on Hopper and later; "
         "profiling before Hopper needs DCGM (no series there)" in selection.notes()
+    )
     assert selection.metrics == {"hw.gpu.utilization", "nvidia.gpu.sm.active"}
 
 
@@ -151,9 +160,15 @@ def test_the_csv_replaces_the_metric_set_and_metrics_switch_on_top(tmp_path: Pat
     config = NvmlReceiverConfig.model_validate(
         {"counters_csv": path, "metrics": {"nvidia.gpu.up": {"enabled": True}}}
     )
-    assert config.enabled_metrics() == {"hw.gpu.utilization", "hw.gpu.memory.usage", "nvidia.gpu.up"}
+    assert config.enabled_metrics() == {
+        "hw.gpu.utilization",
+        "hw.gpu.memory.usage",
+        "nvidia.gpu.up",
+    }
     assert config.kept_points() == {"hw.gpu.utilization": ("hw.gpu.task", frozenset({"general"}))}
-    with pytest.raises(ValidationError, match="counters_csv and metric_set both choose the metrics"):
+    with pytest.raises(
+        ValidationError, match="counters_csv and metric_set both choose the metrics"
+    ):
         NvmlReceiverConfig.model_validate({"counters_csv": path, "metric_set": "all"})
 
 
@@ -172,4 +187,6 @@ async def test_only_the_listed_fields_of_a_split_metric_are_emitted(
     found = metrics(gpu)
     assert set(found) == {"hw.gpu.utilization", "hw.temperature"}
     assert [p.attributes["hw.gpu.task"] for p in found["hw.gpu.utilization"].points] == ["general"]
-    assert [p.attributes["hw.sensor_location"] for p in found["hw.temperature"].points] == ["memory"]
+    assert [p.attributes["hw.sensor_location"] for p in found["hw.temperature"].points] == [
+        "memory"
+    ]
