@@ -30,8 +30,11 @@ from otelgpu.migrate.dcgm_flags import (
 CHART_COUNTERS = "/etc/otelgpu-counters/counters.csv"
 # dcgm-exporter's image: the counters file its chart mounts, and its web config.
 DCGM_COUNTERS = "/etc/dcgm-exporter/default-counters.csv"
+DCGM_DCP_COUNTERS = "/etc/dcgm-exporter/dcp-metrics-included.csv"  # the same fields on
 DCGM_CHART_CONFIGMAP = "exporter-metrics-config-map"
 POD_RESOURCES_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+# otelgpu's chart tolerates the GPU Operator's taint (values.yaml `tolerations`).
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/mig-*")
 # Pipeline options the otelgpu chart has no value for: given, the chart gets the whole
 # pipeline (pipeline.config).
@@ -200,30 +203,48 @@ class _Builder:
             return
         g = self.given.get("collectors")
         path = self.value("collectors")
-        custom = self.values.get("customMetrics") if self.from_chart else None
-        if custom:
-            self.chart["counters"] = custom
-            self.nvml["counters_csv"] = CHART_COUNTERS
-            self.comments.append(
-                f"customMetrics: the chart's counters, mounted at {CHART_COUNTERS} (to run "
-                "this file elsewhere, save them there or change the path)"
-            )
-            return
+        if self.from_chart and path == DCGM_COUNTERS:  # where its chart mounts its ConfigMap
+            mounted = _mounted_counters(self.values)
+            if mounted is not None:
+                return self._chart_counters(*mounted)
         text = self.read_text(path)
         if text is None:
-            if g is None or path == DCGM_COUNTERS:
+            if path in (DCGM_COUNTERS, DCGM_DCP_COUNTERS):
                 self.nvml["metric_set"] = "default"
                 self.comments.append(
-                    f"{DCGM_COUNTERS} (dcgm-exporter's default counters): metric_set default "
-                    "is the same fields"
+                    f"{path} (dcgm-exporter's image): its rows on are dcgm-exporter's default "
+                    "counters, which metric_set default is"
                 )
-                return
-            raise ValueError(f"{g.origin} {path}: cannot read the counters CSV here")
+                return None
+            origin = g.origin if g else "--collectors"
+            raise ValueError(f"{origin} {path}: cannot read the counters CSV here")
         self.nvml["counters_csv"] = path
         self.chart["counters"] = text
         origin = g.origin if g else "the default"
         self.comments.append(
             f"{origin}={path}: receivers::nvml::counters_csv (chart: counters, its text)"
+        )
+        return None
+
+    def _chart_counters(self, configmap: str, key: str) -> None:
+        """The counters CSV in a ConfigMap of dcgm-exporter's chart."""
+        custom = self.values.get("customMetrics")
+        if configmap == DCGM_CHART_CONFIGMAP and custom:
+            self.chart["counters"] = str(custom)
+            where = "customMetrics: the chart's counters"
+        elif configmap == DCGM_CHART_CONFIGMAP:  # its chart's copy of the default counters
+            self.nvml["metric_set"] = "default"
+            self.comments.append(
+                "the chart's default counters: metric_set default is the same fields"
+            )
+            return
+        else:
+            self.chart["countersConfigMap"] = {"name": configmap, "key": key}
+            where = f"ConfigMap {configmap} (key {key}): chart countersConfigMap"
+        self.nvml["counters_csv"] = CHART_COUNTERS
+        self.comments.append(
+            f"{where}, mounted at {CHART_COUNTERS} (to run this file elsewhere, save the CSV "
+            "there or change the path)"
         )
 
     def _address(self) -> None:
@@ -445,9 +466,12 @@ def _chart_values(values: Mapping[str, Any], chart: dict[str, Any], notes: list[
             "exported_pod/exported_namespace; otelgpu's chart keeps pod/namespace "
             "(docs/migrating-from-dcgm-exporter.md, section 6, copies them back)"
         )
-    for key in ("nodeSelector", "tolerations", "affinity", "podLabels", "podAnnotations"):
+    for key in ("nodeSelector", "affinity", "podLabels", "podAnnotations"):
         if values.get(key):
             chart[key] = values[key]
+    if values.get("tolerations"):  # a list replaces the chart's: keep its GPU taint's
+        theirs = [t for t in values["tolerations"] if t != GPU_TOLERATION]
+        chart["tolerations"] = [GPU_TOLERATION, *theirs]
     for key in ("priorityClassName", "runtimeClassName"):
         if values.get(key):
             chart[key] = values[key]
@@ -471,14 +495,24 @@ def _chart_values(values: Mapping[str, Any], chart: dict[str, Any], notes: list[
             "basicAuth.users: otelgpu's chart takes a Secret with username and password_hash "
             "(bcrypt), prometheus.basicAuth.secretName"
         )
-    configmaps = values.get("extraConfigMapVolumes") or []
-    for volume in configmaps:
-        cm = (volume or {}).get("configMap") or {}
-        name = cm.get("name")
-        if name and name != DCGM_CHART_CONFIGMAP and not values.get("customMetrics"):
-            key = next((i.get("key") for i in cm.get("items") or [] if i.get("key")), "metrics")
-            chart["countersConfigMap"] = {"name": name, "key": key}
-            notes.append(f"extraConfigMapVolumes {name}: countersConfigMap (key {key})")
+
+
+def _mounted_counters(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(ConfigMap, key) that dcgm-exporter's chart mounts at its counters path, if any."""
+    mounts = {
+        str(m.get("name")): m
+        for m in values.get("extraVolumeMounts") or []
+        if isinstance(m, dict) and m.get("mountPath") == DCGM_COUNTERS
+    }
+    for volume in values.get("extraConfigMapVolumes") or []:
+        if not isinstance(volume, dict) or str(volume.get("name")) not in mounts:
+            continue
+        cm = volume.get("configMap") or {}
+        sub = mounts[str(volume.get("name"))].get("subPath", "")
+        items = cm.get("items") or []
+        key = next((i.get("key") for i in items if i.get("path") == sub), None)
+        return str(cm.get("name", "")), str(key or sub or "metrics")
+    return None
 
 
 def _merge(into: dict[str, Any], extra: Mapping[str, Any]) -> None:

@@ -18,6 +18,19 @@ from otelgpu.service.builtins import builtin_registry
 DEFAULT_CSV = Path(__file__).parents[1] / "receivers/nvml/testdata/default-counters.csv"
 # dcgm-exporter's flags (pkg/cmd/app.go): 37 everywhere, and --web-systemd-socket on Linux.
 DCGM_FLAG_COUNT = 38
+# dcgm-exporter's chart values (deployment/values.yaml): its metrics ConfigMap, mounted where
+# its `-f` argument points.
+DCGM_CHART_MOUNT = {
+    "extraConfigMapVolumes": [
+        {"name": "exporter-metrics-volume",
+         "configMap": {"name": "exporter-metrics-config-map",
+                       "items": [{"key": "metrics", "path": "default-counters.csv"}]}}
+    ],
+    "extraVolumeMounts": [
+        {"name": "exporter-metrics-volume", "subPath": "default-counters.csv",
+         "mountPath": "/etc/dcgm-exporter/default-counters.csv"}
+    ],
+}  # fmt: skip
 
 
 def migrated(
@@ -117,7 +130,7 @@ def test_the_default_counters_path_of_dcgm_exporters_image_is_the_default_metric
 
 def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
     values = {
-        "arguments": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
+        **DCGM_CHART_MOUNT,
         "customMetrics": "DCGM_FI_DEV_GPU_UTIL, gauge, util\n",
         "service": {"port": 9400, "address": ":9400"},
         "serviceMonitor": {"enabled": True, "interval": "30s", "additionalLabels": {"release": "kps"}},
@@ -140,9 +153,36 @@ def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
         "additionalLabels": {"release": "kps"},
     }
     assert chart["prometheus"] == {"tls": {"secretName": "dcgm-tls", "clientCA": False}}
-    assert chart["tolerations"] == [{"operator": "Exists"}]
+    assert chart["tolerations"] == [dcgm_exporter.GPU_TOLERATION, {"operator": "Exists"}]
     assert "# $KUBERNETES_ENABLE_DRA=true: nothing to set" in pipeline
     assert "# --dump-enabled=true: no equivalent: otelgpu writes no dump files" in pipeline
+
+
+def test_the_counters_dcgm_exporters_chart_mounts(tmp_path: Path) -> None:
+    # Its default: the chart's copy of the default counters, which metric_set default is.
+    pipeline, chart = migrated(tmp_path, [], values=DCGM_CHART_MOUNT)
+    assert yaml.safe_load(pipeline)["receivers"]["nvml"]["metric_set"] == "default"
+    assert "counters" not in chart and "countersConfigMap" not in chart
+    # A ConfigMap of the user's mounted there instead.
+    own = {
+        "extraConfigMapVolumes": [
+            {"name": "mine", "configMap": {"name": "gpu-fields",
+             "items": [{"key": "fields.csv", "path": "default-counters.csv"}]}}
+        ],
+        "extraVolumeMounts": [{"name": "mine", "subPath": "default-counters.csv",
+                               "mountPath": "/etc/dcgm-exporter/default-counters.csv"}],
+    }  # fmt: skip
+    pipeline, chart = migrated(tmp_path, [], values=own)
+    assert chart["countersConfigMap"] == {"name": "gpu-fields", "key": "fields.csv"}
+    assert yaml.safe_load(pipeline)["receivers"]["nvml"]["counters_csv"] == (
+        dcgm_exporter.CHART_COUNTERS
+    )
+    # The image's other file, which customMetrics does not replace.
+    values = {"arguments": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],
+              "customMetrics": "DCGM_FI_DEV_GPU_UTIL, gauge, util\n", **DCGM_CHART_MOUNT}  # fmt: skip
+    pipeline, chart = migrated(tmp_path, [], values=values)
+    assert yaml.safe_load(pipeline)["receivers"]["nvml"]["metric_set"] == "default"
+    assert "counters" not in chart
 
 
 @pytest.mark.parametrize(
