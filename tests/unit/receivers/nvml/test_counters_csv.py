@@ -166,6 +166,10 @@ def test_the_csv_replaces_the_metric_set_and_metrics_switch_on_top(tmp_path: Pat
         "nvidia.gpu.up",
     }
     assert config.kept_points() == {"hw.gpu.utilization": ("hw.gpu.task", frozenset({"general"}))}
+    switched = NvmlReceiverConfig.model_validate(
+        {"counters_csv": path, "metrics": {"hw.gpu.utilization": {"enabled": True}}}
+    )
+    assert switched.kept_points() == {}  # switched on by name: every point of it
     with pytest.raises(
         ValidationError, match="counters_csv and metric_set both choose the metrics"
     ):
