@@ -1,4 +1,4 @@
-"""The `otelgpu` command: run, validate, components, print-config.
+"""The `otelgpu` command: run, validate, components, print-config, migrate.
 
 The only module that exits the process. Exit codes: 0 clean stop or valid config,
 2 invalid config (nothing started), 1 fatal runtime error (a component failed to start).
@@ -13,9 +13,11 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
+import yaml
+
 from otelgpu import __version__
 from otelgpu.component.component import Kind
-from otelgpu.component.errors import ConfigError, StartError
+from otelgpu.component.errors import ConfigError, Issue, StartError
 from otelgpu.component.registry import Registry
 from otelgpu.config import AgentConfig, load_config
 from otelgpu.config.render import render
@@ -30,7 +32,13 @@ _log = logging.getLogger("otelgpu.cli")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `otelgpu` console script and `python -m otelgpu`."""
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["migrate"]:
+        return _migrate(argv[1:])
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse(parser, args, unknown)
     registry = builtin_registry()
     if args.command == "components":
         print(_components_table(registry))
@@ -50,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "validate":
         count = len(config.pipelines)
         print(f"configuration is valid: {count} pipeline{'' if count == 1 else 's'}")
+        for line in _notes(config):
+            print(line)
         return EXIT_OK
     if args.command == "print-config":
         print(render(config), end="")
@@ -57,9 +67,96 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args, registry, config)
 
 
+def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]) -> None:
+    """Exits on arguments otelgpu does not take, pointing dcgm-exporter's flags to `migrate`."""
+    from otelgpu.migrate.dcgm_flags import flag_names
+
+    theirs = flag_names(unknown)
+    if theirs:
+        parser.exit(
+            EXIT_CONFIG,
+            f"otelgpu {args.command}: {', '.join(theirs)}: dcgm-exporter's flag"
+            f"{'s' if len(theirs) > 1 else ''}, not otelgpu's. `otelgpu migrate dcgm-exporter "
+            f"{' '.join(unknown)}` writes the pipeline file that does the same "
+            "(docs/migrating-from-dcgm-exporter.md, section 2).\n",
+        )
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
+def _migrate(argv: list[str]) -> int:
+    """`otelgpu migrate dcgm-exporter [--values FILE] [--chart-values FILE] [ARGS...]`."""
+    from otelgpu.migrate import dcgm_exporter
+
+    usage = (
+        "usage: otelgpu migrate dcgm-exporter [--values FILE] [--chart-values FILE] "
+        "[DCGM-EXPORTER FLAGS...]\n"
+        "Turns dcgm-exporter's flags and DCGM_EXPORTER_* environment (or, with --values, its "
+        "Helm chart values) into an otelgpu pipeline file (stdout) and otelgpu chart values "
+        "(--chart-values FILE)."
+    )
+    if argv[:1] != ["dcgm-exporter"] or argv[1:2] in (["-h"], ["--help"]):
+        print(usage, file=sys.stdout if argv[1:2] in (["-h"], ["--help"]) else sys.stderr)
+        return EXIT_OK if argv[1:2] in (["-h"], ["--help"]) else EXIT_CONFIG
+    ours, theirs = _own_options(argv[1:], ("--values", "--chart-values"))
+    try:
+        values = None
+        if "--values" in ours:
+            with open(ours["--values"], encoding="utf-8") as f:
+                values = yaml.safe_load(f) or {}
+            if not isinstance(values, dict):
+                raise ValueError(f"{ours['--values']}: expected a mapping of chart values")
+        migration = dcgm_exporter.migrate(theirs, dcgm_exporter.environment(), values)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"otelgpu migrate dcgm-exporter: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    pipeline, chart = dcgm_exporter.render(migration)
+    print(pipeline, end="")
+    if "--chart-values" in ours:
+        with open(ours["--chart-values"], "w", encoding="utf-8") as f:
+            f.write(chart)
+    else:
+        print(
+            "otelgpu migrate: chart values not written (add --chart-values FILE)", file=sys.stderr
+        )
+    return EXIT_OK
+
+
+def _own_options(argv: list[str], names: tuple[str, ...]) -> tuple[dict[str, str], list[str]]:
+    """`--name VALUE` / `--name=VALUE` options of ours pulled out of `argv`; the rest."""
+    ours: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        name, has_value, value = argv[i].partition("=")
+        if name in names:
+            if not has_value:
+                i += 1
+                if i >= len(argv):
+                    raise SystemExit(f"otelgpu migrate: {name} needs a FILE")
+                value = argv[i]
+            ours[name] = value
+        else:
+            rest.append(argv[i])
+        i += 1
+    return ours, rest
+
+
 def _load(args: argparse.Namespace, registry: Registry) -> AgentConfig:
     """The configuration, with `--log-level`/`--log-format` in place of what it says (on every
     reload too)."""
+    csv = [path for path in args.config if path.lower().endswith(".csv")]
+    if csv:  # dcgm-exporter's counters file where the pipeline file goes
+        raise ConfigError(
+            [
+                Issue(
+                    path, 1, 1, (),
+                    "a counters CSV is not a pipeline file: name it in the nvml receiver "
+                    f"(receivers::nvml::counters_csv: {path}); `otelgpu migrate dcgm-exporter "
+                    f"-f {path}` writes a pipeline file that does",
+                )
+                for path in csv
+            ]
+        )  # fmt: skip
     config = load_config(args.config, registry, args.set)
     update = {"level": args.log_level, "encoding": args.log_format}
     update = {k: v for k, v in update.items() if v}
@@ -68,6 +165,16 @@ def _load(args: argparse.Namespace, registry: Registry) -> AgentConfig:
         logs_config = telemetry.logs.model_copy(update=update)
         config = replace(config, telemetry=telemetry.model_copy(update={"logs": logs_config}))
     return config
+
+
+def _notes(config: AgentConfig) -> list[str]:
+    """What each component's config asks for that cannot be done as asked (`config_notes`)."""
+    return [
+        f'{kind.value} "{cid}": {note}'
+        for kind, components in config.components.items()
+        for cid, model in components.items()
+        for note in getattr(model, "config_notes", tuple)()
+    ]
 
 
 def _report(args: argparse.Namespace, exc: ConfigError) -> None:
@@ -150,4 +257,9 @@ def _parser() -> argparse.ArgumentParser:
             help="console or json, over service::telemetry::logs::encoding",
         )
     sub.add_parser("components", help="list component types by kind, with stability")
+    sub.add_parser(
+        "migrate",
+        help="dcgm-exporter's flags, environment or chart values as an otelgpu pipeline "
+        "(otelgpu migrate dcgm-exporter --help)",
+    )
     return parser

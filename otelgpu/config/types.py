@@ -95,6 +95,11 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    def config_notes(self) -> tuple[str, ...]:
+        """What `otelgpu validate` prints beside a valid component config (what a file it
+        names asks for that cannot be done as asked); none by default."""
+        return ()
+
 
 class KeyFilter(StrictModel):
     """`{include: [...], exclude: [...]}` of exact keys or globs (`MLFLOW_*`).

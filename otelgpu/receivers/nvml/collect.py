@@ -11,11 +11,12 @@ one (the cycle, the guard around each NVML call, points) is in `reading`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from otelgpu import __version__
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes, semconv
-from otelgpu.pdata.model import Attributes, Batch, ResourceMetrics
+from otelgpu.pdata.model import Attributes, AttrValue, Batch, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.devices import Device
@@ -47,7 +48,9 @@ class Collector:
     """Reads devices through a `Plan` and turns the readings into a batch.
 
     `emitted`: the metrics to emit, when the plan reads more (the inputs of the health
-    summary's rules whose own metrics are off: read for the summary, then dropped)."""
+    summary's rules whose own metrics are off: read for the summary, then dropped).
+    `only`: per metric, the attribute and the values of the points to keep (a counters CSV
+    listing some of the dcgm fields one metric is); its other points are dropped."""
 
     def __init__(
         self,
@@ -55,6 +58,7 @@ class Collector:
         client: NvmlClient,
         plan: Plan,
         emitted: frozenset[str] | None = None,
+        only: Mapping[str, tuple[str, frozenset[AttrValue]]] | None = None,
         resolver: ContainerResolver | None,
         telemetry: SelfTelemetry,
         receiver: str,
@@ -80,6 +84,7 @@ class Collector:
         self._xid_attributes: dict[int, Attributes] = {}
         self._summary = HealthSummary()
         self._hidden = () if emitted is None else tuple(plan.enabled - emitted)
+        self._only = dict(only or {})
 
     def collect(self, devices: list[Device], cycle: Cycle) -> Batch:
         """One ResourceMetrics per device (plus one per GPU process); never raises."""
@@ -112,6 +117,11 @@ class Collector:
             self._health(device, cycle, points)
             for name in self._hidden:
                 points.pop(name, None)
+            for name, (key, values) in self._only.items():
+                if name in points:
+                    points[name] = [p for p in points[name] if p.attributes.get(key) in values]
+                    if not points[name]:
+                        del points[name]
             if points:
                 out.append(
                     ResourceMetrics(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, PlainSerializer, PlainValidator, field_validator, model_validator
 
 from otelgpu.config.types import (
     Duration,
@@ -16,6 +16,9 @@ from otelgpu.config.types import (
     StrictModel,
     check_metric_names,
 )
+from otelgpu.pdata.model import AttrValue
+from otelgpu.receivers.nvml import counters_csv
+from otelgpu.receivers.nvml.counters_select import Selection, select
 from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS, HEALTH_METRICS
 
 # NVML sources the simulated backend can be told to answer NOT_SUPPORTED for.
@@ -131,6 +134,23 @@ class SimulatedConfig(StrictModel):
         )
 
 
+def _read_counters(value: Any) -> Selection:
+    """A counters CSV path → what it selects. Read while the config is validated (its rows
+    are part of the config: `validate` lists them, a reload reads the file again)."""
+    if isinstance(value, Selection):
+        return value
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected the path of a dcgm-exporter counters CSV")
+    return select(value, counters_csv.read(value))
+
+
+CountersCsv = Annotated[
+    Selection,
+    PlainValidator(_read_counters),
+    PlainSerializer(lambda selection: selection.path, return_type=str),
+]
+
+
 class NvmlReceiverConfig(StrictModel):
     """`receivers::nvml`.
 
@@ -139,6 +159,9 @@ class NvmlReceiverConfig(StrictModel):
     metric_set: `default` (the lean set: dcgm-exporter's default counters and health) or `all`
     (every catalog metric); `metrics` switches override it per metric.
     metrics: `{NAME: {enabled: bool}}` overrides of the metric set (docs/metrics.md).
+    counters_csv: a dcgm-exporter counters CSV (`-f` file): emit exactly the fields it lists,
+    in place of `metric_set` (`metrics` switches still apply on top). Read when the config is
+    loaded and on every reload; `otelgpu validate` lists the rows otelgpu cannot serve.
     processes: read each GPU's processes, each mapped to its container: the squatter count,
     and the per-process metrics where they are switched on (false).
     host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
@@ -151,6 +174,7 @@ class NvmlReceiverConfig(StrictModel):
     devices: Literal["all"] | list[int | str] = "all"
     metric_set: MetricSet = MetricSet.DEFAULT
     metrics: dict[str, MetricToggle] = Field(default_factory=dict)
+    counters_csv: CountersCsv | None = None
     processes: bool = False
     host_proc: str = "/proc"
     backend: Backend = Backend.AUTO
@@ -162,18 +186,45 @@ class NvmlReceiverConfig(StrictModel):
         check_metric_names(value, [spec.name for spec in CATALOG])
         return value
 
+    @model_validator(mode="after")
+    def _one_metric_set(self) -> NvmlReceiverConfig:
+        if self.counters_csv is not None and "metric_set" in self.model_fields_set:
+            raise ValueError(
+                "counters_csv and metric_set both choose the metrics: give one (the CSV's "
+                "fields, or a metric set), and switch single metrics under metrics"
+            )
+        return self
+
     def enabled_metrics(self) -> frozenset[str]:
-        """The catalog names to emit: the metric set, then the `metrics` overrides."""
+        """The catalog names to emit: the metric set (or the counters CSV's), then the
+        `metrics` overrides."""
         everything = self.metric_set is MetricSet.ALL
+        chosen = self.counters_csv.metrics if self.counters_csv is not None else None
         return frozenset(
             spec.name
             for spec in CATALOG
             if (
                 self.metrics[spec.name].enabled
                 if spec.name in self.metrics
-                else everything or spec.enabled
+                else (spec.name in chosen if chosen is not None else everything or spec.enabled)
             )
         )
+
+    def kept_points(self) -> Mapping[str, tuple[str, frozenset[AttrValue]]]:
+        """Per metric that is several dcgm fields, the attribute and values of those the
+        counters CSV lists (its other points are dropped); empty without a CSV. A metric
+        switched on under `metrics` keeps all its points."""
+        if self.counters_csv is None:
+            return {}
+        only = self.counters_csv.only
+        return {m: kept for m, kept in only.items() if m not in self.metrics}
+
+    def config_notes(self) -> tuple[str, ...]:
+        """What `validate` tells beside a valid config: the counters CSV's rows otelgpu does
+        not serve as is, each with the reason."""
+        if self.counters_csv is None:
+            return ()
+        return (self.counters_csv.summary(), *self.counters_csv.notes())
 
     def read_metrics(self) -> frozenset[str]:
         """The catalog names to read: those emitted, and the inputs of the health summary's

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import socket
 import time
@@ -104,6 +105,12 @@ class NvmlReceiver:
     async def start(self, host: Host) -> None:
         """Starts the scrape loop; NVML itself is opened by the first collection."""
         self._settings.telemetry.register_source(SOURCE)
+        counters = self._config.counters_csv
+        if counters is not None:  # what its rows ask for that is not served as asked
+            self._settings.logger.info("counters_csv: %s", counters.summary())
+            for note in counters.notes():
+                level = logging.WARNING if note in counters.unserved() else logging.INFO
+                self._settings.logger.log(level, "counters_csv: %s", note)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"nvml-{self._settings.id}")
         self._controller = ScrapeController(
             settings=self._settings,
@@ -169,6 +176,7 @@ class NvmlReceiver:
             client=self.client,
             plan=self._plan,
             emitted=self._config.enabled_metrics(),
+            only=self._config.kept_points(),
             resolver=resolver,
             telemetry=self._settings.telemetry,
             receiver=str(self._settings.id),

@@ -68,6 +68,7 @@ cannot go with a pipeline of the user's (pipeline.config, pipeline.existingConfi
 {{- define "otelgpu.pipelineKnobs" -}}
 {{- $set := list -}}
 {{- if ne .Values.collectionInterval "10s" -}}{{- $set = append $set "collectionInterval" -}}{{- end -}}
+{{- if .Values.metrics -}}{{- $set = append $set "metrics" -}}{{- end -}}
 {{- if or (hasKey .Values.otlp "enabled") .Values.otlp.endpoint -}}{{- $set = append $set "otlp" -}}{{- end -}}
 {{- range $key := list "env" "labels" "podLabels" "annotations" -}}
 {{- if index $.Values.containerEnv $key -}}{{- $set = append $set (printf "containerEnv.%s" $key) -}}{{- end -}}
@@ -105,7 +106,15 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- $_ := set $receiver "collection_interval" $.Values.collectionInterval -}}
 {{- end -}}
 {{- if or (eq $id "nvml") (hasPrefix "nvml/" $id) -}}
+{{- if include "otelgpu.counters" $ -}}
+{{- $_ := unset $receiver "metric_set" -}}
+{{- $_ := set $receiver "counters_csv" (include "otelgpu.countersPath" $) -}}
+{{- else -}}
 {{- $_ := set $receiver "metric_set" $.Values.metricSet -}}
+{{- end -}}
+{{- with $.Values.metrics -}}
+{{- $_ := set $receiver "metrics" . -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- $env := index $p.processors "container_env" | default dict -}}
@@ -134,9 +143,32 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- end -}}
 {{- end -}}
 # The agent's pipeline: {{ $source }} with the chart's values
-# (naming, metricSet, collectionInterval, otlp, containerEnv) applied by the otelgpu chart.
+# (naming, metricSet or counters, metrics, collectionInterval, otlp, containerEnv) applied by
+# the otelgpu chart.
 {{ toYaml $p }}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when a counters CSV is given (counters or countersConfigMap.name); both, or
+either with metricSet away from its default, fail: each chooses the metrics. */}}
+{{- define "otelgpu.counters" -}}
+{{- $cm := .Values.countersConfigMap.name -}}
+{{- if and .Values.counters $cm -}}
+{{- fail "counters and countersConfigMap.name both give the counters CSV: give one" -}}
+{{- end -}}
+{{- if and (or .Values.counters $cm) (ne .Values.metricSet "default") -}}
+{{- fail (printf "metricSet %q and a counters CSV both choose the metrics: give one (switch single metrics under metrics)" .Values.metricSet) -}}
+{{- end -}}
+{{- ternary "true" "" (or (ne .Values.counters "") (ne $cm "")) -}}
+{{- end -}}
+
+{{/* Where the counters CSV is mounted in the agent's container (the pipeline names it). */}}
+{{- define "otelgpu.countersPath" -}}
+/etc/otelgpu-counters/counters.csv
+{{- end -}}
+
+{{- define "otelgpu.countersConfigMap" -}}
+{{- .Values.countersConfigMap.name | default (printf "%s-counters" (include "otelgpu.fullname" .)) -}}
 {{- end -}}
 
 {{- define "otelgpu.pipelineConfigMap" -}}
