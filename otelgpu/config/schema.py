@@ -23,6 +23,7 @@ from otelgpu.config.collector_compat import (
 from otelgpu.config.lint import (
     expiring_before_collection,
     port_conflicts,
+    warn_include_everything,
     warn_secret_like_includes,
 )
 from otelgpu.config.loader import RawConfig, sort_issues
@@ -81,6 +82,7 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
         own = _not_echoes(issues, raw.damaged)
         raise ConfigError(sort_issues([*raw.issues, *own], raw.sources))
     _warn_unused(config, pos)
+    warn_include_everything(started, pos)
     warn_secret_like_includes(started, pos)
     return config
 
