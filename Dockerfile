@@ -35,7 +35,7 @@ RUN /opt/otelgpu/bin/pip install --no-cache-dir .
 
 # Runtime stage: the virtualenv and the DaemonSet's pipeline, nothing else.
 FROM ${BASE_IMAGE}
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="otelgpu" \
       org.opencontainers.image.description="OpenTelemetry-Collector-style GPU metrics agent for Kubernetes nodes" \
       org.opencontainers.image.licenses="Apache-2.0" \

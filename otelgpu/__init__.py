@@ -1,3 +1,3 @@
 """otelgpu: an OpenTelemetry-Collector-style GPU metrics agent for Kubernetes nodes."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -118,6 +118,38 @@ def _ns(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
+def warn_include_everything(
+    components: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
+) -> None:
+    """`include: ["*"]` is valid, but it hands the choice of what leaves the node to rules:
+    says so, with the position, and what they refuse, every time such a config is loaded
+    (validate, run, reload)."""
+    for kind, cid, model in components:
+        for path, key_filter in _key_filters(model, (kind.section, str(cid))):
+            section = path[-1]
+            for i, pattern in enumerate(key_filter.include):
+                if not pattern or set(pattern) != {"*"}:
+                    continue
+                at = (*path, "include", i)
+                mark = pos.value(at)
+                _log.warning(
+                    '%s:%d:%d: %s: include ["*"] hands %s keys to rules: a key the include '
+                    "list does not name is exported only when its value is plainly safe: at "
+                    "most 64 characters of letters, digits, spaces and ._/:-, with no option "
+                    "(-x), no secret-like word and nothing random-looking (tokens, hex IDs, "
+                    "UUIDs). Other values are refused, as are secret-like keys and "
+                    "credential-like values, and counted in "
+                    'otelgpu_container_env_refused_keys_total{reason="glob_..."} (README, '
+                    "Security); name a key in the include list to export a value this refuses",
+                    mark.file,
+                    mark.line,
+                    mark.column,
+                    "::".join(map(str, at)),
+                    section,
+                )
+                break
+
+
 def warn_secret_like_includes(
     components: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
 ) -> None:

@@ -215,6 +215,8 @@ def _compose(
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or "invalid YAML"
+        if "'\\t'" in problem or "tab character" in problem:
+            problem += _TAB_HINT
         issues.append(_located(name, text, mark, offset, path, f"syntax error: {problem}"))
     except yaml.reader.ReaderError as exc:
         problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
@@ -226,6 +228,10 @@ def _compose(
         first = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
         issues.append(Issue(name, 1, 1 + offset, path, f"syntax error: {first}"))
     return None
+
+
+# PyYAML names the tab only as a character that cannot start a token.
+_TAB_HINT = "; YAML does not allow tabs for indentation: indent with spaces"
 
 
 def _located(

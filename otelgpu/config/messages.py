@@ -16,6 +16,7 @@ from pydantic.functional_validators import BeforeValidator
 
 from otelgpu.component.errors import Issue
 from otelgpu.config.positions import Path, Positions
+from otelgpu.config.suggest import did_you_mean
 from otelgpu.config.types import parse_duration, parse_size
 
 _TYPE_ERRORS = {
@@ -55,8 +56,10 @@ def issues_from(
         kind = err["type"]
         if kind == "extra_forbidden":
             owner = _type_at(model, loc[:-1])
-            valid = ", ".join(_field_names(owner)) if owner else ""
-            message = f"unknown key (valid keys: {valid})" if valid else "unknown key"
+            names = _field_names(owner) if owner else []
+            hint = did_you_mean(str(loc[-1]), names)
+            valid = ", ".join(names)
+            message = f"unknown key{hint} (valid keys: {valid})" if valid else "unknown key"
             mark = positions.key(path)
         elif kind == "missing":
             message = "required key is missing"

@@ -14,10 +14,16 @@ from pydantic import BaseModel, ValidationError
 from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.errors import ConfigError, Issue
 from otelgpu.component.registry import Registry
-from otelgpu.config.collector_compat import factory_for, warn_deprecated
+from otelgpu.config.collector_compat import (
+    NO_OP_PROCESSORS,
+    collector_keys,
+    deprecation,
+    factory_for,
+)
 from otelgpu.config.lint import (
     expiring_before_collection,
     port_conflicts,
+    warn_include_everything,
     warn_secret_like_includes,
 )
 from otelgpu.config.loader import RawConfig, sort_issues
@@ -75,7 +81,8 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     if issues or raw.issues:
         own = _not_echoes(issues, raw.damaged)
         raise ConfigError(sort_issues([*raw.issues, *own], raw.sources))
-    _warn_unused(config)
+    _warn_unused(config, pos)
+    warn_include_everything(started, pos)
     warn_secret_like_includes(started, pos)
     return config
 
@@ -117,13 +124,25 @@ def _components(
         path = (kind.section, key)
         try:
             cid = ComponentID.parse(key)
+            if kind is Kind.PROCESSOR and cid.type in NO_OP_PROCESSORS:
+                _warn(pos, path, NO_OP_PROCESSORS[cid.type])
+                continue
             factory = factory_for(registry, kind, cid)
         except (ValueError, KeyError) as exc:
             _issue(issues, pos, path, str(exc.args[0]), at_key=True)
             continue
-        warn_deprecated(kind, cid)
+        deprecated = deprecation(kind, cid)
+        if deprecated:
+            _warn(pos, path, deprecated)
+        options, findings = collector_keys(kind, factory.type, options)
+        for finding in findings:
+            at = (*path, *finding.path)
+            if finding.refused:
+                _issue(issues, pos, at, finding.answer, at_key=finding.path[-1] != "action")
+            else:
+                _warn(pos, at, finding.answer)
         model = _model(factory.config_type, options, path, pos, issues)
-        if model is not None:
+        if model is not None and not any(f.refused for f in findings):
             out[cid] = model
     return out
 
@@ -264,6 +283,8 @@ def _refs(
             continue
         if cid in out:
             _issue(issues, pos, (*path, i), f'{kind.value} "{cid}" is listed twice')
+        elif kind is Kind.PROCESSOR and cid.type in NO_OP_PROCESSORS and cid in (configured or ()):
+            continue  # accepted as a no-op where it is declared (a warning says so)
         elif configured is not None and cid not in configured:
             known = ", ".join(sorted(str(c) for c in configured)) or "none"
             _issue(
@@ -278,7 +299,7 @@ def _refs(
     return tuple(out)
 
 
-def _warn_unused(config: AgentConfig) -> None:
+def _warn_unused(config: AgentConfig, pos: Positions) -> None:
     used = {
         c for p in config.pipelines.values() for c in (*p.receivers, *p.processors, *p.exporters)
     }
@@ -286,7 +307,15 @@ def _warn_unused(config: AgentConfig) -> None:
     for kind, components in config.components.items():
         for cid in components:
             if cid not in used:
-                _log.warning('%s "%s" is configured but not used by any pipeline', kind.value, cid)
+                _warn(pos, (kind.section, str(cid)), "configured but not used by any pipeline")
+
+
+def _warn(pos: Positions, path: Path, message: str) -> None:
+    """A config warning, located as errors are: `file:line:col: key::path: message`."""
+    mark = pos.key(path)
+    _log.warning(
+        "%s:%d:%d: %s: %s", mark.file, mark.line, mark.column, "::".join(map(str, path)), message
+    )
 
 
 def _issue(

@@ -8,6 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from otelgpu.config.suggest import closest
+
 _DURATION_RE = re.compile(r"^(?:(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -147,8 +149,16 @@ class MetricToggle(StrictModel):
 
 
 def check_metric_names(toggles: dict[str, MetricToggle], catalog: list[str]) -> None:
-    """Refuses switches for metrics a receiver's catalog does not have, naming the valid ones."""
+    """Refuses switches for metrics a receiver's catalog does not have: each with the nearest
+    catalog name when one is near (a typo), else where the catalog is listed (not all of it)."""
     known = set(catalog)
     unknown = sorted(name for name in toggles if name not in known)
     if unknown:
-        raise ValueError(f"unknown metric {', '.join(unknown)} (valid: {', '.join(catalog)})")
+        each = []
+        for name in unknown:
+            match = closest(name, catalog)
+            each.append(f'"{name}"' + (f' (did you mean "{match}"?)' if match else ""))
+        raise ValueError(
+            f"unknown metric {', '.join(each)}: not one of this receiver's {len(catalog)} "
+            "metrics (docs/metrics.md, docs/kubelet_stats.md)"
+        )

@@ -189,3 +189,121 @@ def test_the_gpu_operator_cutover_renders_what_its_table_says() -> None:
     for text in ("dcgmExporter.enabled=false", '"dcgmExporter": {"enabled": false}'):
         assert text in MIGRATING
     assert "DCGM_FI_DEV_GPU_TEMP" in json.dumps(one(docs, "PrometheusRule")["spec"])
+
+
+# The README, read as a new user reads it.
+
+README = (ROOT / "README.md").read_text()
+_OPENING = (
+    "pip install . && otelgpu run    # demo: simulated GPUs, no GPU or Kubernetes needed"
+    " → http://localhost:9400/metrics\n"
+    "scripts/test                    # installs everything (real peers via apt, pip test extra)"
+    " and runs lint, types and the tests\n"
+)
+
+
+def test_the_readme_opens_with_the_two_commands() -> None:
+    assert README.startswith("# otelgpu\n\n```sh\n" + _OPENING + "```\n")
+
+
+def test_the_readmes_install_commands_render_the_image_they_name() -> None:
+    """From a release: the chart repository at this version (this checkout's chart) pulls the
+    release's image. From the checkout: the chart's folder pulls the image the README's
+    `docker build` line tags."""
+    commands = _shell_commands(README)
+    installs = [c for c in commands if c[1] == "install"]
+    assert [_positional(c) for c in installs] == [
+        ["otelgpu", CHARTS[0]],
+        ["otelgpu", CHARTS[1]],
+    ]
+    release, checkout = installs
+    assert release[release.index("--version") + 1] == otelgpu.__version__
+    assert agent(helm.render(_values(release)))["image"] == (
+        f"{workflow.env()['IMAGE']}:{otelgpu.__version__}"
+    )
+    built = re.search(r"^docker build -t (\S+) \. && docker push (\S+)$", README, re.M)
+    assert built and built.group(1) == built.group(2)
+    assert agent(helm.render(_values(checkout)))["image"] == built.group(1)
+
+
+def test_the_readme_names_only_paths_that_exist() -> None:
+    paths = set(
+        re.findall(r"`((?:deploy|pipelines|docs|tests|otelgpu|bench|scripts)/[\w./-]*\w)", README)
+    )
+    paths |= set(re.findall(r"\]\(((?:docs|deploy)/[\w./-]+)\)", README))
+    paths |= {"CONTRIBUTING.md", "CHANGELOG.md"} & set(re.findall(r"[A-Z]+\.md", README))
+    assert len(paths) > 5
+    assert sorted(p for p in paths if not (ROOT / p).exists()) == []
+
+
+def test_the_readme_names_the_boards_recorded_in_docs_hardware() -> None:
+    hardware = (ROOT / "docs" / "hardware" / "README.md").read_text()
+    recorded = re.findall(r"^\| (NVIDIA [^(|]+?) \(.*?\| ([\d.]+) \|", hardware, re.M)
+    assert recorded
+    for board, driver in recorded:
+        assert re.search(rf"^\| {re.escape(board)} \| {re.escape(driver)} \|", README, re.M), board
+
+
+def test_benchmarks_and_developer_scripts_live_outside_the_readme() -> None:
+    assert "bench/" not in README and "callgrind" not in README
+    for script in ("gpu_check", "nvml_record", "property_soak", "mutation"):
+        assert f"scripts/{script}" not in README
+        assert f"scripts/{script}" in (ROOT / "CONTRIBUTING.md").read_text()
+
+
+PERFORMANCE = (ROOT / "docs" / "performance.md").read_text()
+
+
+def test_every_performance_figure_has_its_target_and_command() -> None:
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in PERFORMANCE.splitlines()
+        if re.match(r"\| P\d ", line)
+    ]
+    assert [row[0] for row in rows] == [f"P{i}" for i in range(1, 10)]
+    for name, _what, target, measured, command in rows:
+        assert re.search(r"[<>]=", target) and measured, name
+        script = re.search(r"`python (?:-m )?(bench[/.]\w+)", command)
+        assert script, name
+        assert (ROOT / (script.group(1).replace(".", "/") + ".py")).is_file(), command
+    misses = PERFORMANCE.split("## Where the targets are missed", 1)[1].split("\n## ", 1)[0]
+    for name in ("P2", "P7", "P8"):
+        assert f"**{name}" in misses
+
+
+_INTERNAL = re.compile(r"\bP[1-9]\b|callgrind|\bGIL\b|wmem_max")
+USER_DOCS = [
+    "docs/prometheus.md",
+    "docs/deploy.md",
+    "docs/troubleshooting.md",
+    "docs/configuration.md",
+    "docs/metrics.md",
+    "docs/migrating-from-dcgm-exporter.md",
+    "deploy/helm/otelgpu/values.yaml",
+    "CHANGELOG.md",
+    "README.md",
+]
+
+
+@pytest.mark.parametrize("path", USER_DOCS)
+def test_user_docs_carry_no_internal_figures(path: str) -> None:
+    text = (ROOT / path).read_text()
+    assert [m.group(0) for m in _INTERNAL.finditer(text)] == []
+
+
+def test_troubleshooting_answers_fit_a_table_cell() -> None:
+    text = (ROOT / "docs" / "troubleshooting.md").read_text()
+    cells = [c for line in text.splitlines() if line.startswith("|") for c in line.split("|")]
+    assert max(len(c) for c in cells) <= 450
+
+
+def test_the_stability_levels_doc_lists_every_component_at_its_level() -> None:
+    from otelgpu.service.builtins import builtin_registry
+
+    text = (ROOT / "docs" / "stability.md").read_text()
+    table = text.split("## Levels today", 1)[1]
+    documented = set(re.findall(r"^\| `(\w+)` \| (\w+) \| (\w+) \|$", table, re.M))
+    registered = {(f.type, f.kind.value, f.stability.value) for f in builtin_registry()}
+    assert documented == registered
+    for level in ("alpha", "beta", "stable"):
+        assert f"| `{level}` |" in text

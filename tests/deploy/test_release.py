@@ -56,3 +56,34 @@ def test_changelog_has_a_section_for_this_version() -> None:
 def test_package_metadata_reads_the_same_attribute() -> None:
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'version = {attr = "otelgpu.__version__"}' in pyproject
+
+
+def test_chart_names_its_home_sources_and_an_icon_in_the_repository() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    home = chart["home"]
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", home), home
+    assert chart["sources"] == [home]
+    owner_repo = home.removeprefix("https://github.com/")
+    prefix = f"https://raw.githubusercontent.com/{owner_repo}/main/"
+    assert chart["icon"].startswith(prefix), chart["icon"]
+    assert (ROOT / chart["icon"].removeprefix(prefix)).is_file()
+
+
+def _sections() -> dict[str, str]:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    parts = re.split(r"^## \[([^\]]+)\]\n", changelog, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_changelog_unreleased_is_short_and_the_release_is_net_changes() -> None:
+    """[Unreleased] is a short list to append to; a release section says what changed for a
+    user of the one before (with Action notes), not how figures moved while it was made."""
+    sections = _sections()
+    assert len(sections["Unreleased"].strip().splitlines()) <= 20
+    if VERSION != "0.1.0":
+        release = sections[VERSION]
+        assert "**Action:**" in release
+        for diary in ("callgrind", "bench/", "before,", "used to", "instead of ~"):
+            assert diary not in release, diary
+        # A figure moving (`12.3 → 9.6 ms`) is a benchmark diary; a rename (`a` → `b`) is not.
+        assert re.findall(r"\d\S* → \d", release) == []

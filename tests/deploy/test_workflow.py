@@ -27,7 +27,7 @@ DIGEST = "sha256:" + "0" * 64
 BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail"]
 
 
-def test_actionlint_and_shellcheck_accept_the_workflow() -> None:
+def test_actionlint_and_shellcheck_accept_the_workflows() -> None:
     result = run(
         "actionlint",
         "-shellcheck",
@@ -35,6 +35,7 @@ def test_actionlint_and_shellcheck_accept_the_workflow() -> None:
         "-pyflakes",
         "",
         str(workflow.WORKFLOW.relative_to(ROOT)),
+        str(workflow.CI.relative_to(ROOT)),
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -54,8 +55,30 @@ def test_runs_on_version_tags_with_write_access_only_where_needed() -> None:
     data = workflow.workflow()
     assert data["on"] == {"push": {"tags": ["v*.*.*"]}}
     assert data["permissions"] == {"contents": "read"}
-    (job,) = data["jobs"].values()
+    assert set(data["jobs"]) == {"test", "release"}
+    job = data["jobs"]["release"]
     assert job["permissions"] == {"contents": "write", "packages": "write"}
+
+
+def _readme_commands() -> list[str]:
+    """The README's opening block: its commands, comments left out."""
+    block = (ROOT / "README.md").read_text().split("```sh\n", 1)[1].split("```", 1)[0]
+    return [line.split(" #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_nothing_is_published_unless_the_readmes_test_command_passed() -> None:
+    """The release job needs the `test` job, which is ci.yml: the README's test command in the
+    container it was made for, on pushes and pull requests too."""
+    jobs = workflow.workflow()["jobs"]
+    assert jobs["test"] == {"uses": "./.github/workflows/ci.yml"}
+    assert jobs["release"]["needs"] == "test"
+    ci = yaml.load(workflow.CI.read_text(), Loader=yaml.BaseLoader)
+    assert set(ci["on"]) == {"push", "pull_request", "workflow_call"}
+    (job,) = ci["jobs"].values()
+    assert job["container"]["image"].startswith("python:3.11-")
+    runs = [s["run"].strip() for s in job["steps"] if "run" in s]
+    assert runs == ["scripts/test"]
+    assert runs[0] in _readme_commands(), _readme_commands()
 
 
 def test_the_chart_pulls_the_image_the_workflow_pushes() -> None:

@@ -18,6 +18,8 @@ import yaml
 from tests.deploy.tools import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
+# The tests on every push, which the release runs first (its `test` job calls this file).
+CI = ROOT / ".github" / "workflows" / "ci.yml"
 # The value the version step gives its later steps (steps.version.outputs.version).
 _VERSION_OUTPUT = "${{ steps.version.outputs.version }}"
 
@@ -38,8 +40,7 @@ def env() -> dict[str, str]:
 
 
 def steps() -> list[Step]:
-    (job,) = workflow()["jobs"].values()
-    found: list[Step] = job["steps"]
+    found: list[Step] = workflow()["jobs"]["release"]["steps"]
     return found
 
 

@@ -220,6 +220,9 @@ def test_validate_warns_about_include_everything(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert 'container_env: env.include ["*"] hands env keys to rules' in result.stderr
+    assert (
+        'processors::container_env::env::include::0: include ["*"] hands env keys to rules'
+        in result.stderr
+    )
     assert "exported only when its value is plainly safe" in result.stderr
     assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in result.stderr

@@ -31,7 +31,7 @@ def require_binary(name: str) -> str:
     if path is None:
         raise RuntimeError(
             f"{name} is not installed: the test needs the real peer "
-            "(apt-get install -y containerd docker.io prometheus busybox-static)"
+            "(apt-get install -y containerd docker.io prometheus busybox-static docker-registry)"
         )
     return path
 

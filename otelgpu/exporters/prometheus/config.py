@@ -124,10 +124,11 @@ class PrometheusExporterConfig(StrictModel):
     @field_validator("const_labels")
     @classmethod
     def _label_names(cls, value: dict[str, str]) -> dict[str, str]:
-        for name in value:
-            if not LABEL_NAME_RE.match(name) or name.startswith("__"):
-                raise ValueError(
-                    f'invalid label name "{name}": expected [a-zA-Z_][a-zA-Z0-9_]* '
-                    "not starting with __"
-                )
+        bad = [n for n in value if not LABEL_NAME_RE.match(n) or n.startswith("__")]
+        if bad:
+            names = ", ".join(f'"{name}"' for name in bad)
+            raise ValueError(
+                f"invalid label name{'s' if len(bad) > 1 else ''} {names}: expected "
+                "[a-zA-Z_][a-zA-Z0-9_]* not starting with __"
+            )
         return value

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from otelgpu.config.types import KeyFilter, PositiveDuration, StrictModel
 
@@ -77,25 +77,3 @@ class ContainerEnvProcessorConfig(StrictModel):
     max_value_length: int = Field(default=256, gt=0)
     max_attributes: int = Field(default=32, gt=0)
     owners: bool = True
-
-    @model_validator(mode="after")
-    def _warn_on_include_everything(self) -> ContainerEnvProcessorConfig:
-        """`include: ["*"]` is valid, but it hands the choice of what leaves the node to
-        rules: say so, and what they refuse, every time such a config is loaded (validate,
-        run, reload)."""
-        for section in ("env", "labels", "pod_labels", "annotations"):
-            patterns = getattr(self, section).include
-            if any(p and set(p) == {"*"} for p in patterns):
-                _log.warning(
-                    'container_env: %s.include ["*"] hands %s keys to rules: a key the '
-                    "include list does not name is exported only when its value is plainly "
-                    "safe: at most 64 characters "
-                    "of letters, digits, spaces and ._/:-, with no option (-x), no secret-like "
-                    "word and nothing random-looking (tokens, hex IDs, UUIDs). Other values are "
-                    "refused, as are secret-like keys and credential-like values, and counted "
-                    'in otelgpu_container_env_refused_keys_total{reason="glob_..."} (README, '
-                    "Security); name a key in the include list to export a value this refuses",
-                    section,
-                    section,
-                )
-        return self

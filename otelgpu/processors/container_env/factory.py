@@ -44,7 +44,7 @@ def _create(settings: Settings, config: ContainerEnvProcessorConfig) -> Containe
 factory = Factory(
     type="container_env",
     kind=Kind.PROCESSOR,
-    stability=Stability.ALPHA,
+    stability=Stability.BETA,
     config_type=ContainerEnvProcessorConfig,
     create=_create,
     description="adds allow-listed env vars, labels and pod labels/annotations from the "

@@ -22,7 +22,7 @@ def _create(settings: Settings, config: K8sAttributesProcessorConfig) -> K8sAttr
 factory = Factory(
     type="k8s_attributes",
     kind=Kind.PROCESSOR,
-    stability=Stability.ALPHA,
+    stability=Stability.BETA,
     config_type=K8sAttributesProcessorConfig,
     create=_create,
     description="labels GPU series with the pod and container that hold the GPU",

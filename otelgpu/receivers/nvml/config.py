@@ -155,7 +155,8 @@ class NvmlReceiverConfig(StrictModel):
     """`receivers::nvml`.
 
     collection_interval: how often GPUs are read (10s).
-    devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read.
+    devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read (one may be written
+    without the list: `devices: 0`).
     metric_set: `default` (the lean set: dcgm-exporter's default counters and health) or `all`
     (every catalog metric); `metrics` switches override it per metric.
     metrics: `{NAME: {enabled: bool}}` overrides of the metric set (docs/metrics.md).
@@ -179,6 +180,16 @@ class NvmlReceiverConfig(StrictModel):
     host_proc: str = "/proc"
     backend: Backend = Backend.AUTO
     simulated: SimulatedConfig | None = None
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _one_device(cls, value: object) -> object:
+        """One index or UUID written without a list (`devices: 0`, `devices: GPU-...`)."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        if isinstance(value, str) and value != "all":
+            return [value]
+        return value
 
     @field_validator("metrics")
     @classmethod

@@ -76,8 +76,8 @@ def test_exporter_aliases_build_our_exporters(caplog: pytest.LogCaptureFixture) 
     assert isinstance(exporters[ComponentID.parse("otlp_grpc")], OtlpExporterConfig)
     deprecations = [r.getMessage() for r in caplog.records if "deprecated alias" in r.getMessage()]
     assert deprecations == [
-        'exporter "otlphttp": "otlphttp" is a deprecated alias (as in the Collector); '
-        'use "otlp_http" instead',
-        'exporter "otlphttp/2": "otlphttp" is a deprecated alias (as in the Collector); '
-        'use "otlp_http" instead',
+        'f.yaml:4:3: exporters::otlphttp: "otlphttp" is a deprecated alias (as in the '
+        'Collector); use "otlp_http" instead',
+        'f.yaml:6:3: exporters::otlphttp/2: "otlphttp" is a deprecated alias (as in the '
+        'Collector); use "otlp_http" instead',
     ]

@@ -41,6 +41,7 @@ def test_validate_logs_a_deprecated_collector_name_as_the_config_logger(
     assert cli.main(["validate", "-c", _write(tmp_path, text)]) == 0
     err = capsys.readouterr().err
     assert (
-        ' otelgpu.config: exporter "otlphttp": "otlphttp" is a deprecated alias '
+        ' exporters::otlphttp: "otlphttp" is a deprecated alias '
         '(as in the Collector); use "otlp_http" instead'
     ) in err
+    assert " otelgpu.config: " in err

@@ -123,7 +123,7 @@ def test_load_warnings_come_out_in_the_configured_encoding(
     lines = capsys.readouterr().err.splitlines()
     records = [json.loads(line) for line in lines]  # every line is JSON
     assert [r["msg"] for r in records] == [
-        'exporter "debug/unused" is configured but not used by any pipeline'
+        f"{path}:5:3: exporters::debug/unused: configured but not used by any pipeline"
     ]
     assert records[0]["level"] == "warn"
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", records[0]["ts"])
@@ -137,7 +137,8 @@ def test_log_flags_override_the_config(tmp_path: Path, capsys: pytest.CaptureFix
     assert capsys.readouterr().err == ""  # the warning is below --log-level error
     assert cli.main(["validate", "-c", str(path), "--log-format", "console"]) == 0
     err = capsys.readouterr().err
-    assert "WARNING otelgpu.config: exporter" in err and not err.startswith("{")
+    assert f"WARNING otelgpu.config: {path}:5:3: exporters::debug/unused" in err
+    assert not err.startswith("{")
     assert cli.main(["print-config", "-c", str(path), "--log-level", "warn"]) == 0
     assert "level: warn\n" in capsys.readouterr().out  # the flag is what runs
 

@@ -7,6 +7,7 @@ import logging
 import pytest
 from pydantic import ValidationError
 
+from tests.unit.config.pipelines import MINIMAL, validated
 from tests.unit.processors.container_env.helpers import config
 
 EVERY_TEAM = {"include": ["team*", "*team"]}
@@ -55,22 +56,40 @@ def test_bad_values(options: dict[str, object], message: str) -> None:
         config(**options)
 
 
-def test_include_everything_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+def _validate_with(options: str) -> None:
+    """A pipeline through container_env with these options, validated as `validate` does."""
+    text = (
+        "processors:\n  container_env:\n    runtime: docker\n"
+        + "".join(f"    {line}\n" for line in options.splitlines())
+        + "service:\n  pipelines:\n    metrics: {processors: [container_env]}\n"
+    )
+    validated(MINIMAL, text)
+
+
+def test_include_everything_is_warned_about_with_its_position(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
-    config(env={"include": ["TEAM", "*"]}, annotations={"include": ["**"]}, labels=EVERY_TEAM)
+    _validate_with(
+        'env: {include: [TEAM, "*"]}\nannotations: {include: ["**"]}\n'
+        'labels: {include: ["team*", "*team"]}'
+    )
     warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
-    assert len(warnings) == 2
+    assert len(warnings) == 2, warnings
     assert warnings[0].startswith(
-        'container_env: env.include ["*"] hands env keys to rules: a key the include list '
-        "does not name is exported only when its value is plainly safe"
+        'f.yaml:4:27: processors::container_env::env::include::1: include ["*"] hands env keys '
+        "to rules: a key the include list does not name is exported only when its value is "
+        "plainly safe"
     )
     assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in warnings[0]
-    assert warnings[1].startswith('container_env: annotations.include ["*"]')
+    assert warnings[1].startswith(
+        'f.yaml:5:29: processors::container_env::annotations::include::0: include ["*"]'
+    )
 
 
 def test_named_keys_and_narrow_globs_are_not_warned_about(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
-    config(env={"include": ["TEAM", "MLFLOW_*"]}, labels=EVERY_TEAM)
+    _validate_with('env: {include: [TEAM, "MLFLOW_*"]}\nlabels: {include: ["team*", "*team"]}')
     assert [r for r in caplog.records if r.name == "otelgpu.config"] == []

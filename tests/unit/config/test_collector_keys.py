@@ -1,0 +1,185 @@
+"""A Collector config pasted as it is: each key the agent does not take gets an answer of its
+own (accepted with a positioned warning where it is harmless, refused with what to write
+instead otherwise), near misses get a "did you mean", and every warning says where."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+
+from otelgpu.component.component import Kind
+from otelgpu.component.errors import ConfigError
+from otelgpu.config.loader import load
+from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.service.builtins import builtin_registry
+from tests.unit.config.pipelines import MINIMAL
+
+_POSITIONED = re.compile(r"^f1\.yaml:\d+:\d+: ")
+
+
+def _validated(text: str) -> AgentConfig:
+    return validate(load([("f0.yaml", MINIMAL), ("f1.yaml", text)], environ={}), builtin_registry())
+
+
+def _issues(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        _validated(text)
+    return [f"{'::'.join(map(str, i.path))}: {i.message}" for i in info.value.issues]
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+
+def test_batch_and_memory_limiter_are_accepted_as_no_ops_with_a_positioned_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = """
+processors:
+  batch: {send_batch_size: 8192, timeout: 200ms}
+  memory_limiter/node: {check_interval: 1s, limit_mib: 100}
+service:
+  pipelines:
+    metrics: {processors: [memory_limiter/node, batch]}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    config = _validated(text)
+    (pipeline,) = config.pipelines.values()
+    assert pipeline.processors == ()
+    assert Kind.PROCESSOR not in config.components or not config.components[Kind.PROCESSOR]
+    warnings = _warnings(caplog)
+    batch = [w for w in warnings if "processors::batch:" in w]
+    limiter = [w for w in warnings if "processors::memory_limiter/node:" in w]
+    assert len(batch) == 1 and len(limiter) == 1, warnings
+    assert _POSITIONED.match(batch[0]) and _POSITIONED.match(limiter[0])
+    assert "no-op" in batch[0] and "memory" in limiter[0]
+
+
+def test_harmless_collector_exporter_keys_are_accepted_with_a_positioned_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = """
+exporters:
+  prometheus: {endpoint: "0.0.0.0:9400", enable_open_metrics: true, add_metric_suffixes: true}
+  otlp:
+    endpoint: gateway:4317
+    sending_queue: {block_on_overflow: true}
+service:
+  pipelines:
+    metrics: {exporters: [prometheus, otlp]}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    _validated(text)
+    warnings = _warnings(caplog)
+    for key in ("enable_open_metrics", "add_metric_suffixes", "block_on_overflow"):
+        (found,) = [w for w in warnings if f"::{key}:" in w]
+        assert _POSITIONED.match(found), found
+
+
+def test_collector_keys_that_cannot_be_honoured_say_what_to_do_instead() -> None:
+    text = """
+processors:
+  attributes:
+    actions:
+      - {key: team, from_attribute: k8s.namespace.name, action: insert}
+      - {key: user, action: hash}
+      - {key: count, action: convert, converted_type: int}
+exporters:
+  prometheus: {endpoint: "0.0.0.0:9400", add_metric_suffixes: false}
+  otlp: {endpoint: "gateway:4317", compression: zstd}
+service:
+  pipelines:
+    metrics: {processors: [attributes], exporters: [prometheus, otlp]}
+"""
+    issues = _issues(text)
+    assert len(issues) == 5, issues
+    for issue in issues:
+        assert "unknown key" not in issue and "must be one of" not in issue, issue
+    by_path = {i.split(": ", 1)[0]: i.split(": ", 1)[1] for i in issues}
+    assert "value" in by_path["processors::attributes::actions::0::from_attribute"]
+    assert "delete" in by_path["processors::attributes::actions::1::action"]
+    assert "converted_type" in by_path["processors::attributes::actions::2::action"]
+    assert "suffix" in by_path["exporters::prometheus::add_metric_suffixes"]
+    assert "gzip" in by_path["exporters::otlp::compression"]
+
+
+@pytest.mark.parametrize(
+    ("text", "path", "suggestion"),
+    [
+        (
+            'exporters:\n  prometheus: {endpoint: "0.0.0.0:9400", namming: dcgm}\n'
+            "service:\n  pipelines:\n    metrics: {exporters: [prometheus]}\n",
+            "exporters::prometheus::namming",
+            "naming",
+        ),
+        (
+            "exporters:\n  promethues: {}\n"
+            "service:\n  pipelines:\n    metrics: {exporters: [promethues]}\n",
+            "exporters::promethues",
+            "prometheus",
+        ),
+        (
+            "receivers:\n  nvml:\n    metrics: {hw.gpu.utilisation: {enabled: true}}\n",
+            "receivers::nvml::metrics",
+            "hw.gpu.utilization",
+        ),
+    ],
+    ids=["key", "component type", "metric name"],
+)
+def test_a_near_miss_gets_a_did_you_mean(text: str, path: str, suggestion: str) -> None:
+    (issue,) = _issues(text)
+    assert issue.startswith(f"{path}: ")
+    assert f'did you mean "{suggestion}"?' in issue
+    assert len(issue) < 300, issue  # not every valid name
+
+
+def test_tab_indentation_gets_a_hint() -> None:
+    text = "receivers:\n\tnvml: {}\n"
+    with pytest.raises(ConfigError) as info:
+        load([("t.yaml", text)], environ={})
+    (issue,) = info.value.issues
+    assert (issue.line, issue.column) == (2, 1)
+    assert "tab" in issue.message and "spaces" in issue.message
+
+
+@pytest.mark.parametrize(("written", "read"), [("0", 0), ('"0"', "0"), ("GPU-abc", "GPU-abc")])
+def test_devices_takes_a_single_index_or_uuid(written: str, read: int | str) -> None:
+    config = _validated(f"receivers:\n  nvml: {{devices: {written}}}\n")
+    (nvml,) = config.components[Kind.RECEIVER].values()
+    assert nvml.devices == [read]  # type: ignore[attr-defined]
+
+
+def test_every_bad_const_labels_name_is_reported() -> None:
+    text = """
+exporters:
+  prometheus:
+    endpoint: "0.0.0.0:9400"
+    const_labels: {"bad-name": a, good: b, "9lives": c, "x y": d}
+service:
+  pipelines:
+    metrics: {exporters: [prometheus]}
+"""
+    (issue,) = _issues(text)
+    for name in ("bad-name", "9lives", "x y"):
+        assert f'"{name}"' in issue
+    assert '"good"' not in issue
+
+
+def test_config_warnings_name_their_position(caplog: pytest.LogCaptureFixture) -> None:
+    text = """
+receivers:
+  kubeletstats: {collection_interval: 20s}
+exporters:
+  otlphttp: {endpoint: "http://gateway:4318"}
+service:
+  pipelines:
+    metrics: {receivers: [nvml], exporters: [debug, otlphttp]}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    _validated(text)
+    warnings = _warnings(caplog)
+    assert len(warnings) == 3, warnings  # two deprecated aliases, one unused receiver
+    for warning in warnings:
+        assert _POSITIONED.match(warning), warning
