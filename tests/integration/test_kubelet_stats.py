@@ -19,13 +19,14 @@ import pytest
 from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config import load_config
+from otelgpu.receivers.kubelet_stats.client import HttpKubeletClient, KubeletError
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
 from otelgpu.service.builtins import builtin_registry
 from otelgpu.service.service import Service
 from tests.conftest import make_settings
 from tests.fakes import Sink
-from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer
+from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer, busy_node_summary
 from tests.peers.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,6 +87,106 @@ async def test_https_with_token_and_ca_reads_the_summary(
     names = {m.name for rm in batch for m in rm.metrics}
     assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.volume.capacity"} <= names
     assert telemetry.sources["kubelet"].up
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+async def test_a_summary_arriving_in_many_pieces_is_read_whole(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink, chunked: bool
+) -> None:
+    """A 110-pod node's summary (~300 KB) sent in 4 KiB pieces, as a real kubelet's reaches a
+    client over TCP: every pod and container is read, nothing counted as bad JSON."""
+    async with kubelet(tmp_path) as server:
+        server.summary = busy_node_summary(110)
+        server.piece_size, server.chunked = 4096, chunked
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        batch = await receiver.scrape()
+        await receiver.shutdown()
+    assert errors(telemetry) == {}
+    containers = {
+        (rm.resource["k8s.pod.name"], rm.resource["k8s.container.name"])
+        for rm in batch
+        if "k8s.container.name" in rm.resource
+    }
+    assert len(containers) == 220
+    assert telemetry.sources["kubelet"].up
+
+
+def _client(server: KubeletStatsServer, max_bytes: int) -> HttpKubeletClient:
+    return HttpKubeletClient(
+        server.url + "/stats/summary",
+        token=None,
+        ca_file=None,
+        verify=True,
+        timeout=5.0,
+        max_bytes=max_bytes,
+    )
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+async def test_the_body_limit_holds_whatever_the_framing(tmp_path: Path, chunked: bool) -> None:
+    """A body of exactly the limit is read whole; one byte more is `too_large`, whether the
+    size is declared up front (refused before reading) or only found while reading chunks."""
+    async with kubelet(tmp_path, tls=False, token=None) as server:
+        server.body = json.dumps(busy_node_summary(5)).encode()
+        server.piece_size, server.chunked = 1000, chunked
+        size = len(server.body)
+        at_limit = _client(server, size)
+        assert await at_limit.summary() == server.body
+        await at_limit.close()
+        below = _client(server, size - 1)
+        with pytest.raises(KubeletError) as err:
+            await below.summary()
+        await below.close()
+    assert err.value.reason == "too_large"
+    assert f"more than {size - 1} bytes" in str(err.value)
+
+
+async def test_a_body_cut_short_is_incomplete_not_bad_json() -> None:
+    """A kubelet that closes the connection before the Content-Length it declared."""
+
+    async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b'{"pods": [' * 10)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut_short, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = HttpKubeletClient(
+        f"http://127.0.0.1:{port}/stats/summary", token=None, ca_file=None, verify=True, timeout=5
+    )
+    with pytest.raises(KubeletError) as err:
+        await client.summary()
+    await client.close()
+    server.close()
+    await server.wait_closed()
+    assert err.value.reason == "incomplete"
+
+
+async def test_the_kubelets_error_text_is_kept_bounded_on_one_line(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    async with kubelet(tmp_path) as server:
+        server.status = 500
+        server.error_text = "Internal Error: failed to get imageFs stats\n" + "x" * 5000
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        await receiver.scrape()
+        await receiver.shutdown()
+    error = telemetry.sources["kubelet"].last_error
+    assert "HTTP 500: Internal Error: failed to get imageFs stats xxx" in error
+    assert "\n" not in error and error.count("x") < 600
 
 
 async def test_wrong_token_is_401_source_down_then_a_rotated_token_recovers(
