@@ -43,6 +43,8 @@ class KubeletStatsReceiverConfig(StrictModel):
     metrics: `{NAME: {enabled: bool}}` over the catalog's defaults (docs/kubelet_stats.md).
     collection_interval: how often the summary is read (10s).
     timeout: how long one request may take (5s).
+    stale_after_failed_reads: after this many failed reads in a row, every series the
+      receiver reported is dropped (gone markers) until the kubelet answers again (3).
     """
 
     endpoint: str | None = None
@@ -57,6 +59,10 @@ class KubeletStatsReceiverConfig(StrictModel):
     metrics: dict[str, MetricToggle] = Field(default_factory=dict)
     collection_interval: PositiveDuration = 10.0
     timeout: PositiveDuration = 5.0
+    # 3 reads (30s at the default interval): one refused connection during a kubelet restart
+    # does not blank the node's dashboards, and a real outage never serves frozen values
+    # for minutes (cAdvisor's series end at the first failed scrape).
+    stale_after_failed_reads: int = Field(default=3, ge=1, le=1000)
 
     @field_validator("endpoint")
     @classmethod

@@ -3,8 +3,8 @@
 The summary is the kubelet's `statsapi/v1alpha1` Summary: a `node` (with `systemContainers`,
 which this receiver does not report) and `pods`, each with `containers` and `volume` entries.
 Anything may be missing: a pod just scheduled has no stats yet, a container may lack `cpu` or
-`memory`, a field may be absent or null. What is there is emitted, what is not is skipped;
-entries without an identity (a pod without `podRef`) are counted by the caller.
+`memory`, a field may be absent or null. What is there is emitted; every entry that yields
+nothing, or series missing a label, is a `Gap` the reading counts by entity and reason.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from otelgpu.pdata import semconv
@@ -54,20 +55,42 @@ def parse_time(value: object) -> int:
     return int(base.timestamp()) * 1_000_000_000 + int((match.group(2) or "").ljust(9, "0"))
 
 
+class Gap(Enum):
+    """Why an entry of the summary yields no series, or series missing a label."""
+
+    EMPTY_NAME = "empty_name"  # no name (a pod: no podRef name or namespace): skipped
+    NO_STATS_YET = "no_stats_yet"  # named, but no enabled metric has a value yet
+    NO_NODE_NAME = "no_node_name"  # the summary names no node: series lack k8s.node.name
+    NO_UID = "no_uid"  # a pod without podRef.uid: its identity is its namespace and name
+    DUPLICATE_POD = "duplicate_pod"  # a pod name listed twice: the older uid is left out
+
+
 @dataclass
 class Reading:
-    """One summary turned into resources, plus how many entries had to be skipped."""
+    """One summary turned into resources, plus the gaps it had: (entity, reason) → how many
+    entries, and the first entry of each, for the log."""
 
     resources: list[ResourceMetrics] = field(default_factory=list)
-    skipped: int = 0
+    gaps: dict[tuple[Group, Gap], int] = field(default_factory=dict)
+    examples: dict[tuple[Group, Gap], str] = field(default_factory=dict)
 
     @property
     def batch(self) -> Batch:
         return tuple(self.resources)
 
+    def gap(self, group: Group, gap: Gap, example: str) -> None:
+        key = (group, gap)
+        self.gaps[key] = self.gaps.get(key, 0) + 1
+        self.examples.setdefault(key, example)
+
 
 class SummaryReader:
-    """Reads the enabled catalog metrics out of summaries (pure: no I/O, never raises)."""
+    """Reads the enabled catalog metrics out of summaries (pure: no I/O, never raises).
+
+    Each resource's `identity` is what the entity is: the node by name, a pod by its uid (a
+    pod recreated under its name is another pod), a container or volume by its pod's uid and
+    its own name. Attributes added later (container_env's labels) never change it.
+    """
 
     def __init__(self, enabled: frozenset[str]) -> None:
         self._specs = {
@@ -81,55 +104,106 @@ class SummaryReader:
         node = _object(summary.get("node"))
         node_name = _text(node.get("nodeName"))
         base: dict[str, str] = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
-        self._add(out, base, node, Group.NODE, now_ns)
-        for pod in _objects(summary.get("pods")):
-            ref = _object(pod.get("podRef"))
-            name, namespace = _text(ref.get("name")), _text(ref.get("namespace"))
-            if not (name and namespace):
-                out.skipped += 1
-                continue
+        if not node_name:
+            out.gap(Group.NODE, Gap.NO_NODE_NAME, "the summary's node.nodeName is empty")
+        self._add(out, base, node, Group.NODE, ("node", node_name), now_ns)
+        for pod, namespace, name, uid in _newest_pods(out, _objects(summary.get("pods"))):
             resource = {**base, semconv.K8S_NAMESPACE_NAME: namespace, semconv.K8S_POD_NAME: name}
-            if uid := _text(ref.get("uid")):
+            key: tuple[str, ...] = (uid,) if uid else (namespace, name)
+            if uid:
                 resource[semconv.K8S_POD_UID] = uid
-            self._add(out, resource, pod, Group.POD, now_ns)
-            self._children(out, resource, pod, now_ns)
+            else:
+                out.gap(Group.POD, Gap.NO_UID, f"{namespace}/{name}")
+            self._add(out, resource, pod, Group.POD, ("pod", *key), now_ns)
+            self._children(out, resource, pod, key, now_ns)
         return out
 
-    def _children(self, out: Reading, pod_resource: dict[str, str], pod: Json, now: int) -> None:
+    def _children(
+        self, out: Reading, pod_resource: dict[str, str], pod: Json, key: tuple[str, ...], now: int
+    ) -> None:
+        where = f"{pod_resource[semconv.K8S_NAMESPACE_NAME]}/{pod_resource[semconv.K8S_POD_NAME]}"
         if self._specs[Group.CONTAINER]:
             for container in _objects(pod.get("containers")):
                 name = _text(container.get("name"))
                 if not name:
-                    out.skipped += 1
+                    out.gap(Group.CONTAINER, Gap.EMPTY_NAME, f"a container of pod {where}")
                     continue
                 resource = {**pod_resource, semconv.K8S_CONTAINER_NAME: name}
-                self._add(out, resource, container, Group.CONTAINER, now)
+                identity = ("container", *key, name)
+                self._add(out, resource, container, Group.CONTAINER, identity, now)
         if self._specs[Group.VOLUME]:
             for volume in _objects(pod.get("volume")):
                 name = _text(volume.get("name"))
                 if not name:
-                    out.skipped += 1
+                    out.gap(Group.VOLUME, Gap.EMPTY_NAME, f"a volume of pod {where}")
                     continue
                 resource = {**pod_resource, K8S_VOLUME_NAME: name}
                 if claim := _text(_object(volume.get("pvcRef")).get("name")):
                     resource[K8S_PVC_NAME] = claim
-                self._add(out, resource, volume, Group.VOLUME, now)
+                self._add(out, resource, volume, Group.VOLUME, ("volume", *key, name), now)
 
-    def _add(self, out: Reading, resource: Attributes, stats: Json, group: Group, now: int) -> None:
+    def _add(
+        self,
+        out: Reading,
+        resource: Attributes,
+        stats: Json,
+        group: Group,
+        identity: tuple[str, ...],
+        now: int,
+    ) -> None:
         specs = self._specs[group]
-        if not specs or not stats:
+        if not specs:
             return
         start = parse_time(stats.get("startTime"))
         metrics = [m for spec in specs if (m := _metric(spec, stats, start, now)) is not None]
-        if metrics:
-            # The receiver's attributes are the series' identity: container_env's business
-            # labels added later change the labels, never which series it is.
-            identity = tuple(resource.items())
-            out.resources.append(
-                ResourceMetrics(
-                    resource=resource, metrics=tuple(metrics), scope=SCOPE, identity=identity
-                )
+        if not metrics:
+            out.gap(group, Gap.NO_STATS_YET, _describe(resource))
+            return
+        out.resources.append(
+            ResourceMetrics(
+                resource=resource, metrics=tuple(metrics), scope=SCOPE, identity=identity
             )
+        )
+
+
+def _newest_pods(out: Reading, pods: Iterable[Json]) -> list[tuple[Json, str, str, str]]:
+    """(pod, namespace, name, uid) of each named pod; of a name listed more than once (a pod
+    deleted and recreated between two housekeeping passes of the kubelet), only the one that
+    started last (the first listed of equals): one name, one set of series."""
+    chosen: dict[tuple[str, str], tuple[Json, str, str, str]] = {}
+    for pod in pods:
+        ref = _object(pod.get("podRef"))
+        name, namespace = _text(ref.get("name")), _text(ref.get("namespace"))
+        if not (name and namespace):
+            out.gap(Group.POD, Gap.EMPTY_NAME, f"a pod with podRef {_brief(ref)}")
+            continue
+        entry = (pod, namespace, name, _text(ref.get("uid")))
+        other = chosen.get((namespace, name))
+        if other is not None:
+            older, entry = (entry, other) if _started(other[0]) >= _started(pod) else (other, entry)
+            out.gap(Group.POD, Gap.DUPLICATE_POD, f"{namespace}/{name} uid {older[3] or '?'}")
+        chosen[(namespace, name)] = entry
+    return list(chosen.values())
+
+
+def _started(pod: Json) -> int:
+    return parse_time(pod.get("startTime"))
+
+
+def _describe(resource: Attributes) -> str:
+    keys = (
+        semconv.K8S_NAMESPACE_NAME,
+        semconv.K8S_POD_NAME,
+        semconv.K8S_CONTAINER_NAME,
+        K8S_VOLUME_NAME,
+    )
+    parts = [str(resource[k]) for k in keys if k in resource]
+    return "/".join(parts) or f"node {resource.get(semconv.K8S_NODE_NAME, '')}".strip()
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _metric(spec: MetricSpec, stats: Json, start_ns: int, now_ns: int) -> Metric | None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from otelgpu.pdata.model import MetricKind
-from otelgpu.receivers.kubelet_stats.metrics import CATALOG
-from otelgpu.receivers.kubelet_stats.summary import SummaryReader, parse_time
+from otelgpu.receivers.kubelet_stats.metrics import CATALOG, Group
+from otelgpu.receivers.kubelet_stats.summary import Gap, SummaryReader, parse_time
 from tests.peers.kubelet_stats_server import NODE, NOW, T0, sample_summary
 from tests.unit.receivers.kubelet_stats.conftest import by_name, find, value
 
@@ -117,7 +117,11 @@ def test_partial_entries_emit_what_is_there() -> None:
     assert not any(n.startswith("container.cpu.") for n in names)  # no cpu block yet
     assert "container.memory.rss" not in names  # null
     assert "container.memory.working_set" in names
-    assert reading.skipped == 1  # the pod without a name
+    assert reading.gaps == {
+        (Group.POD, Gap.EMPTY_NAME): 1,  # the pod without a name
+        (Group.POD, Gap.NO_STATS_YET): 1,  # the pending pod
+        (Group.CONTAINER, Gap.NO_STATS_YET): 1,  # and its container
+    }
 
 
 def test_missing_times_fall_back_to_now_and_zero_start() -> None:
@@ -159,7 +163,8 @@ def test_unnamed_containers_and_volumes_are_skipped_and_counted() -> None:
     pod = summary["pods"][0]
     pod["containers"].append({"cpu": {"usageNanoCores": 1}})
     pod["volume"].append({"capacityBytes": 1})
-    assert read(summary).skipped == 3
+    gaps = read(summary).gaps
+    assert (gaps[(Group.CONTAINER, Gap.EMPTY_NAME)], gaps[(Group.VOLUME, Gap.EMPTY_NAME)]) == (1, 1)
 
 
 def test_only_enabled_metrics_and_groups_are_read() -> None:
@@ -178,3 +183,32 @@ def test_big_integers_keep_every_digit() -> None:
     summary["node"]["memory"]["usageBytes"] = 2**60 + 1
     node = find(read(summary).batch, k8s__node__name=NODE)
     assert value(node, "k8s.node.memory.usage") == 2**60 + 1
+
+
+def test_a_summary_without_a_node_name_is_a_gap_and_its_series_lack_the_label() -> None:
+    summary = sample_summary()
+    summary["node"]["nodeName"] = ""
+    reading = read(summary)
+    assert reading.gaps[(Group.NODE, Gap.NO_NODE_NAME)] == 1
+    assert all("k8s.node.name" not in rm.resource for rm in reading.batch)
+
+
+def test_a_pod_without_a_uid_is_a_gap_told_apart_by_namespace_and_name() -> None:
+    summary = sample_summary()
+    del summary["pods"][0]["podRef"]["uid"]
+    reading = read(summary)
+    assert reading.gaps[(Group.POD, Gap.NO_UID)] == 1
+    assert ("pod", "ml", "trainer-0") in {rm.identity for rm in reading.batch}
+
+
+def test_identities_are_the_entity_not_its_labels() -> None:
+    batch = read(sample_summary()).batch
+    uid = POD["k8s__pod__uid"]
+    assert {rm.identity for rm in batch} == {
+        ("node", NODE),
+        ("pod", uid),
+        ("container", uid, "trainer"),
+        ("container", uid, "log-shipper"),
+        ("volume", uid, "data"),
+        ("volume", uid, "kube-api-access-x7k2p"),
+    }
