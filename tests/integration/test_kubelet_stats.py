@@ -210,6 +210,35 @@ async def test_wrong_token_is_401_source_down_then_a_rotated_token_recovers(
     assert "stale-token-0000" not in caplog.text and TOKEN not in caplog.text
 
 
+async def test_a_rotated_serving_certificate_is_trusted_once_the_ca_file_has_it(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    """The kubelet's certificate is rotated to one the mounted CA bundle does not hold yet
+    (tls errors, the token never sent), then the bundle is updated in place: the next read
+    trusts it, without a restart of the agent."""
+    ca_bundle = tmp_path / "ca.crt"
+    async with kubelet(tmp_path) as server:
+        assert server.ca_file is not None
+        ca_bundle.write_bytes(server.ca_file.read_bytes())
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(ca_bundle),
+            token_file=token_file(tmp_path),
+        )
+        assert await receiver.scrape() != ()
+        await server.rotate_certificate()
+        assert await receiver.scrape() == ()
+        assert server.requests == 1  # nothing reached the unverified server
+        assert server.ca_file is not None
+        ca_bundle.write_bytes(server.ca_file.read_bytes())  # the bundle's new content
+        assert await receiver.scrape() != ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {"tls": 1}
+    assert telemetry.sources["kubelet"].up
+
+
 async def test_kubelet_down_then_back(tmp_path: Path, telemetry: SelfTelemetry, sink: Sink) -> None:
     async with kubelet(tmp_path) as server:
         receiver = receiver_for(
@@ -309,56 +338,78 @@ async def test_read_only_port_is_plain_http_without_a_token(
     assert any(rm.resource.get("k8s.pod.name") == "trainer-0" for rm in batch)
 
 
+@contextlib.asynccontextmanager
+async def k8s_node_agent(tmp_path: Path, server: KubeletStatsServer) -> AsyncIterator[str]:
+    """pipelines/k8s-node.yaml through the real service, with local ports and peers; yields
+    its /metrics URL."""
+    port, missing = free_port(), tmp_path / "missing"
+    overlay = tmp_path / "local.yaml"
+    overlay.write_text(
+        json.dumps(
+            {
+                "receivers": {
+                    "nvml": {
+                        "collection_interval": "1s",
+                        "backend": "simulated",
+                        "simulated": {"gpus": 1},
+                    },
+                    "kubelet_stats": {
+                        "collection_interval": "1s",
+                        "endpoint": server.url,
+                        "insecure_skip_verify": False,
+                        "ca_file": str(server.ca_file),
+                        "token_file": token_file(tmp_path),
+                    },
+                },
+                "processors": {
+                    "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+                    "container_env": {
+                        "containerd": {"socket": str(missing / "containerd.sock")},
+                        "docker": {"socket": str(missing / "docker.sock")},
+                    },
+                },
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+                "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
+            }
+        )
+    )
+    registry = builtin_registry()
+    config = load_config(
+        [str(ROOT / "pipelines" / "k8s-node.yaml"), str(overlay)],
+        registry,
+        environ={"K8S_NODE_NAME": NODE},
+    )
+    service = Service(config, registry, SelfTelemetry())
+    await service.start()
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        await service.shutdown()
+
+
 async def test_the_k8s_node_pipeline_serves_kubelet_series_beside_gpu_series(
     tmp_path: Path,
 ) -> None:
-    """pipelines/k8s-node.yaml through the real service, with local ports and peers."""
-    async with kubelet(tmp_path) as server:
-        port, missing = free_port(), tmp_path / "missing"
-        overlay = tmp_path / "local.yaml"
-        overlay.write_text(
-            json.dumps(
-                {
-                    "receivers": {
-                        "nvml": {
-                            "collection_interval": "1s",
-                            "backend": "simulated",
-                            "simulated": {"gpus": 1},
-                        },
-                        "kubelet_stats": {
-                            "collection_interval": "1s",
-                            "endpoint": server.url,
-                            "insecure_skip_verify": False,
-                            "ca_file": str(server.ca_file),
-                            "token_file": token_file(tmp_path),
-                        },
-                    },
-                    "processors": {
-                        "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
-                        "container_env": {
-                            "containerd": {"socket": str(missing / "containerd.sock")},
-                            "docker": {"socket": str(missing / "docker.sock")},
-                        },
-                    },
-                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
-                    "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
-                }
-            )
-        )
-        registry = builtin_registry()
-        config = load_config(
-            [str(ROOT / "pipelines" / "k8s-node.yaml"), str(overlay)],
-            registry,
-            environ={"K8S_NODE_NAME": NODE},
-        )
-        service = Service(config, registry, SelfTelemetry())
-        await service.start()
-        try:
-            body = await _metrics_until(f"http://127.0.0.1:{port}/metrics", WANTED)
-        finally:
-            await service.shutdown()
+    async with kubelet(tmp_path) as server, k8s_node_agent(tmp_path, server) as url:
+        body = await _metrics_until(url, WANTED)
     missing_series = [w for w in WANTED if w not in body]
     assert missing_series == [], body[:3000]
+
+
+async def test_a_recreated_pod_is_one_set_of_series_in_metrics_at_once(tmp_path: Path) -> None:
+    """A StatefulSet pod recreated under its name (new uid): the first /metrics body with the
+    new pod's series holds none of the old one's, through the shipped pipeline's processors
+    (gone markers pass k8s_attributes and container_env) and the Prometheus exporter."""
+    old_uid = "6f1e2d3c-0000-4a5b-8c7d-1"
+    async with kubelet(tmp_path) as server, k8s_node_agent(tmp_path, server) as url:
+        before = await _metrics_until(url, (old_uid, "\ncontainer_memory_working_set"))
+        server.summary["pods"][0]["podRef"]["uid"] = "0b0b0b0b-new"
+        after = await _metrics_until(url, ("0b0b0b0b-new",))
+        server.summary["pods"].pop(0)  # then the pod is deleted for good
+        gone = await _metrics_until(url, (), absent=("trainer-0",))
+    assert old_uid in before
+    assert "0b0b0b0b-new" in after and old_uid not in after
+    assert 'k8s_pod_name="trainer-0"' not in gone and "\nk8s_node_cpu_usage" in gone
 
 
 WANTED = (
@@ -371,8 +422,11 @@ WANTED = (
 )
 
 
-async def _metrics_until(url: str, wanted: tuple[str, ...], limit: float = 20.0) -> str:
-    """The /metrics body once it holds every wanted text (or the last body at the limit)."""
+async def _metrics_until(
+    url: str, wanted: tuple[str, ...], limit: float = 20.0, absent: tuple[str, ...] = ()
+) -> str:
+    """The /metrics body once it holds every wanted text and none of `absent` (or the last
+    body at the limit)."""
     body = ""
     deadline = asyncio.get_running_loop().time() + limit
     async with aiohttp.ClientSession() as session:
@@ -380,7 +434,11 @@ async def _metrics_until(url: str, wanted: tuple[str, ...], limit: float = 20.0)
             with contextlib.suppress(aiohttp.ClientError):
                 async with session.get(url) as response:
                     body = "\n" + await response.text()
-            if all(w in body for w in wanted):
+            if (
+                len(body) > 1
+                and all(w in body for w in wanted)
+                and not any(a in body for a in absent)
+            ):
                 break
             await asyncio.sleep(0.2)
     return body

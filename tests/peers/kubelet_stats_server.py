@@ -228,6 +228,15 @@ class KubeletStatsServer:
         await response.write_eof()
         return response
 
+    async def rotate_certificate(self) -> None:
+        """The kubelet comes back with a new self-signed serving certificate (its own CA), as
+        after a certificate or cluster CA rotation; `ca_file` then names the new one."""
+        await self.stop()
+        self.directory = self.directory / "rotated"
+        self.directory.mkdir()
+        self.ca_file = None
+        await self.start()
+
     async def stop(self) -> None:
         """The kubelet goes away; a later `start()` listens on the same port again."""
         runner, self._runner = self._runner, None

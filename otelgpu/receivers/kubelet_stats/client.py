@@ -3,6 +3,8 @@
 `KubeletClient` is the narrow interface the receiver uses; `HttpKubeletClient` implements it
 with aiohttp. The service-account token is read from its file when the file changes (kubelet
 projected tokens rotate) and sent as a bearer token; it never appears in a log or an error.
+The CA bundle is read when a session opens, and a session is dropped after a TLS failure, so
+a bundle updated for a rotated certificate is read again at the next request.
 """
 
 from __future__ import annotations
@@ -99,6 +101,9 @@ class HttpKubeletClient:
         except TimeoutError:  # first: aiohttp's timeout errors are ClientErrors too
             raise KubeletError("timeout", f"{self.url} did not answer in time") from None
         except aiohttp.ClientSSLError as exc:
+            # The next request opens a new session, whose context reads ca_file again: a CA
+            # bundle updated in place (a rotated kubelet or cluster CA) is trusted at once.
+            await self.close()
             raise KubeletError("tls", f"TLS with {self.url} failed: {exc}") from None
         except aiohttp.ClientPayloadError as exc:
             raise KubeletError("incomplete", f"{self.url} broke off its answer: {exc}") from None
