@@ -85,7 +85,7 @@ async def test_https_with_token_and_ca_reads_the_summary(
     containers = {r.get("k8s.container.name") for r in resources} - {None}
     assert containers == {"trainer", "log-shipper"}
     names = {m.name for rm in batch for m in rm.metrics}
-    assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.volume.capacity"} <= names
+    assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.pod.volume.capacity"} <= names
     assert telemetry.sources["kubelet"].up
 
 

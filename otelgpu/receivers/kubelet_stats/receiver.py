@@ -75,7 +75,7 @@ class KubeletStatsReceiver:
         self._next = next
         self._clock = clock
         self.client = client
-        self._reader = SummaryReader(config.enabled_metrics())
+        self._reader = SummaryReader(config.enabled_metrics(), config.metric_names)
         self._controller: ScrapeController | None = None
         self._reported: dict[Hashable, Attributes] = {}  # identity → resource, last read
         self._failed_reads = 0  # in a row

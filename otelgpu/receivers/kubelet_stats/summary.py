@@ -28,13 +28,15 @@ from otelgpu.pdata.model import (
     ResourceMetrics,
 )
 from otelgpu.receivers.kubelet_stats.metrics import (
-    CATALOG,
+    CATALOGS,
     DIRECTION,
+    FAULT_TYPE,
     K8S_PVC_NAME,
     K8S_VOLUME_NAME,
     NETWORK_INTERFACE_NAME,
     Group,
     MetricSpec,
+    Naming,
 )
 
 SCOPE = "otelgpu.kubelet_stats"
@@ -102,9 +104,10 @@ class SummaryReader:
     its own name. Attributes added later (container_env's labels) never change it.
     """
 
-    def __init__(self, enabled: frozenset[str]) -> None:
+    def __init__(self, enabled: frozenset[str], naming: Naming = Naming.SEMCONV) -> None:
+        catalog = CATALOGS[naming]
         self._specs = {
-            group: tuple(s for s in CATALOG if s.group is group and s.name in enabled)
+            group: tuple(s for s in catalog if s.group is group and s.name in enabled)
             for group in Group
         }
         # Per group, the enabled specs by the summary block they read, in catalog order: each
@@ -235,6 +238,8 @@ def _metric(spec: MetricSpec, block: Json, time_ns: int, start_ns: int) -> Metri
     start = start_ns if spec.kind is MetricKind.SUM and start_ns < time_ns else 0
     if spec.per_interface:
         points = tuple(_interface_points(spec, block, time_ns, start))
+    elif spec.fault_types:
+        points = _fault_points(block, spec.field, time_ns, start)
     else:
         value = _number(block.get(spec.field))
         scaled = value if value is None or spec.scale == 1.0 else value * spec.scale
@@ -264,6 +269,23 @@ def _interface_points(
             if name and value is not None:
                 attrs = {NETWORK_INTERFACE_NAME: name, DIRECTION: direction}
                 yield _point(attrs, time_ns, value, start)
+
+
+_MAJOR: Attributes = {FAULT_TYPE: "major"}
+_MINOR: Attributes = {FAULT_TYPE: "minor"}
+
+
+def _fault_points(block: Json, field: str, time_ns: int, start: int) -> tuple[NumberDataPoint, ...]:
+    """`major` from majorPageFaults and `minor` from `field` (the kernel's pgfault, which counts
+    every fault) less the major ones; a count missing, or fewer faults than major ones, gives
+    no minor point."""
+    major, every = _number(block.get("majorPageFaults")), _number(block.get(field))
+    points = []
+    if major is not None:
+        points.append(_point(_MAJOR, time_ns, major, start))
+        if every is not None and every >= major:
+            points.append(_point(_MINOR, time_ns, every - major, start))
+    return tuple(points)
 
 
 def _point(attrs: Attributes, time_ns: int, value: int | float, start: int) -> NumberDataPoint:

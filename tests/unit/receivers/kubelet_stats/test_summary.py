@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from otelgpu.pdata.model import MetricKind
-from otelgpu.receivers.kubelet_stats.metrics import CATALOG, Group
+from otelgpu.receivers.kubelet_stats.metrics import CATALOG, CATALOGS, Group, Naming
 from otelgpu.receivers.kubelet_stats.summary import Gap, SummaryReader, parse_time
 from tests.peers.kubelet_stats_server import NODE, NOW, T0, sample_summary
 from tests.unit.receivers.kubelet_stats.conftest import by_name, find, value
@@ -68,9 +68,10 @@ def test_resources_and_values() -> None:
     data = find(
         batch, **POD, k8s__volume__name="data", k8s__persistentvolumeclaim__name="data-trainer-0"
     )
-    assert value(data, "k8s.volume.available") == 9 << 30
+    assert value(data, "k8s.pod.volume.available") == 9 << 30
+    assert value(data, "k8s.pod.volume.usage") == 1 << 30
     token = find(batch, **POD, k8s__volume__name="kube-api-access-x7k2p")
-    assert value(token, "k8s.volume.inodes.used") == 200_000
+    assert value(token, "k8s.pod.volume.inode.used") == 200_000
     # node, one pod, two containers, two volumes; the pending pod has nothing to say yet,
     # and the system containers are not reported.
     assert len(batch) == 6
@@ -212,3 +213,71 @@ def test_identities_are_the_entity_not_its_labels() -> None:
         ("volume", uid, "data"),
         ("volume", uid, "kube-api-access-x7k2p"),
     }
+
+
+def test_semconv_page_faults_are_one_counter_split_into_major_and_minor() -> None:
+    """pageFaults counts every fault (the kernel's pgfault), majorPageFaults the major ones."""
+    trainer = find(read(sample_summary()).batch, **POD, k8s__container__name="trainer")
+    metric = by_name(trainer)["container.memory.paging.faults"]
+    assert (metric.kind, metric.monotonic, metric.unit) == (MetricKind.SUM, True, "{fault}")
+    points = {p.attributes["system.paging.fault.type"]: p for p in metric.points}
+    assert {k: p.value for k, p in points.items()} == {"major": 12, "minor": 123_456 - 12}
+    assert all(p.start_time_unix_nano == parse_time(T0) for p in points.values())
+
+
+@pytest.mark.parametrize(
+    ("memory", "expected"),
+    [
+        ({"pageFaults": 5, "majorPageFaults": 9}, {"major": 9}),  # inconsistent: no minor
+        ({"pageFaults": 5}, {}),  # no major count: minor cannot be told apart
+        ({"majorPageFaults": 3}, {"major": 3}),
+    ],
+)
+def test_page_fault_counts_that_do_not_add_up_give_only_what_is_certain(
+    memory: dict[str, int], expected: dict[str, int]
+) -> None:
+    summary = sample_summary()
+    summary["node"]["memory"] = memory
+    node = find(read(summary).batch, k8s__node__name=NODE)
+    points = by_name(node).get("k8s.node.memory.paging.faults")
+    got = (
+        {p.attributes["system.paging.fault.type"]: p.value for p in points.points} if points else {}
+    )
+    assert got == expected
+
+
+def test_contrib_names_and_types() -> None:
+    reader = SummaryReader(frozenset(s.name for s in CATALOGS[Naming.CONTRIB]), Naming.CONTRIB)
+    batch = reader.read(sample_summary(), NOW_NS).batch
+    trainer = find(batch, **POD, k8s__container__name="trainer")
+    faults = by_name(trainer)["container.memory.page_faults"]
+    assert (faults.kind, faults.monotonic, value(trainer, "container.memory.page_faults")) == (
+        MetricKind.GAUGE,
+        False,
+        123_456,
+    )
+    assert value(trainer, "container.memory.major_page_faults") == 12
+    assert by_name(trainer)["container.filesystem.usage"].kind is MetricKind.GAUGE
+    data = find(
+        batch, **POD, k8s__volume__name="data", k8s__persistentvolumeclaim__name="data-trainer-0"
+    )
+    assert set(by_name(data)) == {
+        "k8s.volume.available",
+        "k8s.volume.capacity",
+        "k8s.volume.inodes",
+        "k8s.volume.inodes.free",
+        "k8s.volume.inodes.used",
+    }
+
+
+def test_semconv_sizes_are_updowncounters() -> None:
+    batch = read(sample_summary()).batch
+    data = find(
+        batch, **POD, k8s__volume__name="data", k8s__persistentvolumeclaim__name="data-trainer-0"
+    )
+    pod = find(batch, **POD)
+    for metric in (
+        by_name(data)["k8s.pod.volume.capacity"],
+        by_name(pod)["k8s.pod.filesystem.usage"],
+    ):
+        assert (metric.kind, metric.monotonic) == (MetricKind.SUM, False)
