@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Hashable, Mapping
@@ -101,6 +102,13 @@ class KubeletStatsReceiver:
         """One summary read: its series and the gone markers of what left, or, when it fails,
         nothing (the gone markers of everything once the failures reach the bound)."""
         assert self.client is not None, "start() first"
+        bound = self._config.stale_after_failed_reads
+        if self._failed_reads >= bound and self._reported:
+            # The last reads ended without a word (cut off by the scrape controller's bound):
+            # this interval says the series are stale instead of trying once more.
+            return self._stale()
+        # Counted before reading: a read the controller cancels counts as failed too.
+        self._failed_reads += 1
         try:
             body = await self.client.summary()
             # Parsing and converting a large node's summary takes long enough to stall the
@@ -108,9 +116,7 @@ class KubeletStatsReceiver:
             reading = await asyncio.to_thread(self._convert, body)
         except KubeletError as exc:
             self._failed(exc)
-            return (
-                self._stale() if self._failed_reads == self._config.stale_after_failed_reads else ()
-            )
+            return self._stale() if self._failed_reads >= bound else ()
         self._failed_reads, self._cause = 0, ""
         self._count_gaps(reading)
         self._settings.telemetry.source_ok(SOURCE)
@@ -150,7 +156,9 @@ class KubeletStatsReceiver:
             )
             if (group, gap) not in self._gaps_logged:  # once per entity and reason
                 self._gaps_logged.add((group, gap))
-                self._settings.logger.info(
+                level = logging.INFO if gap is Gap.NO_STATS_YET else logging.WARNING
+                self._settings.logger.log(
+                    level,
                     "kubelet summary gap %s (%s), first seen: %s%s",
                     gap.value,
                     group.value,
@@ -159,7 +167,6 @@ class KubeletStatsReceiver:
                 )
 
     def _failed(self, exc: KubeletError) -> None:
-        self._failed_reads += 1
         self._settings.telemetry.count(
             "otelgpu_kubelet_errors_total",
             1,

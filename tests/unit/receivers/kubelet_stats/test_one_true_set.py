@@ -4,6 +4,7 @@ frozen values beyond `stale_after_failed_reads`."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from typing import Any
@@ -161,3 +162,47 @@ async def test_a_name_listed_twice_reports_the_pod_that_started_last(
     uids = {rm.resource.get("k8s.pod.uid") for rm in batch} - {None}
     assert uids == {"0b0b0b0b-new"}
     assert f"ml/trainer-0 uid {OLD_UID}" in caplog.text
+
+
+class HangingClient:
+    """A kubelet that accepts the request and, while `hang`, never answers (the scrape
+    controller's own bound cancels the read); then it times out."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.hang = True
+
+    async def summary(self) -> bytes:
+        self.asked.set()
+        if self.hang:
+            await asyncio.Event().wait()
+        raise KubeletError("timeout", "did not answer in time")
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_reads_cancelled_by_the_controller_count_toward_the_bound(
+    telemetry: SelfTelemetry, sink: Sink, clock: FakeClock
+) -> None:
+    receiver, client = make_receiver(
+        telemetry, sink, clock, metric_groups=GROUPS, stale_after_failed_reads=2
+    )
+    served = await receiver.scrape()
+    hanging = HangingClient()
+    receiver.client = hanging
+    for _ in range(2):
+        hanging.asked.clear()
+        task = asyncio.create_task(receiver.scrape())
+        await hanging.asked.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    hanging.asked.clear()
+    hanging.hang = False
+    stale = await receiver.scrape()  # says so instead of a third read
+    assert not hanging.asked.is_set()
+    assert {rm.identity for rm in stale} == {rm.identity for rm in served}
+    assert all(not rm.metrics for rm in stale)
+    receiver.client = client
+    assert all(rm.metrics for rm in await receiver.scrape())
