@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -145,6 +146,23 @@ async def test_the_body_limit_holds_whatever_the_framing(tmp_path: Path, chunked
         await below.close()
     assert err.value.reason == "too_large"
     assert f"more than {size - 1} bytes" in str(err.value)
+
+
+async def test_the_limit_bounds_a_compressed_body_once_decompressed(tmp_path: Path) -> None:
+    """aiohttp decompresses a gzip answer by itself: the limit counts what it decompresses, so
+    a small compressed body cannot make the agent hold more than the limit."""
+    summary = json.dumps(busy_node_summary(5)).encode()
+    async with kubelet(tmp_path, tls=False, token=None) as server:
+        server.body, server.content_encoding = gzip.compress(summary), "gzip"
+        assert len(server.body) < len(summary) // 4
+        fits = _client(server, len(summary))
+        assert await fits.summary() == summary
+        await fits.close()
+        bomb = _client(server, len(summary) // 2)  # above the compressed size, below the whole
+        with pytest.raises(KubeletError) as err:
+            await bomb.summary()
+        await bomb.close()
+    assert err.value.reason == "too_large"
 
 
 async def test_a_body_cut_short_is_incomplete_not_bad_json() -> None:

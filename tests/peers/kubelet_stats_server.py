@@ -168,6 +168,7 @@ class KubeletStatsServer:
         self.piece_size = 0  # > 0: the body is sent in pieces of this many bytes
         self.chunked = True  # with piece_size: chunked transfer encoding, else Content-Length
         self.error_text = "kubelet says no"  # the body of a non-200 answer
+        self.content_encoding = ""  # e.g. "gzip": `body` is sent as it is, so encoded
         self.requests = 0
         self.refused = 0
         self.port = 0
@@ -211,6 +212,9 @@ class KubeletStatsServer:
         if self.status != 200:
             return web.Response(status=self.status, text=self.error_text)
         body = self.body if self.body is not None else json.dumps(self.summary).encode()
+        if self.content_encoding:
+            headers = {"Content-Encoding": self.content_encoding}
+            return web.Response(body=body, content_type="application/json", headers=headers)
         if self.piece_size <= 0:
             return web.Response(body=body, content_type="application/json")
         return await self._in_pieces(request, body)

@@ -119,7 +119,9 @@ class HttpKubeletClient:
         pieces: list[bytes] = []
         size = 0
         # iter_any yields each piece as it arrives and ends only at the end of the body
-        # (a single `read(n)` returns whatever has arrived so far: a partial body).
+        # (a single `read(n)` returns whatever has arrived so far: a partial body). aiohttp
+        # decompresses a gzip/deflate answer (its default, kept): the pieces, and so the bound,
+        # are the decompressed bytes, so a small compressed body cannot exceed it either.
         async for piece in response.content.iter_any():
             size += len(piece)
             if size > self.max_bytes:
