@@ -161,9 +161,11 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         "device",
     ),
     counter(
-        "otelgpu_kubelet_skipped_entries_total",
-        "Summary entries (pods, containers, volumes) without a name, skipped",
+        "otelgpu_kubelet_gaps_total",
+        "Kubelet summary entries that yield no series or series missing a label, by reason",
         "receiver",
+        "entity",
+        "reason",
     ),
     counter(
         "otelgpu_kubelet_errors_total",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -19,13 +20,14 @@ import pytest
 from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config import load_config
+from otelgpu.receivers.kubelet_stats.client import HttpKubeletClient, KubeletError
 from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
 from otelgpu.service.builtins import builtin_registry
 from otelgpu.service.service import Service
 from tests.conftest import make_settings
 from tests.fakes import Sink
-from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer
+from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer, busy_node_summary
 from tests.peers.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,8 +86,125 @@ async def test_https_with_token_and_ca_reads_the_summary(
     containers = {r.get("k8s.container.name") for r in resources} - {None}
     assert containers == {"trainer", "log-shipper"}
     names = {m.name for rm in batch for m in rm.metrics}
-    assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.volume.capacity"} <= names
+    assert {"k8s.node.cpu.time", "container.memory.working_set", "k8s.pod.volume.capacity"} <= names
     assert telemetry.sources["kubelet"].up
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+async def test_a_summary_arriving_in_many_pieces_is_read_whole(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink, chunked: bool
+) -> None:
+    """A 110-pod node's summary (~300 KB) sent in 4 KiB pieces, as a real kubelet's reaches a
+    client over TCP: every pod and container is read, nothing counted as bad JSON."""
+    async with kubelet(tmp_path) as server:
+        server.summary = busy_node_summary(110)
+        server.piece_size, server.chunked = 4096, chunked
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        batch = await receiver.scrape()
+        await receiver.shutdown()
+    assert errors(telemetry) == {}
+    containers = {
+        (rm.resource["k8s.pod.name"], rm.resource["k8s.container.name"])
+        for rm in batch
+        if "k8s.container.name" in rm.resource
+    }
+    assert len(containers) == 220
+    assert telemetry.sources["kubelet"].up
+
+
+def _client(server: KubeletStatsServer, max_bytes: int) -> HttpKubeletClient:
+    return HttpKubeletClient(
+        server.url + "/stats/summary",
+        token=None,
+        ca_file=None,
+        verify=True,
+        timeout=5.0,
+        max_bytes=max_bytes,
+    )
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "content-length"])
+async def test_the_body_limit_holds_whatever_the_framing(tmp_path: Path, chunked: bool) -> None:
+    """A body of exactly the limit is read whole; one byte more is `too_large`, whether the
+    size is declared up front (refused before reading) or only found while reading chunks."""
+    async with kubelet(tmp_path, tls=False, token=None) as server:
+        server.body = json.dumps(busy_node_summary(5)).encode()
+        server.piece_size, server.chunked = 1000, chunked
+        size = len(server.body)
+        at_limit = _client(server, size)
+        assert await at_limit.summary() == server.body
+        await at_limit.close()
+        below = _client(server, size - 1)
+        with pytest.raises(KubeletError) as err:
+            await below.summary()
+        await below.close()
+    assert err.value.reason == "too_large"
+    assert f"more than {size - 1} bytes" in str(err.value)
+
+
+async def test_the_limit_bounds_a_compressed_body_once_decompressed(tmp_path: Path) -> None:
+    """aiohttp decompresses a gzip answer by itself: the limit counts what it decompresses, so
+    a small compressed body cannot make the agent hold more than the limit."""
+    summary = json.dumps(busy_node_summary(5)).encode()
+    async with kubelet(tmp_path, tls=False, token=None) as server:
+        server.body, server.content_encoding = gzip.compress(summary), "gzip"
+        assert len(server.body) < len(summary) // 4
+        fits = _client(server, len(summary))
+        assert await fits.summary() == summary
+        await fits.close()
+        bomb = _client(server, len(summary) // 2)  # above the compressed size, below the whole
+        with pytest.raises(KubeletError) as err:
+            await bomb.summary()
+        await bomb.close()
+    assert err.value.reason == "too_large"
+
+
+async def test_a_body_cut_short_is_incomplete_not_bad_json() -> None:
+    """A kubelet that closes the connection before the Content-Length it declared."""
+
+    async def cut_short(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b'{"pods": [' * 10)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(cut_short, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = HttpKubeletClient(
+        f"http://127.0.0.1:{port}/stats/summary", token=None, ca_file=None, verify=True, timeout=5
+    )
+    with pytest.raises(KubeletError) as err:
+        await client.summary()
+    await client.close()
+    server.close()
+    await server.wait_closed()
+    assert err.value.reason == "incomplete"
+
+
+async def test_the_kubelets_error_text_is_kept_bounded_on_one_line(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    async with kubelet(tmp_path) as server:
+        server.status = 500
+        server.error_text = "Internal Error: failed to get imageFs stats\n" + "x" * 5000
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(server.ca_file),
+            token_file=token_file(tmp_path),
+        )
+        await receiver.scrape()
+        await receiver.shutdown()
+    error = telemetry.sources["kubelet"].last_error
+    assert "HTTP 500: Internal Error: failed to get imageFs stats xxx" in error
+    assert "\n" not in error and error.count("x") < 600
 
 
 async def test_wrong_token_is_401_source_down_then_a_rotated_token_recovers(
@@ -107,6 +226,35 @@ async def test_wrong_token_is_401_source_down_then_a_rotated_token_recovers(
     assert errors(telemetry) == {"unauthorized": 2}
     assert telemetry.sources["kubelet"].up
     assert "stale-token-0000" not in caplog.text and TOKEN not in caplog.text
+
+
+async def test_a_rotated_serving_certificate_is_trusted_once_the_ca_file_has_it(
+    tmp_path: Path, telemetry: SelfTelemetry, sink: Sink
+) -> None:
+    """The kubelet's certificate is rotated to one the mounted CA bundle does not hold yet
+    (tls errors, the token never sent), then the bundle is updated in place: the next read
+    trusts it, without a restart of the agent."""
+    ca_bundle = tmp_path / "ca.crt"
+    async with kubelet(tmp_path) as server:
+        assert server.ca_file is not None
+        ca_bundle.write_bytes(server.ca_file.read_bytes())
+        receiver = receiver_for(
+            telemetry,
+            sink,
+            endpoint=server.url,
+            ca_file=str(ca_bundle),
+            token_file=token_file(tmp_path),
+        )
+        assert await receiver.scrape() != ()
+        await server.rotate_certificate()
+        assert await receiver.scrape() == ()
+        assert server.requests == 1  # nothing reached the unverified server
+        assert server.ca_file is not None
+        ca_bundle.write_bytes(server.ca_file.read_bytes())  # the bundle's new content
+        assert await receiver.scrape() != ()
+        await receiver.shutdown()
+    assert errors(telemetry) == {"tls": 1}
+    assert telemetry.sources["kubelet"].up
 
 
 async def test_kubelet_down_then_back(tmp_path: Path, telemetry: SelfTelemetry, sink: Sink) -> None:
@@ -208,56 +356,78 @@ async def test_read_only_port_is_plain_http_without_a_token(
     assert any(rm.resource.get("k8s.pod.name") == "trainer-0" for rm in batch)
 
 
+@contextlib.asynccontextmanager
+async def k8s_node_agent(tmp_path: Path, server: KubeletStatsServer) -> AsyncIterator[str]:
+    """pipelines/k8s-node.yaml through the real service, with local ports and peers; yields
+    its /metrics URL."""
+    port, missing = free_port(), tmp_path / "missing"
+    overlay = tmp_path / "local.yaml"
+    overlay.write_text(
+        json.dumps(
+            {
+                "receivers": {
+                    "nvml": {
+                        "collection_interval": "1s",
+                        "backend": "simulated",
+                        "simulated": {"gpus": 1},
+                    },
+                    "kubelet_stats": {
+                        "collection_interval": "1s",
+                        "endpoint": server.url,
+                        "insecure_skip_verify": False,
+                        "ca_file": str(server.ca_file),
+                        "token_file": token_file(tmp_path),
+                    },
+                },
+                "processors": {
+                    "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+                    "container_env": {
+                        "containerd": {"socket": str(missing / "containerd.sock")},
+                        "docker": {"socket": str(missing / "docker.sock")},
+                    },
+                },
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+                "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
+            }
+        )
+    )
+    registry = builtin_registry()
+    config = load_config(
+        [str(ROOT / "pipelines" / "k8s-node.yaml"), str(overlay)],
+        registry,
+        environ={"K8S_NODE_NAME": NODE},
+    )
+    service = Service(config, registry, SelfTelemetry())
+    await service.start()
+    try:
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        await service.shutdown()
+
+
 async def test_the_k8s_node_pipeline_serves_kubelet_series_beside_gpu_series(
     tmp_path: Path,
 ) -> None:
-    """pipelines/k8s-node.yaml through the real service, with local ports and peers."""
-    async with kubelet(tmp_path) as server:
-        port, missing = free_port(), tmp_path / "missing"
-        overlay = tmp_path / "local.yaml"
-        overlay.write_text(
-            json.dumps(
-                {
-                    "receivers": {
-                        "nvml": {
-                            "collection_interval": "1s",
-                            "backend": "simulated",
-                            "simulated": {"gpus": 1},
-                        },
-                        "kubelet_stats": {
-                            "collection_interval": "1s",
-                            "endpoint": server.url,
-                            "insecure_skip_verify": False,
-                            "ca_file": str(server.ca_file),
-                            "token_file": token_file(tmp_path),
-                        },
-                    },
-                    "processors": {
-                        "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
-                        "container_env": {
-                            "containerd": {"socket": str(missing / "containerd.sock")},
-                            "docker": {"socket": str(missing / "docker.sock")},
-                        },
-                    },
-                    "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
-                    "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
-                }
-            )
-        )
-        registry = builtin_registry()
-        config = load_config(
-            [str(ROOT / "pipelines" / "k8s-node.yaml"), str(overlay)],
-            registry,
-            environ={"K8S_NODE_NAME": NODE},
-        )
-        service = Service(config, registry, SelfTelemetry())
-        await service.start()
-        try:
-            body = await _metrics_until(f"http://127.0.0.1:{port}/metrics", WANTED)
-        finally:
-            await service.shutdown()
+    async with kubelet(tmp_path) as server, k8s_node_agent(tmp_path, server) as url:
+        body = await _metrics_until(url, WANTED)
     missing_series = [w for w in WANTED if w not in body]
     assert missing_series == [], body[:3000]
+
+
+async def test_a_recreated_pod_is_one_set_of_series_in_metrics_at_once(tmp_path: Path) -> None:
+    """A StatefulSet pod recreated under its name (new uid): the first /metrics body with the
+    new pod's series holds none of the old one's, through the shipped pipeline's processors
+    (gone markers pass k8s_attributes and container_env) and the Prometheus exporter."""
+    old_uid = "6f1e2d3c-0000-4a5b-8c7d-1"
+    async with kubelet(tmp_path) as server, k8s_node_agent(tmp_path, server) as url:
+        before = await _metrics_until(url, (old_uid, "\ncontainer_memory_working_set"))
+        server.summary["pods"][0]["podRef"]["uid"] = "0b0b0b0b-new"
+        after = await _metrics_until(url, ("0b0b0b0b-new",))
+        server.summary["pods"].pop(0)  # then the pod is deleted for good
+        gone = await _metrics_until(url, (), absent=("trainer-0",))
+    assert old_uid in before
+    assert "0b0b0b0b-new" in after and old_uid not in after
+    assert 'k8s_pod_name="trainer-0"' not in gone and "\nk8s_node_cpu_usage" in gone
 
 
 WANTED = (
@@ -270,8 +440,11 @@ WANTED = (
 )
 
 
-async def _metrics_until(url: str, wanted: tuple[str, ...], limit: float = 20.0) -> str:
-    """The /metrics body once it holds every wanted text (or the last body at the limit)."""
+async def _metrics_until(
+    url: str, wanted: tuple[str, ...], limit: float = 20.0, absent: tuple[str, ...] = ()
+) -> str:
+    """The /metrics body once it holds every wanted text and none of `absent` (or the last
+    body at the limit)."""
     body = ""
     deadline = asyncio.get_running_loop().time() + limit
     async with aiohttp.ClientSession() as session:
@@ -279,7 +452,11 @@ async def _metrics_until(url: str, wanted: tuple[str, ...], limit: float = 20.0)
             with contextlib.suppress(aiohttp.ClientError):
                 async with session.get(url) as response:
                     body = "\n" + await response.text()
-            if all(w in body for w in wanted):
+            if (
+                len(body) > 1
+                and all(w in body for w in wanted)
+                and not any(a in body for a in absent)
+            ):
                 break
             await asyncio.sleep(0.2)
     return body

@@ -6,12 +6,16 @@ volumes (one a PVC), network interfaces, and the gaps real summaries have (a pod
 seconds ago with no stats, a container without cpu, null fields). The certificate is
 self-signed for localhost/127.0.0.1 (`self_signed_cert`). Each test scripts the answer:
 the summary, an HTTP status, a body that is not JSON; `stop()` makes the kubelet go away.
+A real kubelet's summary of a busy node is hundreds of KB and reaches the client in many TCP
+segments; `piece_size` makes this server send its body that way (each piece flushed and the
+loop yielded to before the next), chunked or with a Content-Length.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import ssl
 from pathlib import Path
 from typing import Any
@@ -134,6 +138,22 @@ def sample_summary() -> dict[str, Any]:
     }
 
 
+def busy_node_summary(pods: int, *, namespace: str = "work") -> dict[str, Any]:
+    """A summary of a node running `pods` pods, each with two containers, two volumes (one a
+    claim) and its network, as a kubelet reports a full node (110 pods: ~300 KB)."""
+    summary = sample_summary()
+    template = summary["pods"][0]
+    summary["pods"] = []
+    for n in range(pods):
+        pod = copy.deepcopy(template)
+        name = f"worker-{n}"
+        pod["podRef"] = {"name": name, "namespace": namespace, "uid": f"uid-{name}-0001"}
+        pod["containers"][1]["cpu"] = _cpu(0.01, n)
+        pod["volume"][0]["pvcRef"] = {"name": f"data-{name}", "namespace": namespace}
+        summary["pods"].append(pod)
+    return summary
+
+
 class KubeletStatsServer:
     """`await start()`, then `url`; set `summary`, `status` or `body` to script answers."""
 
@@ -145,6 +165,10 @@ class KubeletStatsServer:
         self.status = 200
         self.body: bytes | None = None  # raw bytes served instead of the summary
         self.delay = 0.0  # seconds to wait before answering (a kubelet under load)
+        self.piece_size = 0  # > 0: the body is sent in pieces of this many bytes
+        self.chunked = True  # with piece_size: chunked transfer encoding, else Content-Length
+        self.error_text = "kubelet says no"  # the body of a non-200 answer
+        self.content_encoding = ""  # e.g. "gzip": `body` is sent as it is, so encoded
         self.requests = 0
         self.refused = 0
         self.port = 0
@@ -175,7 +199,7 @@ class KubeletStatsServer:
         if not self.port:
             self.port = int(self._runner.addresses[0][1])
 
-    async def _summary(self, request: web.Request) -> web.Response:
+    async def _summary(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         if self.delay:
             await asyncio.sleep(self.delay)
@@ -186,10 +210,36 @@ class KubeletStatsServer:
             self.refused += 1
             return web.Response(status=401, text="Unauthorized")
         if self.status != 200:
-            return web.Response(status=self.status, text="kubelet says no")
-        if self.body is not None:
-            return web.Response(body=self.body, content_type="application/json")
-        return web.json_response(copy.deepcopy(self.summary))
+            return web.Response(status=self.status, text=self.error_text)
+        body = self.body if self.body is not None else json.dumps(self.summary).encode()
+        if self.content_encoding:
+            headers = {"Content-Encoding": self.content_encoding}
+            return web.Response(body=body, content_type="application/json", headers=headers)
+        if self.piece_size <= 0:
+            return web.Response(body=body, content_type="application/json")
+        return await self._in_pieces(request, body)
+
+    async def _in_pieces(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        if self.chunked:
+            response.enable_chunked_encoding()
+        else:
+            response.content_length = len(body)
+        await response.prepare(request)
+        for start in range(0, len(body), self.piece_size):
+            await response.write(body[start : start + self.piece_size])
+            await asyncio.sleep(0)  # let the client read what arrived so far
+        await response.write_eof()
+        return response
+
+    async def rotate_certificate(self) -> None:
+        """The kubelet comes back with a new self-signed serving certificate (its own CA), as
+        after a certificate or cluster CA rotation; `ca_file` then names the new one."""
+        await self.stop()
+        self.directory = self.directory / "rotated"
+        self.directory.mkdir()
+        self.ca_file = None
+        await self.start()
 
     async def stop(self) -> None:
         """The kubelet goes away; a later `start()` listens on the same port again."""

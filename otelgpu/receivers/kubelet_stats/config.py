@@ -9,7 +9,7 @@ from enum import Enum
 from pydantic import Field, field_validator, model_validator
 
 from otelgpu.config.types import MetricToggle, PositiveDuration, StrictModel, check_metric_names
-from otelgpu.receivers.kubelet_stats.metrics import CATALOG, Group
+from otelgpu.receivers.kubelet_stats.metrics import CATALOGS, Group, Naming
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 SECURE_PORT = 10250
@@ -40,9 +40,14 @@ class KubeletStatsReceiverConfig(StrictModel):
       serving certificates) (false).
     read_only_port: talk plain http to the read-only port, without a token (false).
     metric_groups: which entities to report: node, pod, container, volume (node, pod, container).
-    metrics: `{NAME: {enabled: bool}}` over the catalog's defaults (docs/kubelet_stats.md).
+    metric_names: `semconv` (the OpenTelemetry semantic conventions where they name a metric)
+      or `contrib` (the Collector's kubeletstats receiver's names and types) (semconv).
+    metrics: `{NAME: {enabled: bool}}` over the catalog's defaults (docs/kubelet_stats.md),
+      names of the chosen `metric_names`.
     collection_interval: how often the summary is read (10s).
     timeout: how long one request may take (5s).
+    stale_after_failed_reads: after this many failed reads in a row, every series the
+      receiver reported is dropped (gone markers) until the kubelet answers again (3).
     """
 
     endpoint: str | None = None
@@ -54,9 +59,14 @@ class KubeletStatsReceiverConfig(StrictModel):
     metric_groups: list[Group] = Field(
         default_factory=lambda: [Group.NODE, Group.POD, Group.CONTAINER], min_length=1
     )
+    metric_names: Naming = Naming.SEMCONV
     metrics: dict[str, MetricToggle] = Field(default_factory=dict)
     collection_interval: PositiveDuration = 10.0
     timeout: PositiveDuration = 5.0
+    # 3 reads (30s at the default interval): one refused connection during a kubelet restart
+    # does not blank the node's dashboards, and a real outage never serves frozen values
+    # for minutes (cAdvisor's series end at the first failed scrape).
+    stale_after_failed_reads: int = Field(default=3, ge=1, le=1000)
 
     @field_validator("endpoint")
     @classmethod
@@ -69,7 +79,8 @@ class KubeletStatsReceiverConfig(StrictModel):
     @field_validator("metrics")
     @classmethod
     def _known_metrics(cls, value: dict[str, MetricToggle]) -> dict[str, MetricToggle]:
-        check_metric_names(value, [spec.name for spec in CATALOG])
+        # Either naming's names here; the model check below holds them to the chosen one.
+        check_metric_names(value, list(dict.fromkeys(s.name for c in CATALOGS.values() for s in c)))
         return value
 
     @model_validator(mode="after")
@@ -84,6 +95,12 @@ class KubeletStatsReceiverConfig(StrictModel):
             )
         if self.insecure_skip_verify and self.ca_file is not None:
             raise ValueError("set either ca_file or insecure_skip_verify, not both")
+        names = {spec.name for spec in CATALOGS[self.metric_names]}
+        if other := sorted(name for name in self.metrics if name not in names):
+            raise ValueError(
+                f"metrics {', '.join(other)}: not a name under metric_names "
+                f"{self.metric_names.value} (see docs/kubelet_stats.md for its names)"
+            )
         return self
 
     def scheme(self) -> str:
@@ -127,7 +144,7 @@ class KubeletStatsReceiverConfig(StrictModel):
         groups = set(self.metric_groups)
         return frozenset(
             spec.name
-            for spec in CATALOG
+            for spec in CATALOGS[self.metric_names]
             if spec.group in groups
             and (self.metrics[spec.name].enabled if spec.name in self.metrics else spec.enabled)
         )

@@ -9,12 +9,14 @@ from __future__ import annotations
 import sys
 
 from otelgpu.pdata import semconv
+from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.kubelet_stats.metrics import (
-    CATALOG,
+    CATALOGS,
     K8S_PVC_NAME,
     K8S_VOLUME_NAME,
     Group,
     MetricSpec,
+    Naming,
 )
 
 _HEADER = """\
@@ -25,13 +27,39 @@ This file is generated from `otelgpu/receivers/kubelet_stats/metrics.py`
 (`python -m otelgpu.receivers.kubelet_stats.docs > docs/kubelet_stats.md`); a test fails when
 they disagree.
 
-Names follow the OpenTelemetry k8s and container semantic conventions, and the OpenTelemetry
-Collector's `kubeletstats` receiver where the conventions say nothing. `metric_groups` picks the
-groups (default `node`, `pod`, `container`); `metrics: {NAME: {enabled: false}}` switches one
-off. Counters (`cpu.time`, `network.io`, `network.errors`, page faults) are cumulative, starting
-at the entity's `startTime`. The pod's filesystem is its ephemeral storage
-(`ephemeral-storage`); a container's is its writable layer (`rootfs`). The kubelet's system
-containers (`node.systemContainers`) are not reported.
+## Names
+
+`metric_names` chooses whose names and types the metrics have:
+
+- `semconv` (the default): the OpenTelemetry semantic conventions (k8s and container
+  metrics, still in development there) where they differ from the Collector's `kubeletstats`
+  receiver: page faults are one counter per entity, `*.memory.paging.faults`, with
+  `system.paging.fault.type` `major` (the summary's `majorPageFaults`) and `minor`
+  (`pageFaults`, which counts every fault, less the major ones); volumes are
+  `k8s.pod.volume.*`, with `k8s.pod.volume.usage` added; filesystem and volume sizes are
+  UpDownCounters (non-monotonic sums; Prometheus shows them as gauges). Every other metric has
+  the name, instrument and unit the `kubeletstats` receiver gives it, which is also the
+  conventions' where they define the metric.
+- `contrib`: the `kubeletstats` receiver's names and types throughout: page faults as two
+  gauges (`*.memory.page_faults`, every fault, and `*.memory.major_page_faults`), volumes as
+  `k8s.volume.*` gauges (no `usage`), filesystem sizes as gauges. Units stay annotated
+  (`{fault}`, `{inode}`) where that receiver says `1`.
+
+What neither follows: `k8s.volume.name` is a resource attribute (with
+`k8s.persistentvolumeclaim.name` for a claim), not a point attribute, and `k8s.volume.type`
+is not set (the summary does not carry it).
+
+Translated to Prometheus names, `container.memory.working_set` and `container.memory.usage`
+become `container_memory_working_set_bytes` and `container_memory_usage_bytes`, the names of
+cAdvisor's own series: where the kubelet's cAdvisor endpoint is scraped too, select by `job`
+(or by a label only one of them has, such as `k8s_pod_uid`) before summing.
+
+`metric_groups` picks the groups (default `node`, `pod`, `container`);
+`metrics: {NAME: {enabled: false}}` switches one off, by its name under the chosen
+`metric_names`. Counters (`cpu.time`, `network.io`, `network.errors`, page faults under
+`semconv`) are cumulative, starting at the entity's `startTime`. The pod's filesystem is its
+ephemeral storage (`ephemeral-storage`); a container's is its writable layer (`rootfs`). The
+kubelet's system containers (`node.systemContainers`) are not reported.
 
 """
 
@@ -52,6 +80,8 @@ its business labels (`container.env.*`, `k8s.pod.label.*`, ...) land on these se
 
 def _row(spec: MetricSpec) -> str:
     kind = "counter" if spec.monotonic else spec.kind.value
+    if spec.kind is MetricKind.SUM and not spec.monotonic:
+        kind = "updowncounter"
     cells = (
         spec.group.value,
         f"`{spec.name}`",
@@ -65,14 +95,21 @@ def _row(spec: MetricSpec) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def render_markdown() -> str:
-    """The whole of docs/kubelet_stats.md."""
+def _table(naming: Naming) -> str:
+    catalog = CATALOGS[naming]
     lines = [
+        f"## `metric_names: {naming.value}`",
+        "",
         "| Group | Name | Unit | Type | Attributes | Enabled | Summary field | Description |",
         "|---|---|---|---|---|---|---|---|",
-        *(_row(spec) for group in Group for spec in CATALOG if spec.group is group),
+        *(_row(spec) for group in Group for spec in catalog if spec.group is group),
     ]
-    return _HEADER + "\n".join(lines) + "\n" + _RESOURCE
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown() -> str:
+    """The whole of docs/kubelet_stats.md."""
+    return _HEADER + _table(Naming.SEMCONV) + "\n" + _table(Naming.CONTRIB) + _RESOURCE
 
 
 if __name__ == "__main__":

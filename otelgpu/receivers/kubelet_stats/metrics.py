@@ -1,10 +1,16 @@
-"""The kubelet_stats receiver's metric catalog: one table that drives reading, config and docs.
+"""The kubelet_stats receiver's metric catalogs: one table per naming drives reading, config
+and docs.
 
-Names follow the OpenTelemetry k8s and container semantic conventions, and the Collector's
-`kubeletstats` receiver where the conventions are silent, so dashboards built for either work.
-Each `MetricSpec` says which summary block (`cpu`, `memory`, ...) and field it reads; the
-summary reader (`summary.py`) is generic over this table and `docs/kubelet_stats.md` is
-rendered from it (`python -m otelgpu.receivers.kubelet_stats.docs`).
+`metric_names: semconv` (the default) follows the OpenTelemetry semantic conventions wherever
+they name a metric (page faults as one `*.memory.paging.faults` counter split by
+`system.paging.fault.type`, volumes as `k8s.pod.volume.*`, filesystems and volumes as
+UpDownCounters) and the Collector's `kubeletstats` receiver for the metrics they do not name
+(container memory available, rss and working set, the container's filesystem).
+`metric_names: contrib` is the `kubeletstats` receiver's names and types throughout (page
+faults as two gauges, `k8s.volume.*`), for dashboards built on it. Each `MetricSpec` says which
+summary block (`cpu`, `memory`, ...) and field it reads; the summary reader (`summary.py`) is
+generic over these tables and `docs/kubelet_stats.md` is rendered from them
+(`python -m otelgpu.receivers.kubelet_stats.docs`).
 """
 
 from __future__ import annotations
@@ -20,10 +26,18 @@ K8S_VOLUME_NAME = "k8s.volume.name"  # resource: the pod's volume name
 K8S_PVC_NAME = "k8s.persistentvolumeclaim.name"  # resource: when the volume is a PVC
 NETWORK_INTERFACE_NAME = "network.interface.name"  # datapoint: eth0, ...
 DIRECTION = "network.io.direction"  # datapoint: receive | transmit (semantic conventions)
+FAULT_TYPE = "system.paging.fault.type"  # datapoint: major | minor (semantic conventions)
 
 GAUGE = MetricKind.GAUGE
 SUM = MetricKind.SUM
 NANO = 1e-9
+
+
+class Naming(Enum):
+    """`metric_names`: whose names and types the metrics follow."""
+
+    SEMCONV = "semconv"
+    CONTRIB = "contrib"
 
 
 class Group(Enum):
@@ -47,7 +61,9 @@ class MetricSpec:
 
     `block` is the summary object read ("" = the entry itself, as for volumes); `field` the
     number in it, multiplied by `scale`. With `per_interface`, `field` is the suffix after
-    `rx`/`tx` and one point is emitted per interface and direction.
+    `rx`/`tx` and one point is emitted per interface and direction. With `fault_types`, two
+    points: `major` (`majorPageFaults`) and `minor` (`field`, every fault, minus the major
+    ones). `kind` SUM with `monotonic` false is an UpDownCounter.
     """
 
     name: str
@@ -60,11 +76,14 @@ class MetricSpec:
     field: str
     scale: float = 1.0
     per_interface: bool = False
+    fault_types: bool = False
     enabled: bool = True
 
     @property
     def attributes(self) -> tuple[str, ...]:
         """Datapoint attribute keys."""
+        if self.fault_types:
+            return (FAULT_TYPE,)
         return (NETWORK_INTERFACE_NAME, DIRECTION) if self.per_interface else ()
 
     @property
@@ -72,6 +91,8 @@ class MetricSpec:
         """The summary path read (`cpu.usageNanoCores`, `network.interfaces[].{rx,tx}Bytes`)."""
         if self.per_interface:
             return f"{self.block}.interfaces[].{{rx,tx}}{self.field}"
+        if self.fault_types:
+            return f"{self.block}.{{majorPageFaults, {self.field} - majorPageFaults}}"
         return f"{self.block}.{self.field}" if self.block else self.field
 
 
@@ -90,17 +111,21 @@ _FS = (
     ("capacity", "capacityBytes", "Total bytes of the filesystem."),
     ("usage", "usedBytes", "Bytes used."),
 )
-_VOLUME = (
-    ("available", "By", "availableBytes", "Bytes available on the volume."),
-    ("capacity", "By", "capacityBytes", "Total bytes of the volume."),
-    ("inodes", "{inode}", "inodes", "Total inodes of the volume's filesystem."),
-    ("inodes.free", "{inode}", "inodesFree", "Free inodes."),
-    ("inodes.used", "{inode}", "inodesUsed", "Inodes used."),
+_VOLUME = (  # semconv suffix, contrib suffix, unit, field, description
+    ("available", "available", "By", "availableBytes", "Bytes available on the volume."),
+    ("capacity", "capacity", "By", "capacityBytes", "Total bytes of the volume."),
+    ("usage", "", "By", "usedBytes", "Bytes used on the volume."),
+    ("inode.count", "inodes", "{inode}", "inodes", "Total inodes of the volume's filesystem."),
+    ("inode.free", "inodes.free", "{inode}", "inodesFree", "Free inodes."),
+    ("inode.used", "inodes.used", "{inode}", "inodesUsed", "Inodes used."),
 )
 
 
-def _entity_specs(group: Group) -> Iterator[MetricSpec]:
+def _entity_specs(group: Group, naming: Naming) -> Iterator[MetricSpec]:
     prefix, who = PREFIX[group], group.value
+    semconv = naming is Naming.SEMCONV
+    # The conventions make filesystem sizes UpDownCounters; the kubeletstats receiver, gauges.
+    size_kind, size_monotonic = (SUM, False) if semconv else (GAUGE, False)
     yield MetricSpec(
         f"{prefix}.cpu.time", "s", SUM, True, f"Total CPU time the {who} consumed.",
         group, "cpu", "usageCoreNanoSeconds", NANO,
@@ -114,13 +139,27 @@ def _entity_specs(group: Group) -> Iterator[MetricSpec]:
         yield MetricSpec(
             f"{prefix}.memory.{suffix}", "By", GAUGE, False, description, group, "memory", field
         )
-    for suffix, field, description in (
-        ("page_faults", "pageFaults", "Page faults."),
-        ("major_page_faults", "majorPageFaults", "Major page faults (read from disk)."),
-    ):
+    if semconv:
         yield MetricSpec(
-            f"{prefix}.memory.{suffix}", "{fault}", SUM, True, description, group, "memory", field
-        )
+            f"{prefix}.memory.paging.faults", "{fault}", SUM, True,
+            "Page faults, by type: major (read from disk) and minor (the rest).",
+            group, "memory", "pageFaults", fault_types=True,
+        )  # fmt: skip
+    else:
+        for suffix, field, description in (
+            ("page_faults", "pageFaults", "Page faults (major included), as a gauge."),
+            ("major_page_faults", "majorPageFaults", "Major page faults, as a gauge."),
+        ):
+            yield MetricSpec(
+                f"{prefix}.memory.{suffix}",
+                "{fault}",
+                GAUGE,
+                False,
+                description,
+                group,
+                "memory",
+                field,
+            )
     if group is not Group.CONTAINER:  # the kubelet reports network per pod (shared netns)
         yield MetricSpec(
             f"{prefix}.network.io", "By", SUM, True, "Bytes received and transmitted.",
@@ -132,22 +171,33 @@ def _entity_specs(group: Group) -> Iterator[MetricSpec]:
         )  # fmt: skip
     for suffix, field, description in _FS:
         yield MetricSpec(
-            f"{prefix}.filesystem.{suffix}", "By", GAUGE, False, description,
+            f"{prefix}.filesystem.{suffix}", "By", size_kind, size_monotonic, description,
             group, FS_BLOCK[group], field,
         )  # fmt: skip
 
 
-def _volume_specs() -> Iterator[MetricSpec]:
-    for suffix, unit, field, description in _VOLUME:
-        yield MetricSpec(
-            f"k8s.volume.{suffix}", unit, GAUGE, False, description, Group.VOLUME, "", field
-        )
+def _volume_specs(naming: Naming) -> Iterator[MetricSpec]:
+    for semconv_suffix, contrib_suffix, unit, field, description in _VOLUME:
+        if naming is Naming.SEMCONV:
+            yield MetricSpec(
+                f"k8s.pod.volume.{semconv_suffix}", unit, SUM, False, description,
+                Group.VOLUME, "", field,
+            )  # fmt: skip
+        elif contrib_suffix:
+            yield MetricSpec(
+                f"k8s.volume.{contrib_suffix}", unit, GAUGE, False, description,
+                Group.VOLUME, "", field,
+            )  # fmt: skip
 
 
-CATALOG: tuple[MetricSpec, ...] = (
-    *_entity_specs(Group.NODE),
-    *_entity_specs(Group.POD),
-    *_entity_specs(Group.CONTAINER),
-    *_volume_specs(),
-)
-BY_NAME = {spec.name: spec for spec in CATALOG}
+def _catalog(naming: Naming) -> tuple[MetricSpec, ...]:
+    return (
+        *_entity_specs(Group.NODE, naming),
+        *_entity_specs(Group.POD, naming),
+        *_entity_specs(Group.CONTAINER, naming),
+        *_volume_specs(naming),
+    )
+
+
+CATALOGS: dict[Naming, tuple[MetricSpec, ...]] = {naming: _catalog(naming) for naming in Naming}
+CATALOG = CATALOGS[Naming.SEMCONV]  # the default naming's

@@ -78,3 +78,26 @@ async def test_nothing_listening_is_a_connect_error() -> None:
         await client.summary()
     await client.close()
     assert err.value.reason == "connect"
+
+
+def test_a_projected_token_rotated_by_symlink_swap_is_read_again(tmp_path: Path) -> None:
+    """The kubelet updates a projected volume as its atomic writer does: the new token goes in
+    a fresh timestamped directory and the `..data` link is swapped to it; `token` is a link
+    through `..data`. A token of the same length written in the same second is still seen."""
+    mount = tmp_path / "serviceaccount"
+    mount.mkdir()
+    first = mount / "..2026_01_01_00_00_00.000000001"
+    first.mkdir()
+    (first / "token").write_text("token-aaaa")
+    (mount / "..data").symlink_to(first.name)
+    (mount / "token").symlink_to("..data/token")
+    token = TokenFile(str(mount / "token"))
+    assert token.read() == "token-aaaa"
+    second = mount / "..2026_01_01_00_00_00.000000002"
+    second.mkdir()
+    (second / "token").write_text("token-bbbb")
+    stamp = (first / "token").stat()
+    os.utime(second / "token", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    (mount / "..data_tmp").symlink_to(second.name)
+    os.replace(mount / "..data_tmp", mount / "..data")
+    assert token.read() == "token-bbbb"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -57,18 +58,52 @@ def test_metric_switches_and_groups() -> None:
         {
             "metric_groups": ["volume"],
             "metrics": {
-                "k8s.volume.inodes": {"enabled": False},
+                "k8s.pod.volume.inode.count": {"enabled": False},
                 "k8s.pod.cpu.time": {"enabled": True},
             },
         }
     )
     # A metric switched on outside the chosen groups stays off: groups decide first.
     assert config.enabled_metrics() == {
-        "k8s.volume.available",
-        "k8s.volume.capacity",
-        "k8s.volume.inodes.free",
-        "k8s.volume.inodes.used",
+        "k8s.pod.volume.available",
+        "k8s.pod.volume.capacity",
+        "k8s.pod.volume.usage",
+        "k8s.pod.volume.inode.free",
+        "k8s.pod.volume.inode.used",
     }
+
+
+def test_contrib_names_are_an_option_and_switched_by_their_own_names() -> None:
+    config = KubeletStatsReceiverConfig.model_validate(
+        {
+            "metric_names": "contrib",
+            "metric_groups": ["volume", "container"],
+            "metrics": {"k8s.volume.inodes": {"enabled": False}},
+        }
+    )
+    enabled = config.enabled_metrics()
+    assert {"k8s.volume.available", "container.memory.major_page_faults"} <= enabled
+    assert "k8s.volume.inodes" not in enabled and "k8s.pod.volume.available" not in enabled
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"metrics": {"k8s.volume.inodes": {"enabled": False}}},
+            "metrics k8s.volume.inodes: not a name under metric_names semconv",
+        ),
+        (
+            {"metric_names": "contrib", "metrics": {"k8s.pod.volume.usage": {"enabled": True}}},
+            "metrics k8s.pod.volume.usage: not a name under metric_names contrib",
+        ),
+        ({"metrics": {"k8s.pod.gpu": {"enabled": True}}}, "unknown metric k8s.pod.gpu (valid: "),
+        ({"metric_names": "otel"}, "metric_names"),
+    ],
+)
+def test_a_name_of_the_other_naming_is_refused_saying_so(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        KubeletStatsReceiverConfig.model_validate(raw)
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from otelgpu.receivers.kubelet_stats.config import KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.receiver import KubeletStatsReceiver, make_client
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost, Sink
+from tests.peers.kubelet_stats_server import sample_summary
 from tests.unit.receivers.kubelet_stats.conftest import counter, make_receiver
 
 ERRORS = "otelgpu_kubelet_errors_total"
@@ -48,8 +49,11 @@ async def test_scrapes_every_interval_and_reports_the_source_up(
     assert points["kubelet_stats"] == sum(
         len(m.points) for batch in sink.batches for rm in batch for m in rm.metrics
     )
-    skipped = counter(telemetry, "otelgpu_kubelet_skipped_entries_total", lambda a: "n")
-    assert skipped == {"n": 2}  # the sample's nameless pod, once per scrape
+    gaps = counter(
+        telemetry, "otelgpu_kubelet_gaps_total", lambda a: f"{a['entity']}/{a['reason']}"
+    )
+    # once per scrape: the sample's nameless pod, and its pending pod and container
+    assert gaps == {"pod/empty_name": 2, "pod/no_stats_yet": 2, "container/no_stats_yet": 2}
     assert client.closed == 1
 
 
@@ -89,14 +93,16 @@ async def test_down_and_up_again_is_logged_once_each(
     assert not telemetry.sources["kubelet"].up
     client.answer = b'{"node": {"nodeName": "n1", "cpu": {"usageNanoCores": 5}}}'
     await clock.advance(10)
-    await _converted(sink, 2)
+    await _converted(sink, 3)
     await receiver.shutdown()
     assert telemetry.sources["kubelet"].up
     downs = [r for r in caplog.records if "source kubelet is down" in r.getMessage()]
     ups = [r for r in caplog.records if "source kubelet is up again" in r.getMessage()]
     assert (len(downs), len(ups)) == (1, 1)
     assert _errors(telemetry) == {"connect": 5}
-    assert len(sink.batches) == 2  # the first and the last scrape
+    # the first scrape, the gone markers of the third failed read in a row, the last scrape
+    assert len(sink.batches) == 3
+    assert all(not rm.metrics for rm in sink.batches[1])
 
 
 async def test_start_without_node_name_or_endpoint_refuses(
@@ -117,3 +123,49 @@ def test_make_client_reads_node_name_and_auth() -> None:
     plain = make_client(KubeletStatsReceiverConfig(read_only_port=True), {"K8S_NODE_NAME": "gpu-7"})
     assert plain.url == "http://gpu-7:10255/stats/summary"  # type: ignore[attr-defined]
     assert plain._token is None  # type: ignore[attr-defined]
+
+
+async def test_gaps_are_counted_by_reason_every_read_and_logged_once_each(
+    telemetry: SelfTelemetry, sink: Sink, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    receiver, client = make_receiver(telemetry, sink, clock)
+    summary = sample_summary()
+    summary["node"]["nodeName"] = ""
+    summary["pods"][0]["containers"].append({"name": "", "cpu": {"usageNanoCores": 1}})
+    client.answer = summary
+    for _ in range(3):
+        await receiver.scrape()
+    gaps = counter(
+        telemetry, "otelgpu_kubelet_gaps_total", lambda a: f"{a['entity']}/{a['reason']}"
+    )
+    assert gaps == {
+        "node/no_node_name": 3,
+        "pod/empty_name": 3,
+        "pod/no_stats_yet": 3,
+        "container/no_stats_yet": 3,
+        "container/empty_name": 3,
+    }
+    logged = [r.getMessage() for r in caplog.records if "kubelet summary gap" in r.getMessage()]
+    assert len(logged) == 4 + 1  # one per entity and reason, the first read only
+    assert any("no_stats_yet (pod), first seen: ml/pending-1" in m for m in logged)
+    assert any(
+        "empty_name (container), first seen: a container of pod ml/trainer-0" in m for m in logged
+    )
+
+
+async def test_a_change_of_failure_cause_is_logged_again(
+    telemetry: SelfTelemetry, sink: Sink, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver, client = make_receiver(telemetry, sink, clock, stale_after_failed_reads=100)
+    client.answer = KubeletError("connect", "cannot reach https://n1:10250/stats/summary")
+    await receiver.scrape()
+    await receiver.scrape()
+    client.answer = KubeletError("tls", "TLS with https://n1:10250/stats/summary failed: expired")
+    await receiver.scrape()
+    await receiver.scrape()
+    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(messages) == 2, messages
+    assert "source kubelet is down: cannot reach" in messages[0]
+    assert "another cause (tls, was connect): TLS with" in messages[1]
+    assert "failed: expired" in telemetry.sources["kubelet"].last_error
