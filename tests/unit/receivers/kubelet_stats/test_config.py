@@ -97,7 +97,10 @@ def test_contrib_names_are_an_option_and_switched_by_their_own_names() -> None:
             {"metric_names": "contrib", "metrics": {"k8s.pod.volume.usage": {"enabled": True}}},
             "metrics k8s.pod.volume.usage: not a name under metric_names contrib",
         ),
-        ({"metrics": {"k8s.pod.gpu": {"enabled": True}}}, "unknown metric k8s.pod.gpu (valid: "),
+        (
+            {"metrics": {"k8s.pod.gpu": {"enabled": True}}},
+            'unknown metric "k8s.pod.gpu": not one of this receiver\'s',
+        ),
         ({"metric_names": "otel"}, "metric_names"),
     ],
 )
