@@ -68,6 +68,7 @@ class HostileServer:
         self.connections = 0
         self.frames_sent = 0  # control frames of a flood
         self.called = asyncio.Event()
+        self.disconnected = asyncio.Event()  # a client's connection ended
         self._server: asyncio.AbstractServer | None = None
         # Per stream: answer bytes still to send (the client's window was full), then trailers.
         self._pending: dict[int, bytes] = {}
@@ -157,6 +158,7 @@ class HostileServer:
                 flood.cancel()
             self._writers.discard(writer)
             writer.close()
+            self.disconnected.set()
 
     def _answer(
         self,

@@ -215,6 +215,22 @@ async def test_a_peer_gone_silent_is_dropped_by_keepalive_and_dialled_again(
         await client.close()
 
 
+async def test_a_connection_no_call_uses_is_released_after_the_idle_timeout(
+    hostile: HostileServer,
+) -> None:
+    # Whatever the peer does on a connection between two far-apart calls (a flood, a stall),
+    # the client does not keep it: past the idle timeout it closes it, and dials at the next.
+    client = Client(hostile.target, ChannelPolicy(idle_timeout=1))
+    try:
+        assert await client.unary(METHOD, b"one", timeout=30) == b"one"
+        async with asyncio.timeout(60):  # grpcio's own default would keep it half an hour
+            await hostile.disconnected.wait()
+        assert await client.unary(METHOD, b"two", timeout=30) == b"two"
+        assert hostile.connections == 2
+    finally:
+        await client.close()
+
+
 async def _strict_server(
     options: list[tuple[str, int]],
     handler_gate: asyncio.Event | None = None,
