@@ -27,7 +27,13 @@ UP = "otelgpu_source_up"
 
 @pytest.mark.parametrize(
     ("attack", "code"),
-    [("gzip_bomb", "RESOURCE_EXHAUSTED"), ("black_hole", "DEADLINE_EXCEEDED")],
+    [
+        ("gzip_bomb", "RESOURCE_EXHAUSTED"),
+        ("black_hole", "DEADLINE_EXCEEDED"),
+        # PINGs without end on each connection it accepts while hostile (keepalive sees a
+        # lively peer): only dialling again after the failed refresh reaches the sane peer.
+        ("ping_storm", "DEADLINE_EXCEEDED"),
+    ],
 )
 async def test_a_hostile_kubelet_is_counted_said_down_once_and_left_behind_when_sane(
     telemetry: SelfTelemetry,
