@@ -17,8 +17,8 @@ MiB = 2**20
 CEILING = 1024 * MiB  # far above any bound a test states, far below what the machine has
 _WATCH = 0.02  # seconds between two looks at the child's memory
 
-# argv: target, max_receive, the call's timeout. Prints the peak before and after the call
-# (KiB) and the call's outcome.
+# argv: target, max_receive, the call's timeout, how many calls. Prints the peak before and
+# after the calls (KiB) and the last call's outcome.
 _CHILD = """
 import asyncio, sys
 from otelgpu.configgrpc import ChannelPolicy, Client, RpcError
@@ -32,11 +32,12 @@ async def main():
     client = Client(sys.argv[1], ChannelPolicy(max_receive=int(sys.argv[2]), proxy=False))
     await client.unary("/test.Echo/Warm", b"", timeout=30)
     before = peak()
-    try:
-        await client.unary("/test.Echo/Call", b"", timeout=float(sys.argv[3]))
-        outcome = "OK"
-    except RpcError as exc:
-        outcome = exc.code.name
+    for _ in range(int(sys.argv[4])):
+        try:
+            await client.unary("/test.Echo/Call", b"", timeout=float(sys.argv[3]))
+            outcome = "OK"
+        except RpcError as exc:
+            outcome = exc.code.name
     print(before, peak(), outcome, flush=True)
     await client.close()
 
@@ -56,19 +57,19 @@ class Measured:
 
 
 async def measured_call(
-    server: HostileServer, mode: str, *, max_receive: int, timeout: float
+    server: HostileServer, mode: str, *, max_receive: int, timeout: float, calls: int = 1
 ) -> Measured:
-    """The outcome and memory of one call, made once `server` (sane for the warm-up) is in
-    `mode`."""
+    """The outcome and memory of `calls` calls one after another, made once `server` (sane
+    for the warm-up) is in `mode`."""
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, server.target, str(max_receive), str(timeout),
+        sys.executable, "-c", _CHILD, server.target, str(max_receive), str(timeout), str(calls),
         stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         await server.called.wait()  # the warm-up call: every later call meets `mode`
         server.mode = mode
         # The child's own deadlines end it; past them by a minute it hangs, and is killed.
-        async with asyncio.timeout(timeout + 60):
+        async with asyncio.timeout(calls * timeout + 60):
             killed_at = await _watch(child)
         out = await child.stdout.read() if child.stdout else b""
     finally:

@@ -82,6 +82,31 @@ async def test_goaway_with_the_connection_kept_open_fails_the_call_at_once_in_bo
     assert server.goaways >= 1 and server.calls == 1  # the warm-up only: nothing began
 
 
+@pytest.mark.parametrize(
+    ("limit", "bound"),
+    [
+        (64 * 2**10, 16 * MiB),  # an OTLP receiver's largest answer
+        (1 * MiB, 96 * MiB),  # the kubelet's default (k8s_attributes max_receive_message_size)
+    ],
+)
+async def test_answers_in_one_byte_frames_cost_at_most_the_stated_bound(
+    tmp_path: Path, limit: int, bound: int
+) -> None:
+    # An answer as large as the limit allows, one byte per DATA frame (9 bytes of header
+    # each), answer after answer on one channel: grpcio keeps each frame apart while the
+    # message arrives, about 16 bytes per byte, and the allocator keeps some after. The bound
+    # per hostile peer (docs/architecture.md, "gRPC peers") follows from the peer's limit.
+    server = HostileServer(tmp_path / "t.sock", answer_size=limit - 5)  # 5: the gRPC prefix
+    await server.start()
+    try:
+        call = await measured_call(server, "tiny_frames", max_receive=limit, timeout=60, calls=10)
+    finally:
+        await server.stop()
+    assert call.outcome == "OK", call
+    assert call.growth < bound, call
+    print(f"1-byte frames, limit {limit} B: {call.growth / MiB:.1f} MiB")
+
+
 @pytest.mark.parametrize("flood", ["ping_flood", "settings_flood", "empty_data_flood"])
 async def test_a_control_frame_flood_stops_neither_other_peers_nor_the_call_after_it(
     tmp_path: Path, flood: str
