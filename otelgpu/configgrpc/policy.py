@@ -13,8 +13,8 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   while inflating, so neither a large nor a compressed answer grows past the limit. An
   answer within it still costs its bytes and more: sent in 1-byte DATA frames, grpcio spends
   about 16 bytes per byte of it while it arrives. The bound per hostile peer is therefore
-  stated in terms of its limit (docs/grpc.md), and each peer's limit is kept near its real
-  answers.
+  stated in terms of its limit (docs/architecture.md, "gRPC peers"), and each peer's limit
+  is kept near its real answers.
 - **Keepalive** as the Collector's `configgrpc` client: a PING after 10 s without frames while
   a call is open, the connection dropped when its answer takes 10 s more; no PINGs on an idle
   connection (servers refuse those by default, and an idle channel reconnects on its next call
