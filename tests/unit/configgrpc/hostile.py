@@ -74,6 +74,7 @@ class HostileServer:
         self._pending: dict[int, bytes] = {}
         self._tiny: set[int] = set()  # streams whose answer goes in 1-byte DATA frames
         self._writers: set[asyncio.StreamWriter] = set()
+        self._connections: set[asyncio.Task[object]] = set()  # each connection's handler
 
     @property
     def target(self) -> str:
@@ -85,6 +86,8 @@ class HostileServer:
     async def stop(self) -> None:
         for writer in list(self._writers):
             writer.close()
+        if self._connections:  # each ends at its connection's end
+            await asyncio.wait(self._connections, timeout=5)
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(TimeoutError):
@@ -94,6 +97,10 @@ class HostileServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self._writers.add(writer)
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._connections.add(handler)
+            handler.add_done_callback(self._connections.discard)
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
         conn = h2.connection.H2Connection(config)
         if self.mode == "zero_window":
