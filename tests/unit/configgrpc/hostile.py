@@ -108,64 +108,72 @@ class HostileServer:
                 client=False, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0}
             )
         conn.initiate_connection()
-        flood: asyncio.Task[None] | None = None
-        stormy = self.mode == "ping_storm"  # for the life of this connection
+        floods: list[asyncio.Task[None]] = []  # control frames sent beside the exchange
         try:
             writer.write(conn.data_to_send())
-            if stormy:
-                flood = asyncio.create_task(self._storm(conn, writer))
+            if self.mode == "ping_storm":  # for the life of this connection
+                floods.append(asyncio.create_task(self._storm(conn, writer)))
+                while data := await reader.read(65536):
+                    conn.receive_data(data)  # PING answers and calls alike: left unanswered
+                return
             if self.mode == "goaway_kept_open":
                 writer.write(self._goaway())
-            bodies: dict[int, bytes] = {}
-            while data := await reader.read(65536):
-                if self.mode == "black_hole":
-                    continue
-                if stormy:
-                    conn.receive_data(data)  # PING answers and calls alike: left unanswered
-                    continue
-                events = conn.receive_data(data)
-                if self.mode == "goaway_unprocessed" and any(
-                    isinstance(e, h2.events.RequestReceived) for e in events
-                ):
-                    # A call arrived; the server goes away without beginning it.
-                    conn.close_connection(last_stream_id=0)
-                    writer.write(conn.data_to_send())
-                    await writer.drain()
-                    self.mode = "echo"  # the next connection is served
-                    break
-                if self.mode == "goaway_kept_open":
-                    writer.write(conn.data_to_send())  # its SETTINGS and PING answers
-                    if any(isinstance(e, h2.events.RequestReceived) for e in events):
-                        writer.write(self._goaway())
-                    await writer.drain()
-                    continue
-                for event in events:
-                    if isinstance(event, h2.events.DataReceived):
-                        conn.acknowledge_received_data(
-                            event.flow_controlled_length, event.stream_id
-                        )
-                        bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
-                    elif isinstance(event, h2.events.StreamReset):
-                        self._pending.pop(event.stream_id, None)
-                    elif isinstance(event, h2.events.StreamEnded):
-                        self.calls += 1
-                        self.called.set()
-                        body = bodies.pop(event.stream_id, b"")
-                        flood = self._answer(conn, event.stream_id, body, writer) or flood
-                self._flush(conn, writer)
-                writer.write(conn.data_to_send())
-                await writer.drain()
-                if self.mode == "goaway_processed" and self.calls:
-                    self.mode = "echo"  # the next connection is served
-                    break
+            await self._exchange(conn, reader, writer, floods)
         except (ConnectionError, h2.exceptions.ProtocolError):
             pass
         finally:
-            if flood is not None:
+            for flood in floods:
                 flood.cancel()
             self._writers.discard(writer)
             writer.close()
             self.disconnected.set()
+
+    async def _exchange(
+        self,
+        conn: h2.connection.H2Connection,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        floods: list[asyncio.Task[None]],
+    ) -> None:
+        """Reads the client's frames and answers each call as the mode is when it ends."""
+        bodies: dict[int, bytes] = {}
+        while data := await reader.read(65536):
+            if self.mode == "black_hole":
+                continue
+            events = conn.receive_data(data)
+            begun = any(isinstance(e, h2.events.RequestReceived) for e in events)
+            if self.mode == "goaway_unprocessed" and begun:
+                # A call arrived; the server goes away without beginning it.
+                conn.close_connection(last_stream_id=0)
+                writer.write(conn.data_to_send())
+                await writer.drain()
+                self.mode = "echo"  # the next connection is served
+                return
+            if self.mode == "goaway_kept_open":
+                writer.write(conn.data_to_send())  # its SETTINGS and PING answers
+                if begun:
+                    writer.write(self._goaway())
+                await writer.drain()
+                continue
+            for event in events:
+                if isinstance(event, h2.events.DataReceived):
+                    conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                    bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
+                elif isinstance(event, h2.events.StreamReset):
+                    self._pending.pop(event.stream_id, None)
+                elif isinstance(event, h2.events.StreamEnded):
+                    self.calls += 1
+                    self.called.set()
+                    body = bodies.pop(event.stream_id, b"")
+                    flood = self._answer(conn, event.stream_id, body, writer)
+                    if flood is not None:
+                        floods.append(flood)
+            self._flush(conn, writer)
+            writer.write(conn.data_to_send())
+            await writer.drain()
+            if self.mode == "goaway_processed" and self.calls:
+                self.mode = "echo"  # the next connection is served
+                return
 
     def _answer(
         self,
