@@ -14,6 +14,13 @@ from otelgpu.configgrpc.policy import ChannelPolicy, Credentials
 StatusCode = grpc.StatusCode
 Metadata = tuple[tuple[str, str | bytes], ...]
 
+# Outcomes the connection may be to blame for: the call that meets one retires its channel, and
+# the next call dials a new connection. grpcio keeps a connection for as long as it answers
+# PINGs; a peer that floods PINGs while it stalls every call, or garbles its framing, would
+# otherwise hold the channel for good. (UNAVAILABLE: the connection is gone or going away;
+# DEADLINE_EXCEEDED: nothing came back in time on it; INTERNAL: it broke the protocol.)
+REDIAL = frozenset({StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED, StatusCode.INTERNAL})
+
 
 class RpcError(Exception):
     """A call that did not end OK: its code, the server's message (or grpcio's, when the call
@@ -28,7 +35,9 @@ class RpcError(Exception):
 
 class Client:
     """Unary calls to one peer. The channel is made by the first call, on the running event
-    loop, and kept: grpcio reconnects it when the connection is lost. Use it from one loop."""
+    loop, and kept: grpcio reconnects it when the connection is lost. A call that fails with a
+    code in `REDIAL` retires the channel: later calls open a new one, and the retired one is
+    closed when its last call in flight ends. Use it from one loop."""
 
     def __init__(
         self,
@@ -43,6 +52,8 @@ class Client:
         self._credentials = credentials
         self._compression = grpc.Compression.Gzip if compression else None
         self._channel: grpc.aio.Channel | None = None
+        self._in_flight: dict[grpc.aio.Channel, int] = {}  # calls open on each channel
+        self._retired: set[grpc.aio.Channel] = set()  # closed when their last call ends
 
     @property
     def target(self) -> str:
@@ -53,26 +64,51 @@ class Client:
     ) -> bytes:
         """The answer's bytes to `request` on `method` (`/package.Service/Method`); raises
         `RpcError` for any other outcome, DEADLINE_EXCEEDED when `timeout` seconds pass first."""
-        call = self._connected().unary_unary(method)
+        channel = self._connected()
+        self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
         try:
-            answer = await call(
+            answer = await channel.unary_unary(method)(
                 request,
                 timeout=timeout,
                 metadata=_grpc_metadata(metadata),
                 compression=self._compression,
             )
         except grpc.aio.AioRpcError as exc:
+            if exc.code() in REDIAL:
+                self._retire(channel)
             raise RpcError(
                 exc.code(), exc.details() or "", _metadata(exc.trailing_metadata())
             ) from None
+        finally:
+            await self._release(channel)
         if not isinstance(answer, bytes):  # no deserializer: grpcio hands the bytes over
             raise RpcError(StatusCode.INTERNAL, f"an answer of type {type(answer).__name__}")
         return answer
 
     async def close(self) -> None:
-        """Closes the channel (calls in flight are cancelled); the next call opens a new one."""
-        channel, self._channel = self._channel, None
-        if channel is not None:
+        """Closes the channel and any retired one (calls in flight are cancelled); the next
+        call opens a new one."""
+        channels = [self._channel, *self._retired]
+        self._channel = None
+        self._retired.clear()
+        for channel in channels:
+            if channel is not None:
+                await channel.close(grace=None)
+
+    def _retire(self, channel: grpc.aio.Channel) -> None:
+        if channel is self._channel:
+            self._channel = None
+            self._retired.add(channel)
+
+    async def _release(self, channel: grpc.aio.Channel) -> None:
+        """One call on `channel` ended: a retired channel is closed with its last call."""
+        left = self._in_flight[channel] - 1
+        if left:
+            self._in_flight[channel] = left
+            return
+        del self._in_flight[channel]
+        if channel in self._retired:
+            self._retired.discard(channel)
             await channel.close(grace=None)
 
     def _connected(self) -> grpc.aio.Channel:

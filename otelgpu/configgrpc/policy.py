@@ -1,5 +1,20 @@
-"""The channel policy every gRPC peer of the agent shares: grpcio channel arguments.
+"""The channel policy every gRPC peer of the agent shares: grpcio channel arguments, each one
+set on purpose (grpcio's defaults are part of our behaviour under attack too).
 
+- **No retries by grpcio** (`grpc.enable_retries` 0): every failed call goes back to the
+  caller, whose own loop decides when to ask again, with its own back-off (the refresher's
+  List and the exporter's Export are idempotent: see their docs). grpcio's transparent retry
+  of a call the server never began has no bound: a peer that answers GOAWAY and keeps the
+  connection open has the call sent again on that connection without end, and the client
+  grows by gigabytes in seconds. Without it such a call fails UNAVAILABLE at once. With
+  retries off grpcio keeps no retry buffer, so `grpc.per_rpc_retry_buffer_size` is moot.
+- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send.
+  grpcio checks a message's declared length before reading it and checks a compressed one
+  while inflating, so neither a large nor a compressed answer grows past the limit. An
+  answer within it still costs its bytes and more: sent in 1-byte DATA frames, grpcio spends
+  about 16 bytes per byte of it while it arrives. The bound per hostile peer is therefore
+  stated in terms of its limit (docs/architecture.md, "gRPC peers"), and each peer's limit
+  is kept near its real answers.
 - **Keepalive** as the Collector's `configgrpc` client: a PING after 10 s without frames while
   a call is open, the connection dropped when its answer takes 10 s more; no PINGs on an idle
   connection (servers refuse those by default, and an idle channel reconnects on its next call
@@ -7,19 +22,21 @@
   drops the connection: a peer gone silent fails the calls open on it, and the next call dials
   again. A server that finds the PINGs too frequent answers GOAWAY `too_many_pings`; grpcio
   then doubles its interval on that channel.
+- **A bad connection is dialled again**: keepalive cannot see a peer that answers PINGs (or
+  floods them) while it stalls every call. `Client` retires its channel after a call fails
+  UNAVAILABLE, DEADLINE_EXCEEDED or INTERNAL, so the next call dials a new connection.
+  grpcio's `grpc.max_connection_age_ms` and `grpc.max_connection_idle_ms` are server
+  settings, which a channel ignores; the client's own idle limit (`idle_timeout`,
+  `grpc.client_idle_timeout_ms`) releases a connection no call has used for that long, so a
+  stalled or flooding connection is not kept between two far-apart calls either.
 - **Reconnecting** is grpcio's: a lost connection is dialled again with grpcio's jittered
   exponential backoff, from `initial_backoff` up to `max_backoff`. A caller passes its own
   refresh interval as `max_backoff`, so a peer that came back is reached within one refresh.
-- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send.
-  grpcio checks it against the message after decompression and stops inflating there, so a
-  compressed answer cannot grow past it in memory.
 - **Deadlines** are per call (`Client.unary`'s `timeout`), also sent to the server.
-- **No retries by grpcio** beyond its transparent retry of a call that never left the client
-  or that the server refused before reading it (`REFUSED_STREAM`, a GOAWAY before the stream):
-  those the server never processed. Every other failure goes back to the caller, whose own
-  loop decides (the refresher's List and the exporter's Export are idempotent: see their docs).
 - **Proxies**: grpcio reads `grpc_proxy`, `https_proxy`, `http_proxy` and `no_proxy` for TCP
   targets (OTLP); unix sockets are never proxied (`proxy=False`).
+- **One connection per peer**: each channel has its own subchannel pool, so two components
+  never share (or retire) each other's connection.
 """
 
 from __future__ import annotations
@@ -31,6 +48,9 @@ KEEPALIVE_TIMEOUT = 10.0
 INITIAL_BACKOFF = 0.25
 MAX_BACKOFF = 5.0
 MAX_SEND = 64 * 2**20  # the largest request the agent sends (an OTLP batch is far smaller)
+# Longer than any caller's pause between calls (refresh and export intervals are seconds), so
+# a working connection is kept between them; one unused for this long is released.
+IDLE_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +73,7 @@ class ChannelPolicy:
     max_backoff: float = MAX_BACKOFF
     keepalive_time: float = KEEPALIVE_TIME
     keepalive_timeout: float = KEEPALIVE_TIMEOUT
+    idle_timeout: float = IDLE_TIMEOUT
     proxy: bool = True
     authority: str = ""
     user_agent: str = "otelgpu"
@@ -74,8 +95,9 @@ class ChannelPolicy:
             ("grpc.initial_reconnect_backoff_ms", initial_ms),
             ("grpc.min_reconnect_backoff_ms", initial_ms),
             ("grpc.max_reconnect_backoff_ms", max_backoff_ms),
-            # No retry policy is configured, so only grpcio's transparent retries happen.
-            ("grpc.enable_retries", 1),
+            # No retries by grpcio, transparent ones included: they have no bound.
+            ("grpc.enable_retries", 0),
+            ("grpc.client_idle_timeout_ms", int(self.idle_timeout * 1000)),
             ("grpc.enable_http_proxy", int(self.proxy)),
             ("grpc.primary_user_agent", self.user_agent),
             # Each peer gets its own connection: two components never share a subchannel.

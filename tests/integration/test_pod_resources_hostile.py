@@ -17,6 +17,7 @@ from tests.conftest import make_settings
 from tests.fakes import FakeHost
 from tests.integration.test_pod_resources import wait_for
 from tests.unit.configgrpc.hostile import HostileServer
+from tests.unit.configgrpc.measured import MiB, measured_call
 from tests.unit.processors.k8s_attributes.fakes import series
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,13 @@ UP = "otelgpu_source_up"
 
 @pytest.mark.parametrize(
     ("attack", "code"),
-    [("gzip_bomb", "RESOURCE_EXHAUSTED"), ("black_hole", "DEADLINE_EXCEEDED")],
+    [
+        ("gzip_bomb", "RESOURCE_EXHAUSTED"),
+        ("black_hole", "DEADLINE_EXCEEDED"),
+        # PINGs without end on each connection it accepts while hostile (keepalive sees a
+        # lively peer): only dialling again after the failed refresh reaches the sane peer.
+        ("ping_storm", "DEADLINE_EXCEEDED"),
+    ],
 )
 async def test_a_hostile_kubelet_is_counted_said_down_once_and_left_behind_when_sane(
     telemetry: SelfTelemetry,
@@ -63,3 +70,20 @@ async def test_a_hostile_kubelet_is_counted_said_down_once_and_left_behind_when_
     finally:
         await processor.shutdown()
         await kubelet.stop()
+
+
+async def test_a_kubelet_sending_its_largest_answers_in_one_byte_frames_stays_in_the_bound(
+    tmp_path: Path,
+) -> None:
+    # The largest List the default configuration accepts, one byte per DATA frame: grpcio
+    # spends about 16 bytes per byte while it arrives, so the default limit is what bounds a
+    # hostile kubelet's cost (stated: 96 MiB, docs/architecture.md "gRPC peers").
+    limit = K8sAttributesProcessorConfig().max_receive_message_size
+    kubelet = HostileServer(tmp_path / "kubelet.sock", answer_size=limit - 5)
+    await kubelet.start()
+    try:
+        call = await measured_call(kubelet, "tiny_frames", max_receive=limit, timeout=60, calls=3)
+    finally:
+        await kubelet.stop()
+    assert call.outcome == "OK", call
+    assert call.growth < 96 * MiB, call

@@ -3,8 +3,8 @@ channel (otelgpu.configgrpc: the shared channel policy).
 
 Export is safe to send again with the same batch (a receiver keeps the last value of a
 cumulative point, and a gauge's point is the same point): the retry loop does so for the
-codes the OTLP specification calls retryable. grpcio itself only sends again what the server
-never began."""
+codes the OTLP specification calls retryable. grpcio itself never sends a call again
+(otelgpu.configgrpc: its transparent retries are off)."""
 
 from __future__ import annotations
 

@@ -33,8 +33,9 @@ class K8sAttributesProcessorConfig(StrictModel):
       not the socket file, so a kubelet restart's new socket is seen).
     refresh_interval: how often the device → holder snapshot is refreshed (10s).
     timeout: the limit of one pod-resources request (5s).
-    max_receive_message_size: the largest `List` answer accepted (16MiB; gRPC's own
-      default, 4MiB, is too small for big nodes).
+    max_receive_message_size: the largest `List` answer accepted (1MiB: a thousand pods
+      with three containers of eight GPUs each list in 1.4MiB, a full 110-pod node in tens
+      of KiB; a hostile kubelet's cost grows with it, docs/architecture.md "gRPC peers").
     resource_names: globs of the extended resources that are GPUs (`nvidia.com/gpu`,
       `nvidia.com/mig-*`; add `nvidia.com/gpu.shared` for renamed time-sliced GPUs).
     device_id_type: how the device plugin names devices: `auto` (per device, from its
@@ -46,7 +47,7 @@ class K8sAttributesProcessorConfig(StrictModel):
     pod_resources_socket: str = DEFAULT_SOCKET
     refresh_interval: PositiveDuration = 10.0
     timeout: PositiveDuration = 5.0
-    max_receive_message_size: Size = Field(default=16 * 2**20, gt=0)
+    max_receive_message_size: Size = Field(default=2**20, gt=0)
     resource_names: list[str] = Field(
         default_factory=lambda: ["nvidia.com/gpu", "nvidia.com/mig-*"]
     )

@@ -22,6 +22,8 @@ HEADERS = "/test.Echo/Headers"  # answers the request's metadata, as `key=value`
 FAIL = "/test.Echo/Fail"  # aborts: code name, then message, from the request
 HANG = "/test.Echo/Hang"  # never answers
 SIZED = "/test.Echo/Sized"  # answers as many bytes as the request's decimal number
+PEER = "/test.Echo/Peer"  # answers the caller's address: one port per connection
+GATED = "/test.Echo/Gated"  # echoes once the test's gate opens
 PLAIN = ChannelPolicy(proxy=False)
 
 
@@ -55,8 +57,30 @@ async def _sized(request: bytes, context: Any) -> bytes:
     return b"s" * int(request)
 
 
+async def _peer(request: bytes, context: Any) -> bytes:
+    return str(context.peer()).encode()
+
+
+_GATES: list[tuple[asyncio.Event, asyncio.Event]] = []  # (reached, open), one per test
+
+
+async def _gated(request: bytes, context: Any) -> bytes:
+    for reached, opened in _GATES:
+        reached.set()
+        await opened.wait()
+    return request
+
+
 def _handlers() -> grpc.GenericRpcHandler:
-    methods = {"Call": _echo, "Headers": _headers, "Fail": _fail, "Hang": _hang, "Sized": _sized}
+    methods = {
+        "Call": _echo,
+        "Headers": _headers,
+        "Fail": _fail,
+        "Hang": _hang,
+        "Sized": _sized,
+        "Peer": _peer,
+        "Gated": _gated,
+    }
     return grpc.method_handlers_generic_handler(
         "test.Echo",
         {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()},
@@ -228,6 +252,42 @@ async def test_close_ends_the_channel_and_the_next_call_opens_a_new_one(port: in
     assert await client.unary(ECHO, b"again", timeout=10) == b"again"
     await client.close()
     await client.close()  # twice: still fine
+
+
+async def test_a_call_failed_by_the_connection_s_fault_retires_it_without_cancelling_others(
+    port: int,
+) -> None:
+    reached, opened = asyncio.Event(), asyncio.Event()
+    _GATES.append((reached, opened))
+    try:
+        async with _client(f"127.0.0.1:{port}") as client:
+            first = await client.unary(PEER, b"", timeout=10)
+            waiting = asyncio.create_task(client.unary(GATED, b"kept", timeout=30))
+            await asyncio.wait_for(reached.wait(), 10)  # in flight on the first connection
+            with pytest.raises(RpcError) as stalled:
+                await client.unary(HANG, b"", timeout=0.2)
+            assert stalled.value.code is StatusCode.DEADLINE_EXCEEDED
+            second = await client.unary(PEER, b"", timeout=10)
+            assert second != first  # a new connection for the calls after the failure
+            opened.set()
+            assert await waiting == b"kept"  # the call open on the retired one was let end
+            assert await client.unary(PEER, b"", timeout=10) == second
+    finally:
+        _GATES.remove((reached, opened))
+
+
+async def test_an_error_the_server_answered_keeps_the_connection(port: int) -> None:
+    async with _client(f"127.0.0.1:{port}") as client:
+        first = await client.unary(PEER, b"", timeout=10)
+        for code in ("NOT_FOUND", "RESOURCE_EXHAUSTED", "PERMISSION_DENIED", "UNKNOWN"):
+            with pytest.raises(RpcError):
+                await client.unary(FAIL, code.encode(), timeout=10)
+        assert await client.unary(PEER, b"", timeout=10) == first
+        for code in ("UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED"):
+            with pytest.raises(RpcError):  # these the connection may be to blame for
+                await client.unary(FAIL, code.encode(), timeout=10)
+            assert await client.unary(PEER, b"", timeout=10) != first
+            first = await client.unary(PEER, b"", timeout=10)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ call it aims at, within bounds, and the channel serves the next call once the pe
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from otelgpu.configgrpc import ChannelPolicy, Client, RpcError, StatusCode
 from tests.unit.configgrpc.hostile import HostileServer
+from tests.unit.configgrpc.measured import MiB, measured_call
 
 METHOD = "/test.Echo/Call"
 
@@ -50,53 +50,61 @@ async def test_a_sane_peer_echoes(hostile: HostileServer) -> None:
     assert hostile.calls == 2 and hostile.connections == 1
 
 
-# A client in its own process, so its peak resident memory is its own: prints the peak
-# before and after the call (kB) and the call's outcome.
-_MEASURED_CALL = """
-import asyncio, sys
-from otelgpu.configgrpc import ChannelPolicy, Client, RpcError
-
-def peak():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-
-async def main():
-    client = Client(sys.argv[1], ChannelPolicy(max_receive=4 * 2**20))
-    await client.unary("/test.Echo/Warm", b"", timeout=10)
-    before = peak()
-    try:
-        await client.unary("/test.Echo/Call", b"", timeout=20)
-        outcome = "OK"
-    except RpcError as exc:
-        outcome = exc.code.name
-    print(before, peak(), outcome)
-    await client.close()
-
-asyncio.run(main())
-"""
-
-
 async def test_a_gzip_bomb_is_refused_at_the_answer_limit_without_inflating_it(
     tmp_path: Path,
 ) -> None:
-    server = HostileServer(tmp_path / "b.sock", bomb_size=512 * 2**20)
+    server = HostileServer(tmp_path / "b.sock", bomb_size=512 * MiB)
     await server.start()
     try:
-        child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _MEASURED_CALL, server.target,
-            stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        await server.called.wait()  # the warm-up call: now every later answer is the bomb
-        server.mode = "gzip_bomb"
-        out, _ = await child.communicate()
+        call = await measured_call(server, "gzip_bomb", max_receive=4 * MiB, timeout=20)
     finally:
         await server.stop()
-    before, after, outcome = out.decode().split()
-    assert outcome == "RESOURCE_EXHAUSTED"
+    assert call.outcome == "RESOURCE_EXHAUSTED", call
     # 512 MiB inflated from ~0.5 MiB on the wire: the client grows by less than 32 MiB.
-    assert int(after) - int(before) < 32 * 1024, (before, after)
-    print(f"gzip bomb: peak {before} kB before the call, {after} kB after")
+    assert call.growth < 32 * MiB, call
+
+
+async def test_goaway_with_the_connection_kept_open_fails_the_call_at_once_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    # A gateway that answers every connection and every call with GOAWAY ("nothing begun")
+    # and never closes: a client that sends such a call again does so on the same dying
+    # connection without end, growing by gigabytes within seconds. The policy's bound: the
+    # call fails UNAVAILABLE, the client grows by less than 16 MiB.
+    server = HostileServer(tmp_path / "g.sock")
+    await server.start()
+    try:
+        call = await measured_call(server, "goaway_kept_open", max_receive=4 * MiB, timeout=10)
+    finally:
+        await server.stop()
+    assert call.outcome == "UNAVAILABLE", call
+    assert call.growth < 16 * MiB, call
+    assert server.goaways >= 1 and server.calls == 1  # the warm-up only: nothing began
+
+
+@pytest.mark.parametrize(
+    ("limit", "bound"),
+    [
+        (64 * 2**10, 16 * MiB),  # an OTLP receiver's largest answer
+        (1 * MiB, 96 * MiB),  # the kubelet's default (k8s_attributes max_receive_message_size)
+    ],
+)
+async def test_answers_in_one_byte_frames_cost_at_most_the_stated_bound(
+    tmp_path: Path, limit: int, bound: int
+) -> None:
+    # An answer as large as the limit allows, one byte per DATA frame (9 bytes of header
+    # each), answer after answer on one channel: grpcio keeps each frame apart while the
+    # message arrives, about 16 bytes per byte, and the allocator keeps some after. The bound
+    # per hostile peer (docs/architecture.md, "gRPC peers") follows from the peer's limit.
+    server = HostileServer(tmp_path / "t.sock", answer_size=limit - 5)  # 5: the gRPC prefix
+    await server.start()
+    try:
+        call = await measured_call(server, "tiny_frames", max_receive=limit, timeout=60, calls=10)
+    finally:
+        await server.stop()
+    assert call.outcome == "OK", call
+    assert call.growth < bound, call
+    print(f"1-byte frames, limit {limit} B: {call.growth / MiB:.1f} MiB")
 
 
 @pytest.mark.parametrize("flood", ["ping_flood", "settings_flood", "empty_data_flood"])
@@ -132,6 +140,28 @@ async def test_a_control_frame_flood_stops_neither_other_peers_nor_the_call_afte
         await flooded.close()
         await other.close()
         await sane.stop()
+
+
+async def test_a_connection_that_pings_without_end_is_dialled_again_after_the_call_it_stalled(
+    tmp_path: Path,
+) -> None:
+    # The peer floods PINGs on its connection and answers no call there: keepalive sees a
+    # lively peer, so only the failed call shows the connection is bad. The next call goes on
+    # a new connection, which the peer, sane again, answers.
+    stormy = HostileServer(tmp_path / "p.sock", mode="ping_storm")
+    await stormy.start()
+    client = Client(stormy.target, ChannelPolicy(max_backoff=0.5))
+    try:
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"lost", timeout=1)
+        assert failed.value.code is StatusCode.DEADLINE_EXCEEDED, failed.value
+        assert stormy.frames_sent >= 64, "the storm did not run"
+        stormy.mode = "echo"  # new connections are served; the stormy one storms on
+        assert await client.unary(METHOD, b"next", timeout=10) == b"next"
+        assert stormy.connections == 2
+    finally:
+        await client.close()
+        await stormy.stop()
 
 
 async def test_a_peer_that_never_opens_its_window_fails_the_call_by_its_deadline(
@@ -173,13 +203,19 @@ async def test_goaway_after_the_server_began_a_call_fails_it_and_it_is_not_sent_
         await client.close()
 
 
-async def test_goaway_before_the_server_began_a_call_sends_it_on_a_new_connection(
+async def test_goaway_before_the_server_began_a_call_fails_it_and_the_next_call_dials_anew(
     hostile: HostileServer,
 ) -> None:
+    # grpcio would send the call again by itself (a transparent retry); the policy leaves that
+    # to the caller's own loop, which asks again with its own back-off.
     client = Client(hostile.target, ChannelPolicy(max_backoff=0.5))
     try:
         hostile.mode = "goaway_unprocessed"
-        assert await client.unary(METHOD, b"moved", timeout=30) == b"moved"
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"moved", timeout=30)
+        assert failed.value.code is StatusCode.UNAVAILABLE
+        assert hostile.calls == 0  # the server never began it
+        assert await client.unary(METHOD, b"again", timeout=30) == b"again"
         assert hostile.calls == 1 and hostile.connections == 2
     finally:
         await client.close()
@@ -199,6 +235,22 @@ async def test_a_peer_gone_silent_is_dropped_by_keepalive_and_dialled_again(
         assert failed.value.code is StatusCode.UNAVAILABLE, failed.value
         hostile.mode = "echo"
         assert await recovered(client, b"back")
+        assert hostile.connections == 2
+    finally:
+        await client.close()
+
+
+async def test_a_connection_no_call_uses_is_released_after_the_idle_timeout(
+    hostile: HostileServer,
+) -> None:
+    # Whatever the peer does on a connection between two far-apart calls (a flood, a stall),
+    # the client does not keep it: past the idle timeout it closes it, and dials at the next.
+    client = Client(hostile.target, ChannelPolicy(idle_timeout=1))
+    try:
+        assert await client.unary(METHOD, b"one", timeout=30) == b"one"
+        async with asyncio.timeout(60):  # grpcio's own default would keep it half an hour
+            await hostile.disconnected.wait()
+        assert await client.unary(METHOD, b"two", timeout=30) == b"two"
         assert hostile.connections == 2
     finally:
         await client.close()

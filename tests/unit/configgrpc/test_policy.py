@@ -26,7 +26,10 @@ def test_the_defaults_are_the_documented_policy() -> None:
         "grpc.initial_reconnect_backoff_ms": 250,
         "grpc.min_reconnect_backoff_ms": 250,
         "grpc.max_reconnect_backoff_ms": 5_000,
-        "grpc.enable_retries": 1,  # only grpcio's transparent retries: no policy is given
+        # no retries by grpcio, not even transparent ones (unbounded: a GOAWAY loop)
+        "grpc.enable_retries": 0,
+        # a connection no call used for 5 minutes is released
+        "grpc.client_idle_timeout_ms": 300_000,
         "grpc.enable_http_proxy": 1,
         "grpc.primary_user_agent": "otelgpu",
         "grpc.use_local_subchannel_pool": 1,
@@ -36,9 +39,14 @@ def test_the_defaults_are_the_documented_policy() -> None:
 def test_a_peer_s_own_limits_and_keepalive_are_in_milliseconds() -> None:
     options = dict(
         ChannelPolicy(
-            max_receive=64 * MiB, keepalive_time=0.05, keepalive_timeout=2.5, user_agent="probe"
+            max_receive=64 * MiB,
+            keepalive_time=0.05,
+            keepalive_timeout=2.5,
+            idle_timeout=1.5,
+            user_agent="probe",
         ).options()
     )
+    assert options["grpc.client_idle_timeout_ms"] == 1500
     assert options["grpc.max_receive_message_length"] == 64 * MiB
     assert options["grpc.keepalive_time_ms"] == 50
     assert options["grpc.keepalive_timeout_ms"] == options["grpc.http2.ping_timeout_ms"] == 2500

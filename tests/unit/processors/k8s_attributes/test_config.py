@@ -13,7 +13,7 @@ def test_defaults():
     assert config.pod_resources_socket == "/var/lib/kubelet/pod-resources/kubelet.sock"
     assert config.refresh_interval == 10.0
     assert config.timeout == 5.0
-    assert config.max_receive_message_size == 16 * 2**20
+    assert config.max_receive_message_size == 2**20
     assert config.resource_names == ["nvidia.com/gpu", "nvidia.com/mig-*"]
     assert config.device_id_type == "auto"
     assert config.node_name == ""
