@@ -71,6 +71,14 @@ DCGM_INTEGER: frozenset[str] = frozenset(
 )
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 
+# The fields whose type in dcgm-exporter's counters CSV (`etc/default-counters.csv`,
+# `etc/dcp-metrics-included.csv`) is not the one the catalog metric's kind gives: the CSV's
+# type is what its users' queries and recording rules were written for. The pages pending
+# retirement are a level (the catalog's gauge), but the CSV declares a counter.
+DCGM_TYPES: Mapping[str, str] = {
+    "DCGM_FI_DEV_RETIRED_PENDING": "counter",
+}
+
 # (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("1", "%"): 100.0,
@@ -105,7 +113,9 @@ def dcgm_field(name: str, unit: str) -> DcgmField | None:
     help_ = DCGM_HELP[name]
     if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
         return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_, latest=True)
-    return DcgmField(name, scale, integer=name in DCGM_INTEGER, help=help_)
+    return DcgmField(
+        name, scale, integer=name in DCGM_INTEGER, type=DCGM_TYPES.get(name, ""), help=help_
+    )
 
 
 def dcgm_names(spec: MetricSpec) -> DcgmNames | None:
