@@ -1,0 +1,210 @@
+"""dcgm-exporter's own tests as acceptance: each expectation of its unit and e2e tests that
+describes what it serves (label sets, metric types, values for given inputs, the auth and
+health answers) is checked here against the prometheus exporter in `naming: dcgm`. Each test
+names the dcgm-exporter test it takes its facts from. The expectations otelgpu does not meet
+are listed, with why, in docs/migrating-from-dcgm-exporter.md ("What dcgm-exporter's tests
+expect")."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import aiohttp
+import pytest
+
+from otelgpu.component.component import Kind
+from otelgpu.exporters.prometheus import dcgm
+from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.exporters.prometheus.targets import Targets
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Metric, ResourceMetrics
+from otelgpu.receivers.nvml.dcgm_names import NAMING
+from otelgpu.receivers.nvml.metrics import BY_NAME
+from tests.conftest import make_settings
+from tests.fakes import FakeHost
+from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu
+from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic
+from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of, sample
+from tests.unit.exporters.prometheus.translators import make_translator
+
+# etc/default-counters.csv and etc/dcp-metrics-included.csv: the Prometheus type dcgm-exporter
+# declares for each field otelgpu serves in dcgm naming (a commented-out line says the type the
+# field has once enabled).
+CSV_TYPES: Mapping[str, str] = {
+    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION": "counter",
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_DEC_UTIL": "gauge",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": "counter",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "counter",
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": "counter",
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "counter",
+    "DCGM_FI_DEV_ENC_UTIL": "gauge",
+    "DCGM_FI_DEV_FB_FREE": "gauge",
+    "DCGM_FI_DEV_FB_RESERVED": "gauge",
+    "DCGM_FI_DEV_FB_USED": "gauge",
+    "DCGM_FI_DEV_GPU_TEMP": "gauge",
+    "DCGM_FI_DEV_GPU_UTIL": "gauge",
+    "DCGM_FI_DEV_LOW_UTIL_VIOLATION": "counter",
+    "DCGM_FI_DEV_MEMORY_TEMP": "gauge",
+    "DCGM_FI_DEV_MEM_CLOCK": "gauge",
+    "DCGM_FI_DEV_MEM_COPY_UTIL": "gauge",
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": "counter",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL": "counter",
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL": "counter",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL": "counter",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL": "counter",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": "counter",
+    "DCGM_FI_DEV_POWER_USAGE": "gauge",
+    "DCGM_FI_DEV_POWER_VIOLATION": "counter",
+    "DCGM_FI_DEV_RELIABILITY_VIOLATION": "counter",
+    "DCGM_FI_DEV_RETIRED_DBE": "counter",
+    "DCGM_FI_DEV_RETIRED_PENDING": "counter",
+    "DCGM_FI_DEV_RETIRED_SBE": "counter",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": "gauge",
+    "DCGM_FI_DEV_SM_CLOCK": "gauge",
+    "DCGM_FI_DEV_SYNC_BOOST_VIOLATION": "counter",
+    "DCGM_FI_DEV_THERMAL_VIOLATION": "counter",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": "counter",
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": "counter",
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "gauge",
+    "DCGM_FI_DEV_XID_ERRORS": "gauge",
+    "DCGM_FI_PROF_DRAM_ACTIVE": "gauge",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "gauge",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "gauge",
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "gauge",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "gauge",
+    "DCGM_FI_PROF_SM_ACTIVE": "gauge",
+    "DCGM_FI_PROF_SM_OCCUPANCY": "gauge",
+}
+
+
+def served_types() -> dict[str, str]:
+    """Each dcgm field otelgpu serves → the Prometheus type it declares for it."""
+    targets = Targets("dcgm", "", NAMING)
+    found: dict[str, str] = {}
+    for name, names in NAMING.dcgm.items():
+        spec = BY_NAME[name]
+        metric = Metric(
+            name=name,
+            unit=spec.unit,
+            description="",
+            kind=spec.kind,
+            monotonic=spec.monotonic,
+            points=(),
+        )
+        if names.split_by:
+            for value in names.splits:
+                target = targets.of_point(metric, {names.split_by: value})
+                found[target.name] = target.type
+        else:
+            target = targets.of(metric)
+            found[target.name] = target.type
+    return found
+
+
+def test_every_field_has_the_type_dcgm_exporters_counters_csv_gives_it() -> None:
+    """etc/default-counters.csv, etc/dcp-metrics-included.csv."""
+    served = served_types()
+    assert {f: t for f, t in served.items() if f in CSV_TYPES} == {
+        f: t for f, t in CSV_TYPES.items() if f in served
+    }
+    assert "DCGM_FI_DEV_RETIRED_PENDING" in served  # the one the catalog's kind disagreed on
+
+
+def test_a_gpu_series_carries_dcgm_exporters_labels_hostname_as_its_latest_release() -> None:
+    """internal/pkg/server/server_test.go TestMetrics "Returns 200" (and rendermetrics): a GPU
+    series carries gpu, UUID, pci_bus_id, device, modelName and the host label; the latest
+    release (4.5.3-4.8.2) spells it `Hostname`, its main branch `hostname` (#655)."""
+    (line,) = ingested(make_translator("dcgm"), SeriesStore(), batch(gpu(0)))[
+        "DCGM_FI_DEV_GPU_TEMP"
+    ]
+    labels = labels_of(line)
+    assert set(labels) == {
+        "gpu",
+        "UUID",
+        "pci_bus_id",
+        "device",
+        "modelName",
+        "Hostname",
+        "DCGM_FI_DRIVER_VERSION",  # default-counters.csv's one label field
+    }
+    assert (labels["gpu"], labels["device"], labels["modelName"]) == (
+        "0",
+        "nvidia0",
+        "NVIDIA H100 80GB HBM3",  # gpu_collector_test: blanks kept by default
+    )
+    assert labels["UUID"] == gpu(0)[semconv.HW_ID] and labels["Hostname"] == "gpu-node-1"
+    head = make_translator("dcgm", dcgm_labels=dcgm.label_names(hostname="hostname"))
+    (line,) = ingested(head, SeriesStore(), batch(gpu(0)))["DCGM_FI_DEV_GPU_TEMP"]
+    assert labels_of(line)["hostname"] == "gpu-node-1" and "Hostname" not in labels_of(line)
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [(0, "No Error"), (42, "Video processor exception"), (255, "Unknown Error")],
+)
+def test_the_xid_field_holds_the_code_with_err_code_and_err_msg(code: int, message: str) -> None:
+    """internal/pkg/collector/gpu_collector_test.go TestToMetricWhenDCGM_FI_DEV_XID_ERRORSField:
+    value = code, err_code = code, err_msg from its table ("Unknown Error" past it), on the
+    GPU's one XID series (code 0: the GPU had no XID yet)."""
+    codes = ((code, 1),) if code else ()
+    metric = counter(
+        "nvidia.gpu.xid.errors", "{error}", *(({"nvidia.xid.code": c}, n) for c, n in codes)
+    )
+    data = (ResourceMetrics(resource=gpu(0), metrics=(metric,)),)
+    (line,) = ingested(make_translator("dcgm"), SeriesStore(), data)["DCGM_FI_DEV_XID_ERRORS"]
+    labels = labels_of(line)
+    assert (sample(line), labels["err_code"], labels["err_msg"]) == (str(code), str(code), message)
+
+
+# --- the HTTP answers ---------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serving(host: FakeHost, **config: Any) -> AsyncIterator[str]:
+    """A prometheus exporter in dcgm naming on a free port, serving one GPU; its base URL."""
+    cfg = PrometheusExporterConfig.model_validate(
+        {"endpoint": "127.0.0.1:0", "naming": "dcgm", **config}
+    )
+    exporter = PrometheusExporter(make_settings("prometheus", Kind.EXPORTER, host.telemetry), cfg)
+    await exporter.start(host)
+    try:
+        await exporter.consume(
+            (ResourceMetrics(resource=gpu(0), metrics=(gauge("hw.power", "W", 300.0),)),)
+        )
+        yield f"http://127.0.0.1:{exporter.port}"
+    finally:
+        await exporter.shutdown()
+
+
+async def test_basic_auth_refuses_with_401_unauthorized_and_serves_with_the_password(
+    host: FakeHost,
+) -> None:
+    """tests/e2e/e2e_verify_http_basic_auth_test.go: without credentials `/metrics` answers 401
+    with a body containing `Unauthorized`; with them, 200."""
+    auth = {"basic_auth": {"username": "prom", "password_hash": HASH}}
+    async with serving(host, **auth) as url, aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/metrics") as response:
+            assert response.status == 401
+            assert "Unauthorized" in await response.text()
+        headers = {"Authorization": basic("prom", PASSWORD)}
+        async with session.get(f"{url}/metrics", headers=headers) as response:
+            assert response.status == 200
+            assert "DCGM_FI_DEV_POWER_USAGE{" in await response.text()
+
+
+async def test_health_answers_200_and_debug_pprof_is_not_served(host: FakeHost) -> None:
+    """internal/pkg/server/server_test.go TestHealthReturnsOK and
+    TestPprofEndpointsDisabledByDefault: `/health` answers 200; `/debug/pprof/` is 404."""
+    async with serving(host) as url, aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/health") as response:
+            assert response.status == 200
+        async with session.get(f"{url}/debug/pprof/") as response:
+            assert response.status == 404
