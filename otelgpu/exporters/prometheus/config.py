@@ -67,8 +67,10 @@ class PrometheusExporterConfig(StrictModel):
     labels and units, so its dashboards and alerts keep working).
     const_labels: labels added to every series (valid Prometheus label names).
     shared_gpu_series: `device` (one series per GPU and metric; holders of a shared GPU are in
-    `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`:
-    a shared GPU's series copied once per holder with its labels and `vgpu`; sums double count).
+    `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`,
+    its 4.8 rule: utilization and memory per holder from its processes' readings beside the
+    device-level series; every other series copied once per holder with its labels and `vgpu`,
+    whose sums double count; see `holders.py`).
     dcgm_labels: `{hostname: Hostname|hostname}`, the host label's spelling in dcgm naming.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).

@@ -29,7 +29,15 @@ from tests.fakes import FakeHost
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu
 from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of, sample
+from tests.unit.exporters.prometheus.test_per_holder_process_readings import (
+    GiB,
+    holder,
+    process,
+    shared_gpu,
+)
 from tests.unit.exporters.prometheus.translators import make_translator
+
+GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 
 # etc/default-counters.csv and etc/dcp-metrics-included.csv: the Prometheus type dcgm-exporter
 # declares for each field otelgpu serves in dcgm naming (a commented-out line says the type the
@@ -208,3 +216,32 @@ async def test_health_answers_200_and_debug_pprof_is_not_served(host: FakeHost) 
             assert response.status == 200
         async with session.get(f"{url}/debug/pprof/") as response:
             assert response.status == 404
+
+
+# --- --kubernetes-virtual-gpus (shared_gpu_series: per_holder) ------------------------------
+
+
+def test_virtual_gpus_give_each_pod_its_processes_readings_and_keep_the_device_series() -> None:
+    """internal/pkg/transformation/kubernetes_test.go TestPodMapper_CreatePerProcessMetrics
+    (a pod's process at 50% with 1 GiB reads 50 and 1024, an idle pod 0 and 0, `vgpu` on its
+    series) and TestKubernetesVirtualGPUs_UnusedGPUsPreserveMetrics (a GPU no pod uses keeps
+    its series, with no pod)."""
+    data = (
+        shared_gpu(utilization=0.5, memory=GiB),
+        holder("active-pod", "0"),
+        holder("idle-pod", "1"),
+        process(1001, "active-pod", 0.5, GiB),
+        ResourceMetrics(resource=gpu(1), metrics=(gauge("hw.power", "W", 42.0),)),
+    )
+    lines = ingested(make_translator("dcgm", shared_gpu_series="per_holder"), SeriesStore(), data)
+    util = {labels_of(x).get("pod", ""): (sample(x), labels_of(x)) for x in lines[GPU_UTIL]}
+    assert {pod: value for pod, (value, _) in util.items()} == {
+        "": "50",
+        "active-pod": "50",
+        "idle-pod": "0",
+    }
+    assert (util["active-pod"][1]["vgpu"], util["idle-pod"][1]["vgpu"]) == ("0", "1")
+    fb = {labels_of(x).get("pod", ""): sample(x) for x in lines["DCGM_FI_DEV_FB_USED"]}
+    assert fb == {"": "1024", "active-pod": "1024", "idle-pod": "0"}
+    (unused,) = [x for x in lines["DCGM_FI_DEV_POWER_USAGE"] if labels_of(x)["gpu"] == "1"]
+    assert "pod" not in labels_of(unused) and sample(unused) == "42.000000"
