@@ -26,7 +26,7 @@ from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.metrics import BY_NAME
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu
+from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by
 from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of, sample
 from tests.unit.exporters.prometheus.test_per_holder_process_readings import (
@@ -170,6 +170,21 @@ def test_the_xid_field_holds_the_code_with_err_code_and_err_msg(code: int, messa
     (line,) = ingested(make_translator("dcgm"), SeriesStore(), data)["DCGM_FI_DEV_XID_ERRORS"]
     labels = labels_of(line)
     assert (sample(line), labels["err_code"], labels["err_msg"]) == (str(code), str(code), message)
+
+
+def test_every_gpu_series_of_a_held_gpu_carries_pod_namespace_and_container() -> None:
+    """tests/e2e/e2e_verify_default_configuration_test.go "should verify metrics": with a
+    workload holding the GPU, every series carries non-empty pod, namespace and container
+    (here: every `DCGM_FI_*` series; the families it does not hold for are listed in the
+    migration guide)."""
+    lines = ingested(make_translator("dcgm"), SeriesStore(), batch(gpu(0, **held_by("w"))))
+    fields = [
+        line for name, found in lines.items() if name.startswith("DCGM_FI_") for line in found
+    ]
+    assert len(fields) >= 5
+    for line in fields:
+        labels = labels_of(line)
+        assert (labels["pod"], labels["namespace"], labels["container"]) == ("w", "ml", "trainer")
 
 
 # --- the HTTP answers ---------------------------------------------------------------------
