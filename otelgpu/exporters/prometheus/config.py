@@ -43,12 +43,18 @@ class BasicAuthConfig(StrictModel):
 
 
 class DcgmLabelsConfig(StrictModel):
-    """`dcgm_labels`: how `naming: dcgm` spells labels that dcgm-exporter renamed.
+    """`dcgm_labels`: how `naming: dcgm` spells labels that dcgm-exporter renamed, and the ones
+    it adds only when asked.
 
-    hostname: `Hostname` (dcgm-exporter 4.x releases) or `hostname` (its later rename).
+    hostname: `Hostname` (dcgm-exporter's latest release, 4.5.3-4.8.2, the default) or
+    `hostname` (its main branch's rename, #655).
+    pod_uid: a held device's series carry its pod's UID as `pod_uid` (dcgm-exporter's
+    `--kubernetes-enable-pod-uid`; container_env reads it from the pod's sandbox); off by
+    default, as there.
     """
 
     hostname: Literal["Hostname", "hostname"] = "Hostname"
+    pod_uid: bool = False
 
 
 class ResourceToTelemetryConfig(StrictModel):
@@ -71,7 +77,8 @@ class PrometheusExporterConfig(StrictModel):
     its 4.8 rule: utilization and memory per holder from its processes' readings beside the
     device-level series; every other series copied once per holder with its labels and `vgpu`,
     whose sums double count; see `holders.py`).
-    dcgm_labels: `{hostname: Hostname|hostname}`, the host label's spelling in dcgm naming.
+    dcgm_labels: `{hostname: Hostname|hostname, pod_uid: false|true}`: the host label's spelling
+    in dcgm naming, and whether a held device's series carry `pod_uid`.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     namespace: prefixes every pipeline metric name with `<namespace>_` (characters outside

@@ -187,6 +187,23 @@ def test_every_gpu_series_of_a_held_gpu_carries_pod_namespace_and_container() ->
         assert (labels["pod"], labels["namespace"], labels["container"]) == ("w", "ml", "trainer")
 
 
+def test_pod_uid_is_a_label_with_the_option_as_with_kubernetes_enable_pod_uid() -> None:
+    """internal/pkg/transformation/kubernetes_test.go TestProcessPodMapper_WithUID: with
+    `--kubernetes-enable-pod-uid` each held GPU's series carries its pod's `pod_uid` beside
+    pod, namespace and container; without it, none (dcgm-exporter's default)."""
+    held = gpu(0, **held_by("gpu-pod-0", "default"), **{semconv.K8S_POD_UID: "pod-uid-123"})
+    with_uid = make_translator("dcgm", dcgm_labels=dcgm.label_names(pod_uid=True))
+    (line,) = ingested(with_uid, SeriesStore(), batch(held))["DCGM_FI_DEV_GPU_TEMP"]
+    labels = labels_of(line)
+    assert (labels["pod"], labels["namespace"], labels["pod_uid"]) == (
+        "gpu-pod-0",
+        "default",
+        "pod-uid-123",
+    )
+    (line,) = ingested(make_translator("dcgm"), SeriesStore(), batch(held))["DCGM_FI_DEV_GPU_TEMP"]
+    assert not {"pod_uid", "k8s_pod_uid"} & set(labels_of(line))
+
+
 # --- the HTTP answers ---------------------------------------------------------------------
 
 
