@@ -51,10 +51,14 @@ class DcgmLabelsConfig(StrictModel):
     pod_uid: a held device's series carry its pod's UID as `pod_uid` (dcgm-exporter's
     `--kubernetes-enable-pod-uid`; container_env reads it from the pod's sandbox); off by
     default, as there.
+    dra: a device one pod holds whole through a DRA claim has the claim on its series
+    (`dra_claim_name`, `dra_claim_namespace`; dcgm-exporter's `--kubernetes-enable-dra`); off
+    by default, as there (the claim is always on the allocation series).
     """
 
     hostname: Literal["Hostname", "hostname"] = "Hostname"
     pod_uid: bool = False
+    dra: bool = False
 
 
 class ResourceToTelemetryConfig(StrictModel):
@@ -77,8 +81,9 @@ class PrometheusExporterConfig(StrictModel):
     its 4.8 rule: utilization and memory per holder from its processes' readings beside the
     device-level series; every other series copied once per holder with its labels and `vgpu`,
     whose sums double count; see `holders.py`).
-    dcgm_labels: `{hostname: Hostname|hostname, pod_uid: false|true}`: the host label's spelling
-    in dcgm naming, and whether a held device's series carry `pod_uid`.
+    dcgm_labels: `{hostname: Hostname|hostname, pod_uid: false|true, dra: false|true}`: the host
+    label's spelling in dcgm naming, and whether a held device's series carry `pod_uid` and
+    its DRA claim.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     namespace: prefixes every pipeline metric name with `<namespace>_` (characters outside

@@ -108,6 +108,7 @@ class PrometheusExporter:
             dcgm.label_names(config.dcgm_labels.hostname, pod_uid=config.dcgm_labels.pod_uid),
             config.namespace,
             names=settings.naming,  # the receivers' metrics in dcgm-exporter's names
+            dra_labels=config.dcgm_labels.dra,
         )
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY, layout=Layout())

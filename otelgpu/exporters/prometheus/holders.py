@@ -100,6 +100,25 @@ def process_sums(batch: Batch, devices: Mapping[object, object]) -> dict[object,
     return found
 
 
+_CLAIM = (semconv.GPU_RESOURCECLAIM_NAME, semconv.GPU_RESOURCECLAIM_NAMESPACE)
+
+
+def exclusive_claims(batch: Batch) -> dict[object, dict[str, AttrValue]]:
+    """Per device one holder has whole through a DRA claim: that claim's name and namespace,
+    from its allocation series (`dcgm_labels.dra`: dcgm-exporter's `--kubernetes-enable-dra`
+    labels its series with them). A shared device has none: its series name no holder in
+    `device` mode, and `per_holder` copies take the claim from each holder already."""
+    found: dict[object, dict[str, AttrValue]] = {}
+    for rm in batch:
+        resource = rm.resource
+        if not is_allocation(rm) or resource.get(semconv.GPU_SHARED) is True:
+            continue
+        claim = {k: resource[k] for k in _CLAIM if resource.get(k)}
+        if claim:
+            found[resource.get(semconv.HW_ID)] = claim
+    return found
+
+
 def holder_writes(
     device: ResourceMetrics, holders: list[ResourceMetrics], sums: Sums | None
 ) -> list[Write]:

@@ -25,6 +25,7 @@ from otelgpu.exporters.prometheus import dcgm, device_info
 from otelgpu.exporters.prometheus.general import GeneralPath
 from otelgpu.exporters.prometheus.holders import (
     Write,
+    exclusive_claims,
     holder_writes,
     holders_by_device,
     is_allocation,
@@ -55,7 +56,9 @@ class Translator:
 
     `names`: what the receivers call their metrics in dcgm-exporter's terms (`naming: dcgm`
     renders them; see `otelgpu.pdata.naming`). `dcgm_labels`: dcgm-exporter's label per
-    attribute (`dcgm.label_names`); the receivers' point labels are added to it."""
+    attribute (`dcgm.label_names`); the receivers' point labels are added to it. `dra_labels`
+    (dcgm naming only): a device one holder has whole through a DRA claim carries the claim
+    (`holders.exclusive_claims`), as dcgm-exporter's `--kubernetes-enable-dra` labels it."""
 
     def __init__(
         self,
@@ -66,8 +69,11 @@ class Translator:
         namespace: str = "",
         replay: bool = True,
         names: NamingTable = NO_NAMES,
+        dra_labels: bool = False,
     ) -> None:
         self._replay = replay  # False: the general path only (tests hold the two equal)
+        # dcgm naming's `dcgm_labels.dra`: a device held whole through a DRA claim carries it
+        self._dra = dra_labels and naming == "dcgm"
         self._per_holder = shared_gpu_series == "per_holder"
         labels = {**names.dcgm_labels, **(dcgm.LABELS if dcgm_labels is None else dcgm_labels)}
         self.labels = LabelRenderer(naming, const_labels, labels)
@@ -88,11 +94,19 @@ class Translator:
         number = store.batch
         holders = holders_by_device(batch) if self._per_holder else {}
         sums = process_sums(batch, holders) if holders else {}
+        claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
         for rm in batch:
             resource = rm.resource
             items: AttrItems | None = None
             device = resource.get(semconv.HW_ID)
+            if (
+                claims
+                and device in claims
+                and not is_allocation(rm)
+                and semconv.PROCESS_PID not in resource
+            ):
+                resource = {**resource, **claims[device]}  # part of the plan's shape too
             copies = holders.get(device) if holders else None
             shape: tuple[AttrValue, ...] | None = None
             writes: list[Write]

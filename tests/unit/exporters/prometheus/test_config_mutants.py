@@ -39,6 +39,7 @@ def test_print_config_shows_the_documented_defaults() -> None:
         "    dcgm_labels:\n"
         "      hostname: Hostname\n"
         "      pod_uid: false\n"
+        "      dra: false\n"
         "    tls: null\n"
         "    basic_auth: null\n"
         "    namespace: ''\n"

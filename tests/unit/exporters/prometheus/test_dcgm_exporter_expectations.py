@@ -204,6 +204,35 @@ def test_pod_uid_is_a_label_with_the_option_as_with_kubernetes_enable_pod_uid() 
     assert not {"pod_uid", "k8s_pod_uid"} & set(labels_of(line))
 
 
+def test_dra_claim_labels_on_the_device_series_with_the_option() -> None:
+    """internal/pkg/transformation/kubernetes_test.go TestPodDRAInfo and kubernetes.go's
+    `--kubernetes-enable-dra`: a GPU a pod holds through a DRA claim has its series labelled
+    with the pod and `dra_claim_name` / `dra_claim_namespace` (`claim1` in `ns1`); without the
+    option, none (dcgm-exporter's default)."""
+    claim = {
+        semconv.GPU_RESOURCECLAIM_NAME: "claim1",
+        semconv.GPU_RESOURCECLAIM_NAMESPACE: "ns1",
+        semconv.GPU_ALLOCATION_SOURCE: "dra",
+    }
+    holder = gpu(0, **held_by("pod1", "default", "ctr1"), **claim)
+    allocation = ResourceMetrics(
+        resource=holder,
+        metrics=(gauge(semconv.GPU_ALLOCATION, "1", 1.0),),
+        identity=(semconv.GPU_ALLOCATION, gpu(0)[semconv.HW_ID]),
+    )
+    data = (*batch(gpu(0, **held_by("pod1", "default", "ctr1"))), allocation)
+    with_dra = make_translator("dcgm", dcgm_labels=dcgm.label_names(), dra_labels=True)
+    (line,) = ingested(with_dra, SeriesStore(), data)["DCGM_FI_DEV_GPU_TEMP"]
+    labels = labels_of(line)
+    assert (labels["pod"], labels["dra_claim_name"], labels["dra_claim_namespace"]) == (
+        "pod1",
+        "claim1",
+        "ns1",
+    )
+    (line,) = ingested(make_translator("dcgm"), SeriesStore(), data)["DCGM_FI_DEV_GPU_TEMP"]
+    assert "dra_claim_name" not in labels_of(line)
+
+
 # --- the HTTP answers ---------------------------------------------------------------------
 
 
