@@ -14,10 +14,10 @@ k8s_attributes, `nvidia.gpu.shared` true). For such a GPU:
   (`vgpu`), and has no device-level series: a sum over the copies counts the GPU once per
   holder (dcgm-exporter's copies double count the same way).
 
-A batch with no per-process reading of the GPU (nothing runs on it, or the nvml receiver's
-`processes` or its per-process metrics are off) cannot say what each holder uses: the GPU
-then has its device-level utilization and memory series and no holder's own, rather than a 0
-per holder that would claim to know. dcgm-exporter sums whole percents and whole MiB per
+A batch with no per-process reading of the GPU for one of them (nothing runs on it, or the
+nvml receiver's `processes` or that per-process metric is off) cannot say what each holder
+uses of it: the GPU then has its device-level series and no holder's own, rather than a 0 per
+holder that would claim to know. dcgm-exporter sums whole percents and whole MiB per
 process; here the readings are summed first and the sum is rounded once, so a holder's value
 may differ from its by less than one unit per process.
 """
@@ -57,7 +57,8 @@ _BY_DEVICE_METRIC = {r.device_metric: r for r in OWN_READINGS}
 _BY_PROCESS_METRIC = {r.process_metric: r for r in OWN_READINGS}
 
 Write = tuple[AttrItems, bool, tuple[Metric, ...]]  # labels, whether info, metrics
-Sums = dict[Pod, dict[str, float]]  # per pod: device metric → the sum of its processes
+# per device metric the processes were read for: per pod, the sum of its processes' readings
+Sums = dict[str, dict[Pod, float]]
 
 
 def is_allocation(rm: ResourceMetrics) -> bool:
@@ -74,8 +75,8 @@ def holders_by_device(batch: Batch) -> dict[object, list[ResourceMetrics]]:
 
 
 def process_sums(batch: Batch, devices: Mapping[object, object]) -> dict[object, Sums]:
-    """Per shared GPU (`devices`) with at least one per-process reading in `batch`: per pod,
-    the sum of its processes' readings of each `OWN_READINGS` metric."""
+    """Per shared GPU (`devices`) with per-process readings in `batch`: per `OWN_READINGS`
+    metric its processes were read for, per pod, the sum of its processes' readings."""
     found: dict[object, Sums] = {}
     for rm in batch:
         resource = rm.resource
@@ -89,14 +90,13 @@ def process_sums(batch: Batch, devices: Mapping[object, object]) -> dict[object,
             own = _BY_PROCESS_METRIC.get(metric.name)
             if own is None:
                 continue
-            sums = found.setdefault(device, {})
+            by_pod = found.setdefault(device, {}).setdefault(own.device_metric, {})
             if pod is None:
-                continue  # a reading of no pod: the GPU has readings, no holder gets it
-            total = sums.setdefault(pod, {})
+                continue  # a reading of no pod: the GPU was read, no holder gets it
             for point in metric.points:
                 value = point.value
                 if own.selects(point.attributes) and isinstance(value, int | float):
-                    total[own.device_metric] = total.get(own.device_metric, 0.0) + value
+                    by_pod[pod] = by_pod.get(pod, 0.0) + value
     return found
 
 
@@ -123,8 +123,8 @@ def holder_writes(
     device: ResourceMetrics, holders: list[ResourceMetrics], sums: Sums | None
 ) -> list[Write]:
     """What a shared GPU's resource writes in `per_holder` (module doc): its device-level
-    own-reading points, and per holder a copy of everything else plus, with `sums`, the
-    holder's own readings."""
+    own-reading points, and per holder a copy of everything else plus its own readings of
+    each metric its processes were read for (`sums`)."""
     own: list[Metric] = []
     rest: list[Metric] = []
     for metric in device.metrics:
@@ -141,13 +141,11 @@ def holder_writes(
     writes: list[Write] = []
     if own:
         writes.append((tuple(device.resource.items()), True, tuple(own)))
+    read = [(m, sums[m.name]) for m in own if m.name in sums] if sums else []
     for holder in holders:
-        metrics = tuple(rest)
-        if sums is not None and own:
-            pod = _pod(holder.resource)
-            totals = sums.get(pod, {}) if pod is not None else {}
-            metrics += tuple(_holder_share(m, totals) for m in own)
-        writes.append((holder_copy(device.resource, holder), True, metrics))
+        pod = _pod(holder.resource)
+        shares = tuple(_holder_share(m, by_pod.get(pod, 0) if pod else 0) for m, by_pod in read)
+        writes.append((holder_copy(device.resource, holder), True, (*rest, *shares)))
     return writes
 
 
@@ -157,9 +155,8 @@ def holder_copy(device: Attributes, holder: ResourceMetrics) -> AttrItems:
     return tuple({**device, **extra}.items())
 
 
-def _holder_share(metric: Metric, totals: Mapping[str, float]) -> Metric:
-    """`metric`'s own-reading points with a holder's sum as their value (0 without one)."""
-    value = totals.get(metric.name, 0)
+def _holder_share(metric: Metric, value: float) -> Metric:
+    """`metric`'s own-reading points with a holder's sum as their value."""
     points = tuple(dataclasses.replace(p, value=value) for p in metric.points)
     return dataclasses.replace(metric, points=points)
 

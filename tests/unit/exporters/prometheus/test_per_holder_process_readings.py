@@ -123,3 +123,19 @@ def test_a_holder_that_leaves_takes_its_series_at_once() -> None:
     lines = ingested(translator, store, (shared_gpu(), *HOLDERS[:2], *PROCESSES[:3]))
     assert set(by_pod(lines["DCGM_FI_DEV_GPU_UTIL"])) == {"", "a", "b"}
     assert set(by_pod(lines["DCGM_FI_DEV_POWER_USAGE"])) == {"a", "b"}
+
+
+def test_a_reading_the_processes_lack_gives_no_holder_a_share_of_it() -> None:
+    """Per-process memory on, per-process utilization off: each holder has its memory, and
+    no utilization it cannot know."""
+    memory_only = tuple(
+        ResourceMetrics(
+            resource=p.resource,
+            metrics=tuple(m for m in p.metrics if m.name == "nvidia.gpu.process.memory.usage"),
+            identity=p.identity,
+        )
+        for p in PROCESSES
+    )
+    lines = served((shared_gpu(), *HOLDERS, *memory_only))
+    assert by_pod(lines["DCGM_FI_DEV_GPU_UTIL"]) == {"": "44"}
+    assert by_pod(lines["DCGM_FI_DEV_FB_USED"])["b"] == "12288"
