@@ -41,6 +41,7 @@ DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu", "nvidia.com/mig-*")
 _PIPELINE_ONLY = {
     "devices", "no-hostname", "fake-gpus", "debug", "log-format", "hpc-job-mapping-dir",
     "nvidia-resource-names", "kubernetes-virtual-gpus", "kubernetes-gpu-id-type",
+    "kubernetes-enable-pod-uid", "kubernetes-enable-dra",
 }  # fmt: skip
 
 
@@ -394,6 +395,16 @@ class _Builder:
         if g.value == "true":
             self.prometheus["shared_gpu_series"] = "per_holder"
             self.said(g.flag, "exporters::prometheus::shared_gpu_series: per_holder")
+
+    def _kubernetes_enable_pod_uid(self, g: Given) -> None:
+        if g.value == "true":
+            self.prometheus.setdefault("dcgm_labels", {})["pod_uid"] = True
+            self.said(g.flag, "exporters::prometheus::dcgm_labels: {pod_uid: true}")
+
+    def _kubernetes_enable_dra(self, g: Given) -> None:
+        if g.value == "true":
+            self.prometheus.setdefault("dcgm_labels", {})["dra"] = True
+            self.said(g.flag, "exporters::prometheus::dcgm_labels: {dra: true}")
 
 
 def _glob_of(regex: str) -> str | None:

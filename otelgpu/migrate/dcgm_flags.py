@@ -69,7 +69,8 @@ FLAGS: tuple[Flag, ...] = (
          ("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_LABELS",),
          otelgpu="processors::container_env::pod_labels::include (chart: containerEnv.podLabels)"),
     Flag("kubernetes-enable-pod-uid", BOOL, "false", ("DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID",),
-         reason="the pod-resources API otelgpu reads names pods, not their UIDs"),
+         otelgpu="exporters::prometheus::dcgm_labels: {pod_uid: true} (the uid from the "
+         "pod's sandbox record)"),
     Flag("kubernetes-gpu-id-type", STRING, "uid", ("DCGM_EXPORTER_KUBERNETES_GPU_ID_TYPE",),
          otelgpu="processors::k8s_attributes::device_id_type (auto tells both apart per device)"),
     Flag("kubernetes-pod-label-allowlist-regex", LIST, "",
@@ -120,7 +121,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("dump-retention", INT, "24", ("DCGM_EXPORTER_DUMP_RETENTION",), reason=_NO_DUMP),
     Flag("dump-compression", BOOL, "true", ("DCGM_EXPORTER_DUMP_COMPRESSION",), reason=_NO_DUMP),
     Flag("kubernetes-enable-dra", BOOL, "false", ("KUBERNETES_ENABLE_DRA",),
-         otelgpu="nothing to set: k8s_attributes reads DRA claims beside device-plugin devices"),
+         otelgpu="exporters::prometheus::dcgm_labels: {dra: true} (k8s_attributes reads DRA "
+         "claims beside device-plugin devices whatever it says)"),
     Flag("disable-startup-validate", BOOL, "false", ("DISABLE_STARTUP_VALIDATE",),
          otelgpu="nothing to set: otelgpu has no start-up checks to skip (without NVML it "
          "starts, reports the source down and retries)"),

@@ -30,7 +30,10 @@ class DcgmField:
     Prometheus type dcgm-exporter declares where it is not the metric's own ("" otherwise).
     value_from: a point attribute whose value is the sample instead of the point's value (the
     XID field holds the XID code). help: the family's HELP text, for the field as served (its
-    unit, its part of a split metric); "" keeps the metric's description.
+    unit, its part of a split metric); "" keeps the metric's description. latest: the field is
+    one series per resource holding the metric's last point (its receiver puts the latest
+    reading last), and, while the metric has no point, the value 0 of `value_from` (DCGM's XID
+    field reads 0 until the GPU's first XID).
     """
 
     name: str
@@ -39,6 +42,7 @@ class DcgmField:
     type: str = ""
     value_from: str = ""
     help: str = ""
+    latest: bool = False
 
 
 @dataclass(frozen=True, slots=True)

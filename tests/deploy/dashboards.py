@@ -317,9 +317,9 @@ ROWS = (
                     ),
                 ),
                 bars=True,
-                dcgm_description="The XID codes each GPU reported since the agent started "
-                "(DCGM_FI_DEV_XID_ERRORS holds the code; one series per code). naming: otel "
-                "counts each occurrence.",
+                dcgm_description="The latest XID code of each GPU (DCGM_FI_DEV_XID_ERRORS: "
+                'one series per GPU, 0 "No Error" before its first XID). naming: otel counts '
+                "each occurrence.",
             ),
         ),
     ),

@@ -46,7 +46,8 @@ async def gpu_batch(telemetry: SelfTelemetry, clock: FakeClock, sink: Sink) -> B
     try:
         for _ in range(100):  # the XID arrives through the event thread
             batch = await receiver.scrape()
-            if any(m.name == "nvidia.gpu.xid.errors" for rm in batch for m in rm.metrics):
+            xid = [m for rm in batch for m in rm.metrics if m.name == "nvidia.gpu.xid.errors"]
+            if any(m.points for m in xid):
                 return batch
             await asyncio.sleep(0.05)
         raise AssertionError("the simulated XID never arrived")
@@ -109,6 +110,12 @@ async def test_dcgm_dashboard_queries_return_the_expected_series(
                 await prom.query('DCGM_FI_DEV_XID_ERRORS{gpu="0", err_code="48", job="dcgm"}')
             )
             assert labels["err_msg"] == "Double Bit ECC Error" and value == "48"
+            # One XID series per GPU: a GPU without XIDs reads 0, "No Error" (XID panels
+            # have data), so an alert on a non-zero value finds only the GPU that had one.
+            labels, value = one(await prom.query('DCGM_FI_DEV_XID_ERRORS{gpu="1", job="dcgm"}'))
+            assert (labels["err_code"], labels["err_msg"], value) == ("0", "No Error", "0")
+            labels, _ = one(await prom.query('DCGM_FI_DEV_XID_ERRORS{job="dcgm"} != 0'))
+            assert labels["gpu"] == "0"
 
             # dcgm_labels: {hostname: hostname} follows dcgm-exporter's later rename.
             labels, _ = one(await prom.query('DCGM_FI_DEV_GPU_TEMP{gpu="0", hostname="node-a"}'))

@@ -43,12 +43,22 @@ class BasicAuthConfig(StrictModel):
 
 
 class DcgmLabelsConfig(StrictModel):
-    """`dcgm_labels`: how `naming: dcgm` spells labels that dcgm-exporter renamed.
+    """`dcgm_labels`: how `naming: dcgm` spells labels that dcgm-exporter renamed, and the ones
+    it adds only when asked.
 
-    hostname: `Hostname` (dcgm-exporter 4.x releases) or `hostname` (its later rename).
+    hostname: `Hostname` (dcgm-exporter's latest release, 4.5.3-4.8.2, the default) or
+    `hostname` (its main branch's rename, #655).
+    pod_uid: a held device's series carry its pod's UID as `pod_uid` (dcgm-exporter's
+    `--kubernetes-enable-pod-uid`; container_env reads it from the pod's sandbox); off by
+    default, as there.
+    dra: a device one pod holds whole through a DRA claim has the claim on its series
+    (`dra_claim_name`, `dra_claim_namespace`; dcgm-exporter's `--kubernetes-enable-dra`); off
+    by default, as there (the claim is always on the allocation series).
     """
 
     hostname: Literal["Hostname", "hostname"] = "Hostname"
+    pod_uid: bool = False
+    dra: bool = False
 
 
 class ResourceToTelemetryConfig(StrictModel):
@@ -67,9 +77,13 @@ class PrometheusExporterConfig(StrictModel):
     labels and units, so its dashboards and alerts keep working).
     const_labels: labels added to every series (valid Prometheus label names).
     shared_gpu_series: `device` (one series per GPU and metric; holders of a shared GPU are in
-    `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`:
-    a shared GPU's series copied once per holder with its labels and `vgpu`; sums double count).
-    dcgm_labels: `{hostname: Hostname|hostname}`, the host label's spelling in dcgm naming.
+    `nvidia_gpu_allocation_ratio`) or `per_holder` (dcgm-exporter's `--kubernetes-virtual-gpus`,
+    its 4.8 rule: utilization and memory per holder from its processes' readings beside the
+    device-level series; every other series copied once per holder with its labels and `vgpu`,
+    whose sums double count; see `holders.py`).
+    dcgm_labels: `{hostname: Hostname|hostname, pod_uid: false|true, dra: false|true}`: the host
+    label's spelling in dcgm naming, and whether a held device's series carry `pod_uid` and
+    its DRA claim.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     namespace: prefixes every pipeline metric name with `<namespace>_` (characters outside

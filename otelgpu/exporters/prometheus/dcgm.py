@@ -7,6 +7,8 @@ their point attributes (the XID code is `err_code`).
 
 Labels follow dcgm-exporter's templates: `Hostname` is the GPU's `host.name` (the node name in
 Kubernetes; `dcgm_labels: {hostname: hostname}` spells it as dcgm-exporter after its rename); a
+held device's pod UID is `pod_uid` only with `dcgm_labels: {pod_uid: true}`, as with
+dcgm-exporter's `--kubernetes-enable-pod-uid`; a
 MIG instance's `device` is its GPU's (`nvidia0`), and its `UUID` the GPU's UUID; an XID gets
 dcgm-exporter's `err_msg` next to its `err_code` (in `otel` naming it stays the per-code counter
 `nvidia.gpu.xid.errors`); a DRA holder's claim is dcgm-exporter's `dra_claim_name` /
@@ -22,6 +24,7 @@ from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue
 
 XID_CODE_LABEL = "err_code"  # dcgm-exporter's label of the XID code (a receiver's attribute)
+POD_UID_LABEL = "pod_uid"  # dcgm-exporter's `--kubernetes-enable-pod-uid` label
 
 # Resource and datapoint attributes with a dcgm-exporter label of their own. These names are
 # authoritative: another attribute that sanitizes to the same name is dropped, so a pod label
@@ -63,14 +66,17 @@ PREFIXES: tuple[tuple[str, str], ...] = (
 
 
 def label_names(
-    hostname: str = "Hostname", points: Mapping[str, str] | None = None
+    hostname: str = "Hostname", points: Mapping[str, str] | None = None, pod_uid: bool = False
 ) -> Mapping[str, str]:
     """`LABELS` with the host label spelled `hostname` (`Hostname` or dcgm-exporter's later
-    lowercase rename, the `dcgm_labels.hostname` option), and the receivers' `points` labels
-    (`NamingTable.dcgm_labels`; `LABELS` wins a clash)."""
+    lowercase rename, the `dcgm_labels.hostname` option), the pod's UID as `pod_uid` with
+    `pod_uid` (the `dcgm_labels.pod_uid` option; without it a device's series leave it off, see
+    `labels.py`), and the receivers' `points` labels (`NamingTable.dcgm_labels`; `LABELS` wins
+    a clash)."""
     if hostname not in HOSTNAME_SPELLINGS:
         raise ValueError(f"hostname label must be one of {', '.join(HOSTNAME_SPELLINGS)}")
-    return {**(points or {}), **LABELS, semconv.HOST_NAME: hostname}
+    uid = {semconv.K8S_POD_UID: POD_UID_LABEL} if pod_uid else {}
+    return {**(points or {}), **LABELS, semconv.HOST_NAME: hostname, **uid}
 
 
 def derive(attributes: dict[str, AttrValue], mig: bool, xid_code: str | None) -> None:

@@ -105,9 +105,10 @@ class PrometheusExporter:
             config.naming,
             config.const_labels,
             config.shared_gpu_series,
-            dcgm.label_names(config.dcgm_labels.hostname),
+            dcgm.label_names(config.dcgm_labels.hostname, pod_uid=config.dcgm_labels.pod_uid),
             config.namespace,
             names=settings.naming,  # the receivers' metrics in dcgm-exporter's names
+            dra_labels=config.dcgm_labels.dra,
         )
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY, layout=Layout())

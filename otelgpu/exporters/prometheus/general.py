@@ -77,12 +77,15 @@ class GeneralPath:
             total += len(samples.metric.points)
             target = samples.target
             if target is None:  # split (each sample has its family) or unreadable
+                wrote = 0
                 for sample, line in zip(samples.samples, mine, strict=True):
                     t = sample.target
                     split = store.family(t.name, t.type, t.help)
                     if split is not None:
                         split.write(identity, line, sample.text, batch)
-                        stored += 1
+                        wrote += 1
+                # a folded metric's one line holds all its points (`Samples.folded`)
+                stored += len(samples.metric.points) if samples.folded and wrote else wrote
                 written.append(Written(samples, None, mine))
                 continue
             family = families.get(target.name)

@@ -20,8 +20,9 @@ A device's series (its attributes have `hw.id`) leave out its static facts
 (`device_info.FACTS`), which its info series carries instead (`info_prefix`: the device's
 identity and facts, nothing a processor added). In `dcgm` naming they also leave out what
 dcgm-exporter's labels do not have: a MIG instance's own `hw.id` (its `UUID` is its GPU's, its
-`GPU_I_ID` tells it apart) and `k8s.node.name` (`Hostname` is the node); the driver version
-stays, as dcgm-exporter's default `DCGM_FI_DRIVER_VERSION` label.
+`GPU_I_ID` tells it apart), `k8s.node.name` (`Hostname` is the node) and, unless
+`dcgm_labels.pod_uid` asks for it as `pod_uid`, `k8s.pod.uid`; the driver version stays, as
+dcgm-exporter's default `DCGM_FI_DRIVER_VERSION` label.
 
 Values are made safe for every parser of the text format (`escape`, `cap`):
 - `\\`, `"` and newline are escaped as the format says (`\\\\`, `\\"`, `\\n`);
@@ -126,8 +127,14 @@ class LabelRenderer:
         self._truncated = 0
         # (key, mig) → `_name`'s answer: keys are few and each is named for every series
         self._names: dict[tuple[str, bool], tuple[str, bool]] = {}
-        # Attributes of a device left off its series (on its info series, or not at all).
-        self._hidden = device_info.FACTS if naming == "otel" else DCGM_HIDDEN
+        # Attributes of a device left off its series (on its info series, or not at all); in
+        # dcgm naming the pod's UID too, unless asked for (`dcgm.label_names(pod_uid=True)`).
+        if naming == "otel":
+            self._hidden = device_info.FACTS
+        elif semconv.K8S_POD_UID in self._dcgm_labels:
+            self._hidden = DCGM_HIDDEN
+        else:
+            self._hidden = DCGM_HIDDEN | {semconv.K8S_POD_UID}
 
     def take_truncated(self) -> int:
         """Label values cut to `MAX_VALUE_LENGTH` since the last call: once per series, when its

@@ -249,7 +249,9 @@ async def _authenticate(auth: BasicAuthenticator, request: Request) -> Response 
         return Response(busy.status, f"{busy}\n".encode(), (_TEXT, ("Retry-After", "1")))
     if allowed:
         return None
-    return Response(401, b"unauthorized\n", (_TEXT, _UNAUTHORIZED))
+    # exporter-toolkit's refusal body (Go's `http.StatusText(401)`), which dcgm-exporter's own
+    # basic-auth test looks for
+    return Response(401, b"Unauthorized\n", (_TEXT, _UNAUTHORIZED))
 
 
 async def _close(authenticator: BasicAuthenticator | None) -> None:

@@ -9,7 +9,9 @@ the XID code as the value; a metric the table does not name keeps its otel name.
 are several dcgm fields, told apart by a point attribute (`hw.gpu.utilization` by
 `hw.gpu.task`): their family is chosen per point (`Targets.is_split`, `Targets.of_point`), and the
 attribute that chose it is not repeated as a label (`Target.drop`); they take the general path
-every batch (the replay hands them to it).
+every batch (the replay hands them to it). So does the XID field (`DcgmField.latest`): one
+series per GPU, its latest XID's code (the receiver's last point), or `0` with the code `0`
+while the GPU has had none, as DCGM's field reads; its points all count as stored.
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ class Sample(NamedTuple):
 class Samples(NamedTuple):
     """A metric's points as the general path writes them: `target` (None for a split metric,
     whose samples each have their own, and for a metric whose data could not be read), the
-    points that are numbers, and whether every point is one."""
+    points that are numbers, and whether every point is one. `folded`: the metric's points are
+    one series (`DcgmField.latest`), so its one sample stores them all."""
 
     metric: Metric
     target: Target | None
     samples: list[Sample]
     complete: bool
+    folded: bool = False
 
 
 class Targets:
@@ -63,7 +67,11 @@ class Targets:
             points = metric.points
             try:
                 if self.is_split(metric):
-                    out.append(Samples(metric, None, self._split_samples(metric), True))
+                    latest = self._latest(metric)
+                    if latest is not None:
+                        out.append(Samples(metric, None, latest, True, folded=True))
+                    else:
+                        out.append(Samples(metric, None, self._split_samples(metric), True))
                     continue
                 target = self.of(metric)
                 plain = target.plain
@@ -95,10 +103,33 @@ class Targets:
             samples.append(Sample(target, tuple(point.attributes.items()), text + "\n"))
         return samples
 
-    def is_split(self, metric: Metric) -> bool:
-        """Whether the family of `metric`'s points depends on each point's attributes."""
+    def _latest(self, metric: Metric) -> list[Sample] | None:
+        """The one sample of a `DcgmField.latest` metric (None: `metric` is not one): its last
+        point, or its `value_from` attribute at 0 when it has none."""
         names = self._names(metric)
-        return names is not None and bool(names.split_by)
+        field = names.field if names is not None else None
+        if field is None or not field.latest:
+            return None
+        target = self.of(metric)
+        points = metric.points
+        if points:
+            value, attributes = points[-1].value, points[-1].attributes
+        else:
+            value, attributes = 0, {field.value_from: 0}
+        try:
+            text = format_sample(value, attributes, target)
+        except (TypeError, ValueError, OverflowError):
+            return []
+        return [Sample(target, tuple(attributes.items()), text + "\n")]
+
+    def is_split(self, metric: Metric) -> bool:
+        """Whether the family of `metric`'s points is chosen apart from its descriptor (a
+        point attribute chooses it, or its points are one `DcgmField.latest` series): the
+        general path writes it every batch."""
+        names = self._names(metric)
+        if names is None:
+            return False
+        return bool(names.split_by) or (names.field is not None and names.field.latest)
 
     def of(self, metric: Metric) -> Target:
         """The target of a metric that is not split (remembered by name: a metric's descriptor

@@ -9,9 +9,11 @@ Every series is written on behalf of its resource's identity (see `series.py`), 
 series per metric whatever its labels did. A resource seen before in the same shape is replayed
 from its plan (`replay.py`); any other goes through the general path (`general.py`), which
 records the plan. `shared_gpu_series: per_holder` opts into dcgm-exporter's
-`--kubernetes-virtual-gpus` shape instead: a shared GPU's series are copied once per holder
-(from the `nvidia.gpu.allocation` series k8s_attributes sends), with the holder's labels and its
-replica ID; sums over such copies count the GPU once per holder.
+`--kubernetes-virtual-gpus` shape instead (`holders.py`): a shared GPU's utilization and memory
+keep their device-level series and each holder (from the `nvidia.gpu.allocation` series
+k8s_attributes sends) gets its own from its processes' readings; its other series are copied
+once per holder, with the holder's labels and its replica ID, and sums over those copies count
+the GPU once per holder.
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from typing import Literal
 
 from otelgpu.exporters.prometheus import dcgm, device_info
 from otelgpu.exporters.prometheus.general import GeneralPath
+from otelgpu.exporters.prometheus.holders import (
+    Write,
+    exclusive_claims,
+    holder_writes,
+    holders_by_device,
+    is_allocation,
+    process_sums,
+)
 from otelgpu.exporters.prometheus.labels import AttrItems, LabelRenderer, Naming
 from otelgpu.exporters.prometheus.naming import namespaced
 from otelgpu.exporters.prometheus.replay import Descriptor, Plan, Recorder, Settle, replay
@@ -46,7 +56,9 @@ class Translator:
 
     `names`: what the receivers call their metrics in dcgm-exporter's terms (`naming: dcgm`
     renders them; see `otelgpu.pdata.naming`). `dcgm_labels`: dcgm-exporter's label per
-    attribute (`dcgm.label_names`); the receivers' point labels are added to it."""
+    attribute (`dcgm.label_names`); the receivers' point labels are added to it. `dra_labels`
+    (dcgm naming only): a device one holder has whole through a DRA claim carries the claim
+    (`holders.exclusive_claims`), as dcgm-exporter's `--kubernetes-enable-dra` labels it."""
 
     def __init__(
         self,
@@ -57,8 +69,11 @@ class Translator:
         namespace: str = "",
         replay: bool = True,
         names: NamingTable = NO_NAMES,
+        dra_labels: bool = False,
     ) -> None:
         self._replay = replay  # False: the general path only (tests hold the two equal)
+        # dcgm naming's `dcgm_labels.dra`: a device held whole through a DRA claim carries it
+        self._dra = dra_labels and naming == "dcgm"
         self._per_holder = shared_gpu_series == "per_holder"
         labels = {**names.dcgm_labels, **(dcgm.LABELS if dcgm_labels is None else dcgm_labels)}
         self.labels = LabelRenderer(naming, const_labels, labels)
@@ -77,16 +92,27 @@ class Translator:
         stored = dropped = 0
         store.begin(now)
         number = store.batch
-        holders = _holders_by_device(batch) if self._per_holder else {}
+        holders = holders_by_device(batch) if self._per_holder else {}
+        sums = process_sums(batch, holders) if holders else {}
+        claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
         for rm in batch:
             resource = rm.resource
             items: AttrItems | None = None
-            copies = holders.get(resource.get(semconv.HW_ID)) if holders else None
+            device = resource.get(semconv.HW_ID)
+            if (
+                claims
+                and device in claims
+                and not is_allocation(rm)
+                and semconv.PROCESS_PID not in resource
+            ):
+                resource = {**resource, **claims[device]}  # part of the plan's shape too
+            copies = holders.get(device) if holders else None
             shape: tuple[AttrValue, ...] | None = None
-            if copies and not _is_allocation(rm) and semconv.PROCESS_PID not in resource:
-                # dcgm-exporter's per-holder copies of a shared GPU: the general path, no plan
-                writes = [(_holder_copy(resource, holder), True) for holder in copies]
+            writes: list[Write]
+            if copies and not is_allocation(rm) and semconv.PROCESS_PID not in resource:
+                # dcgm-exporter's per-holder shape of a shared GPU: the general path, no plan
+                writes = holder_writes(rm, copies, sums.get(device))
             else:
                 # The plan's key: the attributes as keys then values (equal exactly when the
                 # attributes are; a quarter of the memory of the (key, value) pairs).
@@ -112,12 +138,13 @@ class Translator:
                         dropped += done[1] - done[0]
                         continue
                 items = tuple(resource.items()) if items is None else items
-                writes = [(items, device_info.writes_info(resource, _is_allocation(rm)))]
-            for written, info in writes:
+                info = device_info.writes_info(resource, is_allocation(rm))
+                writes = [(items, info, rm.metrics)]
+            for written, info, metrics in writes:
                 planned = shape is not None and self._replay
                 record = Recorder(self._descriptors) if planned else None
                 ok, points, complete = general.write_resource(
-                    store, identity, written, rm.metrics, record, info
+                    store, identity, written, metrics, record, info
                 )
                 stored += ok
                 dropped += points - ok
@@ -168,22 +195,3 @@ class _Split:
 
     def __call__(self, metric: Metric) -> int:
         return self._general.write_split(self._store, self._identity, self._resource, metric)
-
-
-def _is_allocation(rm: ResourceMetrics) -> bool:
-    return any(m.name == semconv.GPU_ALLOCATION for m in rm.metrics)
-
-
-def _holders_by_device(batch: Batch) -> dict[object, list[ResourceMetrics]]:
-    """The holders of each shared GPU in `batch`, from its allocation series."""
-    found: dict[object, list[ResourceMetrics]] = {}
-    for rm in batch:
-        if _is_allocation(rm) and rm.resource.get(semconv.GPU_SHARED) is True:
-            found.setdefault(rm.resource.get(semconv.HW_ID), []).append(rm)
-    return found
-
-
-def _holder_copy(device: Attributes, holder: ResourceMetrics) -> AttrItems:
-    """A shared GPU's resource as one holder's copy: the holder's labels and replica added."""
-    extra = {k: v for k, v in holder.resource.items() if k not in device}
-    return tuple({**device, **extra}.items())

@@ -96,6 +96,11 @@ class SnapshotComposer:
     def _match(self, record: Record, sandbox: Record | None) -> Match:
         # The pod's owners first and outside the cap: a few names, never business data.
         attributes: dict[str, str] = dict(sandbox.owners) if sandbox is not None else {}
+        # The pod's UID, from its sandbox (the CRI label `io.kubernetes.pod.uid`), which the
+        # kubelet's pod-resources answer does not give: dcgm-exporter's `pod_uid`.
+        uid = (sandbox.pod_uid if sandbox is not None else "") or record.pod_uid
+        if uid and record.pod:
+            attributes[semconv.K8S_POD_UID] = uid
         owned = len(attributes)
         sections: list[tuple[str, Mapping[str, str]]] = [
             (semconv.CONTAINER_ENV_PREFIX, record.env),

@@ -219,8 +219,9 @@ class Collector:
                         add_point(points, metric, attrs, cycle, value, device)
         if self._gpm.reads(device):
             self._gpm.read(device, cycle, points)
-        if not device.is_mig and _XID in self._plan.enabled:
-            for code, count in cycle.xids.get(device.uuid, {}).items():
+        if not device.is_mig and _XID in self._plan.enabled and device.uuid in cycle.xid_gpus:
+            points.setdefault(_XID, [])  # watched: the metric, without points before any XID
+            for code, count in cycle.xids.get(device.uuid, {}).items():  # latest XID last
                 add_point(points, _XID, self._xid_attrs(code), cycle, count, device)
 
     def _fields(self, device: Device, cycle: Cycle, points: Points) -> None:

@@ -11,8 +11,10 @@ unit does not convert to, has no dcgm name (the exporter keeps the OTel one).
 
 The fields DCGM keeps as integers (`DCGM_INTEGER`) are printed whole, as dcgm-exporter prints
 them (`55`, not `55.00000000000001`), and its doubles with six decimals (`0.494666`, not
-`0.49466595567035876`). The XID field holds the XID code (`value_from`), with the
-code as dcgm-exporter's `err_code` label.
+`0.49466595567035876`). The XID field holds the code of the GPU's latest XID (`value_from`,
+`latest`: the receiver lists a GPU's XID codes latest last), with the code as dcgm-exporter's
+`err_code` label, and reads 0 (`err_code="0"`, "No Error") on every GPU whose XIDs the receiver
+watches until its first one.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ DCGM_INTEGER: frozenset[str] = frozenset(
 )
 XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 
+# The fields whose type in dcgm-exporter's counters CSV (`etc/default-counters.csv`,
+# `etc/dcp-metrics-included.csv`) is not the one the catalog metric's kind gives: the CSV's
+# type is what its users' queries and recording rules were written for. The pages pending
+# retirement are a level (the catalog's gauge), but the CSV declares a counter.
+DCGM_TYPES: Mapping[str, str] = {
+    "DCGM_FI_DEV_RETIRED_PENDING": "counter",
+}
+
 # (catalog unit, dcgm unit) → factor; a pair not listed here is a catalog/dcgm mismatch.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {
     ("1", "%"): 100.0,
@@ -102,8 +112,10 @@ def dcgm_field(name: str, unit: str) -> DcgmField | None:
         return None
     help_ = DCGM_HELP[name]
     if name == XID_FIELD:  # dcgm-exporter's gauge holds the XID code itself
-        return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_)
-    return DcgmField(name, scale, integer=name in DCGM_INTEGER, help=help_)
+        return DcgmField(name, scale, type="gauge", value_from=XID_CODE, help=help_, latest=True)
+    return DcgmField(
+        name, scale, integer=name in DCGM_INTEGER, type=DCGM_TYPES.get(name, ""), help=help_
+    )
 
 
 def dcgm_names(spec: MetricSpec) -> DcgmNames | None:

@@ -47,7 +47,8 @@ class Cycle:
 
     now_ns: int
     start_ns: int
-    xids: Mapping[str, Mapping[int, int]]  # GPU UUID → XID code → count
+    xids: Mapping[str, Mapping[int, int]]  # GPU UUID → XID code → count, latest XID last
+    xid_gpus: frozenset[str] = frozenset()  # the GPUs whose XIDs are watched
 
 
 class Guard:

@@ -133,7 +133,8 @@ class NvmlReceiver:
                 await asyncio.sleep(GPM_REFRESH)
         assert self._collector is not None and self._devices is not None
         xids = self._xid.snapshot() if self._xid is not None else {}
-        cycle = Cycle(now_ns=time.time_ns(), start_ns=self._start_ns, xids=xids)
+        watched = self._xid.watched if self._xid is not None else frozenset()
+        cycle = Cycle(now_ns=time.time_ns(), start_ns=self._start_ns, xids=xids, xid_gpus=watched)
         batch = await self._run(self._collector.collect, self._devices, cycle)
         self._settings.telemetry.source_ok(SOURCE)
         return batch

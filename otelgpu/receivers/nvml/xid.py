@@ -2,7 +2,11 @@
 
 NVML reports XIDs as events (`nvmlEventTypeXidCriticalError`), not as a value to poll; a
 "last XID" gauge would lose every XID but the last between two scrapes. The thread blocks in
-`nvmlEventSetWait` with a short timeout so `stop` takes effect within that timeout.
+`nvmlEventSetWait` with a short timeout so `stop` takes effect within that timeout. A GPU's
+codes are kept latest last (an XID seen again moves to the end), so the per-code counts also
+say which XID came last: dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` is that code. `watched` are
+the GPUs registered for XID events (a GPU that refused has no XID metric, rather than a count
+of 0 that would claim it had none).
 
 Once the thread runs, it owns the event set and frees it as it exits: `stop` never frees it
 under a wait still in progress (a driver call that outlasts the join would otherwise read
@@ -13,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.receivers.nvml import nvml
@@ -40,7 +43,8 @@ class XidWatcher:
         self._receiver = receiver
         self._log = logger
         self._lock = threading.Lock()
-        self._counts: dict[str, Counter[int]] = {}
+        self._counts: dict[str, dict[int, int]] = {}  # per GPU: code → count, latest last
+        self.watched: frozenset[str] = frozenset()  # UUIDs of the GPUs registered
         self._stop = threading.Event()
         self._join_timeout = join_timeout
         self.thread: threading.Thread | None = None
@@ -49,14 +53,15 @@ class XidWatcher:
     def register(self, gpus: list[Device]) -> int:
         """Creates the event set and registers `gpus` (blocking); how many accepted."""
         self._event_set = self._client.event_set_create()
-        accepted = 0
+        accepted: list[str] = []
         for gpu in gpus:
             try:
                 self._client.register_xid_events(gpu.handle, self._event_set)
-                accepted += 1
+                accepted.append(gpu.uuid)
             except NvmlError as exc:  # e.g. NOT_SUPPORTED on some boards: no XIDs from it
                 self._log.info("GPU %s gives no XID events: %s", gpu.uuid, exc)
-        return accepted
+        self.watched = frozenset(accepted)
+        return len(accepted)
 
     def start(self) -> None:
         """Starts the waiting thread (after `register`); from then on it owns the event set."""
@@ -87,7 +92,8 @@ class XidWatcher:
                 self._log.debug("freeing the XID event set failed: %s", exc)
 
     def snapshot(self) -> dict[str, dict[int, int]]:
-        """GPU UUID → XID code → count since the receiver started."""
+        """GPU UUID → XID code → count since the receiver started, latest XID last (only
+        GPUs that had one)."""
         with self._lock:
             return {uuid: dict(codes) for uuid, codes in self._counts.items()}
 
@@ -101,7 +107,8 @@ class XidWatcher:
                 self._failed(exc)
             return False
         with self._lock:
-            self._counts.setdefault(uuid, Counter())[code] += 1
+            codes = self._counts.setdefault(uuid, {})
+            codes[code] = codes.pop(code, 0) + 1  # re-inserted: the latest is last
         self._log.warning("XID %d on GPU %s", code, uuid)
         return True
 

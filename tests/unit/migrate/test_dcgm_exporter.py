@@ -135,7 +135,6 @@ def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
         "service": {"port": 9400, "address": ":9400"},
         "serviceMonitor": {"enabled": True, "interval": "30s", "additionalLabels": {"release": "kps"}},
         "kubernetes": {"enablePodLabels": True, "podLabelAllowlistRegex": ["^team$"]},
-        "kubernetesDRA": {"enabled": True},
         "extraEnv": [{"name": "DCGM_EXPORTER_INTERVAL", "value": "15000"}],
         "tlsServerConfig": {"enabled": True, "existingSecret": "dcgm-tls"},
         "debugDump": {"enabled": True},
@@ -154,8 +153,26 @@ def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
     }
     assert chart["prometheus"] == {"tls": {"secretName": "dcgm-tls", "clientCA": False}}
     assert chart["tolerations"] == [dcgm_exporter.GPU_TOLERATION, {"operator": "Exists"}]
-    assert "# $KUBERNETES_ENABLE_DRA=true: nothing to set" in pipeline
     assert "# --dump-enabled=true: no equivalent: otelgpu writes no dump files" in pipeline
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "label"),
+    [
+        (["--kubernetes-enable-pod-uid"], {}, "pod_uid"),
+        ([], {"DCGM_EXPORTER_KUBERNETES_ENABLE_POD_UID": "true"}, "pod_uid"),
+        (["--kubernetes-enable-dra"], {}, "dra"),
+        ([], {"KUBERNETES_ENABLE_DRA": "true"}, "dra"),
+    ],
+)
+def test_pod_uid_and_dra_labels_become_the_dcgm_label_options(
+    tmp_path: Path, argv: list[str], environ: dict[str, str], label: str
+) -> None:
+    pipeline, chart = migrated(tmp_path, argv, environ)
+    assert yaml.safe_load(pipeline)["exporters"]["prometheus"]["dcgm_labels"] == {label: True}
+    assert f"dcgm_labels: {{{label}: true}}" in pipeline
+    # The chart has no value for it: its values carry the whole pipeline.
+    assert "dcgm_labels" in chart["pipeline"]["config"]
 
 
 def test_the_counters_dcgm_exporters_chart_mounts(tmp_path: Path) -> None:

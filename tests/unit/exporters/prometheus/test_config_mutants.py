@@ -38,6 +38,8 @@ def test_print_config_shows_the_documented_defaults() -> None:
         "    shared_gpu_series: device\n"
         "    dcgm_labels:\n"
         "      hostname: Hostname\n"
+        "      pod_uid: false\n"
+        "      dra: false\n"
         "    tls: null\n"
         "    basic_auth: null\n"
         "    namespace: ''\n"

@@ -151,3 +151,18 @@ async def test_unchanged_containers_are_not_read_again(
     assert one(proc.process((by_id("w"),)))["container.env.TEAM"] == "b"
     assert counter(telemetry, "otelgpu_container_env_containers", runtime="containerd") == 1
     await proc.shutdown()
+
+
+async def test_the_pod_uid_comes_from_the_sandbox(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """The kubelet's pod-resources answer names no pod UID; the runtime's sandbox record does
+    (the prometheus exporter's `dcgm_labels.pod_uid` renders it as dcgm-exporter's `pod_uid`)."""
+    rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p", uid="9f1c-uid")
+    rt.workload("w", "ml", "p", "c", sandbox_id="s")
+    rt.add("plain", {})  # a container of no pod: no UID
+    proc = await _run(telemetry, rt, clock)
+    assert one(proc.process((by_id("w"),)))["k8s.pod.uid"] == "9f1c-uid"
+    assert "k8s.pod.uid" not in one(proc.process((by_id("plain"),)))
+    await proc.shutdown()

@@ -541,3 +541,39 @@ def test_metric_kinds_are_gauge_or_sum() -> None:
     for spec in CATALOG:
         assert spec.kind in (MetricKind.GAUGE, MetricKind.SUM), spec.name
         assert not spec.monotonic or spec.kind is MetricKind.SUM, spec.name
+
+
+async def test_a_watched_gpu_reports_its_xid_metric_without_points_before_any_xid(
+    make_receiver: MakeReceiver,
+) -> None:
+    """Every GPU whose XIDs are watched says so (dcgm naming serves it `0`, "No Error")."""
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a"}, {"uuid": "GPU-b"}]})
+    resources = by_id(await receiver.scrape())
+    for uuid in ("GPU-a", "GPU-b"):
+        assert metrics(resources[uuid])["nvidia.gpu.xid.errors"].points == ()
+
+
+async def test_no_xid_metric_from_a_gpu_whose_xids_are_not_watched(
+    make_receiver: MakeReceiver,
+) -> None:
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a"}]})
+    client = sim(receiver)
+
+    def refused(handle: SimHandle, event_set: object) -> None:
+        raise nvml.NvmlError(nvml.ERROR_NOT_SUPPORTED)
+
+    client.register_xid_events = refused  # type: ignore[method-assign]
+    resources = by_id(await receiver.scrape())
+    assert "nvidia.gpu.xid.errors" not in metrics(resources["GPU-a"])
+
+
+async def test_xid_points_list_the_latest_xid_last(make_receiver: MakeReceiver) -> None:
+    receiver = make_receiver(simulated={"gpus": [{"uuid": "GPU-a"}]})
+    await receiver.scrape()
+    client, xid = sim(receiver), receiver._xid
+    assert xid is not None
+    for code, total in ((79, 1), (13, 2), (79, 3)):  # 79 again: the latest again
+        client.inject_xid(0, code)
+        await wait_for(lambda t=total: sum(xid.snapshot().get("GPU-a", {}).values()) == t)
+    points = metrics(by_id(await receiver.scrape())["GPU-a"])["nvidia.gpu.xid.errors"].points
+    assert [(p.attributes["nvidia.xid.code"], p.value) for p in points] == [(13, 1), (79, 2)]
