@@ -82,7 +82,7 @@ async def test_https_with_token_and_ca_reads_the_summary(
         await receiver.shutdown()
     assert (server.requests, server.refused) == (1, 0)
     resources = [dict(rm.resource) for rm in batch]
-    assert {"k8s.node.name": NODE} in resources
+    assert {"k8s.node.name": NODE, "host.name": NODE} in resources
     containers = {r.get("k8s.container.name") for r in resources} - {None}
     assert containers == {"trainer", "log-shipper"}
     names = {m.name for rm in batch for m in rm.metrics}
@@ -357,7 +357,9 @@ async def test_read_only_port_is_plain_http_without_a_token(
 
 
 @contextlib.asynccontextmanager
-async def k8s_node_agent(tmp_path: Path, server: KubeletStatsServer) -> AsyncIterator[str]:
+async def k8s_node_agent(
+    tmp_path: Path, server: KubeletStatsServer, naming: str = "otel"
+) -> AsyncIterator[str]:
     """pipelines/k8s-node.yaml through the real service, with local ports and peers; yields
     its /metrics URL."""
     port, missing = free_port(), tmp_path / "missing"
@@ -386,7 +388,7 @@ async def k8s_node_agent(tmp_path: Path, server: KubeletStatsServer) -> AsyncIte
                         "docker": {"socket": str(missing / "docker.sock")},
                     },
                 },
-                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}"}},
+                "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}", "naming": naming}},
                 "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
             }
         )
@@ -428,6 +430,34 @@ async def test_a_recreated_pod_is_one_set_of_series_in_metrics_at_once(tmp_path:
     assert old_uid in before
     assert "0b0b0b0b-new" in after and old_uid not in after
     assert 'k8s_pod_name="trainer-0"' not in gone and "\nk8s_node_cpu_usage" in gone
+
+
+@pytest.mark.parametrize(
+    ("naming", "gpu_series", "node_label"),
+    [
+        ("otel", "\nhw_gpu_utilization_ratio{", "k8s_node_name"),
+        ("dcgm", "\nDCGM_FI_DEV_GPU_UTIL{", "Hostname"),
+    ],
+)
+async def test_gpu_and_kubelet_series_share_one_node_label(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    naming: str,
+    gpu_series: str,
+    node_label: str,
+) -> None:
+    """Node-level joins (`on (LABEL)`) of GPU series with the kubelet's: in both namings both
+    carry the node under one label name, with the downward API's node name as its value."""
+    monkeypatch.setenv("K8S_NODE_NAME", NODE)  # as the DaemonSet sets it
+    async with kubelet(tmp_path) as server, k8s_node_agent(tmp_path, server, naming) as url:
+        body = await _metrics_until(url, (gpu_series, "\nk8s_node_cpu_usage"))
+    wanted = f'{node_label}="{NODE}"'
+    gpu_lines = [line for line in body.splitlines() if line.startswith(gpu_series[1:])]
+    node_lines = [line for line in body.splitlines() if line.startswith("k8s_node_cpu_usage")]
+    pod_lines = [line for line in body.splitlines() if line.startswith("k8s_pod_cpu_usage")]
+    assert gpu_lines and node_lines and pod_lines, body[:3000]
+    for line in gpu_lines + node_lines + pod_lines:
+        assert wanted in line, line
 
 
 WANTED = (

@@ -68,10 +68,15 @@ _RESOURCE = f"""
 
 | Group | Attributes |
 |---|---|
-| node | `{semconv.K8S_NODE_NAME}` |
-| pod | `{semconv.K8S_NODE_NAME}`, `{semconv.K8S_NAMESPACE_NAME}`, `{semconv.K8S_POD_NAME}`, `{semconv.K8S_POD_UID}` |
+| node | `{semconv.K8S_NODE_NAME}`, `{semconv.HOST_NAME}` (both the summary's `nodeName`) |
+| pod | the node's, plus `{semconv.K8S_NAMESPACE_NAME}`, `{semconv.K8S_POD_NAME}`, `{semconv.K8S_POD_UID}` |
 | container | the pod's, plus `{semconv.K8S_CONTAINER_NAME}` |
 | volume | the pod's, plus `{K8S_VOLUME_NAME}` and, for a claim, `{K8S_PVC_NAME}` |
+
+`{semconv.HOST_NAME}` is the node name GPU series carry too (the nvml receiver's, from
+`K8S_NODE_NAME`), so node-level joins of GPU and kubelet series have one label in both namings:
+`on (host_name)` (or `on (k8s_node_name)` where `k8s_attributes` labels the GPU series) in
+`otel` naming, `on (Hostname)` in `dcgm` naming.
 
 Pod and container resources carry the same keys `container_env` matches GPU series on, so
 its business labels (`container.env.*`, `k8s.pod.label.*`, ...) land on these series too.

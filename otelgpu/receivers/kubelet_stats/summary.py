@@ -124,7 +124,11 @@ class SummaryReader:
         out = Reading()
         node = _object(summary.get("node"))
         node_name = _text(node.get("nodeName"))
-        base: dict[str, str] = {semconv.K8S_NODE_NAME: node_name} if node_name else {}
+        # `host.name` too: GPU series name their node by it (`Hostname` in dcgm naming), so
+        # node-level joins of GPU and kubelet series find one label in both namings.
+        base: dict[str, str] = (
+            {semconv.K8S_NODE_NAME: node_name, semconv.HOST_NAME: node_name} if node_name else {}
+        )
         if not node_name:
             out.gap(Group.NODE, Gap.NO_NODE_NAME, "the summary's node.nodeName is empty")
         self._add(out, base, node, Group.NODE, ("node", node_name), now_ns)

@@ -16,6 +16,7 @@ ALL = frozenset(spec.name for spec in CATALOG)
 NOW_NS = 1_900_000_000_000_000_000
 POD = {
     "k8s__node__name": NODE,
+    "host__name": NODE,
     "k8s__namespace__name": "ml",
     "k8s__pod__name": "trainer-0",
     "k8s__pod__uid": "6f1e2d3c-0000-4a5b-8c7d-1",
@@ -51,7 +52,7 @@ def test_every_catalog_metric_is_read_from_a_realistic_summary() -> None:
 
 def test_resources_and_values() -> None:
     batch = read(sample_summary()).batch
-    node = find(batch, k8s__node__name=NODE)
+    node = find(batch, k8s__node__name=NODE, host__name=NODE)
     assert value(node, "k8s.node.cpu.usage") == pytest.approx(4.25)
     assert value(node, "k8s.node.memory.working_set") == 20 << 30
     assert value(node, "k8s.node.filesystem.capacity") == 200 << 30
@@ -105,7 +106,7 @@ def test_network_is_per_interface_and_direction() -> None:
 def test_network_without_an_interface_list_uses_the_default_interface() -> None:
     summary = sample_summary()
     del summary["node"]["network"]["interfaces"]
-    node = find(read(summary).batch, k8s__node__name=NODE)
+    node = find(read(summary).batch, k8s__node__name=NODE, host__name=NODE)
     assert {
         p.attributes["network.interface.name"] for p in by_name(node)["k8s.node.network.io"].points
     } == {"eth0"}
@@ -129,7 +130,7 @@ def test_missing_times_fall_back_to_now_and_zero_start() -> None:
     summary = sample_summary()
     node = summary["node"]
     del node["cpu"]["time"], node["startTime"]
-    (point,) = by_name(find(read(summary).batch, k8s__node__name=NODE))["k8s.node.cpu.time"].points
+    (point,) = by_name(find(read(summary).batch, k8s__node__name=NODE, host__name=NODE))["k8s.node.cpu.time"].points
     assert (point.time_unix_nano, point.start_time_unix_nano) == (NOW_NS, 0)
 
 
@@ -182,7 +183,7 @@ def test_only_enabled_metrics_and_groups_are_read() -> None:
 def test_big_integers_keep_every_digit() -> None:
     summary = sample_summary()
     summary["node"]["memory"]["usageBytes"] = 2**60 + 1
-    node = find(read(summary).batch, k8s__node__name=NODE)
+    node = find(read(summary).batch, k8s__node__name=NODE, host__name=NODE)
     assert value(node, "k8s.node.memory.usage") == 2**60 + 1
 
 
@@ -192,6 +193,7 @@ def test_a_summary_without_a_node_name_is_a_gap_and_its_series_lack_the_label() 
     reading = read(summary)
     assert reading.gaps[(Group.NODE, Gap.NO_NODE_NAME)] == 1
     assert all("k8s.node.name" not in rm.resource for rm in reading.batch)
+    assert all("host.name" not in rm.resource for rm in reading.batch)
 
 
 def test_a_pod_without_a_uid_is_a_gap_told_apart_by_namespace_and_name() -> None:
@@ -238,7 +240,7 @@ def test_page_fault_counts_that_do_not_add_up_give_only_what_is_certain(
 ) -> None:
     summary = sample_summary()
     summary["node"]["memory"] = memory
-    node = find(read(summary).batch, k8s__node__name=NODE)
+    node = find(read(summary).batch, k8s__node__name=NODE, host__name=NODE)
     points = by_name(node).get("k8s.node.memory.paging.faults")
     got = (
         {p.attributes["system.paging.fault.type"]: p.value for p in points.points} if points else {}
