@@ -90,8 +90,9 @@ def _placeholders(n: int, tag: str) -> dict[str, str]:
         "{r}": _digits(c, _BASE62, 16),
         "{G}": "-".join(group[i : i + 4] for i in range(0, 16, 4)),
         "{hc}": ":".join(f"{b:02x}" for b in md5.digest()),
-        "{k6}": _digits(c + "k6", _BASE62[:36], 6),
-        "{k16}": _digits(c + "k16", _BASE62[:36], 16),
+        "{D}": ".".join(_digits(c + f"D{i}", _BASE62[:36], 4).lower() for i in range(4)),
+        "{k6}": _digits(c + "k6", _BASE62[:36], 6).lower(),
+        "{k16}": _digits(c + "k16", _BASE62[:36], 16).lower(),
         "{AGE}": _digits(c + "age", _BECH32, 58),
         "{w}": " ".join([*words, f"canary{letters}"]),
     }

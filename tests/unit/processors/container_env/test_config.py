@@ -55,17 +55,38 @@ def test_bad_values(options: dict[str, object], message: str) -> None:
         config(**options)
 
 
-def test_include_everything_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("section", ["env", "annotations"])
+@pytest.mark.parametrize("pattern", ["*", "**", "?*", "*_*", "*.*", "[A-Z]*", "*/*"])
+def test_a_bare_wildcard_over_env_or_annotations_is_refused(section: str, pattern: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        config(**{section: {"include": ["TEAM", pattern]}})
+    assert refused.value.errors()[0]["loc"] == (section,)
+    assert refused.value.errors()[0]["msg"] == (
+        f'Value error, include "{pattern}" matches every {section} key, and no rule can tell '
+        "a password from a run ID by its value: write a glob with a literal part (TEAM_*, "
+        '*_RUN_ID, example.com/*) or name the keys (README, "Choosing keys")'
+    )
+
+
+@pytest.mark.parametrize("pattern", ["TEAM_*", "*_RUN_ID", "example.com/*", "a*", "*x*", "?1"])
+def test_a_glob_with_a_literal_part_is_accepted(pattern: str) -> None:
+    cfg = config(env={"include": [pattern]}, annotations={"include": [pattern]})
+    assert cfg.env.include == cfg.annotations.include == [pattern]
+
+
+def test_include_everything_over_labels_is_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
-    config(env={"include": ["TEAM", "*"]}, annotations={"include": ["**"]}, labels=EVERY_TEAM)
+    config(labels={"include": ["team", "*"]}, pod_labels={"include": ["**"]}, env=EVERY_TEAM)
     warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
     assert len(warnings) == 2
     assert warnings[0].startswith(
-        'container_env: env.include ["*"] hands env keys to rules: a key the include list '
-        "does not name is exported only when its value is plainly safe"
+        'container_env: labels.include ["*"] hands labels keys to rules: a key the include '
+        "list does not name is exported only when its value is plainly safe"
     )
     assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in warnings[0]
-    assert warnings[1].startswith('container_env: annotations.include ["*"]')
+    assert warnings[1].startswith('container_env: pod_labels.include ["*"]')
 
 
 def test_named_keys_and_narrow_globs_are_not_warned_about(
