@@ -30,6 +30,9 @@ they are written in ASCII keys. Three kinds (documented in the README):
   doubles collapsed, contain `pswd`, `pswrd` or `pswrt` (`PASWORD`, `PASSWROD`, `PSWD`), or
   are exactly `scrt` (`SECERT`, `SCRET`).
 
+Spec-carrying annotations (`SPEC_KEYS`) hold a whole object, env values included, whatever
+their values look like: they are refused by name too.
+
 Separately, keys that are not plain printable ASCII are unsafe: no runtime or Kubernetes
 needs them, and they are how a key hides from the rules above (a Cyrillic `\u041e` in
 `PASSW\u041eRD`, a zero-width space in `TO\u200bKEN`). They are refused whatever the markers say.
@@ -193,7 +196,12 @@ _CONFUSABLES = str.maketrans(
     }
 )
 # Letters without a decomposition to a base letter and an accent.
-_UNACCENTED = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "æ": "ae", "œ": "oe", "ı": "i"})
+_UNACCENTED = str.maketrans(
+    {
+        **{"ł": "l", "ø": "o", "đ": "d", "æ": "ae", "œ": "oe", "ı": "i"},
+        **{"Ł": "L", "Ø": "O", "Đ": "D", "Æ": "AE", "Œ": "OE"},
+    }
+)
 _WORD_SPLIT = re.compile(r"[\W_]+")
 _HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _VOWELS = re.compile(r"[aeiou]+")
@@ -205,14 +213,45 @@ def normalise(key: str) -> str:
     Latin, camelCase humps marked with `_`, casefolded, accents removed."""
     text = key
     if not text.isascii():  # ASCII is already its own NFKC form, with nothing to remove
-        text = unicodedata.normalize("NFKC", text)
-        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
-        text = text.translate(_CONFUSABLES)
-        text = _HUMP.sub("_", text).casefold()
-        text = unicodedata.normalize("NFKD", text)
-        text = "".join(ch for ch in text if not unicodedata.combining(ch))
-        return unicodedata.normalize("NFC", text).translate(_UNACCENTED)
+        text = unicodedata.normalize("NFKD", text)  # compatibility forms, accents apart
+        text = "".join(
+            ch for ch in text if not unicodedata.combining(ch) and unicodedata.category(ch) != "Cf"
+        )
+        text = unicodedata.normalize("NFC", text).translate(_UNACCENTED).translate(_CONFUSABLES)
     return _HUMP.sub("_", text).casefold()
+
+
+# Annotations whose value is a whole object: kubectl's copy of the applied manifest (env
+# values included), kapp's copy of the original, and the command line that made the change
+# (`kubectl create secret ... --from-literal=password=...` lands there).
+SPEC_KEYS = frozenset(
+    {
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "kapp.k14s.io/original",
+        "kubernetes.io/change-cause",
+    }
+)
+SECRET_KEY = "secret_key"
+UNSAFE_KEY = "unsafe_key"
+SPEC_ANNOTATION = "spec_annotation"
+
+
+def is_spec_key(key: str) -> bool:
+    """Whether `key` is a spec-carrying annotation (any prefix before the last-applied name)."""
+    return key in SPEC_KEYS or key.endswith("last-applied-configuration")
+
+
+def key_refusal(key: str, *, allow_secret_like_keys: bool = False) -> str | None:
+    """Why `key` is refused by its name alone (`unsafe_key`, `spec_annotation`, `secret_key`,
+    the last unless `allow_secret_like_keys`), or None. `validate` tells the keys an include
+    list names; the container_env processor refuses them."""
+    if not is_safe_key(key):
+        return UNSAFE_KEY
+    if is_spec_key(key):
+        return SPEC_ANNOTATION
+    if not allow_secret_like_keys and looks_secret(key):
+        return SECRET_KEY
+    return None
 
 
 def is_safe_key(key: str) -> bool:
