@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from otelgpu.config.types import KeyFilter  # noqa: E402
-from otelgpu.processors.container_env.keys import KeySelector  # noqa: E402
-from tests.unit.processors.container_env.corpus import load  # noqa: E402
+from otelgpu.config.types import KeyFilter
+from otelgpu.processors.container_env.keys import KeySelector
+from tests.unit.processors.container_env.corpus import load
 
 
 def main() -> None:

@@ -158,10 +158,15 @@ def warn_secret_like_includes(
                 if allowed
                 else "it will not be exported unless allow_secret_like_keys is true"
             )
-            _warn(pos, (*path, "include", i), pattern, f"looks like the key of a secret; {consequence}")
+            _warn(
+                pos,
+                (*path, "include", i),
+                pattern,
+                f"looks like the key of a secret; {consequence}",
+            )
 
 
-def _warn(pos: Positions, path: tuple[object, ...], pattern: str, message: str) -> None:
+def _warn(pos: Positions, path: tuple[str | int, ...], pattern: str, message: str) -> None:
     mark = pos.value(path)
     _log.warning(
         '%s:%d:%d: %s: "%s" %s',

@@ -51,6 +51,7 @@ CHECK_MARGIN = 1024
 
 _GLOB_CHARACTERS = frozenset("*?[")
 
+
 class RefusedKey(str):
     """The name of a refused key, carrying the reason it was refused; never its value."""
 

@@ -119,6 +119,8 @@ _ASSIGNED = re.compile(
     rf"|(?<![{_NAME_CHARS}/@:])([{_NAME_CHARS}]+)(?={_CLOSE}:)"
 )
 _QUOTED_ASSIGNED = re.compile(r"\\?([\"'])([^\"'\\\n]{1,64})\\?\1[ \t]{0,8}[=:]")
+# A name of a few words given a value (`parola d'ordine: x`, `mot de passe = x`).
+_PHRASE_ASSIGNED = re.compile(r"((?:[^\W\d_]+['\u2019 ]){1,3}[^\W\d_]+)[ \t]{0,8}[:=]")
 _ELEMENT = re.compile(r"<([^\W\d][\w.:\-]{0,63})[\s>/]")
 _INDIRECT = re.compile(
     rf"(?<![{_NAME_CHARS}])(?:name|key)[\\\"']{{0,3}}[ \t]{{0,8}}[=:][ \t]{{0,8}}[\\\"']{{0,3}}"
@@ -151,8 +153,8 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
 # crypt(3) and LDAP password hashes (htpasswd, /etc/shadow, slapd): `$apr1$`, `$2y$`,
 # `$6$`, `$argon2id$`, `{SSHA}`, ...
 _PASSWORD_HASH = re.compile(
-    r"\$(?:1|2[abxy]?|5|6|7|y|gy|apr1|argon2(?:id|i|d)|scrypt|pbkdf2(?:-sha\d+)?)\$"
-    r"|\{(?:S?SHA(?:256|384|512)?|S?MD5|CRYPT|PBKDF2[\w-]*|ARGON2)\}",
+    r"(?:\$(?:1|2[abxy]?|5|6|7|y|gy|apr1|argon2(?:id|i|d)|scrypt|pbkdf2(?:-sha\d+)?)\$"
+    r"|\{(?:S?SHA(?:256|384|512)?|S?MD5|CRYPT|PBKDF2[\w-]*|ARGON2)\})[$./=,A-Za-z0-9+]{4}",
     re.IGNORECASE,
 )
 # A .pgpass line: host:port:database:user:password (not five bytes in colon-hex).
@@ -167,7 +169,8 @@ _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 _HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){8,}(?![0-9A-Fa-f])")
 _WRAPPED_BASE64 = re.compile(r"[A-Za-z0-9+/_\-]+(?:\s+[A-Za-z0-9+/_\-]+)+\s*={0,2}\s*")
 MIN_PRINTABLE = 0.9  # of decoded bytes, for them to be text worth checking
-# Decoding is bounded: at most this many layers deep (base64 of gzip of a pair is 2), this
+# Decoding is bounded: at most this many layers deep (base64 of a pair is 1, base64 of
+# base64 of it 2; decompressing gzip or zlib is part of the layer that exposed it), this
 # many readings of one value in all, and this many bytes out of one decompression.
 MAX_LAYERS = 4
 MAX_READINGS = 64
@@ -259,30 +262,34 @@ def _is_grouped_key(value: str) -> bool:
 def _readings(value: str) -> Iterator[str | bytes]:
     """`value`, then what it decodes to, layer after layer (at most `MAX_LAYERS` deep and
     `MAX_READINGS` in all): percent, HTML and `\\uXXXX` / `\\xXX` escapes, NFKC forms
-    (full-width `：`), and each base64 or hex run (or base64 wrapped over lines) as bytes,
-    inflated when gzip or zlib, and as text when mostly printable."""
+    (a full-width colon), and each base64 or hex run (or base64 wrapped over lines) as bytes,
+    inflated when gzip or zlib (in the same layer), and as text when mostly printable."""
     seen: set[str | bytes] = {value}
-    layer: list[str | bytes] = [value]
+    layer = [value]
     count = 0
-    for _ in range(MAX_LAYERS + 1):
-        following: list[str | bytes] = []
-        for reading in layer:
-            yield reading
+    for depth in range(MAX_LAYERS + 1):
+        following: list[str] = []
+        for text in layer:
+            yield text
             count += 1
-            if count >= MAX_READINGS:
-                return
-            decoded = _decoded(reading) if isinstance(reading, str) else _from_bytes(reading)
-            for nxt in decoded:
-                if nxt not in seen:
-                    seen.add(nxt)
-                    following.append(nxt)
+            if count >= MAX_READINGS or depth == MAX_LAYERS:
+                continue
+            for reading in _decoded(text):
+                if reading in seen:
+                    continue
+                seen.add(reading)
+                if isinstance(reading, bytes):
+                    yield reading
+                else:
+                    following.append(reading)
         layer = following
         if not layer:
             return
 
 
 def _decoded(text: str) -> Iterator[str | bytes]:
-    """What `text` says one layer down: its escapes decoded, its encoded runs as bytes."""
+    """What `text` says one layer down: its escapes decoded, its encoded runs as bytes (and
+    their text)."""
     if "%" in text:
         yield unquote(text)
     if "&" in text:
@@ -293,22 +300,18 @@ def _decoded(text: str) -> Iterator[str | bytes]:
         yield _ESCAPE.sub(_unescape, text)
     if not text.isascii():
         yield unicodedata.normalize("NFKC", text)
-    for run in _BASE64_RUN.findall(text):
-        if (raw := _base64_bytes(run)) is not None:
-            yield raw
-    for run in _HEX_RUN.findall(text):
-        yield bytes.fromhex(run)
-    for wrapped in _WRAPPED_BASE64.findall(text):
-        if (raw := _base64_bytes("".join(wrapped.split()))) is not None:
-            yield raw
-
-
-def _from_bytes(raw: bytes) -> Iterator[str | bytes]:
-    """Decoded bytes one layer down: inflated when gzip or zlib, or their text."""
-    if (inflated := _inflated(raw)) is not None:
-        yield inflated
-    elif (text := _printable(raw)) is not None:
-        yield text
+    raws = [_base64_bytes(run) for run in _BASE64_RUN.findall(text)]
+    raws += [bytes.fromhex(run) for run in _HEX_RUN.findall(text)]
+    raws += [_base64_bytes("".join(w.split())) for w in _WRAPPED_BASE64.findall(text)]
+    for raw in raws:
+        if raw is None:
+            continue
+        yield raw
+        if (inflated := _inflated(raw)) is not None:
+            yield inflated
+            raw = inflated
+        if (decoded := _printable(raw)) is not None:
+            yield decoded
 
 
 def _inflated(raw: bytes) -> bytes | None:
@@ -384,6 +387,7 @@ def _credential_pair(text: str) -> bool:
         *(name for _, name in _QUOTED_ASSIGNED.findall(text)),
         *_ELEMENT.findall(text),
         *_INDIRECT.findall(text),
+        *_PHRASE_ASSIGNED.findall(text),
     ]
     if any(looks_secret(name) for name in names):
         return True
@@ -415,6 +419,8 @@ def _base64_bytes(run: str) -> bytes | None:
     """The bytes `run` encodes in base64 (standard or URL-safe, padding optional), or None
     when it is not base64."""
     body = run.rstrip("=")
+    if len(body) % 4 == 1:  # cut short (the checked span ends inside it): drop the stray
+        body = body[:-1]
     padded = body + "=" * (-len(body) % 4)
     try:
         raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)

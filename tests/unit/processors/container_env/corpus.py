@@ -42,7 +42,9 @@ class Source:
     def secrets(self) -> dict[str, str]:
         """The planted keys that hold a secret (neither business nor ordinary)."""
         return {
-            k: v for k, v in self.values.items() if k not in self.business and k not in self.ordinary
+            k: v
+            for k, v in self.values.items()
+            if k not in self.business and k not in self.ordinary
         }
 
 
