@@ -110,12 +110,13 @@ _URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/?#@\s]{0,512}@")
 _URL_QUERY = re.compile(r"[?&;]([^=&;#\s]{1,64})=")
 
 # A name given a value: the name is a whole run of name characters (nothing before it is
-# consumed, so every pair of a list is seen), then closing quotes or brackets, then `=`, or
+# consumed, so every pair of a list is seen), then closing quotes or brackets, then `=` with
+# something after it (not base64's `=` padding), or
 # `:` unless a path or an address leads to it (`ghcr.io/org/auth:1.0` is an image and tag).
 _NAME_CHARS = r"\w.\-"  # letters of every script: `пароль: ...` is a pair
 _CLOSE = r"[\\\"'`\]>)]{0,4}[ \t]{0,8}"
 _ASSIGNED = re.compile(
-    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]+)(?={_CLOSE}=)"
+    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]+)(?={_CLOSE}=(?!=|$))"
     rf"|(?<![{_NAME_CHARS}/@:])([{_NAME_CHARS}]+)(?={_CLOSE}:)"
 )
 _QUOTED_ASSIGNED = re.compile(r"\\?([\"'])([^\"'\\\n]{1,64})\\?\1[ \t]{0,8}[=:]")
@@ -169,6 +170,7 @@ _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
 _HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){8,}(?![0-9A-Fa-f])")
 _WRAPPED_BASE64 = re.compile(r"[A-Za-z0-9+/_\-]+(?:\s+[A-Za-z0-9+/_\-]+)+\s*={0,2}\s*")
 MIN_PRINTABLE = 0.9  # of decoded bytes, for them to be text worth checking
+MIN_DER_LENGTH = 32  # bytes: an Ed25519 key in PKCS#8 is 48, a SHA-1 digest 20
 # Decoding is bounded: at most this many layers deep (base64 of a pair is 1, base64 of
 # base64 of it 2; decompressing gzip or zlib is part of the layer that exposed it), this
 # many readings of one value in all, and this many bytes out of one decompression.
@@ -329,22 +331,33 @@ def _inflated(raw: bytes) -> bytes | None:
 
 
 def _printable(raw: bytes) -> str | None:
+    """The text of `raw` when at least 90 % of it is printable (a byte that is not UTF-8
+    counts against it), else None."""
     text = raw.decode("utf-8", errors="replace")
-    printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text)
+    printable = sum((ch.isprintable() and ch != "\ufffd") or ch in "\n\r\t" for ch in text)
     return text if text and printable >= MIN_PRINTABLE * len(text) else None
 
 
 def _binary_shape(raw: bytes) -> str | None:
     """`pem` for key material without its PEM header: an OpenSSH key body, or DER (a
-    SEQUENCE whose first element is a version INTEGER or a SEQUENCE: PKCS#1, PKCS#8, SEC1
-    keys and X.509 certificates)."""
+    SEQUENCE that claims at least the bytes it has, whose first element is a small version
+    INTEGER, as in PKCS#1, PKCS#8 and SEC1 keys, or a long SEQUENCE, as in an X.509
+    certificate). Random bytes (a hex ID, a digest) are not: 32 bytes at least, and the
+    chance of this header in them is under one in a million."""
     if raw.startswith(_OPENSSH_MAGIC):
         return PEM
-    if len(raw) >= 8 and raw[0] == 0x30:
-        length_bytes = raw[1] & 0x7F if raw[1] & 0x80 else 0
-        if length_bytes <= 3 and raw[2 + length_bytes] in (0x02, 0x30):
-            return PEM
-    return None
+    if len(raw) < MIN_DER_LENGTH or raw[0] != 0x30:
+        return None
+    length_bytes = raw[1] & 0x7F if raw[1] & 0x80 else 0
+    if length_bytes > 3:
+        return None
+    declared = int.from_bytes(raw[2 : 2 + length_bytes]) if length_bytes else raw[1]
+    body = raw[2 + length_bytes :]
+    if declared < len(body) - 2:
+        return None
+    version = body[:2] == b"\x02\x01" and body[2] <= 3
+    certificate = body[0] == 0x30 and body[1] in (0x81, 0x82, 0x83)
+    return PEM if version or certificate else None
 
 
 def _unescape(match: re.Match[str]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import re
 import zlib
 from collections.abc import Callable
@@ -168,3 +169,12 @@ def test_each_published_token_format_is_refused(name: str) -> None:
 )
 def test_ordinary_values_that_resemble_credentials_pass(value: str) -> None:
     assert credential_kind(value) is None
+
+
+def test_digests_and_ids_are_never_read_as_key_material() -> None:
+    """Hex and base64 of random bytes decode to no text and, but for about one in ten
+    million, to no DER header: seeded, so the count is exact."""
+    digests = [hashlib.sha256(str(i).encode()).digest() for i in range(3000)]
+    values = [d.hex() for d in digests] + [base64.b64encode(d).decode() for d in digests]
+    values += [hashlib.sha1(str(i).encode()).hexdigest() for i in range(3000)]
+    assert [v for v in values if credential_kind(v) not in (None, "high_entropy")] == []
