@@ -6,40 +6,47 @@ kept; a value that looks like a credential is refused whatever its key, whatever
 list and `allow_secret_like_keys` say. The reason is counted; the value is never logged.
 
 `credential_kind` reasons, in the order they are checked:
-- `credential_url`: a URL with a password in its user info (`scheme://user:pass@host`,
-  `redis://:pass@host`), a user name that is a secret-like word or 16 characters or more
-  (a Sentry DSN's key, `x-access-token@`), or a secret-like query parameter (`?password=`,
-  `&sig=`, `?token=`).
-- `credential_pair`: a secret-like name given a value anywhere in the text, whatever comes
-  before it: `name=value` and `name: value` (every pair of a list, JSON and YAML keys, quoted,
-  escaped or not), an XML element `<password>`, a name/value indirection
-  (`name: DB_PASSWORD`), or `password`, `passphrase`, `secret`, `token` or `api_key`
-  followed by a space and a word that is not all lowercase letters (`.netrc`'s
-  `password X`).
-- `pem`: a PEM block (`-----BEGIN ...-----`), also base64-encoded (as Kubernetes stores them).
+- `credential_url`: a URL with any user info (`scheme://user:pass@host`, `redis://:pass@`,
+  `https://KEY@host/1` as in a Sentry DSN, `amqp://guest@host`), or a secret-like query
+  parameter (`?password=`, `&sig=`, `?token=`).
+- `credential_pair`: a secret-like name (the key rules, in every language and script they
+  know) given a value anywhere in the text, whatever comes before it: `name=value` and
+  `name: value` (every pair of a list; env files, properties, INI, TOML, HCL, query and
+  connection strings, `-Dname=value`; JSON and YAML keys, quoted, escaped or not), a name of
+  a few words (`parola d'ordine: X`), an XML element `<password>`, a name/value indirection
+  (`name: DB_PASSWORD`), a `.pgpass` line (`host:5432:db:user:X`), or `password`,
+  `passphrase`, `secret`, `token` or `api_key` followed by a space and a word that is not
+  all lowercase letters (`.netrc`'s `password X`).
+- `pem`: key material: a PEM block (`-----BEGIN ...-----`), also base64-encoded (as
+  Kubernetes stores them), an OpenSSH key body without its header, a PuTTY key file, or
+  DER key or certificate bytes (`_binary_shape`) found by decoding.
 - `jwt`: a JSON Web Token (`eyJ...`.`...`.`...`), alone or after `Bearer `.
-- `known_token`: the published shapes of common API tokens (GitHub, GitLab, Slack, AWS access
-  key IDs, Hugging Face, Google API keys, `sk-` keys).
+- `known_token`: a published token format (`tokens.TOKEN_FORMATS`, each with its source).
+- `password_hash`: a crypt(3) or LDAP password hash with its body (htpasswd and shadow lines:
+  `$apr1$...`, `$2y$...`, `$6$...`, `{SSHA}...`).
 - `credential_flag`: a command-line option with a secret-like name (`--token X`,
-  `--db-password=X`), a password glued to `-p` or given to it (`mysql -pX`, `sshpass -p X`;
-  not a path or a number), or `-u user:password`.
+  `--db-password=X`, `--requirepass X`), a password glued to `-p` or given to it (`mysql
+  -pX`, `sshpass -p X`; not a path or a number), or `-u user:password`.
 - `credential_header`: an HTTP authorization value: `Bearer`, `Negotiate` or `NTLM` and a
   credential of 6 characters or more, `Basic` and base64 of `user:password`, `Digest` and
   its parameters.
 - `embedded_document`: a JSON object or array (or the start of one: `{"name": ...`), or a
   Kubernetes manifest (`apiVersion:` and `kind:`): such values are whole specs (and carry
   env values), never a business label.
-The shapes above are also looked for in the text with its percent, HTML (`&quot;`) and
-`\\uXXXX` / `\\xXX` escapes decoded, and in every base64 run of 16 characters or more
-decoded (a pair or a PEM block encoded once).
+The shapes above are also looked for in what the text decodes to, layer after layer
+(`_readings`: at most `MAX_LAYERS` encoding steps): percent, HTML (`&quot;`) and `\\uXXXX` /
+`\\xXX` escapes, full-width forms, every base64 or base64url run of 16 characters or more,
+every hex run of 16 digits or more, base64 wrapped over lines, and gzip or zlib inside any of
+them (base64 of gzip of a pair, hex of a URL with a password).
 - `high_entropy`: a run of at least 20 characters without spaces or punctuation (`/`, `+`,
   `-`, `_` belong to base64 and stay in the run) that mixes upper case, lower case and digits,
+  holds an alphanumeric stretch of 12 characters or more, is not a digest (`sha512-...`),
   whose Shannon entropy is at least 0.85 x log2(min(length, 64)) bits per character, and less
-  than 60 % of which is word-like (`[A-Z]?[a-z]{3,}`). Random tokens and keys pass all three;
-  hex IDs (MLflow run IDs, digests, container IDs) and UUIDs are never mixed case, and
-  camelCase names, model names and paths are mostly words. A heuristic: measured on random
-  alphanumeric and base64 tokens of 20-40 characters it catches 95-97 % (the shapes above
-  catch the common tokens whatever their entropy).
+  than 60 % of which is word-like (`[A-Z]?[a-z]{3,}`). Random tokens and keys pass all of
+  these; hex IDs (MLflow run IDs, digests, container IDs) and UUIDs are never mixed case, and
+  camelCase names, model names, branch names and paths are mostly words or short stretches.
+  A heuristic: measured on random alphanumeric and base64 tokens of 20-40 characters it
+  catches 95-97 % (the shapes above catch the common tokens whatever their entropy).
 
 `plain_refusal` is the stricter rule for a value whose key only a glob matched (the key was
 not named in the include list): such a value is exported only when it is plainly safe, and
@@ -50,6 +57,11 @@ is otherwise refused for the first of these reasons:
   documents, no URL user info, no encodings);
 - `glob_command_line`: an option (`-x`, `--name`) at the start or after a space;
 - `glob_secret_word`: a word the key rules refuse (`password`, `token`, `auth`, ...);
+- `glob_pair`: two parts and one `:` or `/` (`user:password`, `user/password`), the second
+  not a number or a version (`db:5432`, `python:3.11` pass);
+- `glob_grouped_key`: three or more groups of one length joined by one of `-._:`, three of
+  them different, a digit among them, 12 characters or more (licence-style and dotted keys,
+  colon-hex key material);
 - `glob_random_value`: an alphanumeric stretch of 12 characters or more that mixes two of
   upper case, lower case and digits, has at least 0.75 x log2(min(length, alphabet)) bits per
   character (the alphabet is 16 for hex, else the letters and digits it uses), and is less
