@@ -3,10 +3,10 @@
 They live with the configuration because two readers share them: `validate` warns about an
 include pattern that names a secret, and the container_env processor refuses such keys.
 
-A key is compared after Unicode normalisation: NFKC (full-width letters such as `\uff34`
-become `T`), invisible format characters removed (zero-width space and joiners, soft
-hyphen), the common Cyrillic and Greek look-alikes of Latin letters mapped to those letters,
-accents removed (`contraseña` → `contrasena`, `hasło` → `haslo`), then casefolded. The
+A key is compared after Unicode normalisation: NFKD (full-width letters such as `\uff34`
+become `T`) with accents and invisible format characters removed (zero-width space and
+joiners, soft hyphen; `contraseña` → `contrasena`, `hasło` → `haslo`), the common Cyrillic
+and Greek look-alikes of Latin letters mapped to those letters, then casefolded. The
 result is split into words at every character that is not a letter or digit (`_`, `-`,
 `.`, `/`, ...) and at camelCase humps (`dbPassword` → `db`, `password`). Letters of every
 script are letters: a value's `пароль: ...` or `密码: ...` names a secret as `password:` does.
@@ -20,15 +20,14 @@ they are written in ASCII keys. Three kinds (documented in the README):
   not occur inside ordinary words (`TOKEN`, `SECRET`, `PASSW`ord, `PASSPHRASE`, ...), and
   compounds that only mean something across a separator (`CONNECTION_STRING`, `API_KEY`).
 - WORDS match only a whole word, optionally plural: short markers that hide inside ordinary
-  words (`KEY` in `MONKEY`, `AUTH` in `AUTHOR`, `PASS` in `PASSENGER`, `SALT` in `SALTSTACK`,
-  `CERT` in `CONCERT`, `CONN` in `CONNECTOR`, `CRED` in `CREDIT`, `PRIV` in `PRIVILEGED`,
-  `TOK` in `TOKYO`, `PAT` in `PATH`).
-- GLUED: a word (or that word plus `s`) that ends in `pass`, `passe`, `pw` or `auth` (`DB_PASS`,
-  `DBPASS`, `MAILPW`, `OAUTH`, `MASTERAUTH`, `REQUIREPASS`, `MOT_DE_PASSE`), unless it holds an
-  ordinary word that ends so (`COMPASS`, `BYPASS`, ...), and
-  the misspellings of password and secret: a word whose consonants, vowels dropped and
-  doubles collapsed, contain `pswd`, `pswrd` or `pswrt` (`PASWORD`, `PASSWROD`, `PSWD`), or
-  are exactly `scrt` (`SECERT`, `SCRET`).
+  words (`KEY` in `MONKEY`, `SALT` in `SALTSTACK`, `CERT` in `CONCERT`, `CONN` in
+  `CONNECTOR`, `CRED` in `CREDIT`, `PRIV` in `PRIVILEGED`, `TOK` in `TOKYO`, `PAT` in `PATH`).
+- GLUED: a word (or that word plus `s`) that ends in `pass`, `passe`, `pw` or `auth`
+  (`DB_PASS`, `DBPASS`, `MAILPW`, `OAUTH`, `MASTERAUTH`, `REQUIREPASS`, `MOT_DE_PASSE`;
+  `PASSENGER` and `AUTHOR` do not end so), unless it holds an ordinary word that ends so
+  (`COMPASS`, `BYPASS`, ...); and the misspellings of password and secret: a word whose
+  consonants, vowels dropped and doubles collapsed, contain `pswd`, `pswrd` or `pswrt`
+  (`PASWORD`, `PASSWROD`, `PSWD`), or are exactly `scrt` (`SECERT`, `SCRET`).
 
 Spec-carrying annotations (`SPEC_KEYS`) hold a whole object, env values included, whatever
 their values look like: they are refused by name too.

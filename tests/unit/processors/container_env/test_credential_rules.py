@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pytest
 
 from otelgpu.processors.container_env.tokens import KNOWN_TOKEN_PATTERN, TOKEN_FORMATS
-from otelgpu.processors.container_env.values import MAX_LAYERS, credential_kind
+from otelgpu.processors.container_env.values import MAX_LAYERS, credential_kind, plain_refusal
 
 PAIR = "password=hunter2"
 
@@ -178,3 +178,65 @@ def test_digests_and_ids_are_never_read_as_key_material() -> None:
     values = [d.hex() for d in digests] + [base64.b64encode(d).decode() for d in digests]
     values += [hashlib.sha1(str(i).encode()).hexdigest() for i in range(3000)]
     assert [v for v in values if credential_kind(v) not in (None, "high_entropy")] == []
+
+
+def _der(first: bytes, size: int, declared: int | None = None, long_form: int = 0) -> str:
+    """Base64 of `size` bytes of DER: a SEQUENCE header (short form, or `long_form` length
+    bytes) claiming `declared` bytes (by default all that follow), then `first`, then filler."""
+    header_size = 2 + long_form
+    body = first + b"\x05" * (size - header_size - len(first))
+    claim = len(body) if declared is None else declared
+    length = bytes([0x80 | long_form]) + claim.to_bytes(long_form) if long_form else bytes([claim])
+    return base64.b64encode(b"\x30" + length + body).decode()
+
+
+VERSION = b"\x02\x01\x00"  # INTEGER 0: a PKCS#1 or PKCS#8 key's version
+
+
+@pytest.mark.parametrize(
+    ("value", "is_key"),
+    [
+        (_der(VERSION, 32), True),  # the shortest DER read as a key
+        (_der(VERSION, 31), False),
+        (_der(VERSION, 48, long_form=1), True),
+        (_der(VERSION, 300, long_form=2), True),
+        (_der(VERSION, 300, long_form=3), True),
+        (_der(VERSION, 48, declared=48 - 2 - 2), True),  # claims all it has but 2 bytes
+        (_der(VERSION, 48, declared=48 - 2 - 3), False),
+        (_der(b"\x02\x01\x03", 48), True),
+        (_der(b"\x02\x01\x04", 48), False),  # no key has version 4
+        (_der(b"\x02\x02\x00", 48), False),
+        (_der(b"\x05\x00\x00", 48), False),  # NULL, small after it: not a version
+        (_der(b"\x30\x82\x01\x00", 300, long_form=2), True),  # a certificate's TBS
+        (_der(b"\x30\x81\x80", 200, long_form=1), True),
+        (_der(b"\x30\x83\x00", 200, long_form=1), True),
+        (_der(b"\x30\x05\x00", 48), False),  # a short nested SEQUENCE
+        (_der(b"\x31\x82\x01\x00", 300, long_form=2), False),  # a SET
+    ],
+)
+def test_der_key_material_is_told_by_its_header(value: str, is_key: bool) -> None:
+    assert (credential_kind(value) == "pem") == is_key, value
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ("a1b-c2d-e3f-g4h", True),  # 12 characters in four groups of three
+        ("a1b-c2d-e3f", False),  # 9
+        ("a1-b2-c3-d4-e5-f6", True),
+        ("ab12-ab12-cd34", False),  # two different groups
+        ("abcd-efgh-ijkl-mnop", False),  # no digit
+        ("a1b2:c3d4:e5f6", True),
+        ("a1b2.c3d4_e5f6", False),  # two separators
+    ],
+)
+def test_grouped_keys_under_a_glob(value: str, refused: bool) -> None:
+    assert (plain_refusal(value) == "glob_grouped_key") == refused, value
+
+
+def test_a_pgpass_line_is_a_pair_and_colon_hex_is_not() -> None:
+    assert credential_kind("db:5432:app:app:hunter2") == "credential_pair"
+    assert credential_kind("db:*:app:app:hunter2") == "credential_pair"
+    assert credential_kind("db:5432:app:hunter2") is None  # four fields
+    assert credential_kind("db:port:app:app:hunter2") is None
+    assert credential_kind("0c:29:3f:8a:d9") is None
