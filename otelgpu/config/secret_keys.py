@@ -197,8 +197,8 @@ _CONFUSABLES = str.maketrans(
 # Letters without a decomposition to a base letter and an accent.
 _UNACCENTED = str.maketrans(
     {
-        **{"ł": "l", "ø": "o", "đ": "d", "æ": "ae", "œ": "oe", "\u0131": "i"},  # dotless i
-        **{"Ł": "L", "Ø": "O", "Đ": "D", "Æ": "AE", "Œ": "OE"},
+        **{"ł": "l", "ø": "o", "đ": "d", "œ": "oe", "\u0131": "i"},  # dotless i
+        **{"Ł": "L", "Ø": "O", "Đ": "D", "Œ": "OE"},
     }
 )
 _WORD_SPLIT = re.compile(r"[\W_]+")
