@@ -181,6 +181,19 @@ GLUED_EXCEPTIONS: frozenset[str] = frozenset(
         "encompass",
         "impasse",
         "flypass",
+        # filters and passes of signal processing, encoders and renderers
+        "lowpass",
+        "highpass",
+        "bandpass",
+        "allpass",
+        "onepass",
+        "twopass",
+        "multipass",
+        "singlepass",
+        "firstpass",
+        "secondpass",
+        "renderpass",
+        "subpass",
     }
 )
 _GLUED_ENDINGS = ("pass", "passe", "pw", "auth")
