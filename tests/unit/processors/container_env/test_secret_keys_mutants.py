@@ -53,3 +53,10 @@ def test_key_refusal_refuses_secret_like_keys_unless_allowed() -> None:
     assert key_refusal("kapp.k14s.io/original", allow_secret_like_keys=True) == "spec_annotation"
     assert key_refusal("TE\u0410M", allow_secret_like_keys=True) == "unsafe_key"
     assert key_refusal("TEAM") is None
+
+
+@pytest.mark.parametrize("key", ["sshKey", "sslCert", "dbConn", "gitPat", "s3Sig", "caf\u00e9Key"])
+def test_camel_case_humps_split_words(key: str) -> None:
+    # `key`, `cert`, `conn`, `pat` and `sig` match whole words only: without the split at the
+    # hump, `sshkey` would be one ordinary word.
+    assert looks_secret(key)
