@@ -153,7 +153,8 @@ def warn_include_everything(
 def warn_secret_like_includes(
     components: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
 ) -> None:
-    """Warns, with the position, about each include pattern that looks like a secret's key."""
+    """Warns, with the position, about each include pattern that looks like a secret's key,
+    and each key an include list names that will be refused by its name, and why."""
     filters = [
         (path, f, getattr(model, "allow_secret_like_keys", False))
         for kind, cid, model in components
@@ -163,27 +164,51 @@ def warn_secret_like_includes(
     if not filters:
         return
     # Imported only when an include list exists (the rules container_env refuses keys by).
-    from otelgpu.config.secret_keys import looks_secret
+    from otelgpu.config.secret_keys import (
+        SPEC_ANNOTATION,
+        UNSAFE_KEY,
+        key_refusal,
+        looks_secret,
+    )
 
+    never = {
+        UNSAFE_KEY: "it is not plain printable ASCII (a look-alike or invisible character)",
+        SPEC_ANNOTATION: "it carries a whole object spec, env values included",
+    }
     for path, key_filter, allowed in filters:
         for i, pattern in enumerate(key_filter.include):
+            named = not any(ch in pattern for ch in "*?[")
+            reason = key_refusal(pattern) if named else None
+            if reason in never:
+                consequence = f"will never be exported (reason {reason}): {never[reason]}"
+                _warn(pos, (*path, "include", i), pattern, consequence)
+                continue
             if not looks_secret(pattern):
                 continue
-            mark = pos.value((*path, "include", i))
             consequence = (
                 "it will be exported (allow_secret_like_keys: true)"
                 if allowed
                 else "it will not be exported unless allow_secret_like_keys is true"
             )
-            _log.warning(
-                '%s:%d:%d: %s: "%s" looks like the key of a secret; %s',
-                mark.file,
-                mark.line,
-                mark.column,
-                "::".join(map(str, (*path, "include", i))),
+            _warn(
+                pos,
+                (*path, "include", i),
                 pattern,
-                consequence,
+                f"looks like the key of a secret; {consequence}",
             )
+
+
+def _warn(pos: Positions, path: tuple[str | int, ...], pattern: str, message: str) -> None:
+    mark = pos.value(path)
+    _log.warning(
+        '%s:%d:%d: %s: "%s" %s',
+        mark.file,
+        mark.line,
+        mark.column,
+        "::".join(map(str, path)),
+        pattern,
+        message,
+    )
 
 
 def _overlap(a: str, b: str) -> bool:

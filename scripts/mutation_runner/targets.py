@@ -500,13 +500,19 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "values": (
         "otelgpu/processors/container_env/values.py",
-        [f"{CE}/test_values.py", f"{CE}/test_values_mutants.py"],
+        [
+            f"{CE}/test_values.py",
+            f"{CE}/test_values_mutants.py",
+            f"{CE}/test_credential_rules.py",
+            f"{CE}/test_glob_values.py",
+        ],
     ),
     "secret_values": (  # the same module, against the corpus and shape tests too
         "otelgpu/processors/container_env/values.py",
         [
             f"{CE}/test_values.py",
             f"{CE}/test_values_mutants.py",
+            f"{CE}/test_credential_rules.py",
             f"{CE}/test_value_shapes.py",
             f"{CE}/test_glob_values.py",
             f"{CE}/test_secret_corpus.py",

@@ -36,9 +36,11 @@ def secrets_pipeline(
     filters: dict[str, Any],
     max_attributes: int,
     otlp_http: bool = False,
+    debug_exporter: bool = False,
 ) -> dict[str, Any]:
     """Two Prometheus exporters (otel and dcgm naming) on `ports`, OTLP gRPC to `otlp` (and
-    OTLP/HTTP too with `otlp_http`), debug logs; `filters` are container_env's sections."""
+    OTLP/HTTP too with `otlp_http`, the debug exporter writing every point to the log with
+    `debug_exporter`), debug logs; `filters` are container_env's sections."""
     exporters: dict[str, Any] = {
         "prometheus": {"endpoint": f"127.0.0.1:{ports[0]}"},
         "prometheus/dcgm": {"endpoint": f"127.0.0.1:{ports[1]}", "naming": "dcgm"},
@@ -46,6 +48,8 @@ def secrets_pipeline(
     }
     if otlp_http:
         exporters["otlp_http"] = {"endpoint": otlp.http_endpoint}
+    if debug_exporter:
+        exporters["debug"] = {"verbosity": "detailed"}
     return {
         "receivers": {
             "nvml": {

@@ -5,14 +5,18 @@ pod labels and annotations each carry every entry of `tests/data/secret_corpus.y
 real CLI as a child process (nvml simulated, k8s_attributes on the test's pod-resources
 server), logging at debug; two Prometheus exporters (otel and dcgm naming) and the OTLP gRPC
 and HTTP exporters sending to a real rotel. Once the business keys arrive everywhere, no
-canary may appear in either `/metrics` body, in rotel's output or in the agent's log; run
-with `include: ["*"]` on every source, and with every planted key named exactly (but the
-values only the plain-value rule for glob-matched keys can refuse).
+canary may appear in either `/metrics` body, in rotel's output, in the debug exporter's
+detailed output or the rest of the agent's log, or in `print-config`; run under globs (`*` on
+container and pod labels, globs with a literal part on env and annotations) and with every
+planted key named exactly (but the values only the plain-value rule for glob-matched keys
+can refuse). Named, every ordinary business value of the corpus arrives whole.
 """
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,7 @@ pytestmark = pytest.mark.integration
 TAG = "36c0ffee"  # fixed: the same canaries every run
 
 GPU = "GPU-5150000-0000-4000-8000-000000000036"
-MODES = ["include everything", "every key named"]
+MODES = ["globs", "every key named"]
 
 
 def _config(
@@ -42,10 +46,12 @@ def _config(
     otlp: Rotel,
     ports: list[int],
 ) -> dict[str, Any]:
-    filters = {
-        source: {"include": ["*"] if mode == MODES[0] else planted.sources[source].named()}
-        for source in SOURCES
-    }
+    filters = {source: {"include": planted.sources[source].named()} for source in SOURCES}
+    if mode == "globs":
+        filters = {
+            source: {"include": ["*"] if "labels" in source else planted.sources[source].globs()}
+            for source in SOURCES
+        }
     return secrets_pipeline(
         gpu=GPU,
         containerd=containerd,
@@ -56,6 +62,7 @@ def _config(
         filters=filters,
         max_attributes=1024,
         otlp_http=True,
+        debug_exporter=True,
     )
 
 
@@ -109,6 +116,14 @@ async def test_no_planted_secret_leaves_the_agent(run: tuple[SecretsRun, str, Pl
     places = await agent_run.outputs(_enriched)
     await asyncio.to_thread(agent_run.agent.stop)  # flush: the log is complete after exit
     places["agent log"] = agent_run.agent.output
+    places["print-config"] = subprocess.run(
+        [sys.executable, "-m", "otelgpu", "print-config", "-c", str(agent_run.config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "container_env:" in places["print-config"]
     leaked = {where: planted.leaked(text) for where, text in places.items()}
     assert {where: found for where, found in leaked.items() if found} == {}
     assert "Traceback" not in places["agent log"]
@@ -116,6 +131,9 @@ async def test_no_planted_secret_leaves_the_agent(run: tuple[SecretsRun, str, Pl
     otel = places["otel /metrics"]
     for reason in ("secret_key", "credential_pair", "credential_flag", "credential_header"):
         assert f'reason="{reason}"' in otel, reason
-    assert ('reason="glob_random_value"' in otel) == (mode == MODES[0])
+    assert ('reason="glob_random_value"' in otel) == (mode == "globs")
     assert "not exporting env key 'SETTING_00'" in places["agent log"]  # by name, once
     assert places["agent log"].count("not exporting env key 'SETTING_00'") == 1
+    if mode == "every key named":  # every ordinary value arrives whole, through OTLP too
+        for key, value in planted.sources["env"].ordinary.items():
+            assert f"container.env.{key}: Str({value})" in places["rotel output"], key

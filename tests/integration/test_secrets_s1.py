@@ -1,4 +1,5 @@
-"""S1 end to end: with `include: ["*"]` on every section, no canary leaves the agent.
+"""S1 end to end: under the widest include lists the contract allows, no canary leaves the
+agent; a bare wildcard over env or annotations is refused by validate, run and reload.
 
 Real peers (PEERS.md): a private containerd holding the CRI records of one GPU pod, the real
 CLI as a child process (nvml simulated, k8s_attributes on the test's pod-resources server,
@@ -7,15 +8,17 @@ OTLP exporter sending to a real rotel. The pod's env, labels and annotations car
 canaries under secret-like keys, disguised keys, innocent keys with credential-shaped values,
 and a `last-applied-configuration` annotation carrying the pod's spec. Each canary value must
 appear 0 times in both /metrics bodies, in rotel's output and in the agent's log, while the
-business keys next to them do arrive (so the test would see a leak if there were one). The
-env's `MLFLOW_RUN_ID` is also named in its include list: a named key keeps its hex value,
-which a glob alone would refuse as random-looking.
+business keys next to them do arrive (so the test would see a leak if there were one). Container
+and pod labels include `*`; env and annotations, globs with a literal part that match every
+key planted there. The env's `MLFLOW_RUN_ID` is also named in its include list: a named key
+keeps its hex value, which a glob alone would refuse as random-looking.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
 import sys
 import uuid
@@ -26,6 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.integration.agent_process import AgentProcess
 from tests.integration.secrets_pipeline import SecretsRun, secrets_pipeline, secrets_run
 from tests.peers.cri_records import Pod
 from tests.peers.kubelet import FakeKubelet
@@ -121,8 +125,10 @@ VISIBLE = ["vision", "detector", "cc-42", "d41d8cd98f00b204e9800998ecf8427e", "a
 
 def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: list[int]) -> Any:
     everything = {"include": ["*"]}
-    # A hex run ID is random-looking: only a key named in the include list exports it.
-    env = {"include": ["MLFLOW_RUN_ID", "*"]}
+    # A hex run ID is random-looking: only a key named in the include list exports it. A
+    # bare `*` is refused over env and annotations: one glob per first letter of the keys.
+    env = {"include": ["MLFLOW_RUN_ID", *sorted({f"{key[0]}*" for key in ENV})]}
+    annotations = {"include": ["example.com/*", "kubectl.kubernetes.io/*"]}
     return secrets_pipeline(
         gpu=GPU,
         containerd=containerd,
@@ -134,7 +140,7 @@ def _config(containerd: Containerd, kubelet: FakeKubelet, otlp: Rotel, ports: li
             "env": env,
             "labels": everything,
             "pod_labels": everything,
-            "annotations": everything,
+            "annotations": annotations,
         },
         max_attributes=512,
     )
@@ -195,23 +201,72 @@ async def test_no_canary_leaves_the_agent_with_include_everything(run: SecretsRu
     assert "Traceback" not in places["agent log"]
 
 
-def test_validate_warns_about_include_everything(tmp_path: Path) -> None:
-    config = {
-        "receivers": {"nvml": {"backend": "simulated"}},
-        "processors": {"container_env": {"env": {"include": ["*"]}}},
-        "exporters": {"prometheus": {"endpoint": "127.0.0.1:0"}},
+def _star_config(env: list[str], labels: list[str]) -> dict[str, Any]:
+    return {
+        "receivers": {"nvml": {"backend": "simulated", "collection_interval": "200ms"}},
+        "processors": {
+            "container_env": {
+                "runtime": "docker",
+                "docker": {"socket": "/nonexistent/docker.sock"},
+                "env": {"include": env},
+                "labels": {"include": labels},
+            }
+        },
+        "exporters": {"debug": {"verbosity": "basic"}},
         "service": {
             "pipelines": {
                 "metrics": {
                     "receivers": ["nvml"],
                     "processors": ["container_env"],
-                    "exporters": ["prometheus"],
+                    "exporters": ["debug"],
                 }
             }
         },
     }
+
+
+REFUSED_STAR = (
+    'processors::container_env::env: include "*" matches every env key, and no rule can '
+    "tell a password from a run ID by its value: write a glob with a literal part (TEAM_*, "
+    '*_RUN_ID, example.com/*) or name the keys (README, "Choosing keys")'
+)
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_bare_wildcard_over_env_is_refused(tmp_path: Path, command: str) -> None:
     path = tmp_path / "star.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump(_star_config(["TEAM", "*"], [])))
+    result = subprocess.run(
+        [sys.executable, "-m", "otelgpu", command, "-c", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:" in result.stderr and REFUSED_STAR in result.stderr
+    assert "starting" not in result.stderr
+
+
+def test_a_bare_wildcard_on_reload_keeps_the_running_configuration(
+    tmp_path: Path, agents: list[AgentProcess]
+) -> None:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(_star_config(["TEAM"], [])))
+    agent = AgentProcess("run", "-c", str(path))
+    agents.append(agent)
+    agent.wait_for(r"batch: \d+ resources")
+    path.write_text(yaml.safe_dump(_star_config(["*"], [])))
+    agent.send(signal.SIGHUP)
+    first = agent.wait_for(r"reload rejected: .*include \"\*\" matches every env key")
+    agent.wait_for(r"keeping the running configuration", after=first)
+    agent.wait_for(r"batch: \d+ resources", after=first)  # the old pipelines still run
+    assert agent.stop() == 0
+
+
+def test_validate_warns_about_include_everything_over_labels(tmp_path: Path) -> None:
+    path = tmp_path / "star.yaml"
+    path.write_text(yaml.safe_dump(_star_config(["TEAM_*"], ["*"])))
     result = subprocess.run(
         [sys.executable, "-m", "otelgpu", "validate", "-c", str(path)],
         capture_output=True,
@@ -221,7 +276,7 @@ def test_validate_warns_about_include_everything(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert (
-        'processors::container_env::env::include::0: include ["*"] hands env keys to rules'
+        'processors::container_env::labels::include::0: include ["*"] hands labels keys to rules'
         in result.stderr
     )
     assert "exported only when its value is plainly safe" in result.stderr

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import logging
+import re
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from otelgpu.config.types import KeyFilter, PositiveDuration, StrictModel
 
@@ -13,7 +13,17 @@ DEFAULT_CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 DEFAULT_DOCKER_SOCKET = "/var/run/docker.sock"
 
 # The config loader's logger: `otelgpu validate` prints its warnings, `run` logs them.
-_log = logging.getLogger("otelgpu.config")
+
+
+# What a glob says literally: the pattern without `*`, `?` and `[...]` classes.
+_WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")
+
+
+def is_bare_wildcard(pattern: str) -> bool:
+    """Whether `pattern` is a glob with no literal letter or digit (`*`, `**`, `*_*`, `[A-Z]*`):
+    it matches keys by nothing they say."""
+    literal = _WILDCARDS.sub("", pattern)
+    return literal != pattern and not any(ch.isalnum() for ch in literal)
 
 
 def _absolute(value: str) -> str:
@@ -77,3 +87,18 @@ class ContainerEnvProcessorConfig(StrictModel):
     max_value_length: int = Field(default=256, gt=0)
     max_attributes: int = Field(default=32, gt=0)
     owners: bool = True
+
+    @field_validator("env", "annotations")
+    @classmethod
+    def _refuse_bare_wildcards(cls, value: KeyFilter, info: ValidationInfo) -> KeyFilter:
+        """Env and annotations carry passwords, tokens and connection strings next to run IDs,
+        and no rule can tell them apart by the value alone: only the operator's word for a
+        key, or a glob with a literal part, may include one (validate, run and reload)."""
+        bare = [p for p in value.include if is_bare_wildcard(p)]
+        if bare:
+            raise ValueError(
+                f'include "{bare[0]}" matches every {info.field_name} key, and no rule can tell '
+                f"a password from a run ID by its value: write a glob with a literal part "
+                f'(TEAM_*, *_RUN_ID, example.com/*) or name the keys (README, "Choosing keys")'
+            )
+        return value

@@ -18,11 +18,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from otelgpu.config.secret_keys import is_safe_key, looks_secret
+from otelgpu.config.secret_keys import (
+    SECRET_KEY,
+    SPEC_ANNOTATION,
+    SPEC_KEYS,
+    UNSAFE_KEY,
+    is_spec_key,
+    key_refusal,
+    looks_secret,
+)
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.values import credential_kind, plain_refusal
 
-__all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
+__all__ = [
+    "SECRET_KEY",
+    "SPEC_ANNOTATION",
+    "SPEC_KEYS",
+    "UNSAFE_KEY",
+    "KeySelector",
+    "RefusedKey",
+    "Selection",
+    "is_spec_key",
+    "looks_secret",
+    "refusal",
+]
 
 # Values are checked on their first `max_value_length + CHECK_MARGIN` characters: all of
 # what is exported, and enough beyond the cut to see the shape of a credential that starts
@@ -31,26 +50,6 @@ __all__ = ["KeySelector", "RefusedKey", "Selection", "looks_secret", "refusal"]
 CHECK_MARGIN = 1024
 
 _GLOB_CHARACTERS = frozenset("*?[")
-
-SECRET_KEY = "secret_key"
-UNSAFE_KEY = "unsafe_key"
-SPEC_ANNOTATION = "spec_annotation"
-
-# Annotations whose value is a whole object: kubectl's copy of the applied manifest (env
-# values included), kapp's copy of the original, and the command line that made the change
-# (`kubectl create secret ... --from-literal=password=...` lands there).
-SPEC_KEYS = frozenset(
-    {
-        "kubectl.kubernetes.io/last-applied-configuration",
-        "kapp.k14s.io/original",
-        "kubernetes.io/change-cause",
-    }
-)
-
-
-def is_spec_key(key: str) -> bool:
-    """Whether `key` is a spec-carrying annotation (any prefix before the last-applied name)."""
-    return key in SPEC_KEYS or key.endswith("last-applied-configuration")
 
 
 class RefusedKey(str):
@@ -69,12 +68,8 @@ def refusal(
 ) -> str | None:
     """Why an included `key` with `value` must not be exported, or None (module doc).
     `named`: an include entry names `key` exactly; False when only a glob matched it."""
-    if not is_safe_key(key):
-        return UNSAFE_KEY
-    if is_spec_key(key):
-        return SPEC_ANNOTATION
-    if not allow_secret_like_keys and looks_secret(key):
-        return SECRET_KEY
+    if (reason := key_refusal(key, allow_secret_like_keys=allow_secret_like_keys)) is not None:
+        return reason
     reason = credential_kind(value)
     if reason is None and not named:
         reason = plain_refusal(value)

@@ -6,40 +6,47 @@ kept; a value that looks like a credential is refused whatever its key, whatever
 list and `allow_secret_like_keys` say. The reason is counted; the value is never logged.
 
 `credential_kind` reasons, in the order they are checked:
-- `credential_url`: a URL with a password in its user info (`scheme://user:pass@host`,
-  `redis://:pass@host`), a user name that is a secret-like word or 16 characters or more
-  (a Sentry DSN's key, `x-access-token@`), or a secret-like query parameter (`?password=`,
-  `&sig=`, `?token=`).
-- `credential_pair`: a secret-like name given a value anywhere in the text, whatever comes
-  before it: `name=value` and `name: value` (every pair of a list, JSON and YAML keys, quoted,
-  escaped or not), an XML element `<password>`, a name/value indirection
-  (`name: DB_PASSWORD`), or `password`, `passphrase`, `secret`, `token` or `api_key`
-  followed by a space and a word that is not all lowercase letters (`.netrc`'s
-  `password X`).
-- `pem`: a PEM block (`-----BEGIN ...-----`), also base64-encoded (as Kubernetes stores them).
+- `credential_url`: a URL with any user info (`scheme://user:pass@host`, `redis://:pass@`,
+  `https://KEY@host/1` as in a Sentry DSN, `amqp://guest@host`), or a secret-like query
+  parameter (`?password=`, `&sig=`, `?token=`).
+- `credential_pair`: a secret-like name (the key rules, in every language and script they
+  know) given a value anywhere in the text, whatever comes before it: `name=value` and
+  `name: value` (every pair of a list; env files, properties, INI, TOML, HCL, query and
+  connection strings, `-Dname=value`; JSON and YAML keys, quoted, escaped or not), a name of
+  a few words (`parola d'ordine: X`), an XML element `<password>`, a name/value indirection
+  (`name: DB_PASSWORD`), a `.pgpass` line (`host:5432:db:user:X`), or `password`,
+  `passphrase`, `secret`, `token` or `api_key` followed by a space and a word that is not
+  all lowercase letters (`.netrc`'s `password X`).
+- `pem`: key material: a PEM block (`-----BEGIN ...-----`), also base64-encoded (as
+  Kubernetes stores them), an OpenSSH key body without its header, a PuTTY key file, or
+  DER key or certificate bytes (`_binary_shape`) found by decoding.
 - `jwt`: a JSON Web Token (`eyJ...`.`...`.`...`), alone or after `Bearer `.
-- `known_token`: the published shapes of common API tokens (GitHub, GitLab, Slack, AWS access
-  key IDs, Hugging Face, Google API keys, `sk-` keys).
+- `known_token`: a published token format (`tokens.TOKEN_FORMATS`, each with its source).
+- `password_hash`: a crypt(3) or LDAP password hash with its body (htpasswd and shadow lines:
+  `$apr1$...`, `$2y$...`, `$6$...`, `{SSHA}...`).
 - `credential_flag`: a command-line option with a secret-like name (`--token X`,
-  `--db-password=X`), a password glued to `-p` or given to it (`mysql -pX`, `sshpass -p X`;
-  not a path or a number), or `-u user:password`.
+  `--db-password=X`, `--requirepass X`), a password glued to `-p` or given to it (`mysql
+  -pX`, `sshpass -p X`; not a path or a number), or `-u user:password`.
 - `credential_header`: an HTTP authorization value: `Bearer`, `Negotiate` or `NTLM` and a
   credential of 6 characters or more, `Basic` and base64 of `user:password`, `Digest` and
   its parameters.
 - `embedded_document`: a JSON object or array (or the start of one: `{"name": ...`), or a
   Kubernetes manifest (`apiVersion:` and `kind:`): such values are whole specs (and carry
   env values), never a business label.
-The shapes above are also looked for in the text with its percent, HTML (`&quot;`) and
-`\\uXXXX` / `\\xXX` escapes decoded, and in every base64 run of 16 characters or more
-decoded (a pair or a PEM block encoded once).
+The shapes above are also looked for in what the text decodes to, layer after layer
+(`_readings`: at most `MAX_LAYERS` encoding steps): percent, HTML (`&quot;`) and `\\uXXXX` /
+`\\xXX` escapes, full-width forms, every base64 or base64url run of 16 characters or more,
+every hex run of 16 digits or more, base64 wrapped over lines, and gzip or zlib inside any of
+them (base64 of gzip of a pair, hex of a URL with a password).
 - `high_entropy`: a run of at least 20 characters without spaces or punctuation (`/`, `+`,
   `-`, `_` belong to base64 and stay in the run) that mixes upper case, lower case and digits,
+  holds an alphanumeric stretch of 12 characters or more, is not a digest (`sha512-...`),
   whose Shannon entropy is at least 0.85 x log2(min(length, 64)) bits per character, and less
-  than 60 % of which is word-like (`[A-Z]?[a-z]{3,}`). Random tokens and keys pass all three;
-  hex IDs (MLflow run IDs, digests, container IDs) and UUIDs are never mixed case, and
-  camelCase names, model names and paths are mostly words. A heuristic: measured on random
-  alphanumeric and base64 tokens of 20-40 characters it catches 95-97 % (the shapes above
-  catch the common tokens whatever their entropy).
+  than 60 % of which is word-like (`[A-Z]?[a-z]{3,}`). Random tokens and keys pass all of
+  these; hex IDs (MLflow run IDs, digests, container IDs) and UUIDs are never mixed case, and
+  camelCase names, model names, branch names and paths are mostly words or short stretches.
+  A heuristic: measured on random alphanumeric and base64 tokens of 20-40 characters it
+  catches 95-97 % (the shapes above catch the common tokens whatever their entropy).
 
 `plain_refusal` is the stricter rule for a value whose key only a glob matched (the key was
 not named in the include list): such a value is exported only when it is plainly safe, and
@@ -50,6 +57,11 @@ is otherwise refused for the first of these reasons:
   documents, no URL user info, no encodings);
 - `glob_command_line`: an option (`-x`, `--name`) at the start or after a space;
 - `glob_secret_word`: a word the key rules refuse (`password`, `token`, `auth`, ...);
+- `glob_pair`: two parts and one `:` or `/` (`user:password`, `user/password`), the second
+  not a number or a version (`db:5432`, `python:3.11` pass);
+- `glob_grouped_key`: three or more groups of one length joined by one of `-._:`, three of
+  them different, a digit among them, 12 characters or more (licence-style and dotted keys,
+  colon-hex key material);
 - `glob_random_value`: an alphanumeric stretch of 12 characters or more that mixes two of
   upper case, lower case and digits, has at least 0.75 x log2(min(length, alphabet)) bits per
   character (the alphabet is 16 for hex, else the letters and digits it uses), and is less
@@ -66,11 +78,14 @@ import binascii
 import json
 import math
 import re
+import unicodedata
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from urllib.parse import unquote
 
 from otelgpu.config.secret_keys import looks_secret, mentions_secret
+from otelgpu.processors.container_env.tokens import KNOWN_TOKEN_PATTERN
 
 CREDENTIAL_URL = "credential_url"
 CREDENTIAL_PAIR = "credential_pair"
@@ -79,6 +94,7 @@ CREDENTIAL_HEADER = "credential_header"
 PEM = "pem"
 JWT = "jwt"
 KNOWN_TOKEN = "known_token"
+PASSWORD_HASH = "password_hash"
 EMBEDDED_DOCUMENT = "embedded_document"
 HIGH_ENTROPY = "high_entropy"
 
@@ -87,33 +103,38 @@ GLOB_UNSAFE_CHARACTERS = "glob_unsafe_characters"
 GLOB_COMMAND_LINE = "glob_command_line"
 GLOB_SECRET_WORD = "glob_secret_word"
 GLOB_RANDOM_VALUE = "glob_random_value"
+GLOB_PAIR = "glob_pair"
+GLOB_GROUPED_KEY = "glob_grouped_key"
 GLOB_REASONS = frozenset(
     {
         GLOB_LONG_VALUE,
         GLOB_UNSAFE_CHARACTERS,
         GLOB_COMMAND_LINE,
         GLOB_SECRET_WORD,
+        GLOB_PAIR,
+        GLOB_GROUPED_KEY,
         GLOB_RANDOM_VALUE,
     }
 )
 
-# scheme://[user]:password@ — the user info ends at the first `@` before any `/`.
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/?#@\s]{0,256}:[^/?#@\s]{0,256}@")
-_URL_USER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://([^/?#@\s:]{1,256})@")
+# scheme://userinfo@ — the user info ends at the first `@` before any `/`, `?` or `#`.
+_URL_USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,31}://[^/?#@\s]{0,512}@")
 _URL_QUERY = re.compile(r"[?&;]([^=&;#\s]{1,64})=")
-MIN_URL_KEY = 16  # a user name this long is a key (Sentry DSNs, tokens used as user names)
 
 # A name given a value: the name is a whole run of name characters (nothing before it is
-# consumed, so every pair of a list is seen), then closing quotes or brackets, then `=`, or
+# consumed, so every pair of a list is seen), then closing quotes or brackets, then `=` with
+# something after it (not base64's `=` padding), or
 # `:` unless a path or an address leads to it (`ghcr.io/org/auth:1.0` is an image and tag).
-_NAME_CHARS = r"A-Za-z0-9_.\-"
+_NAME_CHARS = r"\w.\-"  # letters of every script: `пароль: ...` is a pair
 _CLOSE = r"[\\\"'`\]>)]{0,4}[ \t]{0,8}"
 _ASSIGNED = re.compile(
-    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]+)(?={_CLOSE}=)"
+    rf"(?<![{_NAME_CHARS}])([{_NAME_CHARS}]+)(?={_CLOSE}=(?!=|$))"
     rf"|(?<![{_NAME_CHARS}/@:])([{_NAME_CHARS}]+)(?={_CLOSE}:)"
 )
 _QUOTED_ASSIGNED = re.compile(r"\\?([\"'])([^\"'\\\n]{1,64})\\?\1[ \t]{0,8}[=:]")
-_ELEMENT = re.compile(r"<([A-Za-z_][A-Za-z0-9_.:\-]{0,63})[\s>/]")
+# A name of a few words given a value (`parola d'ordine: x`, `mot de passe = x`).
+_PHRASE_ASSIGNED = re.compile(r"((?:[^\W\d_]+['\u2019 ]){1,3}[^\W\d_]+)[ \t]{0,8}[:=]")
+_ELEMENT = re.compile(r"<([^\W\d][\w.:\-]{0,63})[\s>/]")
 _INDIRECT = re.compile(
     rf"(?<![{_NAME_CHARS}])(?:name|key)[\\\"']{{0,3}}[ \t]{{0,8}}[=:][ \t]{{0,8}}[\\\"']{{0,3}}"
     rf"([{_NAME_CHARS}]+)"
@@ -135,21 +156,44 @@ _AUTH_TOKEN = re.compile(r"(?i)(?<![a-z0-9])(?:bearer|negotiate|ntlm)[ \t]+[a-z0
 _AUTH_BASIC = re.compile(r"(?i)(?<![a-z0-9])basic[ \t]+([a-z0-9+/]{8,}={0,2})")
 _AUTH_DIGEST = re.compile(r"(?i)(?<![a-z0-9])digest[ \t]+[a-z]+=")
 
-_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]{0,64}-----|LS0tLS1CRUdJT")
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
-_KNOWN_TOKEN = re.compile(
-    r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}|(?:AKIA|ASIA)[0-9A-Z]{16}|hf_[A-Za-z]{30,}"
-    r"|AIza[0-9A-Za-z_-]{35}|sk-[A-Za-z0-9_-]{20,}"
+# A PEM header, its base64 (`-----BEGIN`), an OpenSSH key body's base64 (`openssh-key-v1`)
+# and a PuTTY key file's first line.
+_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,64}-----|LS0tLS1CRUdJT|b3BlbnNzaC1rZXktdjE|PuTTY-User-Key-File-\d"
 )
+_OPENSSH_MAGIC = b"openssh-key-v1\0"
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+# crypt(3) and LDAP password hashes (htpasswd, /etc/shadow, slapd): `$apr1$`, `$2y$`,
+# `$6$`, `$argon2id$`, `{SSHA}`, ...
+_PASSWORD_HASH = re.compile(
+    r"(?:\$(?:1|2[abxy]?|5|6|7|y|gy|apr1|argon2(?:id|i|d)|scrypt|pbkdf2(?:-sha\d+)?)\$"
+    r"|\{(?:S?SHA(?:256|384|512)?|S?MD5|CRYPT|PBKDF2[\w-]*|ARGON2)\})[$./=,A-Za-z0-9+]{4}",
+    re.IGNORECASE,
+)
+# A .pgpass line: host:port:database:user:password (not five bytes in colon-hex).
+_PGPASS = re.compile(r"(?m)^[^:\s]+:(?:\d+|\*):[^:\s]+:[^:\s]+:[^:\s]+$")
+_COLON_HEX = re.compile(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2})+")
 # Two searches, not one `apiVersion.*kind` pattern: that one backtracks quadratically.
 _API_VERSION = re.compile(r"\bapiVersion[\"']?\s{0,8}:")
 _KIND = re.compile(r"\bkind[\"']?\s{0,8}:")
 _JSON_OBJECT_START = re.compile(r"[\[{]\s{0,8}\[?\s{0,8}\{?\s{0,8}\"[^\"]{0,256}\"\s{0,8}:")
 _ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{16,}={0,2}")
-MIN_PRINTABLE = 0.9  # of a decoded base64 run, for it to be text worth checking
+_HEX_RUN = re.compile(r"(?<![0-9A-Fa-f])(?:[0-9A-Fa-f]{2}){8,}(?![0-9A-Fa-f])")
+_WRAPPED_BASE64 = re.compile(r"[A-Za-z0-9+/_\-]+(?:\s+[A-Za-z0-9+/_\-]+)+\s*={0,2}\s*")
+MIN_PRINTABLE = 0.9  # of decoded bytes, for them to be text worth checking
+MIN_DER_LENGTH = 32  # bytes: an Ed25519 key in PKCS#8 is 48, a SHA-1 digest 20
+# Decoding is bounded: at most this many layers deep (base64 of a pair is 1, base64 of
+# base64 of it 2; decompressing gzip or zlib is part of the layer that exposed it), this
+# many readings of one value in all, and this many bytes out of one decompression.
+MAX_LAYERS = 4
+MAX_READINGS = 64
+MAX_INFLATED = 4096
 _RUN_SPLIT = re.compile(r"[\s\"',;:=&?#@()\[\]{}<>|\\.]+")
+_SEGMENTS = re.compile(r"[A-Za-z0-9]+")
+MIN_RANDOM_STRETCH = 12  # a random run holds an alphanumeric stretch this long
+# A digest in the Subresource Integrity or OCI form: random by construction, never a key.
+_DIGEST = re.compile(r"(?:sha(?:1|224|256|384|512)|md5|blake2b?)[-:]", re.IGNORECASE)
 
 MIN_ENTROPY_RUN = 20
 ENTROPY_FRACTION = 0.85  # of the most a run of that length can have (alphabet of 64)
@@ -167,12 +211,23 @@ PLAIN_ENTROPY_FRACTION = 0.75
 MIN_SWITCH_RATE = 0.25  # letter/digit switches per character of a random stretch
 _PLAIN_WORDLIKE = re.compile(r"[A-Z]?[a-z]{2,}")
 _SWITCH = re.compile(r"(?<=[0-9])(?=[A-Za-z])|(?<=[A-Za-z])(?=[0-9])")
+# `user:password` or `user/password`: two parts and one separator, the second not a number
+# or a version (`db:5432`, `python:3.11` pass).
+_GLOB_PAIR = re.compile(r"([^\s:/]+)[:/]([^\s:/]+)")
+_VERSION = re.compile(r"[0-9][0-9.]*")
+# Three or more groups of one length joined by one kind of separator, three of them or more
+# different, a digit among them: licence keys (`ABCD-EF12-...`), dotted random keys, key
+# fingerprints and key material in colon-hex.
+_GROUPED = re.compile(r"[A-Za-z0-9]{2,}(?:([-.:_])[A-Za-z0-9]{2,})(?:\1[A-Za-z0-9]{2,})+")
+MIN_GROUPED_LENGTH = 12
+MIN_DISTINCT_GROUPS = 3
 
 
 def credential_kind(value: str) -> str | None:
     """The reason `value` looks like a credential (module doc), or None when it does not."""
-    for text in _readings(value):
-        if (reason := _shape(text)) is not None:
+    for reading in _readings(value):
+        reason = _binary_shape(reading) if isinstance(reading, bytes) else _shape(reading)
+        if reason is not None:
             return reason
     if any(_is_random(run) for run in _RUN_SPLIT.split(value) if len(run) >= MIN_ENTROPY_RUN):
         return HIGH_ENTROPY
@@ -190,27 +245,131 @@ def plain_refusal(value: str) -> str | None:
         return GLOB_COMMAND_LINE
     if mentions_secret(value):
         return GLOB_SECRET_WORD
+    if _is_glob_pair(value):
+        return GLOB_PAIR
+    if _is_grouped_key(value):
+        return GLOB_GROUPED_KEY
     if any(_is_random_segment(s) for s in _SEGMENT_SPLIT.split(value)):
         return GLOB_RANDOM_VALUE
     return None
 
 
-def _readings(value: str) -> Iterator[str]:
-    """`value`, then what it says with its percent, HTML or `\\uXXXX` escapes decoded, then
-    each base64 run of it decoded."""
-    yield value
-    if "%" in value and (decoded := unquote(value)) != value:
-        yield decoded
-    if "&" in value:
+def _is_glob_pair(value: str) -> bool:
+    pair = _GLOB_PAIR.fullmatch(value)
+    return pair is not None and not _VERSION.fullmatch(pair.group(2))
+
+
+def _is_grouped_key(value: str) -> bool:
+    """Three or more groups of one length, one separator, 12 characters or more in all,
+    three groups or more different, a digit among them."""
+    if not (grouped := _GROUPED.fullmatch(value)):
+        return False
+    groups = value.split(grouped.group(1))
+    return (
+        len({len(g) for g in groups}) == 1
+        and len(set(groups)) >= MIN_DISTINCT_GROUPS
+        and sum(map(len, groups)) >= MIN_GROUPED_LENGTH
+        and _DIGIT.search(value) is not None
+    )
+
+
+def _readings(value: str) -> Iterator[str | bytes]:
+    """`value`, then what it decodes to, layer after layer (at most `MAX_LAYERS` deep and
+    `MAX_READINGS` in all): percent, HTML and `\\uXXXX` / `\\xXX` escapes, NFKC forms
+    (a full-width colon), and each base64 or hex run (or base64 wrapped over lines) as bytes,
+    inflated when gzip or zlib (in the same layer), and as text when mostly printable."""
+    seen: set[str | bytes] = {value}
+    layer = [value]
+    count = 0
+    for depth in range(MAX_LAYERS + 1):
+        following: list[str] = []
+        for text in layer:
+            yield text
+            count += 1
+            if count >= MAX_READINGS or depth == MAX_LAYERS:
+                continue
+            for reading in _decoded(text):
+                if reading in seen:
+                    continue
+                seen.add(reading)
+                if isinstance(reading, bytes):
+                    yield reading
+                else:
+                    following.append(reading)
+        layer = following
+        if not layer:
+            return
+
+
+def _decoded(text: str) -> Iterator[str | bytes]:
+    """What `text` says one layer down: its escapes decoded, its encoded runs as bytes (and
+    their text)."""
+    if "%" in text:
+        yield unquote(text)
+    if "&" in text:
         import html  # on first use: its entity table is 0.3 MiB, and few values have a "&"
 
-        if (decoded := html.unescape(value)) != value:
+        yield html.unescape(text)
+    if "\\" in text:
+        yield _ESCAPE.sub(_unescape, text)
+    if not text.isascii():
+        yield unicodedata.normalize("NFKC", text)
+    raws = [_base64_bytes(run) for run in _BASE64_RUN.findall(text)]
+    raws += [bytes.fromhex(run) for run in _HEX_RUN.findall(text)]
+    raws += [_base64_bytes("".join(w.split())) for w in _WRAPPED_BASE64.findall(text)]
+    for raw in raws:
+        if raw is None:
+            continue
+        yield raw
+        if (inflated := _inflated(raw)) is not None:
+            yield inflated
+            raw = inflated
+        if (decoded := _printable(raw)) is not None:
             yield decoded
-    if "\\" in value and (decoded := _ESCAPE.sub(_unescape, value)) != value:
-        yield decoded
-    for run in _BASE64_RUN.findall(value):
-        if (text := _base64_text(run)) is not None:
-            yield text
+
+
+def _inflated(raw: bytes) -> bytes | None:
+    """`raw` decompressed (at most `MAX_INFLATED` bytes) when it is gzip or zlib."""
+    if raw[:2] == b"\x1f\x8b":
+        wbits = 16 + zlib.MAX_WBITS
+    elif len(raw) > 1 and raw[0] & 0x0F == 8 and (raw[0] << 8 | raw[1]) % 31 == 0:
+        wbits = zlib.MAX_WBITS
+    else:
+        return None
+    try:
+        return zlib.decompressobj(wbits).decompress(raw, MAX_INFLATED)
+    except zlib.error:
+        return None
+
+
+def _printable(raw: bytes) -> str | None:
+    """The text of `raw` when at least 90 % of it is printable (a byte that is not UTF-8
+    counts against it), else None."""
+    text = raw.decode("utf-8", errors="replace")
+    printable = sum((ch.isprintable() and ch != "\ufffd") or ch in "\n\r\t" for ch in text)
+    return text if text and printable >= MIN_PRINTABLE * len(text) else None
+
+
+def _binary_shape(raw: bytes) -> str | None:
+    """`pem` for key material without its PEM header: an OpenSSH key body, or DER (a
+    SEQUENCE that claims at least the bytes it has, whose first element is a small version
+    INTEGER, as in PKCS#1, PKCS#8 and SEC1 keys, or a long SEQUENCE, as in an X.509
+    certificate). Random bytes (a hex ID, a digest) are not: 32 bytes at least, and the
+    chance of this header in them is under one in a million."""
+    if raw.startswith(_OPENSSH_MAGIC):
+        return PEM
+    if len(raw) < MIN_DER_LENGTH or raw[0] != 0x30:
+        return None
+    length_bytes = raw[1] & 0x7F if raw[1] & 0x80 else 0
+    if length_bytes > 3:
+        return None
+    declared = int.from_bytes(raw[2 : 2 + length_bytes]) if length_bytes else raw[1]
+    body = raw[2 + length_bytes :]
+    if declared < len(body) - 2:
+        return None
+    version = body[:2] == b"\x02\x01" and body[2] <= 3
+    certificate = body[0] == 0x30 and body[1] in (0x81, 0x82, 0x83)
+    return PEM if version or certificate else None
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -226,8 +385,10 @@ def _shape(text: str) -> str | None:
         return PEM
     if _JWT.search(text):
         return JWT
-    if _KNOWN_TOKEN.search(text):
+    if KNOWN_TOKEN_PATTERN.search(text):
         return KNOWN_TOKEN
+    if _PASSWORD_HASH.search(text):
+        return PASSWORD_HASH
     if _credential_flag(text):
         return CREDENTIAL_FLAG
     if _credential_header(text):
@@ -240,9 +401,7 @@ def _shape(text: str) -> str | None:
 def _credential_url(value: str) -> bool:
     if "://" not in value:
         return False
-    if _URL_PASSWORD.search(value):
-        return True
-    if any(len(user) >= MIN_URL_KEY or looks_secret(user) for user in _URL_USER.findall(value)):
+    if _URL_USERINFO.search(value):
         return True
     return any(looks_secret(name) for name in _URL_QUERY.findall(value))
 
@@ -253,8 +412,11 @@ def _credential_pair(text: str) -> bool:
         *(name for _, name in _QUOTED_ASSIGNED.findall(text)),
         *_ELEMENT.findall(text),
         *_INDIRECT.findall(text),
+        *_PHRASE_ASSIGNED.findall(text),
     ]
     if any(looks_secret(name) for name in names):
+        return True
+    if ":" in text and any(not _COLON_HEX.fullmatch(line) for line in _PGPASS.findall(text)):
         return True
     return any(not _ALL_LOWER.fullmatch(word) for word in _SECRET_WORD.findall(text))
 
@@ -271,24 +433,25 @@ def _credential_header(text: str) -> bool:
     if _AUTH_TOKEN.search(text) or _AUTH_DIGEST.search(text):
         return True
     for encoded in _AUTH_BASIC.findall(text):
-        decoded = _base64_text(encoded)
+        raw = _base64_bytes(encoded)
+        decoded = _printable(raw) if raw is not None else None
         if decoded is not None and ":" in decoded:
             return True
     return False
 
 
-def _base64_text(run: str) -> str | None:
-    """The text `run` encodes in base64 (standard or URL-safe, padding optional), or None
-    when it is not base64 or does not decode to mostly printable text."""
+def _base64_bytes(run: str) -> bytes | None:
+    """The bytes `run` encodes in base64 (standard or URL-safe, padding optional), or None
+    when it is not base64."""
     body = run.rstrip("=")
+    if len(body) % 4 == 1:  # cut short (the checked span ends inside it): drop the stray
+        body = body[:-1]
     padded = body + "=" * (-len(body) % 4)
     try:
         raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
     except (binascii.Error, ValueError):
         return None
-    text = raw.decode("utf-8", errors="replace")
-    printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text)
-    return text if text and printable >= MIN_PRINTABLE * len(text) else None
+    return raw or None
 
 
 def _is_document(value: str) -> bool:
@@ -306,6 +469,8 @@ def _is_document(value: str) -> bool:
 def _is_random(run: str) -> bool:
     """Mixed-case-and-digits runs, of high entropy, mostly not words (module doc)."""
     if not (_UPPER.search(run) and _LOWER.search(run) and _DIGIT.search(run)):
+        return False
+    if _DIGEST.match(run) or max(map(len, _SEGMENTS.findall(run))) < MIN_RANDOM_STRETCH:
         return False
     return _entropy(run) >= ENTROPY_FRACTION * math.log2(min(len(run), 64)) and _few_words(run)
 

@@ -89,6 +89,38 @@ def test_secret_like_include_keys_are_warned_about_with_their_position(
     ]
 
 
+NAMED_REFUSALS = """\
+receivers:
+  nvml: {backend: simulated}
+processors:
+  container_env:
+    allow_secret_like_keys: true
+    annotations:
+      include: [team, kubectl.kubernetes.io/last-applied-configuration, "TE\u0410M", "*-cause"]
+exporters:
+  debug:
+service:
+  pipelines:
+    metrics: {receivers: [nvml], processors: [container_env], exporters: [debug]}
+"""
+
+
+def test_named_keys_refused_by_their_name_are_warned_about_whatever_allow_says(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="otelgpu.config"):
+        validate(load([("f.yaml", NAMED_REFUSALS)], environ={}), builtin_registry())
+    warnings = [r.getMessage() for r in caplog.records if "never be exported" in r.getMessage()]
+    assert warnings == [
+        "f.yaml:7:23: processors::container_env::annotations::include::1: "
+        '"kubectl.kubernetes.io/last-applied-configuration" will never be exported (reason '
+        "spec_annotation): it carries a whole object spec, env values included",
+        'f.yaml:7:73: processors::container_env::annotations::include::2: "TE\u0410M" will never '
+        "be exported (reason unsafe_key): it is not plain printable ASCII (a look-alike or "
+        "invisible character)",
+    ]
+
+
 def _expiration_error(
     sources: list[tuple[str, str]],
     overrides: tuple[str, ...] = (),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import string
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,10 @@ from otelgpu.processors.container_env.runtime import ContainerRuntime
 from tests.conftest import make_settings
 from tests.fakes import FakeClock
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
+
+# Every key that starts with an ASCII letter or digit, in globs that each have a literal part:
+# what env and annotations accept where a test means "every key" (a bare `*` is refused there).
+EVERY_KEY = {"include": [f"{ch}*" for ch in string.ascii_letters + string.digits]}
 
 
 def config(**options: Any) -> ContainerEnvProcessorConfig:

@@ -66,24 +66,43 @@ def _validate_with(options: str) -> None:
     validated(MINIMAL, text)
 
 
-def test_include_everything_is_warned_about_with_its_position(
+@pytest.mark.parametrize("section", ["env", "annotations"])
+@pytest.mark.parametrize("pattern", ["*", "**", "?*", "*_*", "*.*", "[A-Z]*", "*/*"])
+def test_a_bare_wildcard_over_env_or_annotations_is_refused(section: str, pattern: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        config(**{section: {"include": ["TEAM", pattern]}})
+    assert refused.value.errors()[0]["loc"] == (section,)
+    assert refused.value.errors()[0]["msg"] == (
+        f'Value error, include "{pattern}" matches every {section} key, and no rule can tell '
+        "a password from a run ID by its value: write a glob with a literal part (TEAM_*, "
+        '*_RUN_ID, example.com/*) or name the keys (README, "Choosing keys")'
+    )
+
+
+@pytest.mark.parametrize("pattern", ["TEAM_*", "*_RUN_ID", "example.com/*", "a*", "*x*", "?1"])
+def test_a_glob_with_a_literal_part_is_accepted(pattern: str) -> None:
+    cfg = config(env={"include": [pattern]}, annotations={"include": [pattern]})
+    assert cfg.env.include == cfg.annotations.include == [pattern]
+
+
+def test_include_everything_over_labels_is_warned_about_with_its_position(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
     _validate_with(
-        'env: {include: [TEAM, "*"]}\nannotations: {include: ["**"]}\n'
-        'labels: {include: ["team*", "*team"]}'
+        'labels: {include: [team, "*"]}\npod_labels: {include: ["**"]}\n'
+        'env: {include: ["TEAM_*"]}'
     )
     warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
     assert len(warnings) == 2, warnings
     assert warnings[0].startswith(
-        'f.yaml:4:27: processors::container_env::env::include::1: include ["*"] hands env keys '
-        "to rules: a key the include list does not name is exported only when its value is "
-        "plainly safe"
+        'f.yaml:4:30: processors::container_env::labels::include::1: include ["*"] hands labels '
+        "keys to rules: a key the include list does not name is exported only when its value "
+        "is plainly safe"
     )
     assert 'otelgpu_container_env_refused_keys_total{reason="glob_..."}' in warnings[0]
     assert warnings[1].startswith(
-        'f.yaml:5:29: processors::container_env::annotations::include::0: include ["*"]'
+        'f.yaml:5:28: processors::container_env::pod_labels::include::0: include ["*"]'
     )
 
 

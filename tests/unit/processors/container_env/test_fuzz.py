@@ -27,7 +27,7 @@ from otelgpu.processors.container_env.keys import KeySelector, looks_secret, ref
 from otelgpu.processors.container_env.runtime import decode_oci_spec
 from tests.fakes import FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
-from tests.unit.processors.container_env.helpers import gpu, make_processor
+from tests.unit.processors.container_env.helpers import EVERY_KEY, gpu, make_processor
 
 pb = importlib.import_module("otelgpu.processors.container_env._proto.containers_pb2")
 
@@ -156,10 +156,10 @@ def test_arbitrary_runtime_answers_through_the_processor(
         proc = make_processor(
             telemetry,
             [(rt, True)],
-            env=everything,
+            env=EVERY_KEY,
             labels=everything,
             pod_labels=everything,
-            annotations=everything,
+            annotations=EVERY_KEY,
             allow_secret_like_keys=allow,
             max_value_length=8,
             max_attributes=cap,

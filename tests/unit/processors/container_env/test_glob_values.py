@@ -34,13 +34,19 @@ def _select(
         "Team Vision",
         "http://mlflow.example.com:5000",
         "nvcr.io/nvidia/pytorch:24.01-py3",
-        "Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4",
+        "Qwen2.5-72B-Instruct-GPTQ-Int4",
+        "python:3.11",
+        "db.example.com:5432",
         "ResNet50V2ImageNetTrainingRun2024Q3",
         "2024-05-01T12:00:00Z",
         "en_US.UTF-8",
         "GPU-e2e00000-0000-4000-8000-000000000000",
         "arn:aws:iam::123456789012:role/MyRole-Prod2024",
         "7d4b9c8f6d",  # a pod-template-hash
+        "x" * 64,  # the longest plain value
+        "abcdef1ghijk",  # mostly words, and 2 letter/digit switches in 12 characters
+        "us-east-1-az1",  # groups of different lengths
+        "team-team-team-42",
         "",
     ],
 )
@@ -54,7 +60,7 @@ def test_a_glob_exports_plainly_safe_values(value: str) -> None:
         ("x" * 65, "glob_long_value"),
         (f"{CANARY}=1", "glob_unsafe_characters"),
         (f"{CANARY}@example.com", "glob_unsafe_characters"),
-        ("http://deploy@example.com", "glob_unsafe_characters"),  # a URL with user info
+        ("http://deploy@example.com", "credential_url"),  # any user info, whatever the key
         (f"{{{CANARY}}}", "glob_unsafe_characters"),
         (f"a\n{CANARY}", "glob_unsafe_characters"),
         (f"a;{CANARY}", "glob_unsafe_characters"),
@@ -72,6 +78,14 @@ def test_a_glob_exports_plainly_safe_values(value: str) -> None:
         ("3f2a1b4c5d6e7f8091a2b3c4d5e6f708192a3b4c", "glob_random_value"),
         ("Xk9mP2qL7vN4", "glob_random_value"),
         ("hunter2 Xk9mP2qL7vN4wZ", "glob_random_value"),
+        # mostly words, but 3 letter/digit switches in 12 characters: random all the same
+        ("abcde1fghij2", "glob_random_value"),
+        (f"deploy:{CANARY}", "glob_pair"),  # user:password
+        (f"deploy/{CANARY}", "glob_pair"),  # user/password
+        ("Qwen/Qwen2.5-72B-Instruct", "glob_pair"),  # name the key to export it
+        ("6FJ8-2YP3-54PT-RIC6", "glob_grouped_key"),
+        ("xk3f.9qpl.m2vz.a8rt", "glob_grouped_key"),
+        ("0c:29:3f:8a:d9:82:59:70:c9:94:bf:48:62:84:f0:22", "glob_grouped_key"),
     ],
 )
 def test_a_glob_refuses_values_that_are_not_plainly_safe(value: str, reason: str) -> None:

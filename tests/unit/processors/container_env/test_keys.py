@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu.config.secret_keys import FRAGMENTS, WORDS, SecretKeyRules
+from otelgpu.config.secret_keys import FRAGMENTS, GLUED_EXCEPTIONS, WORDS, SecretKeyRules
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.keys import KeySelector, looks_secret
 
@@ -118,8 +118,8 @@ def test_ordinary_keys(key: str) -> None:
 # One key per marker that only that marker catches: deleting any marker fails this test.
 ONLY_BY = {
     "token": "HF_TOKEN",
-    "secret": "CLIENT_SECRET",
-    "passw": "DB_PASSWORD",
+    "secret": "CLIENTSECRET",
+    "passw": "PASSWAY",  # password is also a misspelling's skeleton; this is not
     "passphrase": "SSH_PASSPHRASE",
     "credential": "GIT_CREDENTIALS",
     "private": "PRIVATE",
@@ -135,13 +135,8 @@ ONLY_BY = {
     "encryptionkey": "ENCRYPTIONKEY",
     "key": "SSH_KEY",
     "pwd": "MYSQL_PWD",
-    "pw": "DB_PW",
-    "pass": "DB_PASS",
-    "auth": "AUTH_HEADER",
     "authn": "AUTHN",
     "authz": "AUTHZ",
-    "oauth": "OAUTH",
-    "basicauth": "BASICAUTH",
     "authorization": "AUTHORIZATION",
     "authentication": "AUTHENTICATION",
     "dsn": "SENTRY_DSN",
@@ -172,6 +167,73 @@ ONLY_BY = {
     "sas": "AZURE_SAS",
     "pfx": "CLIENT_PFX",
     "jks": "TRUST_JKS",
+    "tkn": "NPM_TKN",
+    "tokn": "TOKN",
+    "tokne": "TOKNE",
+    "toekn": "TOEKN",
+    # other languages
+    "kennwort": "SMTP_KENNWORT",
+    "contrasena": "CONTRASENA_DB",
+    "wachtwoord": "WACHTWOORD",
+    "haslo": "HASLO_BAZY",
+    "losenord": "LOSENORD",
+    "passord": "PASSORD",
+    "adgangskode": "ADGANGSKODE",
+    "salasana": "SALASANA",
+    "jelszo": "JELSZO",
+    "parola": "DB_PAROLA",
+    "geheimnis": "GEHEIMNIS",
+    "segredo": "SEGREDO",
+    "segreto": "SEGRETO",
+    "sekret": "SEKRET_APP",
+    "schlussel": "SCHLUSSEL",
+    "schluessel": "SCHLUESSEL",
+    "katasandi": "KATASANDI",
+    "matkhau": "MATKHAU",
+    "bimilbeonho": "BIMILBEONHO",
+    "пароль": "db_пароль",
+    "секрет": "секрет",
+    "токен": "токен",
+    "密码": "数据库密码",
+    "密碼": "密碼",
+    "口令": "口令",
+    "密钥": "密钥",
+    "秘钥": "秘钥",
+    "密鑰": "密鑰",
+    "秘密": "秘密",
+    "令牌": "令牌",
+    "パスワード": "パスワード",
+    "暗証": "暗証番号",
+    "トークン": "トークン",
+    "비밀번호": "비밀번호",
+    "암호": "암호",
+    "토큰": "토큰",
+    "كلمةالمرور": "كلمة المرور",
+    "كلمةالسر": "كلمة السر",
+    "סיסמה": "סיסמה",
+    "पासवर्ड": "पासवर्ड",
+    "κωδικος": "κωδικός",
+    "senha": "SENHA_BANCO",
+    "sifre": "SIFRE",
+    "heslo": "HESLO",
+    "parol": "PAROL",
+    "mima": "DB_MIMA",
+    "sandi": "SANDI",
+    "geheim": "GEHEIM_WERT",
+    "clave": "CLAVE_API",
+    "chave": "CHAVE_ACESSO",
+    "chiave": "CHIAVE",
+    "sleutel": "SLEUTEL",
+    "klucz": "KLUCZ",
+    "nyckel": "NYCKEL",
+    "avain": "AVAIN",
+    "kulcs": "KULCS",
+    "anahtar": "ANAHTAR",
+    "kunci": "KUNCI",
+    "rahasia": "RAHASIA",
+    "himitsu": "HIMITSU",
+    "jeton": "JETON",
+    "ключ": "ключ",
 }
 
 
@@ -182,6 +244,60 @@ def test_every_marker_has_a_key_only_it_catches() -> None:
         without = SecretKeyRules(FRAGMENTS - {marker}, WORDS - {marker})
         assert full.matches(key), key
         assert not without.matches(key), f"{key} is also caught without {marker!r}"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "DB_PASS",
+        "DBPASS",
+        "SMTPPASS",
+        "REQUIREPASS",
+        "MOT_DE_PASSE",
+        "DB_PASSES",
+        "MAILPW",
+        "DB_PWS",
+        "AUTH_HEADER",
+        "OAUTH",
+        "MASTERAUTH",
+        "AUTHS",
+        "PASWORD",
+        "PASSWROD",
+        "PASSOWRD",
+        "ADMIN_PSWD",
+        "PASWD",
+        "PASSWRT",
+        "SECERT",
+        "APP_SCRET",
+        "db_Secrt",
+        "contraseña",
+        "hasło",
+        "lösenord",
+        "şifre",
+    ],
+)
+def test_glued_words_misspellings_and_accents_look_secret(key: str) -> None:
+    assert looks_secret(key)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        *(w.upper() for w in GLUED_EXCEPTIONS),
+        "COMPASSES",
+        "SMTPBYPASS_HOST",
+        "AUTHOR",
+        "PASSENGER_COUNT",
+        "SECURITY_GROUP",
+        "SCRIPT_PATH",
+        "POWER_LIMIT",
+        "PWR_LIMIT",
+        "PWM_FREQ",
+        "TAKEN_AT",
+    ],
+)
+def test_words_that_only_resemble_glued_markers_pass(key: str) -> None:
+    assert not looks_secret(key)
 
 
 def test_plural_words_need_the_plural_rule() -> None:

@@ -1,10 +1,14 @@
-"""The planted-secret corpus through the real processor, both Prometheus namings and OTLP.
+"""The planted-secret corpus through the real processor, both Prometheus namings, OTLP and
+the debug exporter.
 
 Every entry of `tests/data/secret_corpus.yaml` is planted in the container's env and labels
-and in the pod's labels and annotations. With `include: ["*"]` on every source, and with
-every planted key named exactly (but those only a glob can refuse), no canary may appear in either `/metrics` body, in the OTLP
-request bytes, or in any log record captured at debug; the business keys next to them must
-arrive (so a leak would be seen), and every refusal is counted by reason.
+and in the pod's labels and annotations. Under every include form the contract allows (`*`
+on labels and pod labels with globs that have a literal part on env and annotations, and
+every planted key named exactly but those only a glob can refuse), no canary may appear in
+either `/metrics` body, in the OTLP request bytes, in the debug exporter's detailed output,
+or in any log record captured at debug; the business keys next to them must arrive (so a
+leak would be seen), every ordinary value named exactly arrives whole, and every refusal is
+counted by reason.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pytest
 
 from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporters.debug.exporter import render
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
@@ -60,9 +65,17 @@ def _runtime(planted: Planted) -> FakeRuntime:
     return rt
 
 
+MODES = ["globs", "every key named"]
+
+
 def _filters(mode: str) -> dict[str, Any]:
-    if mode == "include everything":
-        return {source: {"include": ["*"]} for source in SOURCES}
+    if mode == "globs":
+        return {
+            "labels": {"include": ["*"]},
+            "pod_labels": {"include": ["*"]},
+            "env": {"include": PLANTED.sources["env"].globs()},
+            "annotations": {"include": PLANTED.sources["annotations"].globs()},
+        }
     return {source: {"include": PLANTED.sources[source].named()} for source in SOURCES}
 
 
@@ -76,7 +89,7 @@ async def _exported(batch: Batch, naming: str) -> str:
     return exporter.body.plain.decode()
 
 
-@pytest.mark.parametrize("mode", ["include everything", "every key named"])
+@pytest.mark.parametrize("mode", MODES)
 async def test_no_planted_secret_leaves_the_node(
     mode: str, caplog: pytest.LogCaptureFixture, clock: FakeClock
 ) -> None:
@@ -99,6 +112,7 @@ async def test_no_planted_secret_leaves_the_node(
             "otel /metrics": await _exported(batch, "otel"),
             "dcgm /metrics": await _exported(batch, "dcgm"),
             "OTLP request": encode_bytes(batch),
+            "debug exporter": "\n".join(render(batch, detailed=True)),
         }
     finally:
         await proc.shutdown()
@@ -112,17 +126,25 @@ async def test_no_planted_secret_leaves_the_node(
             assert resource.get(PREFIXES[source] + key) == value, (source, key)
     assert 'env_TEAM="vision"' in places["dcgm /metrics"]
     assert b"vision" in places["OTLP request"]
-    # Every included key that is not business is refused and counted, by reason; under a
-    # glob, the plain-value rule refuses what no value check knows.
-    included = [
-        len(s.values) - len(s.business) - (0 if mode == "include everything" else len(s.glob_only))
-        for s in PLANTED.sources.values()
-    ]
-    assert counter(telemetry, REFUSED) == sum(included)
-    glob_refusals = sum(counter(telemetry, REFUSED, reason=reason) for reason in GLOB_REASONS)
+    # Of what was planted, only business and ordinary values arrive; named, every ordinary
+    # value arrives whole. Every other included key is refused and counted, by reason.
+    refused_ordinary = 0
+    for source, prefix in PREFIXES.items():
+        planted = PLANTED.sources[source]
+        arrived = {k[len(prefix) :]: v for k, v in resource.items() if k.startswith(prefix)}
+        arrived = {k: v for k, v in arrived.items() if k in planted.values}
+        assert set(arrived) - set(planted.ordinary) == set(planted.business), source
+        for key, value in arrived.items():
+            assert value == planted.values[key], (source, key)
+        if mode == "every key named":
+            assert set(planted.ordinary) <= set(arrived), source
+        refused_ordinary += len(set(planted.ordinary) - set(arrived))
+    secrets = sum(len(s.secrets()) for s in PLANTED.sources.values())
     glob_only = sum(len(s.glob_only) for s in PLANTED.sources.values())
-    assert glob_refusals == (glob_only if mode == "include everything" else 0)
-    for source, prefix in PREFIXES.items():  # of what was planted, only business arrives
-        planted_keys = PLANTED.sources[source].values
-        arrived = {k[len(prefix) :] for k in resource if k[len(prefix) :] in planted_keys}
-        assert arrived == set(PLANTED.sources[source].business), source
+    included = secrets - (0 if mode == "globs" else glob_only)
+    assert counter(telemetry, REFUSED) == included + refused_ordinary
+    glob_refusals = sum(counter(telemetry, REFUSED, reason=reason) for reason in GLOB_REASONS)
+    if mode == "every key named":  # no glob, no glob rule
+        assert glob_refusals == 0 and refused_ordinary == 0
+    else:  # the plain-value rule refuses what no value check knows
+        assert glob_refusals >= refused_ordinary > 0

@@ -118,4 +118,9 @@ WORDS = ["team", "vision", "detector", "cc", "42", "prod", "eval", "us-east-1", 
 )
 def test_plain_business_text_arrives_under_a_glob(words: list[str], joiner: str) -> None:
     value = joiner.join(words)[:64]
-    assert not _glob_refuses(value)
+    # Two words and one `:` or `/` are what `user:password` looks like: a glob refuses them
+    # unless the second is a number (`db:5432`); a named key exports them. Five fields
+    # joined by `:`, the second a number, are a .pgpass line (host:port:db:user:password).
+    pair = len(words) == 2 and joiner in ":/" and words[1] != "42"
+    pgpass = len(words) == 5 and joiner == ":" and words[1] == "42"
+    assert _glob_refuses(value) == (pair or pgpass), value

@@ -9,9 +9,15 @@ import pytest
 from otelgpu.component.telemetry import SelfTelemetry
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
-from tests.unit.processors.container_env.helpers import by_id, counter, make_processor, one
+from tests.unit.processors.container_env.helpers import (
+    EVERY_KEY,
+    by_id,
+    counter,
+    make_processor,
+    one,
+)
 
-ALL = {"include": ["*"]}
+ALL = EVERY_KEY
 
 
 async def _run(telemetry: SelfTelemetry, rt: FakeRuntime, clock: FakeClock, **opts: object):
@@ -111,7 +117,7 @@ async def test_value_cap_and_refusals_counted_once_and_logged_by_name(
     rt.workload("w1", "ml", "p", "c", env={"LONG": "x" * 300, "HF_TOKEN": "canary-hf-1"})
     rt.workload("w2", "ml", "q", "c", env={"HF_TOKEN": "canary-hf-2"})
     # LONG is named: a glob alone would refuse a value over 64 characters (glob_long_value).
-    env = {"include": ["LONG", "*"]}
+    env = {"include": ["LONG", *EVERY_KEY["include"]]}
     proc = await _run(telemetry, rt, clock, env=env, refresh_interval="1s")
     await clock.advance(2.0)
     assert len(one(proc.process((by_id("w1"),)))["container.env.LONG"]) == 256  # type: ignore[arg-type]

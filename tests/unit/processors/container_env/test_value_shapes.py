@@ -100,7 +100,6 @@ def test_short_suffixes_and_secret_files_look_secret(key: str) -> None:
     "value",
     [
         "http://mlflow.example.com:5000",
-        "https://git@github.com/org/repo.git",  # a user name, no password
         "host=db user=app dbname=x sslmode=require",
         "serve --port 8080 --workers 4",
         "python train.py --epochs 3 --lr 0.001",

@@ -22,6 +22,10 @@ JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJ
         ("https://x-access-token:abc@github.com/org/repo.git", "credential_url"),
         ("https://o1.ingest.sentry.io/api/1/store/?sentry_key=abc", "credential_url"),
         ("https://blob.example.com/c?sv=1&sig=abc", "credential_url"),
+        ("https://git@github.com/org/repo.git", "credential_url"),  # any user info
+        ("https://abc123@o1.ingest.sentry.io/1", "credential_url"),  # a short DSN key
+        ("\\x70\\x61\\x73\\x73word=hunter2", "credential_pair"),  # \xNN escapes
+        ("\\u0070assword=hunter2", "credential_pair"),  # \uXXXX escapes
         ("host=db user=app password=s3cret", "credential_pair"),
         ("Server=tcp:db;Database=x;User Id=u;Password=p;", "credential_pair"),
         ('{"auth": "dXNlcjpwYXNz"}', "credential_pair"),
@@ -55,7 +59,6 @@ def test_credentials_are_found(value: str, reason: str) -> None:
         "sha256:2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881",
         "GPU-e2e00000-0000-4000-8000-000000000000",
         "http://mlflow.example.com:5000",
-        "https://git@github.com/org/repo.git",  # a user name, no password
         "postgres://db.example.com:5432/app?sslmode=require",
         "host=db user=app dbname=x sslmode=require",
         "nvcr.io/nvidia/pytorch:24.01-py3",
