@@ -90,8 +90,7 @@ def test_include_everything_over_labels_is_warned_about_with_its_position(
 ) -> None:
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
     _validate_with(
-        'labels: {include: [team, "*"]}\npod_labels: {include: ["**"]}\n'
-        'env: {include: ["TEAM_*"]}'
+        'labels: {include: [team, "*"]}\npod_labels: {include: ["**"]}\nenv: {include: ["TEAM_*"]}'
     )
     warnings = [r.getMessage() for r in caplog.records if r.name == "otelgpu.config"]
     assert len(warnings) == 2, warnings

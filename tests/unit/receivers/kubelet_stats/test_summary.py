@@ -130,7 +130,9 @@ def test_missing_times_fall_back_to_now_and_zero_start() -> None:
     summary = sample_summary()
     node = summary["node"]
     del node["cpu"]["time"], node["startTime"]
-    (point,) = by_name(find(read(summary).batch, k8s__node__name=NODE, host__name=NODE))["k8s.node.cpu.time"].points
+    (point,) = by_name(find(read(summary).batch, k8s__node__name=NODE, host__name=NODE))[
+        "k8s.node.cpu.time"
+    ].points
     assert (point.time_unix_nano, point.start_time_unix_nano) == (NOW_NS, 0)
 
 
