@@ -57,7 +57,7 @@ each half: on a shared machine that is fairer than comparing two runs (docs/dev/
 serves, and prints the child's private memory over the run: what a serving process forked
 from the agent would cost.
 
-    python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 60]
+    python bench/p7_scrape_never_waits.py [--seconds 15] [--rounds 2] [--sharers 68]
     python bench/p7_scrape_never_waits.py --smoke      # a tiny node, 0.5 s phases, ~10 s
     python bench/p7_scrape_never_waits.py --cpu-limit 200m   # as under a container CPU limit
 
@@ -760,7 +760,7 @@ def _args() -> argparse.Namespace:
     )
     parser.add_argument("--gap", type=float, default=0.02, help="seconds between two scrapes")
     parser.add_argument(
-        "--sharers", type=int, default=60, help="pods sharing each whole GPU (~10k series)"
+        "--sharers", type=int, default=68, help="pods sharing each whole GPU (~10k series)"
     )
     parser.add_argument("--min-series", type=int, default=10_000, help="wait for this many")
     parser.add_argument(
