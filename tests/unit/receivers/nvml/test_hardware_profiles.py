@@ -1,8 +1,8 @@
 """The nvml receiver on what real boards answered, replayed: an NVIDIA H200 and an H100 80GB
 HBM3, both on driver 580.159.04.
 
-`docs/hardware/<board>.json` is `scripts/nvml_record`'s record of every NVML call the real
-backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
+`otelgpu/receivers/nvml/boards/<board>.json` (docs/hardware/ says how each was taken) is
+`scripts/nvml_record`'s record of every NVML call the real backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
 from it. So the receiver's own code meets the board's real shapes, units and error codes in
 CI: a change that reads a field in another unit, calls NVML in a way the board never
 answered, or mishandles one of its error codes fails here without a GPU.
@@ -26,10 +26,11 @@ from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME
 from otelgpu.receivers.nvml.profile import ProfileNvml, RecordingNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.replay import BOARDS as BOARD_RECORDS
 from tests.conftest import make_settings
 from tests.fakes import Sink
 
-HARDWARE = Path(__file__).resolve().parents[4] / "docs" / "hardware"
+HARDWARE = BOARD_RECORDS
 # board file → (model, GPU memory in bytes, VBIOS), as nvidia-smi -q reports them
 BOARDS = {
     "nvidia-h200": ("NVIDIA H200", 150_754_820_096, "96.00.A5.00.1A"),
@@ -194,12 +195,13 @@ async def test_a_record_replays_what_it_recorded(tmp_path: Path) -> None:
 # Default metrics a recorded board has no series for, and what in its record says so.
 NOT_ON_THESE_BOARDS = {
     # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX} answered NOT_SUPPORTED: PCIe boards, no NVLink
-    "nvidia.gpu.nvlink.io": lambda board: _field_codes(board, 138, 139) == {nvml.ERROR_NOT_SUPPORTED},
+    "nvidia.gpu.nvlink.io": lambda board: (
+        _field_codes(board, 138, 139) == {nvml.ERROR_NOT_SUPPORTED}
+    ),
     # no vGPU licensing on bare metal
-    "nvidia.gpu.vgpu.license.status": lambda board: {
-        e["error"] for e in _answers(board, "vgpu_licensed")
-    }
-    == {nvml.ERROR_NOT_SUPPORTED},
+    "nvidia.gpu.vgpu.license.status": lambda board: (
+        {e["error"] for e in _answers(board, "vgpu_licensed")} == {nvml.ERROR_NOT_SUPPORTED}
+    ),
     # a series per XID code from the first XID on: no XID happened while recording
     "nvidia.gpu.xid.errors": lambda board: all(
         e.get("error") == nvml.ERROR_TIMEOUT for e in _answers(board, "event_wait")
