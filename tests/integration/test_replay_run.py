@@ -139,5 +139,5 @@ def recorded_power_mw(board: str) -> set[int]:
 
 def test_every_catalog_metric_is_accounted_for() -> None:
     """The lists above name metrics of the catalog (a rename must not make them vacuous)."""
-    assert NOT_ON_THESE_BOARDS_ALL <= {spec.name for spec in CATALOG}
-    assert NOT_ON_THESE_BOARDS <= {s.name for s in CATALOG if s.enabled}
+    assert {spec.name for spec in CATALOG} >= NOT_ON_THESE_BOARDS_ALL
+    assert {s.name for s in CATALOG if s.enabled} >= NOT_ON_THESE_BOARDS

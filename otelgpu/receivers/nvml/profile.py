@@ -17,9 +17,10 @@ noted in `ProfileNvml.composed`; an ID the board was never asked is answered
 `ERROR_UNKNOWN` in its entry and noted in `unrecorded`.
 
 The record is JSON (`boards/*.json`; docs/hardware/ says how each was taken):
-{"board", "driver", "phases": {PHASE: [ANSWER]}}, each ANSWER {"call", "device", "args", "value" | "error"}. Values are tagged where JSON would
-lose their type: {"tuple": [...]}, {"handle": NAME}, {"opaque": KIND}, {"type": CLASS,
-"fields": {...}} for the Protocol's dataclasses.
+{"board", "driver", "phases": {PHASE: [ANSWER]}}, each ANSWER {"call", "device", "args",
+"value" | "error"}. Values are tagged where JSON would lose their type: {"tuple": [...]},
+{"handle": NAME}, {"opaque": KIND}, {"type": CLASS, "fields": {...}} for the Protocol's
+dataclasses.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ def make_client(
     if config.backend is Backend.REPLAY:
         chosen = config.replay or ReplayConfig()
         log = logger or logging.getLogger(__name__)
-        return ReplayNvml(chosen.record_path(), chosen.phase, log)  # type: ignore[return-value]
+        return ReplayNvml(chosen.record_path(), chosen.phase, log)
     if config.use_simulated(lambda: nvml_library_present()):  # looked up late: tests replace it
         return SimulatedNvml(config.simulated or SimulatedConfig(), clock.monotonic)
     return RealNvml()

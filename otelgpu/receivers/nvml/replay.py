@@ -50,7 +50,7 @@ def board_path(board: str) -> Path:
 def read_record(path: str | Path, phase: str) -> dict[str, Any]:
     """The record at `path`, checked to hold `phase`; ValueError saying what is wrong."""
     try:
-        record = json.loads(Path(path).read_text())
+        record: Any = json.loads(Path(path).read_text())
     except OSError as exc:
         raise ValueError(f"cannot read the record {path}: {exc.strerror or exc}") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
@@ -62,7 +62,7 @@ def read_record(path: str | Path, phase: str) -> dict[str, Any]:
         raise ValueError(
             f"{path} has no phase {phase!r} (its phases: {', '.join(sorted(phases)) or 'none'})"
         )
-    return record
+    return dict(record)
 
 
 class ReplayNvml:
