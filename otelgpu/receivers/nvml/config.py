@@ -237,6 +237,16 @@ class NvmlReceiverConfig(StrictModel):
             )
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_defaults(cls, data: Any) -> Any:
+        """`backend: replay` without a `replay:` block replays the defaults, whose record is
+        checked here with the rest of the config (not when the receiver is built)."""
+        replay = isinstance(data, dict) and data.get("backend") in ("replay", Backend.REPLAY)
+        if replay and data.get("replay") is None:
+            return {**data, "replay": {}}
+        return data
+
     @model_validator(mode="after")
     def _replay_block_with_its_backend(self) -> NvmlReceiverConfig:
         if self.replay is not None and self.backend is not Backend.REPLAY:

@@ -195,10 +195,16 @@ class ProfileNvml:
     """An `NvmlClient` that answers from a recorded phase of a board (see the module doc).
 
     `quiet_wait` caps how long a recorded event wait that saw no event waits (seconds; None:
-    the timeout asked)."""
+    the timeout asked). With `events_once`, each recorded event is answered once: past the
+    recorded waits, every wait times out (an XID recorded last is not counted again and again)."""
 
     def __init__(
-        self, record: dict[str, Any], phase: str = "idle", *, quiet_wait: float | None = 0.05
+        self,
+        record: dict[str, Any],
+        phase: str = "idle",
+        *,
+        quiet_wait: float | None = 0.05,
+        events_once: bool = False,
     ) -> None:
         self.board = str(record.get("board", ""))
         self.driver = str(record.get("driver", ""))
@@ -217,6 +223,7 @@ class ProfileNvml:
         self.calls: dict[str, int] = {}
         self._quiet = threading.Event()  # set by `close`: a wait that only times out until then
         self._quiet_wait = quiet_wait
+        self._events_once = events_once
 
     def _index_per_id(self, entry: dict[str, Any]) -> None:
         call, device = entry["call"], entry["device"]
@@ -286,6 +293,9 @@ class ProfileNvml:
 
     def event_wait(self, event_set: Any, timeout_ms: int) -> Any:
         try:
+            if self._events_once and self._events_spent():
+                self.calls["event_wait"] = self.calls.get("event_wait", 0) + 1
+                raise NvmlError(nvml.ERROR_TIMEOUT, "no event (the recorded ones were answered)")
             return self._answer("event_wait", (event_set, timeout_ms))
         except NvmlError as exc:
             if exc.code == nvml.ERROR_TIMEOUT:  # a recorded wait that saw no event: wait too,
@@ -293,6 +303,11 @@ class ProfileNvml:
                 wait = timeout_ms / 1000
                 self._quiet.wait(wait if self._quiet_wait is None else min(wait, self._quiet_wait))
             raise
+
+    def _events_spent(self) -> bool:
+        key = _key("event_wait", "", [])
+        with self._lock:
+            return self._turn.get(key, 0) >= len(self._answers.get(key, ()))
 
     def close(self) -> None:
         """Ends any event wait now (the replayed board is being let go)."""

@@ -9,8 +9,9 @@ The records of the boards otelgpu was measured on ship in the package (`boards/`
 name (`board: nvidia-h100`); a record of one's own is given by `path`. Each recorded call
 answers its recorded values in turn, then the last one again on every later call: the figures
 settle after a few cycles (counters such as the energy stop rising), as they would on a board
-that stopped changing. A call the record never saw answers `NVML_ERROR_UNKNOWN` and is logged
-once, naming it.
+that stopped changing. Events are the exception: a recorded XID is answered once, then the
+waits time out. A call the record never saw answers `NVML_ERROR_UNKNOWN` and is logged once,
+naming it.
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ class ReplayNvml:
                 self._record = read_record(self.path, self.phase)
             except ValueError as exc:
                 raise NvmlError(nvml.ERROR_LIBRARY_NOT_FOUND, f"replay: {exc}") from None
-        # Answers wait the full timeout of an event wait that saw no event, as NVML would.
-        self._profile = ProfileNvml(self._record, self.phase, quiet_wait=None)
+        # An event wait that saw no event waits its full timeout, as NVML's would; a recorded
+        # XID is counted once, not on every wait once the record's waits are spent.
+        self._profile = ProfileNvml(self._record, self.phase, quiet_wait=None, events_once=True)
         self._call("init")
 
     def shutdown(self) -> None:

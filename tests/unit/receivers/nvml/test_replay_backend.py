@@ -18,7 +18,9 @@ from otelgpu.component.errors import ConfigError
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config import load_config
 from otelgpu.pdata import semconv
+from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.receiver import NvmlReceiver, make_client
 from otelgpu.receivers.nvml.replay import BOARDS, ReplayNvml, shipped_boards
 from otelgpu.service.builtins import builtin_registry
@@ -50,6 +52,7 @@ def test_backend_replay_alone_replays_the_h100_under_load() -> None:
     client = make_client(config, FakeClock())
     assert isinstance(client, ReplayNvml)
     assert (client.path, client.phase) == (BOARDS / "nvidia-h100.json", "load")
+    assert config.replay is not None and config.replay.board == "nvidia-h100"  # checked with it
 
 
 def test_a_board_by_name_and_a_record_by_path(tmp_path: Path) -> None:
@@ -195,3 +198,31 @@ def test_a_bad_replay_block_names_its_place_in_the_file(tmp_path: Path) -> None:
         f"{path}:5:7: receivers::nvml::replay: unknown board 'nvidia-a100' (shipped: "
         "nvidia-h100, nvidia-h200); give path: for a record of your own"
     ]
+
+
+def test_an_xid_the_board_recorded_last_is_answered_once_not_on_every_wait(
+    tmp_path: Path,
+) -> None:
+    record = json.loads((BOARDS / "nvidia-h100.json").read_text())
+    waits = [e for e in record["phases"]["load"] if e["call"] == "event_wait"]
+    assert len(waits) > 1 and all(e["error"] == nvml.ERROR_TIMEOUT for e in waits)
+    last = waits[-1]
+    del last["error"], last["message"]
+    last["value"] = {"tuple": [{"handle": "gpu0"}, 79]}  # the GPU fell off the bus
+    path = tmp_path / "xid-last.json"
+    path.write_text(json.dumps(record))
+    client = ReplayNvml(path, "load", logging.getLogger("test"))
+    client.init()
+    answers = []
+    for _ in range(len(waits) + 5):
+        try:
+            handle, code = client.event_wait(None, 0)
+        except NvmlError as exc:
+            answers.append(exc.code)
+        else:
+            answers.append((client.uuid(handle), code))
+    client.shutdown()
+    (uuid,) = {e["value"] for e in record["phases"]["load"] if e["call"] == "uuid"}
+    assert (
+        answers == [nvml.ERROR_TIMEOUT] * (len(waits) - 1) + [(uuid, 79)] + [nvml.ERROR_TIMEOUT] * 5
+    )
