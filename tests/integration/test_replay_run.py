@@ -4,6 +4,7 @@ metrics the board itself lacks."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import signal
@@ -11,10 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.naming import metric_name
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
+from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.replay import board_path, shipped_boards
+from tests.conftest import make_settings
+from tests.fakes import Sink
 from tests.integration.agent_process import AgentProcess, scrape_until
 from tests.peers.ports import free_port
 
@@ -106,14 +112,13 @@ def test_both_boards_serve_every_reading_of_both_metric_sets(
         if metric_set == "default":
             assert len(config.enabled_metrics()) == 22
         assert 'otelgpu_simulated="true"' in body  # on the info series: not this node's GPU
-        # every reading of a metric with several: the three engines, both temperatures
-        engines = {
-            re.search(r'hw_gpu_task="(\w+)"', s)[1] for s in served[family("hw.gpu.utilization")]
-        }  # type: ignore[index]
+        # every reading: as many series per metric as the receiver reads from the same record
+        assert {f: len(lines) for f, lines in served.items()} == readings(
+            board, metric_set, tmp_path / "proc"
+        )
+        engines = label_values(served[family("hw.gpu.utilization")], "hw_gpu_task")
         assert engines == {"general", "encoder", "decoder"}
-        sensors = {
-            re.search(r'hw_sensor_location="(\w+)"', s)[1] for s in served[family("hw.temperature")]
-        }  # type: ignore[index]
+        sensors = label_values(served[family("hw.temperature")], "hw_sensor_location")
         assert sensors == {"gpu", "memory"}
         # the figures are the board's own: its power under load, in W
         (power_line,) = served[family("hw.power")]
@@ -124,6 +129,41 @@ def test_both_boards_serve_every_reading_of_both_metric_sets(
 
     assert agent.stop(signal.SIGTERM) == 0
     assert "the record has no answer" not in agent.output
+
+
+def label_values(lines: list[str], label: str) -> set[str]:
+    return {value for line in lines for value in re.findall(rf'{label}="([^"]*)"', line)}
+
+
+def readings(board: str, metric_set: str, host_proc: Path) -> dict[str, int]:
+    """Points per family of the receiver itself on the same record and config, in this
+    process (three cycles: the figures settled as the agent's have)."""
+    config = NvmlReceiverConfig.model_validate(
+        {
+            "backend": "replay",
+            "metric_set": metric_set,
+            "processes": True,
+            "host_proc": str(host_proc),
+            "replay": {"board": board},
+        }
+    )
+
+    async def scrape() -> dict[str, int]:
+        settings = make_settings("nvml", Kind.RECEIVER, SelfTelemetry())
+        recv = NvmlReceiver(settings, config, Sink())
+        try:
+            for _ in range(3):
+                batch = await recv.scrape()
+        finally:
+            await recv.shutdown()
+        counted: dict[str, int] = {}
+        for rm in batch:
+            for metric in rm.metrics:
+                name = family(metric.name)
+                counted[name] = counted.get(name, 0) + len(metric.points)
+        return {name: n for name, n in counted.items() if n}
+
+    return asyncio.run(scrape())
 
 
 def recorded_power_mw(board: str) -> set[int]:
