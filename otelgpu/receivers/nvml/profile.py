@@ -294,7 +294,6 @@ class ProfileNvml:
     def event_wait(self, event_set: Any, timeout_ms: int) -> Any:
         try:
             if self._events_once and self._events_spent():
-                self.calls["event_wait"] = self.calls.get("event_wait", 0) + 1
                 raise NvmlError(nvml.ERROR_TIMEOUT, "no event (the recorded ones were answered)")
             return self._answer("event_wait", (event_set, timeout_ms))
         except NvmlError as exc:
