@@ -5,14 +5,19 @@ scrape the running agent in both namings."""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from otelgpu.receivers.nvml.profile import ProfileNvml
+from otelgpu.receivers.nvml.replay import BOARDS
 from tests.peers.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,3 +56,31 @@ def test_the_gpu_check_runs_every_step_without_a_gpu(tmp_path: Path) -> None:
     record = ProfileNvml.load(out / "record" / "nvml-profile.json", "load")
     assert record.driver and ProfileNvml.load(out / "record" / "nvml-profile.json", "idle")
     assert "== agent exit 0" in log, log
+    # the record holds every call of the default pipeline as it makes it: its replay answers
+    # no batch field by field and asks nothing the record lacks
+    recorded = (out / "nvml-record.log").read_text()
+    assert "== default set replayed (load): 20 of 22 metrics served" in recorded, recorded
+    assert "!!" not in recorded, recorded
+
+
+def _nvml_record() -> ModuleType:
+    loader = importlib.machinery.SourceFileLoader("nvml_record", str(ROOT / "scripts/nvml_record"))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+def test_the_record_check_fails_a_record_without_the_default_pipelines_calls(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The shipped boards were recorded with every metric on only: their default-set batches
+    are answered field by field, which the next recording on a GPU closes."""
+    script = _nvml_record()
+    record = json.loads((BOARDS / "nvidia-h100.json").read_text())
+    assert script.check_default_replay(record) == 1
+    said = capsys.readouterr().out
+    assert (
+        '!! answered field by field, not recorded as asked: ["gpm_metrics", "", [[10, 1, 21, 20, 5]]]'
+        in said
+    )
+    assert "== default set replayed (load): 19 of 22 metrics served" in said

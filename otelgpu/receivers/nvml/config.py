@@ -17,7 +17,7 @@ from otelgpu.config.types import (
     check_metric_names,
 )
 from otelgpu.pdata.model import AttrValue
-from otelgpu.receivers.nvml import counters_csv
+from otelgpu.receivers.nvml import counters_csv, replay
 from otelgpu.receivers.nvml.counters_select import Selection, select
 from otelgpu.receivers.nvml.metrics import CATALOG, HEALTH_INPUTS, HEALTH_METRICS
 
@@ -38,11 +38,13 @@ SIMULATABLE_SOURCES: tuple[str, ...] = tuple(
 class Backend(Enum):
     """Where readings come from. `auto` means `nvml` wherever the NVML library is present (a
     leftover `simulated:` block never replaces real GPUs), and `simulated` only on a node
-    without NVML that has a `simulated:` block (resources marked `otelgpu.simulated=true`)."""
+    without NVML that has a `simulated:` block (resources marked `otelgpu.simulated=true`).
+    `replay` answers from a board recorded on real silicon (`replay:`), and only when named."""
 
     AUTO = "auto"
     NVML = "nvml"
     SIMULATED = "simulated"
+    REPLAY = "replay"
 
 
 class MetricSet(Enum):
@@ -134,6 +136,33 @@ class SimulatedConfig(StrictModel):
         )
 
 
+class ReplayConfig(StrictModel):
+    """`replay:` the recorded board the `replay` backend answers from.
+
+    board: a record shipped with otelgpu, by name (`nvidia-h100`, `nvidia-h200`).
+    path: a record of one's own (`scripts/nvml_record`'s `nvml-profile.json`), in place of
+    `board`.
+    phase: which recorded conditions to answer from: `load` (a matrix product, ~99 % busy) or
+    `idle`.
+    The record is read and checked when the config is validated, and again when NVML opens.
+    """
+
+    board: str = replay.DEFAULT_BOARD
+    path: str | None = None
+    phase: str = replay.DEFAULT_PHASE
+
+    @model_validator(mode="after")
+    def _one_record(self) -> ReplayConfig:
+        if self.path is not None and "board" in self.model_fields_set:
+            raise ValueError("board and path both choose the record: give one")
+        replay.read_record(self.record_path(), self.phase)
+        return self
+
+    def record_path(self) -> str:
+        """The record's path: `path`, else the shipped record of `board`."""
+        return self.path if self.path is not None else str(replay.board_path(self.board))
+
+
 def _read_counters(value: Any) -> Selection:
     """A counters CSV path → what it selects. Read while the config is validated (its rows
     are part of the config: `validate` lists them, a reload reads the file again)."""
@@ -167,8 +196,9 @@ class NvmlReceiverConfig(StrictModel):
     and the per-process metrics where they are switched on (false).
     host_proc: where the host's /proc is mounted, for pid → container mapping (/proc).
     backend: `auto` (nvml where the library is present; simulated only where it is absent and a
-    `simulated:` block is given), `nvml`, `simulated`.
+    `simulated:` block is given), `nvml`, `simulated`, `replay`.
     simulated: the simulated GPUs (only read when the backend is simulated).
+    replay: the recorded board (only with `backend: replay`; its defaults without the block).
     """
 
     collection_interval: PositiveDuration = 10.0
@@ -180,6 +210,7 @@ class NvmlReceiverConfig(StrictModel):
     host_proc: str = "/proc"
     backend: Backend = Backend.AUTO
     simulated: SimulatedConfig | None = None
+    replay: ReplayConfig | None = None
 
     @field_validator("devices", mode="before")
     @classmethod
@@ -203,6 +234,24 @@ class NvmlReceiverConfig(StrictModel):
             raise ValueError(
                 "counters_csv and metric_set both choose the metrics: give one (the CSV's "
                 "fields, or a metric set), and switch single metrics under metrics"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replay_defaults(cls, data: Any) -> Any:
+        """`backend: replay` without a `replay:` block replays the defaults, whose record is
+        checked here with the rest of the config (not when the receiver is built)."""
+        replay = isinstance(data, dict) and data.get("backend") in ("replay", Backend.REPLAY)
+        if replay and data.get("replay") is None:
+            return {**data, "replay": {}}
+        return data
+
+    @model_validator(mode="after")
+    def _replay_block_with_its_backend(self) -> NvmlReceiverConfig:
+        if self.replay is not None and self.backend is not Backend.REPLAY:
+            raise ValueError(
+                f"replay: is read only with backend: replay (backend is {self.backend.value})"
             )
         return self
 

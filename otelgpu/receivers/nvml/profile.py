@@ -8,10 +8,19 @@ answers its recorded values in turn (the last one repeating); a call the record 
 raises `NvmlError(ERROR_UNKNOWN)` and is noted in `ProfileNvml.unrecorded`, so a change that
 makes NVML calls the board never answered shows up in a test.
 
-The record is JSON (`docs/hardware/*.json`): {"board", "driver", "phases": {PHASE: [ANSWER]}},
-each ANSWER {"call", "device", "args", "value" | "error"}. Values are tagged where JSON would
-lose their type: {"tuple": [...]}, {"handle": NAME}, {"opaque": KIND}, {"type": CLASS,
-"fields": {...}} for the Protocol's dataclasses.
+The two batched calls are answered per ID when the record never saw the batch as asked:
+`nvmlDeviceGetFieldValues` gives each field its own return code and value, and
+`nvmlGpmMetricsGet` each metric its own, so a batch of other IDs (the default metric set reads
+11 of the 28 fields the every-metric record asked for) is answered field by field from the
+board's answers to those fields in any batch, each field's answers in turn. Such a call is
+noted in `ProfileNvml.composed`; an ID the board was never asked is answered
+`ERROR_UNKNOWN` in its entry and noted in `unrecorded`.
+
+The record is JSON (`boards/*.json`; docs/hardware/ says how each was taken):
+{"board", "driver", "phases": {PHASE: [ANSWER]}}, each ANSWER {"call", "device", "args",
+"value" | "error"}. Values are tagged where JSON would lose their type: {"tuple": [...]},
+{"handle": NAME}, {"opaque": KIND}, {"type": CLASS, "fields": {...}} for the Protocol's
+dataclasses.
 """
 
 from __future__ import annotations
@@ -177,21 +186,54 @@ def _identity(handle: Any) -> Any:
     return handle
 
 
-class ProfileNvml:
-    """An `NvmlClient` that answers from a recorded phase of a board (see the module doc)."""
+# The batched calls, answered per ID when the batch as asked was never recorded (their IDs
+# are their last argument).
+_PER_ID = frozenset({"field_values", "gpm_metrics"})
 
-    def __init__(self, record: dict[str, Any], phase: str = "idle") -> None:
+
+class ProfileNvml:
+    """An `NvmlClient` that answers from a recorded phase of a board (see the module doc).
+
+    `quiet_wait` caps how long a recorded event wait that saw no event waits (seconds; None:
+    the timeout asked). With `events_once`, each recorded event is answered once: past the
+    recorded waits, every wait times out (an XID recorded last is not counted again and again)."""
+
+    def __init__(
+        self,
+        record: dict[str, Any],
+        phase: str = "idle",
+        *,
+        quiet_wait: float | None = 0.05,
+        events_once: bool = False,
+    ) -> None:
         self.board = str(record.get("board", ""))
         self.driver = str(record.get("driver", ""))
         self._answers: dict[str, list[dict[str, Any]]] = {}
+        # (call, device, id) → the answers for that one ID, in the order recorded
+        self._per_id: dict[tuple[str, str, int], list[Any]] = {}
         for entry in record["phases"][phase]:
             key = _key(entry["call"], entry["device"], entry["args"])
             self._answers.setdefault(key, []).append(entry)
-        self._turn: dict[str, int] = {}
+            if entry["call"] in _PER_ID and "value" in entry:
+                self._index_per_id(entry)
+        self._turn: dict[Any, int] = {}
         self._lock = threading.Lock()
         self.unrecorded: set[str] = set()
+        self.composed: set[str] = set()
         self.calls: dict[str, int] = {}
-        self._quiet = threading.Event()  # never set: a wait that only times out
+        self._quiet = threading.Event()  # set by `close`: a wait that only times out until then
+        self._quiet_wait = quiet_wait
+        self._events_once = events_once
+
+    def _index_per_id(self, entry: dict[str, Any]) -> None:
+        call, device = entry["call"], entry["device"]
+        if call == "field_values":
+            for answer in entry["value"]:
+                field = (call, device, int(answer["fields"]["field_id"]))
+                self._per_id.setdefault(field, []).append(answer)
+        else:  # gpm_metrics: (code, value) per metric ID, in the order the IDs were asked
+            for metric_id, answer in zip(entry["args"][-1], entry["value"], strict=True):
+                self._per_id.setdefault((call, device, int(metric_id)), []).append(answer)
 
     @classmethod
     def load(cls, path: str | Path, phase: str = "idle") -> ProfileNvml:
@@ -203,6 +245,9 @@ class ProfileNvml:
         with self._lock:
             self.calls[call] = self.calls.get(call, 0) + 1
             recorded = self._answers.get(key)
+            if not recorded and call in _PER_ID:
+                self.composed.add(key)
+                return self._compose(call, device, list(rest[-1]))
             if not recorded:
                 self.unrecorded.add(key)
                 raise NvmlError(nvml.ERROR_UNKNOWN, f"not in the record: {key}")
@@ -212,6 +257,21 @@ class ProfileNvml:
         if "error" in entry:
             raise NvmlError(int(entry["error"]), str(entry.get("message", "")))
         return _decode(entry["value"])
+
+    def _compose(self, call: str, device: str, ids: list[int]) -> list[Any]:
+        """A batch the record never saw as asked, answered ID by ID (under the lock)."""
+        answers = []
+        for field_id in ids:
+            key = (call, device, int(field_id))
+            recorded = self._per_id.get(key)
+            if not recorded:
+                self.unrecorded.add(json.dumps([call, device, int(field_id)]))
+                answers.append(_unknown(call, int(field_id)))
+                continue
+            turn = self._turn.get(key, 0)
+            self._turn[key] = turn + 1
+            answers.append(_decode(recorded[min(turn, len(recorded) - 1)]))
+        return answers
 
     def __getattr__(self, call: str) -> Any:
         if call.startswith("_"):
@@ -233,12 +293,31 @@ class ProfileNvml:
 
     def event_wait(self, event_set: Any, timeout_ms: int) -> Any:
         try:
+            if self._events_once and self._events_spent():
+                raise NvmlError(nvml.ERROR_TIMEOUT, "no event (the recorded ones were answered)")
             return self._answer("event_wait", (event_set, timeout_ms))
         except NvmlError as exc:
             if exc.code == nvml.ERROR_TIMEOUT:  # a recorded wait that saw no event: wait too,
-                # briefly, so the watcher's loop does not spin
-                self._quiet.wait(min(timeout_ms / 1000, 0.05))
+                # so the watcher's loop does not spin
+                wait = timeout_ms / 1000
+                self._quiet.wait(wait if self._quiet_wait is None else min(wait, self._quiet_wait))
             raise
+
+    def _events_spent(self) -> bool:
+        key = _key("event_wait", "", [])
+        with self._lock:
+            return self._turn.get(key, 0) >= len(self._answers.get(key, ()))
+
+    def close(self) -> None:
+        """Ends any event wait now (the replayed board is being let go)."""
+        self._quiet.set()
+
+
+def _unknown(call: str, field_id: int) -> Any:
+    """One entry of a batched answer for an ID the board was never asked."""
+    if call == "field_values":
+        return FieldValue(field_id, nvml.ERROR_UNKNOWN, 0)
+    return (nvml.ERROR_UNKNOWN, 0.0)
 
 
 def _handle_name(handle: Any) -> str | None:

@@ -25,11 +25,17 @@ from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.collect import Collector
-from otelgpu.receivers.nvml.config import NvmlReceiverConfig, SimulatedConfig
+from otelgpu.receivers.nvml.config import (
+    Backend,
+    NvmlReceiverConfig,
+    ReplayConfig,
+    SimulatedConfig,
+)
 from otelgpu.receivers.nvml.devices import Device, discover, unmatched
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
 from otelgpu.receivers.nvml.reading import Cycle
 from otelgpu.receivers.nvml.real_nvml import RealNvml
+from otelgpu.receivers.nvml.replay import ReplayNvml
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
 from otelgpu.receivers.nvml.sources import Plan
 from otelgpu.receivers.nvml.xid import XidWatcher
@@ -58,8 +64,14 @@ def nvml_library_present() -> bool:
     return True
 
 
-def make_client(config: NvmlReceiverConfig, clock: Clock) -> NvmlClient:
+def make_client(
+    config: NvmlReceiverConfig, clock: Clock, logger: logging.Logger | None = None
+) -> NvmlClient:
     """The backend the config asks for (`auto`: NVML wherever the library is present)."""
+    if config.backend is Backend.REPLAY:
+        chosen = config.replay or ReplayConfig()
+        log = logger or logging.getLogger(__name__)
+        return ReplayNvml(chosen.record_path(), chosen.phase, log)
     if config.use_simulated(lambda: nvml_library_present()):  # looked up late: tests replace it
         return SimulatedNvml(config.simulated or SimulatedConfig(), clock.monotonic)
     return RealNvml()
@@ -91,7 +103,7 @@ class NvmlReceiver:
         self._config = config
         self._next = next
         self._clock = clock or RealClock()
-        self.client = client or make_client(config, self._clock)
+        self.client = client or make_client(config, self._clock, settings.logger)
         self._plan = Plan.build(config.read_metrics())  # the health summary's inputs too
         self._controller: ScrapeController | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -195,6 +207,18 @@ class NvmlReceiver:
                 "not real hardware; their series carry %s=true",
                 sum(not d.is_mig for d in devices),
                 self._config.backend.value,
+                semconv.SIMULATED,
+            )
+        elif isinstance(self.client, ReplayNvml):
+            for device in devices:
+                device.resource[semconv.SIMULATED] = True
+            log.warning(
+                "REPLAYED GPUs: %d GPUs of %s answered from the record %s (phase %s), not this "
+                "node's hardware; their series carry %s=true",
+                sum(not d.is_mig for d in devices),
+                self.client.board,
+                self.client.path,
+                self.client.phase,
                 semconv.SIMULATED,
             )
         for entry in unmatched(self._config.devices, devices):

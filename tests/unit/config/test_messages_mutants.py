@@ -31,7 +31,7 @@ def test_an_unknown_backend_is_answered_with_the_backends_by_name(tmp_path: Path
     issues = _issues(tmp_path, "receivers:\n  nvml: {backend: cuda}\n")
     assert [str(i) for i in issues] == [
         f"{tmp_path / 'agent.yaml'}:2:19: receivers::nvml::backend: "
-        'must be one of: auto, nvml, simulated (got "cuda")'
+        'must be one of: auto, nvml, simulated, replay (got "cuda")'
     ]
 
 

@@ -1,8 +1,8 @@
 """The nvml receiver on what real boards answered, replayed: an NVIDIA H200 and an H100 80GB
 HBM3, both on driver 580.159.04.
 
-`docs/hardware/<board>.json` is `scripts/nvml_record`'s record of every NVML call the real
-backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
+`otelgpu/receivers/nvml/boards/<board>.json` (docs/hardware/ says how each was taken) is
+`scripts/nvml_record`'s record of every NVML call the real backend makes on that board, idle and under a matrix-product load; `ProfileNvml` answers
 from it. So the receiver's own code meets the board's real shapes, units and error codes in
 CI: a change that reads a field in another unit, calls NVML in a way the board never
 answered, or mishandles one of its error codes fails here without a GPU.
@@ -26,10 +26,11 @@ from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.metrics import BY_NAME
 from otelgpu.receivers.nvml.profile import ProfileNvml, RecordingNvml
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
+from otelgpu.receivers.nvml.replay import BOARDS as BOARD_RECORDS
 from tests.conftest import make_settings
 from tests.fakes import Sink
 
-HARDWARE = Path(__file__).resolve().parents[4] / "docs" / "hardware"
+HARDWARE = BOARD_RECORDS
 # board file → (model, GPU memory in bytes, VBIOS), as nvidia-smi -q reports them
 BOARDS = {
     "nvidia-h200": ("NVIDIA H200", 150_754_820_096, "96.00.A5.00.1A"),
@@ -189,3 +190,82 @@ async def test_a_record_replays_what_it_recorded(tmp_path: Path) -> None:
         }
 
     assert seen(live) and seen(replayed) == seen(live)
+
+
+# Default metrics a recorded board has no series for, and what in its record says so.
+NOT_ON_THESE_BOARDS = {
+    # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX} answered NOT_SUPPORTED: PCIe boards, no NVLink
+    "nvidia.gpu.nvlink.io": lambda board: (
+        _field_codes(board, 138, 139) == {nvml.ERROR_NOT_SUPPORTED}
+    ),
+    # no vGPU licensing on bare metal
+    "nvidia.gpu.vgpu.license.status": lambda board: (
+        {e["error"] for e in _answers(board, "vgpu_licensed")} == {nvml.ERROR_NOT_SUPPORTED}
+    ),
+    # a series per XID code from the first XID on: no XID happened while recording
+    "nvidia.gpu.xid.errors": lambda board: all(
+        e.get("error") == nvml.ERROR_TIMEOUT for e in _answers(board, "event_wait")
+    ),
+}
+
+
+def _answers(board: str, call: str) -> list[dict[str, Any]]:
+    return [e for phase in _record(board)["phases"].values() for e in phase if e["call"] == call]
+
+
+def _field_codes(board: str, *field_ids: int) -> set[int]:
+    return {
+        f["fields"]["code"]
+        for e in _answers(board, "field_values")
+        for f in e["value"]
+        if f["fields"]["field_id"] in field_ids
+    }
+
+
+@pytest.mark.parametrize("phase", ["idle", "load"])
+async def test_the_default_metric_set_is_served_from_the_every_metric_record(
+    board: str, phase: str
+) -> None:
+    """The default set batches other field and GPM IDs than the every-metric cycles the board
+    recorded: each is answered from the board's own answer for that ID."""
+    client = _profile(board, phase)
+    parsed = NvmlReceiverConfig.model_validate({"backend": "nvml"})
+    recv = NvmlReceiver(
+        make_settings("nvml", Kind.RECEIVER, SelfTelemetry()), parsed, Sink(), client=client
+    )
+    try:
+        for _ in range(3):
+            batch = await recv.scrape()
+    finally:
+        await recv.shutdown()
+    gpu = _gpu(board, list(batch))
+    served = {m.name for m in gpu.metrics if m.points}
+    default = parsed.enabled_metrics()
+    assert len(default) == 22
+    assert sorted(default - served) == sorted(NOT_ON_THESE_BOARDS)
+    assert all(holds(board) for holds in NOT_ON_THESE_BOARDS.values())
+    assert client.unrecorded == set()
+    # what the next recording of the default set (scripts/nvml_record) closes: its batches as
+    # it asks them were never recorded, only their IDs one by one
+    assert {json.loads(key)[0] for key in client.composed} == {"field_values", "gpm_metrics"}
+    # the figures are the board's: the SM clock under load is one it answered
+    (power,) = _values(gpu, "hw.power")
+    assert power * 1000 in {
+        f["fields"]["value"]
+        for e in _record(board)["phases"][phase]
+        if e["call"] == "field_values"
+        for f in e["value"]
+        if f["fields"]["field_id"] == 186
+    }
+    (tensor,) = _values(gpu, "nvidia.gpu.tensor.active")
+    if phase == "load":
+        assert tensor > 0.5
+
+
+def test_a_field_the_board_was_never_asked_is_unknown_in_its_entry(board: str) -> None:
+    client = _profile(board, "idle")
+    (gpu,) = [client.device_handle(0)]
+    power, never = client.field_values(gpu, [186, 9999])
+    assert power.code == nvml.SUCCESS and power.value > 0
+    assert (never.field_id, never.code) == (9999, nvml.ERROR_UNKNOWN)
+    assert client.unrecorded == {'["field_values", "gpu0", 9999]'}
