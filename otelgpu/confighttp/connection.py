@@ -119,6 +119,7 @@ class Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._write_deadline: float | None = None
         self._closing = False
+        self._resuming = False  # inside the transport's resume_writing call (see `close`)
 
     # --- asyncio's calls ------------------------------------------------------------------
 
@@ -206,9 +207,13 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._safely(self._feed)
-        if not self._writing_paused:
-            self._safely(self._advance)
+        self._resuming = True
+        try:
+            self._safely(self._feed)
+            if not self._writing_paused:
+                self._safely(self._advance)
+        finally:
+            self._resuming = False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -221,20 +226,34 @@ class Connection(asyncio.Protocol):
 
     # --- closing --------------------------------------------------------------------------
 
+    # asyncio's socket transport calls `resume_writing` from its write-ready callback, and when
+    # that callback finds its buffer empty and the transport closing, it ends the connection
+    # itself, after `close`/`abort` already scheduled the same end: the second run raises
+    # inside asyncio (an "Exception in callback _call_connection_lost" traceback in the log,
+    # CPython 3.11 and 3.12). That happens whenever the last slice of an answer that closes
+    # the connection leaves whole from `resume_writing`. So a close asked from inside it is
+    # made on the loop's next turn, once the transport's callback has returned.
+
     def close(self) -> None:
         """Closes once what was written is sent."""
         self._closing = True
         if self._transport is not None:
-            self._transport.close()
+            self._later_if_resuming(self._transport.close)
 
     def abort(self) -> None:
         """Closes at once, dropping what was not sent, the kernel's queue included."""
         self._closing = True
         send_buffer.reset_on_close(self._socket)
         if self._transport is not None:
-            self._transport.abort()
+            self._later_if_resuming(self._transport.abort)
         if self.handshake is not None:
             self.handshake.cancel()
+
+    def _later_if_resuming(self, end: Callable[[], None]) -> None:
+        if self._resuming:
+            asyncio.get_running_loop().call_soon(end)
+        else:
+            end()
 
     def _arm(self) -> None:
         """(Re)starts the timer for what the connection does now (see the class docstring)."""

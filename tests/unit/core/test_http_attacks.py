@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from otelgpu.confighttp.listener import MAX_CONNECTIONS, Listener, Request, Response
+from otelgpu.confighttp.send_buffer import BODY_SLICE
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.extensions.health_check.server import ProbeServer
@@ -208,6 +209,24 @@ async def test_a_client_that_reads_a_trickle_is_closed_after_the_write_timeout(
     finally:
         stop.set()
     assert await reader in ("reset", "closed")
+
+
+async def test_an_answer_that_closes_its_connection_ends_it_once_without_a_traceback(
+    serve: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A big answer with `Connection: close` whose last slice (100 bytes here) leaves whole
+    from the transport's `resume_writing`: closing there made asyncio end the connection
+    twice, logging an `_call_connection_lost` traceback for every such scrape."""
+    body = bytes(4 * BODY_SLICE + 100)
+    listener = await serve(handler=lambda request: Response(200, body))
+    caplog.set_level(logging.ERROR)
+    request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    for _ in range(5):
+        got = await asyncio.to_thread(raw, listener.port, request, timeout=DEADLINE)
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"\r\n\r\n" + body)
+    await listener.stop()  # its loop runs what was scheduled before it stops
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
 
 
 # --- TLS handshakes -------------------------------------------------------------------------
