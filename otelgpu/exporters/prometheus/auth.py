@@ -158,7 +158,9 @@ class BasicAuthenticator:
             passed = await asyncio.shield(checking)
         else:
             passed = await self._check_new(user, password, cache_key, peer)
-        if not passed:
+        if passed:
+            self._failed.pop(peer, None)
+        else:
             self._remember_failed(peer)
         return passed
 
@@ -190,7 +192,6 @@ class BasicAuthenticator:
             if len(self._ok) >= _CACHE_LIMIT:
                 self._ok.clear()
             self._ok.add(cache_key)
-            self._failed.pop(peer, None)
         else:
             self._refused[cache_key] = None
             if len(self._refused) > FAILED_PAIRS:

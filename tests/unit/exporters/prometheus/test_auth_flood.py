@@ -324,3 +324,23 @@ async def test_a_pair_checking_called_off_answers_those_sharing_it_503_not_a_han
     assert await checker.check(basic("prom", "x"), peer="127.0.0.10") is False
     assert gate.calls == [b"other", b"x"]
     checker.close()
+
+
+async def test_an_address_whose_shared_check_passes_is_no_longer_taken_for_a_failed_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    assert await checker.check(basic("prom", "wrong"), peer="127.0.0.9") is False
+    gate.open.clear()
+    owner = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.8"))
+    await asyncio.sleep(0)
+    sharing = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.9"))
+    await asyncio.sleep(0)
+    assert checker.waiting == (1, 0)  # the sharing check holds no place in the failed lane
+    gate.open.set()
+    assert await asyncio.gather(owner, sharing) == [True, True]
+    assert not checker.failed_before("127.0.0.9")
+    assert gate.calls == [b"wrong", PASSWORD.encode()]
+    checker.close()
