@@ -25,13 +25,16 @@ from otelgpu.service import logs
 from otelgpu.service.agent import Agent
 from otelgpu.service.builtins import builtin_registry
 from otelgpu.service.cpu_limit import cpu_limit, cpu_limit_note
+from otelgpu.service.early_signals import HeldSignals
 
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG = 0, 1, 2
 _log = logging.getLogger("otelgpu.cli")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `otelgpu` console script and `python -m otelgpu`."""
+def main(argv: Sequence[str] | None = None, *, held: HeldSignals | None = None) -> int:
+    """The CLI, behind the `otelgpu` console script and `python -m otelgpu` (`__main__.py`),
+    which hold SIGHUP before anything else (`held`; without it, SIGHUP keeps its default until
+    the agent runs)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["migrate"]:
         return _migrate(argv[1:])
@@ -64,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "print-config":
         print(render(config), end="")
         return EXIT_OK
-    return _run(args, registry, config)
+    return _run(args, registry, config, held or HeldSignals())
 
 
 def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: list[str]) -> None:
@@ -189,13 +192,15 @@ def _report(args: argparse.Namespace, exc: ConfigError) -> None:
     print(str(exc), file=sys.stderr)
 
 
-def _run(args: argparse.Namespace, registry: Registry, config: AgentConfig) -> int:
+def _run(
+    args: argparse.Namespace, registry: Registry, config: AgentConfig, held: HeldSignals
+) -> int:
     source = ", ".join(args.config) if args.config else "the embedded default pipeline"
     _log.info("otelgpu %s starting with %s", __version__, source)
     note = cpu_limit_note(cpu_limit())
     if note:
         _log.info("%s", note)
-    agent = Agent(lambda: _load(args, registry), registry)
+    agent = Agent(lambda: _load(args, registry), registry, held=held)
     try:
         asyncio.run(agent.run(config))
     except StartError as exc:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path as FsPath
 from typing import Any
 
 import yaml
 
 from otelgpu.component.errors import ConfigError, Issue
+from otelgpu.config.bounded_read import Unreadable, read_bounded
 from otelgpu.config.composer import MAX_DEPTH, Composed, NestingTooDeep, compose
 from otelgpu.config.positions import Mark, Path, Positions
 from otelgpu.config.walker import Walker
@@ -73,7 +73,9 @@ def load(
 
 
 def read_files(paths: list[str]) -> list[tuple[str, str]]:
-    """Reads each `-c` source; a missing or unreadable file is a config error, not a crash.
+    """Reads each `-c` source; a missing or unreadable file is a config error, not a crash,
+    and so is one that is not a regular file, holds more than `MAX_CONFIG_FILE` bytes or takes
+    over `bounded_read.READ_TIMEOUT` to read (each would hang or swell a reload otherwise).
 
     As the Collector's `--config` does, a source may be a URI: `file:PATH` is the file, and
     `yaml:TEXT` is YAML given inline, whose keys may name a path with `::`
@@ -97,15 +99,16 @@ def read_files(paths: list[str]) -> list[tuple[str, str]]:
         if sep and scheme == "file":
             path = rest
         try:
-            sources.append((path, FsPath(path).read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            issues.append(Issue(path, 1, 1, (), f"cannot read the file: {reason}"))
+            sources.append((path, read_bounded(path, MAX_CONFIG_FILE).decode("utf-8")))
+        except (Unreadable, UnicodeDecodeError) as exc:
+            issues.append(Issue(path, 1, 1, (), f"cannot read the file: {exc}"))
     if issues:
         raise ConfigError(issues)
     return sources
 
 
+# A pipeline file is a few KiB; anything near this is a wrong path (a log, an image).
+MAX_CONFIG_FILE = 4 * 2**20
 # The Collector's other config providers: they fetch configuration from elsewhere.
 _UNSUPPORTED_SCHEMES = frozenset({"env", "http", "https", "s3", "secretsmanager"})
 

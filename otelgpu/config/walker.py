@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from otelgpu.component.errors import Issue
+from otelgpu.config.bounded_read import TooLarge, Unreadable, read_bounded
 from otelgpu.config.composer import MAX_DEPTH, Alias, Composed
 from otelgpu.config.positions import Mark, Path, Positions
 
@@ -277,17 +278,16 @@ class Walker:
 
     def _file(self, name: str, node: yaml.Node, path: Path) -> str:
         """A secret from a mounted file: its text, trailing line breaks removed (the Collector
-        parses the file as YAML, which drops them too; inner lines are kept, so a PEM works)."""
+        parses the file as YAML, which drops them too; inner lines are kept, so a PEM works).
+        Only a regular file is read, within a size and a time bound (`bounded_read`)."""
         try:
-            with open(name, "rb") as f:
-                data = f.read(MAX_FILE_SUBSTITUTION + 1)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            self._issue(node, path, f'cannot read "${{file:{name}}}": {reason}')
-            return ""
-        if len(data) > MAX_FILE_SUBSTITUTION:
+            data = read_bounded(name, MAX_FILE_SUBSTITUTION)
+        except TooLarge:
             limit = MAX_FILE_SUBSTITUTION // 2**10
             self._issue(node, path, f'"${{file:{name}}}" is larger than {limit} KiB')
+            return ""
+        except Unreadable as exc:
+            self._issue(node, path, f'cannot read "${{file:{name}}}": {exc}')
             return ""
         try:
             return data.decode("utf-8").rstrip("\r\n")

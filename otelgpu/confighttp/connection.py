@@ -50,9 +50,14 @@ class Owner(Protocol):
     idle_timeout: float
     write_timeout: float
     handshake_timeout: float
+    header_timeout: float
     errors: RateLimitedLog  # a failing handler: a line a minute, not a request
 
-    def opened(self, connection: Connection) -> None: ...
+    def opened(self, connection: Connection) -> bool:
+        """Counts a new connection; False when it may not stay (the cap is reached)."""
+
+    def established(self, connection: Connection) -> None:
+        """The connection was answered a success (`Response.establishes`)."""
 
     def closed(self, connection: Connection) -> None: ...
 
@@ -80,6 +85,7 @@ class Connection(asyncio.Protocol):
     """One client connection. Requests are answered in order; reading pauses while an answer
     is awaited or the client does not take what was written. One timer: `idle_timeout` while
     no answer is being written (before the first request, between two, while one is awaited),
+    cut short by `header_timeout` from a request's first byte until it is whole, and
     `write_timeout` from when an answer starts until all of it is in the kernel."""
 
     def __init__(self, owner: Owner) -> None:
@@ -98,6 +104,8 @@ class Connection(asyncio.Protocol):
         self._in_head = False
         self._in_message = False
         self._began_in_piece = False
+        self._request_deadline: float | None = None  # its first byte + header_timeout
+        self._established = False  # answered a success (`Owner.established`)
         # answering
         self._queue: deque[tuple[Request, bool]] = deque()  # parsed, not answered; keep-alive
         self._reading_done = False  # nothing more is parsed on this connection
@@ -111,6 +119,7 @@ class Connection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._write_deadline: float | None = None
         self._closing = False
+        self._resuming = False  # inside the transport's resume_writing call (see `close`)
 
     # --- asyncio's calls ------------------------------------------------------------------
 
@@ -121,7 +130,11 @@ class Connection(asyncio.Protocol):
         send_buffer.size_send_buffer(self._socket)
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
-        self._owner.opened(self)  # counted from the accept, a TLS handshake included
+        if not self._owner.opened(self):  # counted from the accept, a TLS handshake included
+            self._closing = True  # the cap is reached and every connection is established
+            send_buffer.reset_on_close(self._socket)
+            transport.abort()
+            return
         if self._owner.ssl_context is None:
             # Writing pauses as soon as the kernel leaves anything unsent, and resumes once
             # the transport has sent it all: the next slice then goes straight to `send`.
@@ -174,6 +187,8 @@ class Connection(asyncio.Protocol):
             return  # refused, closing, or past the last request: dropped
         self._arm()
         self._safely(lambda: self._parse(data))
+        if self._request_deadline is not None and not self._closing:
+            self._arm()  # a request began in this read and is not whole yet: its deadline
 
     def eof_received(self) -> bool:
         # Reading pauses while any answer is owed, so the client's end arrives once what it
@@ -192,9 +207,13 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
-        self._safely(self._feed)
-        if not self._writing_paused:
-            self._safely(self._advance)
+        self._resuming = True
+        try:
+            self._safely(self._feed)
+            if not self._writing_paused:
+                self._safely(self._advance)
+        finally:
+            self._resuming = False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
@@ -207,20 +226,34 @@ class Connection(asyncio.Protocol):
 
     # --- closing --------------------------------------------------------------------------
 
+    # asyncio's socket transport calls `resume_writing` from its write-ready callback, and when
+    # that callback finds its buffer empty and the transport closing, it ends the connection
+    # itself, after `close`/`abort` already scheduled the same end: the second run raises
+    # inside asyncio (an "Exception in callback _call_connection_lost" traceback in the log,
+    # CPython 3.11 and 3.12). That happens whenever the last slice of an answer that closes
+    # the connection leaves whole from `resume_writing`. So a close asked from inside it is
+    # made on the loop's next turn, once the transport's callback has returned.
+
     def close(self) -> None:
         """Closes once what was written is sent."""
         self._closing = True
         if self._transport is not None:
-            self._transport.close()
+            self._later_if_resuming(self._transport.close)
 
     def abort(self) -> None:
         """Closes at once, dropping what was not sent, the kernel's queue included."""
         self._closing = True
         send_buffer.reset_on_close(self._socket)
         if self._transport is not None:
-            self._transport.abort()
+            self._later_if_resuming(self._transport.abort)
         if self.handshake is not None:
             self.handshake.cancel()
+
+    def _later_if_resuming(self, end: Callable[[], None]) -> None:
+        if self._resuming:
+            asyncio.get_running_loop().call_soon(end)
+        else:
+            end()
 
     def _arm(self) -> None:
         """(Re)starts the timer for what the connection does now (see the class docstring)."""
@@ -231,7 +264,11 @@ class Connection(asyncio.Protocol):
                 self._set_timer(self._write_deadline, self.abort)
             return
         self._write_deadline = None
-        self._set_timer(loop.time() + self._owner.idle_timeout, self._idle)
+        idle = loop.time() + self._owner.idle_timeout
+        if self._request_deadline is not None and self._request_deadline < idle:
+            self._set_timer(self._request_deadline, self.abort)  # a slowloris: dropped
+        else:
+            self._set_timer(idle, self._idle)
 
     def _set_timer(self, when: float, callback: Callable[[], None]) -> None:
         if self._timer is not None:
@@ -253,6 +290,7 @@ class Connection(asyncio.Protocol):
         self._headers = []
         self._head_size = self._head_pieces = self._body_size = 0
         self._in_head = self._in_message = self._began_in_piece = True
+        self._request_deadline = asyncio.get_running_loop().time() + self._owner.header_timeout
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -281,6 +319,7 @@ class Connection(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         self._in_message = False
+        self._request_deadline = None
         request, self._request = self._request, None
         assert request is not None  # the head comes first
         parser = self._parser
@@ -401,6 +440,9 @@ class Connection(asyncio.Protocol):
     # --- writing --------------------------------------------------------------------------
 
     def _respond(self, request: Request, response: Response, keep_alive: bool) -> None:
+        if not self._established and response.status < 400 and response.establishes:
+            self._established = True
+            self._owner.established(self)
         body = b"" if request.method == "HEAD" else response.body
         head = messages.head(response.status, response.headers, len(response.body), keep_alive)
         whole = memoryview(body)

@@ -14,11 +14,18 @@ awaitable instead, and that request is answered from a task.
 Bounds a default server lacks:
 
 - at most `max_connections` open at once, counted from the accept (a TLS handshake in progress
-  is one): a new connection beyond that closes the oldest one (almost always an idle
-  keep-alive or a stalled handshake: a request here is answered from memory in microseconds),
-  so a flood of idle connections or of handshakes that never finish cannot lock a real
-  scraper out or exhaust file descriptors;
+  is one). A connection is *established* once it has been answered a success (a scrape that
+  passed its password check, when there is one); until then it is *unproven* (a handshake in
+  progress, a client that has sent nothing or only a partial head, one answered 401/429). A
+  new connection beyond the cap closes the oldest unproven one, never an established one;
+  when every open connection is established, the newcomer is closed instead. So a flood of
+  idle connections, of handshakes that never finish or of wrong passwords can neither reset
+  a scraper's keep-alive connection nor exhaust file descriptors, and a new scraper's
+  connection displaces the flood's;
 - a TLS handshake that has not finished after `handshake_timeout` seconds is dropped;
+- a request whose head (and body) has not arrived whole `header_timeout` seconds after its
+  first byte is dropped: a client trickling a byte at a time (slowloris) does not hold its
+  slot by looking busy;
 - a connection idle for `idle_timeout` seconds (before its first request, between two, while
   an answer is awaited) is closed;
 - an answer not wholly handed to the kernel `write_timeout` seconds after it started (a
@@ -60,6 +67,7 @@ from otelgpu.confighttp.messages import Handler, Request, Response
 # A listener's owners import the request and answer types from here, with the listener.
 __all__ = [
     "HANDSHAKE_TIMEOUT",
+    "HEADER_TIMEOUT",
     "IDLE_TIMEOUT",
     "MAX_CONNECTIONS",
     "SWITCH_INTERVAL",
@@ -76,6 +84,10 @@ IDLE_TIMEOUT = 30.0  # longer than the kubelet's probe period, so probes reuse t
 # scrape after its scrape_timeout (10 s by default, never more than the scrape interval).
 WRITE_TIMEOUT = 30.0
 HANDSHAKE_TIMEOUT = 10.0  # a TLS handshake takes milliseconds; asyncio's default is 60 s
+# A scraper or a probe writes its request in one go; a head still arriving after this long is
+# a slowloris. (Go's net/http has no such bound unless ReadHeaderTimeout is set; 10 s is what
+# exporter-toolkit's users commonly set.)
+HEADER_TIMEOUT = 10.0
 # How long a thread that wants the GIL waits before the holder must hand it over; the agent
 # sets it at start-up (otelgpu.service.agent). A scrape takes the GIL back after each system
 # call (wake-up, read, send); at the default 5 ms each could wait that long while the pipeline
@@ -105,6 +117,7 @@ class Listener:
         idle_timeout: float = IDLE_TIMEOUT,
         write_timeout: float = WRITE_TIMEOUT,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        header_timeout: float = HEADER_TIMEOUT,
         name: str = "otelgpu http",
     ) -> None:
         self.handler = handler  # replaced whole by a new owner (reload): read once per request
@@ -114,11 +127,14 @@ class Listener:
         self.idle_timeout = idle_timeout
         self.write_timeout = write_timeout
         self.handshake_timeout = handshake_timeout
+        self.header_timeout = header_timeout
         self._name = name
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()  # stop() came before the loop ran
-        self._open: dict[Connection, None] = {}  # oldest first
+        # Open connections, oldest first: not yet answered a success, and established.
+        self._unproven: dict[Connection, None] = {}
+        self._established: dict[Connection, None] = {}
         self.errors = RateLimitedLog(_log)  # a failing handler: a line a minute, not a request
         self._accept_errors = RateLimitedLog(_log)
         self.port = port
@@ -127,7 +143,7 @@ class Listener:
     def connections(self) -> int:
         """Connections open now (TLS handshakes in progress included), not counting those
         being closed."""
-        return len(self._open)
+        return len(self._unproven) + len(self._established)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop | None:
@@ -189,23 +205,36 @@ class Listener:
 
     async def _close(self, server: asyncio.Server) -> None:
         server.close()
-        open_now, self._open = self._open, {}
+        open_now = [*self._unproven, *self._established]
+        self._unproven, self._established = {}, {}
         waiting = [task for c in open_now for task in (c.pending, c.handshake) if task is not None]
         for connection in open_now:
             connection.abort()  # its awaited answer (a bcrypt check) is cancelled with it
         await asyncio.gather(*waiting, return_exceptions=True)
         await server.wait_closed()
 
-    def opened(self, connection: Connection) -> None:
-        """A new connection: counted, and the oldest closed if that makes one too many."""
-        excess = len(self._open) - self._max + 1
-        for oldest in list(self._open)[: max(0, excess)]:
-            del self._open[oldest]
+    def opened(self, connection: Connection) -> bool:
+        """A new connection: counted, and the oldest unproven one closed if that makes one too
+        many. False (the newcomer is not counted and must close) when every connection open
+        is established."""
+        while self.connections >= self._max:
+            if not self._unproven:
+                return False
+            oldest = next(iter(self._unproven))
+            del self._unproven[oldest]
             oldest.abort()  # not a graceful close: `stop` no longer sees it, it must end now
-        self._open[connection] = None
+        self._unproven[connection] = None
+        return True
+
+    def established(self, connection: Connection) -> None:
+        """`connection` was answered a success: no newcomer evicts it from now on."""
+        if connection in self._unproven:
+            del self._unproven[connection]
+            self._established[connection] = None
 
     def closed(self, connection: Connection) -> None:
-        self._open.pop(connection, None)
+        self._unproven.pop(connection, None)
+        self._established.pop(connection, None)
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The listener's loop reports accept failures ("Too many open files") here, one per

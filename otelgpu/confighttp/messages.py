@@ -27,11 +27,17 @@ class Request:
 @dataclass(frozen=True, slots=True)
 class Response:
     """One answer. Its head leaves with the body's first 128 KiB (one copy of at most that);
-    the rest is sent from the body object itself, in slices."""
+    the rest is sent from the body object itself, in slices.
+
+    `establishes`: whether a success (status below 400) makes its connection an established
+    one, which no newcomer evicts at the connection cap (`listener.py`). False for answers
+    anyone gets where others need a password (`/health` beside a `/metrics` behind basic
+    auth), so that a flood cannot pin the slots a scraper needs."""
 
     status: int
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
+    establishes: bool = True
 
 
 # A handler answers at once (a Response) or, when it must wait (a password check), with an

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -46,6 +47,7 @@ DEFAULT_QUEUE_BYTES = 6 << 20
 # Default capacity with `sizer: items` (points) or `sizer: requests` (batches).
 DEFAULT_QUEUE_POINTS = 100_000
 Sizer = Literal["bytes", "items", "requests"]
+_log = logging.getLogger("otelgpu.config")
 
 
 class QueueConfig(StrictModel):
@@ -58,7 +60,9 @@ class QueueConfig(StrictModel):
     sizer: what `queue_size` counts, as the Collector spells it: `bytes` (the default: the
     queued requests' size as held, gzipped, which is the queue's memory), `items` (data
     points) or `requests` (batches, whatever their size: memory is then not bounded by the
-    number of series). A `queue_size` written without a `sizer` counts points (`items`).
+    number of series). A `queue_size` written without a `sizer` counts points (`items`), with
+    a warning: the default sizer counts bytes, so the same number means something else once
+    the `sizer` line goes (or comes).
     queue_size: 6 MiB with `sizer: bytes` (`DEFAULT_QUEUE_BYTES`), 100000 otherwise.
     num_consumers: 1, batches sent concurrently; each holds one batch in flight, outside the
     queue's capacity.
@@ -80,7 +84,15 @@ class QueueConfig(StrictModel):
         if not isinstance(data, dict):
             return data
         if "sizer" not in data:
-            return {"sizer": "items", **data} if "queue_size" in data else data
+            if "queue_size" not in data:
+                return data
+            _log.warning(
+                "sending_queue: queue_size %s is written without a sizer, so it counts data "
+                "points (sizer: items), not bytes as the default sizer does; write "
+                '"sizer: items" to keep this meaning, or "sizer: bytes" for a memory bound',
+                data["queue_size"],
+            )
+            return {"sizer": "items", **data}
         if "queue_size" not in data and data["sizer"] in ("items", "requests"):
             return {**data, "queue_size": DEFAULT_QUEUE_POINTS}
         return data

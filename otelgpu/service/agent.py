@@ -1,12 +1,15 @@
 """The agent's run loop: one service at a time, signals, reload and graceful stop.
 
 SIGTERM/SIGINT stop the service within `stop_timeout` seconds (queues flushed or counted).
-SIGHUP reloads the files on a worker thread; an invalid new config (or any failure while
-loading it) is logged issue by issue and the running service is kept. Every rejected reload
-counts in `otelgpu_config_reload_failures_total` and sets `otelgpu_config_last_reload_successful`
-to 0 (the OtelgpuConfigReloadFailed alert). A valid one replaces
-it: the old service stops, the new one starts (if the new one cannot start, the old config
-is started again so the node is not left unmonitored). The agent owns the `KeptListeners`
+SIGHUP reloads the files on a thread of its own; an invalid new config (or any failure while
+loading it) is logged issue by issue and the running service is kept. A stop asked while the
+files load does not wait for them: the load is abandoned (its thread never holds the exit),
+so no file, however it misbehaves, can make the agent deaf to SIGTERM. A SIGHUP that came
+before the loop handled signals (`otelgpu.service.early_signals`) reloads once at start.
+Every rejected reload counts in `otelgpu_config_reload_failures_total` and sets
+`otelgpu_config_last_reload_successful` to 0 (the OtelgpuConfigReloadFailed alert). A valid
+one replaces it: the old service stops, the new one starts (if the new one cannot start, the
+old config is started again so the node is not left unmonitored). The agent owns the `KeptListeners`
 every service's components park their HTTP servers in: a port whose settings did not change
 stays open through the reload, still answering with the old service's last body, and only
 what the new service did not take back is closed once it runs.
@@ -30,6 +33,7 @@ import functools
 import logging
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 from otelgpu.component.errors import ConfigError, StartError
@@ -40,6 +44,7 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.schema import AgentConfig
 from otelgpu.confighttp import listener as http_listener
 from otelgpu.service import heap, logs
+from otelgpu.service.early_signals import HeldSignals
 from otelgpu.service.service import Service
 
 _log = logging.getLogger("otelgpu.agent")
@@ -56,8 +61,10 @@ class Agent:
         registry: Registry,
         *,
         stop_timeout: float = 25.0,
+        held: HeldSignals | None = None,
     ) -> None:
         self._load = load
+        self._held = held  # SIGHUP before the loop took signals over (the CLI's)
         self._registry = registry
         self._stop_timeout = stop_timeout
         self._telemetry: SelfTelemetry | None = None
@@ -85,6 +92,9 @@ class Agent:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.request_stop)
         loop.add_signal_handler(signal.SIGHUP, self.request_reload)
+        if self._held is not None and self._held.take_reload():
+            _log.info("SIGHUP came while starting: reloading once started")
+            self.request_reload()
         upkeep: asyncio.Task[None] | None = None
         try:
             self.service = await self._start(config)
@@ -98,6 +108,8 @@ class Agent:
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
+            if self._held is not None:  # a SIGHUP while stopping must not kill the process
+                self._held.install()
             await cancel_and_wait(upkeep)
             await self._stop_service()
             self._telemetry.shutdown()
@@ -137,8 +149,7 @@ class Agent:
     async def _reload_config(self) -> None:
         _log.info("SIGHUP: reloading the configuration")
         try:
-            # On a worker thread: a large or hostile file must not stop the loop serving scrapes.
-            config = await asyncio.to_thread(self._load)
+            config = await self._load_unless_stopped()
         except ConfigError as exc:
             for issue in exc.issues:
                 _log.error("reload rejected: %s", issue)
@@ -157,6 +168,9 @@ class Agent:
             )
             self._loaded(False)
             return
+        if config is None:
+            _log.warning("stop asked while the configuration was loading: the reload is abandoned")
+            return
         old = self.service
         assert old is not None
         await old.shutdown()
@@ -170,6 +184,29 @@ class Agent:
             )
             self._loaded(False)
             self.service = await self._start(old.config)
+
+    async def _load_unless_stopped(self) -> AgentConfig | None:
+        """The new configuration, loaded on a thread of its own (a large or hostile file must
+        not stop the loop serving scrapes); None when a stop is asked first. The thread is a
+        daemon, not the loop's executor, so one that never returns does not hold the exit."""
+        loop = asyncio.get_running_loop()
+        loaded: asyncio.Future[AgentConfig] = loop.create_future()
+
+        def work() -> None:
+            try:
+                config = self._load()
+            except Exception as exc:  # handed to the loop as it is
+                _hand_over(loop, loaded, exc)
+            else:
+                _hand_over(loop, loaded, config)
+
+        threading.Thread(target=work, name="otelgpu reload", daemon=True).start()
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait((loaded, stopped), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        return loaded.result() if loaded.done() else None
 
     async def _stop_service(self) -> None:
         service, self.service = self.service, None
@@ -188,6 +225,25 @@ class Agent:
                 await self._listeners.close_all()
         except TimeoutError:
             _log.error("shutdown did not finish within %.0fs; exiting anyway", self._stop_timeout)
+
+
+def _hand_over(
+    loop: asyncio.AbstractEventLoop,
+    future: asyncio.Future[AgentConfig],
+    outcome: AgentConfig | BaseException,
+) -> None:
+    """Settles `future` with a worker thread's result on its loop, if that loop still runs."""
+
+    def settle() -> None:
+        if future.done():
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+        loop.call_soon_threadsafe(settle)
 
 
 def _points_collected(telemetry: SelfTelemetry) -> float:

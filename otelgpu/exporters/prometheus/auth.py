@@ -9,6 +9,16 @@ username can collide with another pair's key (CVE-2022-46146 was such a collisio
 remembered is answered at once, without a bcrypt check or a place in line: a scraper that has
 passed once is never held up by anyone else's checks.
 
+Pairs that failed are remembered the same way (`FAILED_PAIRS` of them, least recently seen
+forgotten first) and answered 401 at once, and a pair whose check is already running or waiting
+joins that check instead of taking a place in line. A flood repeating a wrong password, from
+any number of connections and addresses, so costs one bcrypt check per distinct pair and holds
+no place in line, and a scraper's first check, from whatever address (the flood's own one
+too), waits only for the check running when it came and the distinct new pairs ahead of it.
+Answering a remembered failure at once tells a client only that this exact pair was already
+tried and refused, nothing about the password. (A new hash or user starts with both memories
+empty.)
+
 The other checks run one at a time on one private thread, and the line in front of it is
 bounded, in two lanes: addresses with no failed check remembered (a scraper's first scrape,
 after a start or a password change) go first, ahead of addresses whose last check failed (a
@@ -45,6 +55,7 @@ _CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
 MAX_PENDING = 8  # checks running or waiting in one lane, all its addresses together
 PER_PEER = 2  # checks running or waiting for one client address (two jobs may share one)
 FAILED_PEERS = 4096  # client addresses remembered as having failed their last check
+FAILED_PAIRS = 4096  # distinct refused (user, password) pairs remembered, as 32-byte digests
 _FIRST, _FAILED = 0, 1  # the lanes: no failure remembered for the address, or one
 
 
@@ -80,6 +91,8 @@ class BasicAuthenticator:
         self._fake_hash = b""
         self._key = b""
         self._ok: set[bytes] = set()
+        self._refused: OrderedDict[bytes, None] = OrderedDict()  # least recently seen first
+        self._checking: dict[bytes, asyncio.Future[bool]] = {}  # pairs being checked now
         self._failed: OrderedDict[str, None] = OrderedDict()  # least recently failed first
         self._held = [0, 0]  # checks running or waiting, by lane
         self._held_by_peer: dict[str, int] = {}
@@ -105,6 +118,7 @@ class BasicAuthenticator:
             previous._hash, self._hash
         ):
             self._key, self._ok = previous._key, set(previous._ok)
+            self._refused = OrderedDict(previous._refused)
             self._failed = OrderedDict(previous._failed)
 
     def close(self) -> None:
@@ -135,27 +149,60 @@ class BasicAuthenticator:
         cache_key = self._cache_key(user, password)
         if cache_key in self._ok:
             return True
+        if cache_key in self._refused:
+            self._refused.move_to_end(cache_key)
+            self._remember_failed(peer)
+            return False
+        checking = self._checking.get(cache_key)
+        if checking is not None:  # the same pair is in line already: its answer is this one
+            passed = await asyncio.shield(checking)
+        else:
+            passed = await self._check_new(user, password, cache_key, peer)
+        if passed:
+            self._failed.pop(peer, None)
+        else:
+            self._remember_failed(peer)
+        return passed
+
+    async def _check_new(self, user: bytes, password: bytes, cache_key: bytes, peer: str) -> bool:
+        """A pair not seen before: a place in its address's lane, then bcrypt. Checks of the
+        same pair that come meanwhile share this one's answer (or its AuthBusy)."""
         lane = _FAILED if peer in self._failed else _FIRST
         self._admit(peer, lane)
+        shared: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._checking[cache_key] = shared
+        passed: bool | None = None
         try:
-            await self._turns.take(lane)
             try:
-                passed = await self._bcrypt(user, password)
+                await self._turns.take(lane)
+                try:
+                    passed = await self._bcrypt(user, password)
+                finally:
+                    self._turns.give_back()
             finally:
-                self._turns.give_back()
+                self._release(peer, lane)
         finally:
-            self._release(peer, lane)
+            del self._checking[cache_key]
+            if passed is None:  # called off (its connection closed, a reload) or busy
+                shared.set_exception(AuthBusy(503, "the check was called off, try again"))
+                shared.exception()  # retrieved: no "never retrieved" warning if none joined
+            else:
+                shared.set_result(passed)
         if passed:
             if len(self._ok) >= _CACHE_LIMIT:
                 self._ok.clear()
             self._ok.add(cache_key)
-            self._failed.pop(peer, None)
-            return True
+        else:
+            self._refused[cache_key] = None
+            if len(self._refused) > FAILED_PAIRS:
+                self._refused.popitem(last=False)
+        return passed
+
+    def _remember_failed(self, peer: str) -> None:
         self._failed[peer] = None
         self._failed.move_to_end(peer)
         if len(self._failed) > FAILED_PEERS:
             self._failed.popitem(last=False)
-        return False
 
     async def _bcrypt(self, user: bytes, password: bytes) -> bool:
         executor = self._executor

@@ -53,7 +53,9 @@ _GZIP = ("Content-Encoding", "gzip")
 TEXT = "text"  # the `format` label of the scrape counter
 OPENMETRICS = "openmetrics"
 _ESCAPINGS = ("allow-utf-8", "underscores", "values")  # identity on legacy-valid names
-_HEALTH = Response(200, b"OK", (_TEXT, ("X-Content-Type-Options", "nosniff")))
+# Anyone gets it, password or not: it never makes a connection one a newcomer cannot evict
+# at the connection cap (`Response.establishes`), or a flood could pin every slot with it.
+_HEALTH = Response(200, b"OK", (_TEXT, ("X-Content-Type-Options", "nosniff")), establishes=False)
 _NOT_FOUND = Response(404, b"404: Not Found\n", (_TEXT,))
 _NOT_ALLOWED = Response(405, b"405: Method Not Allowed\n", (_TEXT, ("Allow", "GET, HEAD")))
 # A scraper sends the same Accept and Accept-Encoding headers every time, so what they negotiate

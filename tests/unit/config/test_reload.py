@@ -137,3 +137,41 @@ async def test_a_rejected_reload_is_a_metric_and_a_good_one_clears_it() -> None:
     assert after["otelgpu_config_reload_failures_total"] == 1
     agent.request_stop()
     await running
+
+
+async def test_a_stop_during_a_load_that_never_returns_still_stops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A reload whose files never finish loading (a hung mount): SIGTERM must still stop the
+    agent, and the stuck thread must not hold its exit."""
+    loading = threading.Event()
+    release = threading.Event()
+
+    def stuck_load() -> AgentConfig:
+        loading.set()
+        release.wait(60)
+        return config("never")
+
+    agent = Agent(stuck_load, core_registry())
+    running = asyncio.create_task(agent.run(config("v1")))
+    try:
+        while agent.service is None:
+            await asyncio.sleep(0.01)
+        kept = agent.service
+        with caplog.at_level(logging.WARNING, logger="otelgpu"):
+            logging.getLogger("otelgpu").addHandler(caplog.handler)
+            agent.request_reload()
+            while not loading.is_set():
+                await asyncio.sleep(0.01)
+            agent.request_stop()
+            # 30 s guards against the defect (a stop that waits for the load), no timing
+            done, _ = await asyncio.wait([running], timeout=30)
+            logging.getLogger("otelgpu").removeHandler(caplog.handler)
+        assert done, "the agent did not stop while a reload was loading"
+        await running
+        assert agent.service is None and kept.config.components == config("v1").components
+        assert any("the reload is abandoned" in r.getMessage() for r in caplog.records)
+        stuck = [t for t in threading.enumerate() if t.name == "otelgpu reload"]
+        assert stuck and all(t.daemon for t in stuck)  # never joined at exit
+    finally:
+        release.set()

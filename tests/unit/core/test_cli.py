@@ -159,7 +159,7 @@ def test_run_names_the_cpu_limit_it_runs_under(
     """A CFS quota stalls the thread serving /metrics too: the start-up log says there is one."""
 
     class Ran:  # what the agent does once started is not what this checks
-        def __init__(self, *args: object) -> None:
+        def __init__(self, *args: object, **kwargs: object) -> None:
             pass
 
         async def run(self, config: object) -> None:

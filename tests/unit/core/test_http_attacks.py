@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from otelgpu.confighttp.listener import Listener, Request, Response
+from otelgpu.confighttp.listener import MAX_CONNECTIONS, Listener, Request, Response
+from otelgpu.confighttp.send_buffer import BODY_SLICE
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from otelgpu.extensions.health_check.server import ProbeServer
@@ -210,6 +211,24 @@ async def test_a_client_that_reads_a_trickle_is_closed_after_the_write_timeout(
     assert await reader in ("reset", "closed")
 
 
+async def test_an_answer_that_closes_its_connection_ends_it_once_without_a_traceback(
+    serve: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A big answer with `Connection: close` whose last slice (100 bytes here) leaves whole
+    from the transport's `resume_writing`: closing there made asyncio end the connection
+    twice, logging an `_call_connection_lost` traceback for every such scrape."""
+    body = bytes(4 * BODY_SLICE + 100)
+    listener = await serve(handler=lambda request: Response(200, body))
+    caplog.set_level(logging.ERROR)
+    request = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    for _ in range(5):
+        got = await asyncio.to_thread(raw, listener.port, request, timeout=DEADLINE)
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"\r\n\r\n" + body)
+    await listener.stop()  # its loop runs what was scheduled before it stops
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+
+
 # --- TLS handshakes -------------------------------------------------------------------------
 
 
@@ -301,6 +320,166 @@ async def test_stalled_tls_handshakes_count_toward_the_connection_cap(
     finally:
         for sock in stalled:
             sock.close()
+
+
+class KeepAlive:
+    """One keep-alive connection, plain or TLS, asking its requests one after the other on the
+    same socket (blocking; run it off the test's loop)."""
+
+    def __init__(self, port: int, context: ssl.SSLContext | None = None) -> None:
+        plain = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        self.sock = context.wrap_socket(plain, server_hostname="localhost") if context else plain
+
+    def get(self, path: str = "/real") -> bytes:
+        """The status line and body of one answer; raises OSError once the server ended the
+        connection."""
+        self.sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the server closed the keep-alive connection")
+            data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+        while len(body) < length:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("the server closed the keep-alive connection")
+            body += chunk
+        return head.split(b"\r\n")[0] + b" " + body
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Stalled:
+    """Clients that connect and never send a byte (a TLS handshake that never starts, or a
+    plain connection that never asks), and which of them the server has ended."""
+
+    def __init__(self, port: int, n: int) -> None:
+        self.socks = []
+        for _ in range(n):
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.setblocking(False)
+            self.socks.append(sock)
+        self._ended: set[int] = set()
+
+    def ended(self) -> int:
+        for n, sock in enumerate(self.socks):
+            if n not in self._ended and closed_by_server(sock):
+                self._ended.add(n)
+        return len(self._ended)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+async def test_stalled_handshakes_beyond_the_cap_never_evict_an_established_scraper(
+    serve: Callable[..., Any], tls: tuple[ssl.SSLContext, ssl.SSLContext]
+) -> None:
+    """A scraper served once over TLS keeps its keep-alive connection while MAX_CONNECTIONS +
+    20 handshakes that never finish arrive: the newcomers close the oldest stalled handshakes,
+    never the established connection (before, it was the first one closed)."""
+    server_context, client_context = tls
+    listener = await serve(ssl_context=server_context, idle_timeout=120)
+    scraper = await asyncio.to_thread(KeepAlive, listener.port, client_context)
+    stalled: Stalled | None = None
+    try:
+        assert await asyncio.to_thread(scraper.get) == b"HTTP/1.1 200 OK /real"
+        flood = MAX_CONNECTIONS + 20
+        stalled = Stalled(listener.port, flood)
+        over = flood - (MAX_CONNECTIONS - 1)  # what the cap leaves no room for
+        await until(lambda: stalled.ended() >= over - 1, "the oldest stalled handshakes to end")
+        await until(lambda: listener.connections == MAX_CONNECTIONS, "the cap to be reached")
+        assert await asyncio.to_thread(scraper.get) == b"HTTP/1.1 200 OK /real"
+        await until(lambda: stalled.ended() == over, f"{over} stalled handshakes to end")
+        assert listener.connections == MAX_CONNECTIONS
+    finally:
+        scraper.close()
+        if stalled is not None:
+            stalled.close()
+
+
+async def test_when_every_connection_is_established_a_newcomer_is_closed(
+    serve: Callable[..., Any],
+) -> None:
+    """At the cap with nothing unproven to close, the newcomer is the one closed, and the
+    established connections go on being answered."""
+    listener = await serve(max_connections=2, idle_timeout=120)
+    scrapers = [await asyncio.to_thread(KeepAlive, listener.port) for _ in range(2)]
+    try:
+        for scraper in scrapers:
+            assert await asyncio.to_thread(scraper.get) == b"HTTP/1.1 200 OK /real"
+        with socket.create_connection(("127.0.0.1", listener.port)) as newcomer:
+            assert await asyncio.to_thread(drain, newcomer) in ("closed", "reset")
+        for scraper in scrapers:
+            assert await asyncio.to_thread(scraper.get) == b"HTTP/1.1 200 OK /real"
+        assert listener.connections == 2
+    finally:
+        for scraper in scrapers:
+            scraper.close()
+
+
+async def test_an_answer_that_does_not_establish_leaves_its_connection_evictable(
+    serve: Callable[..., Any],
+) -> None:
+    """A connection answered only refusals (4xx) or answers marked not to establish (a
+    `/health` anyone may ask beside a password-protected `/metrics`) is still unproven: a
+    newcomer at the cap closes it."""
+
+    def answer(request: Request) -> Response:
+        if request.path == "/open":
+            return Response(200, b"open", establishes=False)
+        return Response(401 if request.path == "/denied" else 200, request.path.encode())
+
+    listener = await serve(handler=answer, max_connections=2, idle_timeout=120)
+    kept = await asyncio.to_thread(KeepAlive, listener.port)
+    evicted = await asyncio.to_thread(KeepAlive, listener.port)
+    try:
+        assert await asyncio.to_thread(kept.get, "/real") == b"HTTP/1.1 200 OK /real"
+        assert await asyncio.to_thread(evicted.get, "/open") == b"HTTP/1.1 200 OK open"
+        assert (
+            await asyncio.to_thread(evicted.get, "/denied") == b"HTTP/1.1 401 Unauthorized /denied"
+        )
+        newcomer = await asyncio.to_thread(KeepAlive, listener.port)
+        try:
+            assert await asyncio.to_thread(newcomer.get) == b"HTTP/1.1 200 OK /real"
+            assert await asyncio.to_thread(drain, evicted.sock) in ("closed", "reset")
+            assert await asyncio.to_thread(kept.get) == b"HTTP/1.1 200 OK /real"
+        finally:
+            newcomer.close()
+    finally:
+        kept.close()
+        evicted.close()
+
+
+async def test_a_head_trickled_past_the_header_timeout_is_dropped(
+    serve: Callable[..., Any],
+) -> None:
+    """A slowloris: a byte of its head every 50 ms, each well inside the idle timeout, never
+    finishing. The head's deadline runs from its first byte and progress does not move it
+    (before, each byte restarted the idle timer and the connection lived for ever)."""
+    listener = await serve(idle_timeout=1.0, header_timeout=0.3)
+
+    def trickle() -> str:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=DEADLINE) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            sock.setblocking(False)
+            give_up = time.monotonic() + DEADLINE
+            while time.monotonic() < give_up:
+                if closed_by_server(sock):
+                    return "dropped"
+                try:
+                    sock.send(b"X")
+                except (BrokenPipeError, ConnectionResetError):
+                    return "dropped"
+                time.sleep(0.05)  # the client's pace, well under idle_timeout
+            return "still open"
+
+    assert await asyncio.to_thread(trickle) == "dropped"
+    await until(lambda: listener.connections == 0, "the slowloris to be uncounted")
 
 
 async def test_a_stalled_handshake_is_closed_after_the_handshake_timeout(

@@ -3,6 +3,7 @@ queue is when only a `sizer` is written (the Collector's exporterhelper rules)."
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -54,3 +55,25 @@ service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp, otlp_http]}
     otlp, otlp_http = printed.split("\n  otlp_http:\n")
     assert "sizer: requests\n      queue_size: 100000\n" in otlp
     assert "sizer: items\n      queue_size: 2000\n" in otlp_http
+
+
+def test_a_queue_size_without_a_sizer_is_warned_once_by_validate(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`queue_size` alone counts points while the default sizer counts bytes: `validate` says
+    so, once, for the exporter that wrote it, and says nothing when the sizer is written."""
+    text = """\
+receivers: {nvml: {backend: simulated}}
+exporters:
+  otlp: {sending_queue: {queue_size: 2000}}
+  otlp_http: {sending_queue: {sizer: items, queue_size: 3000}}
+service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp, otlp_http]}}}
+"""
+    with caplog.at_level(logging.WARNING, logger="otelgpu.config"):
+        validate(load([("p.yaml", text)], environ={}), builtin_registry())
+    warnings = [r.getMessage() for r in caplog.records if "sizer" in r.getMessage()]
+    assert warnings == [
+        "sending_queue: queue_size 2000 is written without a sizer, so it counts data points "
+        '(sizer: items), not bytes as the default sizer does; write "sizer: items" to keep '
+        'this meaning, or "sizer: bytes" for a memory bound'
+    ]

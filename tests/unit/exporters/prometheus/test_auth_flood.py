@@ -1,4 +1,5 @@
-"""`/metrics` with basic auth under a 200-client wrong-password flood (TARGETS.md S5).
+"""`/metrics` with basic auth under a 200-client wrong-password flood (TARGETS.md S5): one
+repeating a wrong password, and one guessing a new password each time.
 
 bcrypt is replaced by a check that waits for a gate, so a test holds every check slot for as
 long as it likes and then looks at what was answered, what is held and in which order checks
@@ -104,10 +105,10 @@ async def flooded(
             assert await clients.get(address, "wrong") == 401
         gate.open.clear()
         before = len(gate.calls)
-        flood = [
-            asyncio.create_task(clients.get(address, "wrong"))
+        flood = [  # a new password each time (guessing): every one must be checked
+            asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
             for address in FLOOD_ADDRESSES
-            for _ in range(10)
+            for n in range(10)
         ]
         await until(lambda: len(gate.calls) > before, "a flood check to run")
         held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
@@ -202,15 +203,144 @@ async def test_a_flood_from_one_address_is_refused_per_address(
     checker = authenticator()
     await checker.prepare()
 
-    async def attempt() -> bool:
-        return await checker.check(basic("prom", "wrong"), peer="127.0.0.9")
+    async def attempt(password: str) -> bool:
+        return await checker.check(basic("prom", password), peer="127.0.0.9")
 
-    first, second = asyncio.create_task(attempt()), asyncio.create_task(attempt())
+    first, second = asyncio.create_task(attempt("a")), asyncio.create_task(attempt("b"))
     await until(lambda: checker.waiting == (2, 0), "two checks held for the address")
     with pytest.raises(auth.AuthBusy) as busy:
-        await attempt()
+        await attempt("c")
     assert busy.value.status == 429
     gate.open.set()
     assert await asyncio.gather(first, second) == [False, False]
     assert checker.failed_before("127.0.0.9") and checker.waiting == (0, 0)
+    checker.close()
+
+
+async def test_a_repeated_wrong_password_holds_no_place_in_line_so_its_address_is_served(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """200 requests repeating a wrong password that already failed, from the scraper's own
+    address and 19 others: each is refused 401 at once with no check and no place in line,
+    and the scraper sharing the flood's address has its first check run next (it was answered
+    429 on every try while the flood held its address's places)."""
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    server = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=checker,
+    )
+    await server.start()
+    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+    flood: list[asyncio.Task[int]] = []
+    shared = FLOOD_ADDRESSES[0]
+    try:
+        assert await clients.get(shared, "wrong") == 401  # its one check
+        gate.open.clear()
+        checked = len(gate.calls)
+        flood = [
+            asyncio.create_task(clients.get(address, "wrong"))
+            for address in FLOOD_ADDRESSES
+            for _ in range(10)
+        ]
+        await until(
+            # (at most both lanes' places may be held: what the address lanes allow)
+            lambda: sum(task.done() for task in flood) >= len(flood) - 2 * auth.MAX_PENDING,
+            "the flood's requests to be answered",
+        )
+        assert {task.result() for task in flood if task.done()} == {401}
+        scrape = asyncio.create_task(clients.get(shared, PASSWORD))
+        await until(lambda: len(gate.calls) > checked, "the scraper's check to run")
+        assert gate.calls[checked:] == [PASSWORD.encode()]  # no flood check before it
+        gate.open.set()
+        assert await scrape == 200
+        assert await asyncio.gather(*flood) == [401] * len(flood)
+        assert len(gate.calls) == checked + 1
+    finally:
+        gate.open.set()
+        await asyncio.gather(*flood, return_exceptions=True)
+        await clients.close()
+        await server.stop()
+
+
+async def test_checks_of_one_pair_that_arrive_together_share_one_check_and_no_places(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """200 checks of one new wrong pair from one address at once take one place in line and
+    one bcrypt check; a scraper from the same address still gets a place of its own."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = authenticator()
+    await checker.prepare()
+    flood = [
+        asyncio.create_task(checker.check(basic("prom", "wrong"), peer="127.0.0.9"))
+        for _ in range(200)
+    ]
+    scrape: asyncio.Task[bool] | None = None
+    try:
+        await asyncio.sleep(0)  # every flood task runs up to its first wait (the loop's order)
+        assert checker.waiting == (1, 0)
+        scrape = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.9"))
+        await asyncio.sleep(0)
+        assert not scrape.done()  # not refused 429: the flood holds one place of the two
+        assert checker.waiting == (2, 0)
+        gate.open.set()
+        assert await asyncio.gather(*flood) == [False] * len(flood)
+        assert await scrape
+        assert gate.calls == [b"wrong", PASSWORD.encode()]
+        assert checker.failed_before("127.0.0.9") is False  # its last check passed
+    finally:
+        gate.open.set()
+        await asyncio.gather(*flood, *([scrape] if scrape else []), return_exceptions=True)
+        checker.close()
+
+
+async def test_a_pair_checking_called_off_answers_those_sharing_it_503_not_a_hang(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first check of a pair is called off (its client left while it waited for its turn):
+    those sharing it are answered `AuthBusy(503)` at once, and the next try checks again."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = authenticator()
+    await checker.prepare()
+    running = asyncio.create_task(checker.check(basic("prom", "other"), peer="127.0.0.8"))
+    await until(lambda: len(gate.calls) == 1, "a check to hold the bcrypt thread")
+    first = asyncio.create_task(checker.check(basic("prom", "x"), peer="127.0.0.9"))
+    await asyncio.sleep(0)
+    sharing = asyncio.create_task(checker.check(basic("prom", "x"), peer="127.0.0.10"))
+    await asyncio.sleep(0)
+    assert checker.waiting == (2, 0)  # `running` and `first`; `sharing` holds no place
+    first.cancel()
+    with pytest.raises(auth.AuthBusy) as busy:
+        await sharing
+    assert busy.value.status == 503
+    gate.open.set()
+    assert await running is False
+    assert await checker.check(basic("prom", "x"), peer="127.0.0.10") is False
+    assert gate.calls == [b"other", b"x"]
+    checker.close()
+
+
+async def test_an_address_whose_shared_check_passes_is_no_longer_taken_for_a_failed_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    assert await checker.check(basic("prom", "wrong"), peer="127.0.0.9") is False
+    gate.open.clear()
+    owner = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.8"))
+    await asyncio.sleep(0)
+    sharing = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.9"))
+    await asyncio.sleep(0)
+    assert checker.waiting == (1, 0)  # the sharing check holds no place in the failed lane
+    gate.open.set()
+    assert await asyncio.gather(owner, sharing) == [True, True]
+    assert not checker.failed_before("127.0.0.9")
+    assert gate.calls == [b"wrong", PASSWORD.encode()]
     checker.close()

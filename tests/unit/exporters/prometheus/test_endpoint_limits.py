@@ -104,11 +104,11 @@ async def test_a_valid_scraper_is_not_queued_behind_a_wrong_password_flood(
         connector=aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))  # another peer
     )
 
-    async def attack() -> int:
-        async with attacker.get(url, headers={"Authorization": basic("prom", "wrong")}) as r:
+    async def attack(n: int) -> int:  # a new password each time: every one must be checked
+        async with attacker.get(url, headers={"Authorization": basic("prom", f"wrong{n}")}) as r:
             return r.status
 
-    flood = [asyncio.create_task(attack()) for _ in range(50)]
+    flood = [asyncio.create_task(attack(n)) for n in range(50)]
     for _ in range(500):  # bounded: wait until the first wrong password is being checked
         if calls:
             break
