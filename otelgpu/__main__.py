@@ -1,5 +1,5 @@
-"""`python -m otelgpu` runs the CLI."""
+"""`python -m otelgpu` runs the CLI (through otelgpu.entry, as the `otelgpu` script does)."""
 
-from otelgpu.cli import main
+from otelgpu.entry import main
 
 raise SystemExit(main())

@@ -20,6 +20,10 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 # otherwise hold the channel for good. (UNAVAILABLE: the connection is gone or going away;
 # DEADLINE_EXCEEDED: nothing came back in time on it; INTERNAL: it broke the protocol.)
 REDIAL = frozenset({StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED, StatusCode.INTERNAL})
+# BoringSSL's reason when the first bytes back from the server are no TLS record at all: the
+# server speaks plaintext (an HTTP/2 SETTINGS frame, an HTTP/1 answer). grpcio puts it in the
+# status of a call that never got past the handshake.
+_NOT_TLS = "WRONG_VERSION_NUMBER"
 
 
 class RpcError(Exception):
@@ -31,6 +35,11 @@ class RpcError(Exception):
         self.details = details
         self.trailers = trailers
         super().__init__(f"{code.name}: {details}" if details else code.name)
+
+    @property
+    def plaintext_server(self) -> bool:
+        """The TLS handshake failed because the server answered in plaintext."""
+        return self.code is StatusCode.UNAVAILABLE and _NOT_TLS in self.details
 
 
 class Client:
