@@ -1,20 +1,6 @@
-"""`python -m otelgpu` and the `otelgpu` command: SIGHUP is held first, then the CLI runs.
+"""`python -m otelgpu` runs the CLI through `otelgpu.entry`, as the `otelgpu` script does."""
 
-The CLI's imports and the reading of the files take a good part of a second; a SIGHUP in that
-time must not kill the agent (`otelgpu.service.early_signals`), so its handler is installed
-before anything else is imported.
-"""
-
-from otelgpu.service import early_signals
-
-
-def run() -> int:
-    """The `otelgpu` console script."""
-    held = early_signals.hold()
-    from otelgpu.cli import main
-
-    return main(held=held)
-
+from otelgpu.entry import main
 
 if __name__ == "__main__":
-    raise SystemExit(run())
+    raise SystemExit(main())

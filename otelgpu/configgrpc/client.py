@@ -4,6 +4,7 @@ request's bytes itself, and the kubelet's List answer is split before any pod is
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import grpc
@@ -20,6 +21,17 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 # otherwise hold the channel for good. (UNAVAILABLE: the connection is gone or going away;
 # DEADLINE_EXCEEDED: nothing came back in time on it; INTERNAL: it broke the protocol.)
 REDIAL = frozenset({StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED, StatusCode.INTERNAL})
+# A stream the server reset with REFUSED_STREAM was never processed (RFC 9113 8.7): a server
+# at its stream limit answers so when a new stream overtakes the close of the last one. grpcio's
+# own transparent retry is off (policy.py: it has no bound), so the call is sent again here, on
+# the same connection, at most this many times; a server refusing every stream costs three.
+REFUSED_RETRIES = 2
+# grpcio's status detail for a stream reset with REFUSED_STREAM (HTTP/2 error code 7).
+_REFUSED = "RST_STREAM with error code 7"
+# BoringSSL's reason when the first bytes back from the server are no TLS record at all: the
+# server speaks plaintext (an HTTP/2 SETTINGS frame, an HTTP/1 answer). grpcio puts it in the
+# status of a call that never got past the handshake.
+_NOT_TLS = "WRONG_VERSION_NUMBER"
 
 
 class RpcError(Exception):
@@ -32,11 +44,17 @@ class RpcError(Exception):
         self.trailers = trailers
         super().__init__(f"{code.name}: {details}" if details else code.name)
 
+    @property
+    def plaintext_server(self) -> bool:
+        """The TLS handshake failed because the server answered in plaintext."""
+        return self.code is StatusCode.UNAVAILABLE and _NOT_TLS in self.details
+
 
 class Client:
     """Unary calls to one peer. The channel is made by the first call, on the running event
-    loop, and kept: grpcio reconnects it when the connection is lost. A call that fails with a
-    code in `REDIAL` retires the channel: later calls open a new one, and the retired one is
+    loop, and kept: grpcio reconnects it when the connection is lost. A stream the server
+    refused unread is sent again (`REFUSED_RETRIES`). A call that fails with a code in `REDIAL`
+    retires the channel: later calls open a new one, and the retired one is
     closed when its last call in flight ends. Use it from one loop."""
 
     def __init__(
@@ -64,23 +82,28 @@ class Client:
     ) -> bytes:
         """The answer's bytes to `request` on `method` (`/package.Service/Method`); raises
         `RpcError` for any other outcome, DEADLINE_EXCEEDED when `timeout` seconds pass first."""
-        channel = self._connected()
-        self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
-        try:
-            answer = await channel.unary_unary(method)(
-                request,
-                timeout=timeout,
-                metadata=_grpc_metadata(metadata),
-                compression=self._compression,
-            )
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() in REDIAL:
-                self._retire(channel)
-            raise RpcError(
-                exc.code(), exc.details() or "", _metadata(exc.trailing_metadata())
-            ) from None
-        finally:
-            await self._release(channel)
+        deadline = time.monotonic() + timeout
+        for attempt in range(REFUSED_RETRIES + 1):
+            channel = self._connected()
+            self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
+            try:
+                answer = await channel.unary_unary(method)(
+                    request,
+                    timeout=max(deadline - time.monotonic(), 0.0),
+                    metadata=_grpc_metadata(metadata),
+                    compression=self._compression,
+                )
+                break
+            except grpc.aio.AioRpcError as exc:
+                details = exc.details() or ""
+                refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
+                if refused and attempt < REFUSED_RETRIES:
+                    continue  # never processed: sent again on the same connection
+                if exc.code() in REDIAL:
+                    self._retire(channel)
+                raise RpcError(exc.code(), details, _metadata(exc.trailing_metadata())) from None
+            finally:
+                await self._release(channel)
         if not isinstance(answer, bytes):  # no deserializer: grpcio hands the bytes over
             raise RpcError(StatusCode.INTERNAL, f"an answer of type {type(answer).__name__}")
         return answer

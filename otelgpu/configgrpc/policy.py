@@ -7,7 +7,10 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   of a call the server never began has no bound: a peer that answers GOAWAY and keeps the
   connection open has the call sent again on that connection without end, and the client
   grows by gigabytes in seconds. Without it such a call fails UNAVAILABLE at once. With
-  retries off grpcio keeps no retry buffer, so `grpc.per_rpc_retry_buffer_size` is moot.
+  retries off grpcio keeps no retry buffer, so `grpc.per_rpc_retry_buffer_size` is moot. The
+  one retry that stays is bounded and ours: a stream the server reset with REFUSED_STREAM
+  (never processed; a server at its stream limit does so) is sent again at most twice
+  (`client.REFUSED_RETRIES`).
 - **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send.
   grpcio checks a message's declared length before reading it and checks a compressed one
   while inflating, so neither a large nor a compressed answer grows past the limit. An

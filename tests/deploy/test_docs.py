@@ -20,6 +20,7 @@ import yaml
 
 import otelgpu
 from tests.deploy import helm, workflow
+from tests.deploy.names import known_labels, metrics_in, self_telemetry_names, served
 from tests.deploy.test_manifests import K8S_VERSIONS, agent, one, render
 from tests.deploy.tools import ROOT
 
@@ -295,6 +296,47 @@ def test_troubleshooting_answers_fit_a_table_cell() -> None:
     text = (ROOT / "docs" / "troubleshooting.md").read_text()
     cells = [c for line in text.splitlines() if line.startswith("|") for c in line.split("|")]
     assert max(len(c) for c in cells) <= 450
+
+
+def _troubleshooting_tables() -> tuple[str, list[tuple[str, str]]]:
+    """(the symptom table's text, the rows of the dcgm naming table: (otel query, dcgm form))."""
+    text = (ROOT / "docs" / "troubleshooting.md").read_text()
+    symptoms, _, rest = text.partition("\n## In `naming: dcgm`\n")
+    rows = []
+    for line in rest.splitlines():
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if line.startswith("| `") and len(cells) == 2:
+            rows.append((cells[0], cells[1]))
+    return symptoms, rows
+
+
+def test_troubleshooting_gives_every_device_query_in_both_namings() -> None:
+    """Most setups run `naming: dcgm` (a GPU is `UUID`, a MIG instance `GPU_I_ID` too): every
+    query of the symptom table that picks a device by `hw_id` has its dcgm form, and those
+    forms use only names and labels the agent serves in that naming."""
+    symptoms, rows = _troubleshooting_tables()
+    device_queries = {
+        q for q in re.findall(r"`([^`]+)`", symptoms) if re.search(r"hw_id\s*=|on \(hw_id\)", q)
+    }
+    assert device_queries, "no device query in the symptom table"
+    translated = {otel.strip("`") for otel, _ in rows}
+    assert device_queries <= translated, device_queries - translated
+    names = served("dcgm") | self_telemetry_names() | {"hw_gpu_info"}
+    labels = known_labels("dcgm") | {"processor", "reason", "hw_id"}
+    for _, dcgm_form in rows:
+        for query in re.findall(r"`([^`]+)`", dcgm_form):
+            label = re.fullmatch(r'(\w+)(="[^"]*")?', query)
+            if label:  # a label (or one matcher) named in the prose
+                assert label.group(1) in labels, query
+                continue
+            assert metrics_in(query) <= names, (query, metrics_in(query) - names)
+            used = set(re.findall(r"(\w+)\s*(?:=~|!=|=)\s*\"", query))
+            used |= {
+                n
+                for group in re.findall(r"\b(?:on|by|group_left|group_right)\s*\(([^)]*)\)", query)
+                for n in group.split(",")
+            }
+            assert {n.strip() for n in used} - {""} <= labels, (query, used - labels)
 
 
 def test_the_stability_levels_doc_lists_every_component_at_its_level() -> None:

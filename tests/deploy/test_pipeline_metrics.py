@@ -36,7 +36,7 @@ WIRE_SERIES = {
     ("otel", "default"): (
         'hw_sensor_location="memory"',
         'hw_gpu_task="general"',
-        'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrectable"',
+        'nvidia_gpu_memory_remapped_rows_total{error_type="uncorrected"',
         'nvidia_xid_code="79"',
         'k8s_node_name="gpu-node-1"',
     ),

@@ -28,6 +28,7 @@ from tests.deploy.names import (
 )
 from tests.deploy.sync import DCGM_DETAIL_RULES, DCGM_RULES, DETAIL_RULES, RULES
 from tests.deploy.tools import run
+from tests.peers.prometheus3 import promtool3_binary
 
 TESTS = sorted((RULES.parent / "tests").glob("*.yaml"))
 DCGM_TESTS = sorted((RULES.parent / "tests" / "dcgm").glob("*.yaml"))
@@ -77,12 +78,29 @@ def shared_tests_for_dcgm(folder: Path) -> list[Path]:
     return out
 
 
-def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
+def promtool_unit_tests(promtool: str, folder: Path) -> None:
     assert TESTS and DCGM_TESTS, "no promtool tests in deploy/rules/tests"
-    every = [*TESTS, *DCGM_TESTS, *shared_tests_for_dcgm(tmp_path)]
-    result = run("promtool", "test", "rules", *map(str, every))
+    every = [*TESTS, *DCGM_TESTS, *shared_tests_for_dcgm(folder)]
+    result = run(promtool, "test", "rules", *map(str, every))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(every)
+
+
+def test_promtool_unit_tests_pass(tmp_path: Path) -> None:
+    promtool_unit_tests("promtool", tmp_path)
+
+
+def test_promtool_3_unit_tests_pass(tmp_path: Path) -> None:
+    """Prometheus 3 reads a range window without its left edge (`[15m]` at 20m holds the
+    samples after 5m, Prometheus 2 the one at 5m too): the tests must hold on both."""
+    promtool_unit_tests(promtool3_binary(), tmp_path)
+
+
+def test_promtool_3_check_rules_accepts_every_file() -> None:
+    for path in EVERY_FILE:
+        result = run(promtool3_binary(), "check", "rules", str(path))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"SUCCESS: {len(rules_in(path))} rules found" in result.stdout
 
 
 def test_the_agent_group_is_the_same_in_both_namings() -> None:

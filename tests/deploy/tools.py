@@ -29,7 +29,10 @@ _HINTS = {
 
 
 def tool(name: str) -> str:
-    """The path of `name`, preferring this interpreter's scripts folder; fails when absent."""
+    """The path of `name`, preferring this interpreter's scripts folder; fails when absent.
+    An absolute path (a peer installed elsewhere, as Prometheus 3's promtool) is taken as is."""
+    if Path(name).is_absolute():
+        return name
     beside = Path(sysconfig.get_path("scripts")) / name
     if beside.is_file():
         return str(beside)

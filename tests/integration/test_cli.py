@@ -19,6 +19,9 @@ from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
+# Tries come quickly, and go on until the agent stops.
+FAST_RETRY = "{initial_interval: 50ms, max_interval: 100ms, max_elapsed_time: 0s}"
+
 PIPELINE = """\
 receivers:
   nvml:
@@ -392,3 +395,39 @@ def test_log_format_flag_makes_config_errors_json_too(tmp_path: Path) -> None:
     records = [json.loads(line) for line in result.stderr.splitlines()]
     assert len(records) == 1 and records[0]["level"] == "error"
     assert f"{config}:5:" in records[0]["msg"] and "simulated::gpus" in records[0]["msg"]
+
+
+def test_json_logs_hold_for_grpc_and_a_plaintext_receiver_gets_the_http_hint_once(
+    tmp_path: Path, agents: list[AgentProcess]
+) -> None:
+    """The README's `otlp` example (an endpoint without a scheme: TLS) against a plaintext
+    receiver (the real rotel): every try fails its TLS handshake. gRPC's C core would print one
+    line of its own format per try; with `--log-format json` every line stays JSON, and the
+    agent says once what to change."""
+    import json
+
+    from tests.peers.rotel import rotel
+    from tests.peers.tcp_relay import tcp_relay
+
+    with rotel(tmp_path / "rotel") as receiver, tcp_relay(receiver.grpc_port) as relay:
+        config = tmp_path / "pipeline.yaml"
+        config.write_text(
+            PIPELINE.format(tag="v1")
+            .replace(
+                "  debug:\n    verbosity: detailed",
+                f"  otlp:\n    endpoint: {relay.endpoint}\n    retry_on_failure: {FAST_RETRY}",
+            )
+            .replace("[debug]", "[otlp]")
+        )
+        agent = AgentProcess("run", "-c", str(config), "--log-format", "json")
+        agents.append(agent)
+        relay.wait_for_connections(4)  # four handshakes tried, each one refused
+        assert code_of(agent) == 0
+    for line in agent.lines:
+        try:
+            json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not JSON: {line!r}\nall output:\n{agent.output}") from None
+    hints = [line for line in agent.lines if f"use http://{relay.endpoint}" in line]
+    assert len(hints) == 1, agent.output
+    assert json.loads(hints[0])["level"] == "warn"

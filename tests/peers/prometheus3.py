@@ -1,4 +1,4 @@
-"""A Prometheus 3.x server binary for tests, from Debian sid (no registry carries one else).
+"""A Prometheus 3.x server binary (and its promtool) for tests, from Debian sid (no registry carries one else).
 
 Debian bookworm (the system's apt source) ships Prometheus 2.42 only; sid ships 3.x
 (3.5.3+ds1-6 when this was written). The packages are downloaded with apt-get into a private
@@ -55,6 +55,15 @@ def prometheus3_binary() -> str:
         if not _is_v3(binary):
             raise RuntimeError(f"{binary} is not a Prometheus 3.x server after installing it")
     return str(binary)
+
+
+def promtool3_binary() -> str:
+    """The promtool of the same Prometheus 3.x packages (installed with the server)."""
+    promtool = Path(prometheus3_binary()).with_name("promtool")
+    result = subprocess.run([promtool, "--version"], capture_output=True, text=True, check=False)
+    if result.returncode != 0 or "promtool, version 3." not in result.stdout:
+        raise RuntimeError(f"{promtool} is not a Prometheus 3.x promtool: {result.stdout}")
+    return str(promtool)
 
 
 def _is_v3(binary: Path) -> bool:

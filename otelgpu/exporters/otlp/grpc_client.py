@@ -53,6 +53,7 @@ class GrpcTransport:
         self._client: Client | None = None
         self._open = False
         self._credentials: Credentials | None = None
+        self._told_plaintext = False  # the hint below, once per exporter
 
     async def open(self) -> None:
         """Reads the TLS files (a missing one refuses to start); the channel is made by the
@@ -78,6 +79,8 @@ class GrpcTransport:
                 EXPORT_METHOD, request, timeout=timeout, metadata=self._metadata
             )
         except RpcError as err:
+            if err.plaintext_server:
+                self._tell_plaintext(client.target)
             raise classify(err.code, err.details, err.trailers) from None
         try:
             partial = ExportMetricsServiceResponse.FromString(raw).partial_success
@@ -104,6 +107,19 @@ class GrpcTransport:
             compression=self._config.compression == "gzip",
         )
         return self._client
+
+    def _tell_plaintext(self, target: str) -> None:
+        """What to change when TLS met a plaintext receiver: every retry fails the same way,
+        and the failure itself names only the handshake."""
+        if self._told_plaintext:
+            return
+        self._told_plaintext = True
+        _log.warning(
+            "%s answers without TLS, and this endpoint asks for TLS (the default without a "
+            "scheme): use http://%s for a plaintext receiver (or tls::insecure: true)",
+            target,
+            target,
+        )
 
     async def _presented(self, target: str, credentials: Credentials) -> Credentials:
         tls = self._config.tls

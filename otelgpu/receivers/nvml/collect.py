@@ -114,6 +114,8 @@ class Collector:
                     self._guard.error("collect")
                 if len(device.unsupported) != known:
                     refused.append(device)
+            if not device.up:
+                self._xids(device, cycle, points)
             self._health(device, cycle, points)
             for name in self._hidden:
                 points.pop(name, None)
@@ -181,9 +183,11 @@ class Collector:
         up, status = _UP in enabled, _STATUS in enabled
         if not (up or status):
             return
+        xids = cycle.xids.get(device.uuid, {})
         if device.up and not device.is_mig:
-            xids = cycle.xids.get(device.uuid, {})
             state, reason = self._summary.state(device.uuid, points, xids, cycle.now_ns)
+        elif not device.is_mig:  # lost: its XIDs stay part of the story
+            state, reason = self._summary.lost(device.uuid, xids, cycle.now_ns)
         else:  # a MIG instance is as healthy as it answers; its GPU carries the reasons
             state, reason = ("ok", "") if device.up else ("failed", "gpu_lost")
         if up:
@@ -219,8 +223,14 @@ class Collector:
                         add_point(points, metric, attrs, cycle, value, device)
         if self._gpm.reads(device):
             self._gpm.read(device, cycle, points)
+        self._xids(device, cycle, points)
+
+    def _xids(self, device: Device, cycle: Cycle, points: Points) -> None:
+        """The GPU's XID counts: read whether it answers or is lost (the XIDs before a loss
+        are its evidence: 79 says it fell off the bus)."""
         if not device.is_mig and _XID in self._plan.enabled and device.uuid in cycle.xid_gpus:
-            points.setdefault(_XID, [])  # watched: the metric, without points before any XID
+            if device.up:  # watched: the metric, without points before any XID (a lost GPU
+                points.setdefault(_XID, [])  # claims no "no error": only its XIDs stay)
             for code, count in cycle.xids.get(device.uuid, {}).items():  # latest XID last
                 add_point(points, _XID, self._xid_attrs(code), cycle, count, device)
 

@@ -68,8 +68,8 @@ DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
     "nvidia.gpu.memory.remapped_rows": (
         ERROR_TYPE,
         {
-            "correctable": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-            "uncorrectable": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+            "corrected": "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+            "uncorrected": "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         },
     ),
     **PARITY_DCGM_SPLIT,

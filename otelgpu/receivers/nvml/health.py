@@ -113,6 +113,15 @@ class HealthSummary:
                 recent.append(code)
         return sorted(recent)
 
+    def lost(self, uuid: str, xids: Mapping[int, int], now_ns: int) -> tuple[str, str]:
+        """A lost GPU: failed, `gpu_lost` first, then its XIDs as they would count if it still
+        answered (XID 79 before the loss says why it was lost)."""
+        reasons = ["gpu_lost"]
+        for code in self._recent_xids(uuid, xids, now_ns):
+            if code in FAILED_XIDS or code in DEGRADED_XIDS:
+                reasons.append(f"xid_{code}")
+        return "failed", ",".join(reasons)
+
     def state(
         self, uuid: str, points: Points, xids: Mapping[int, int], now_ns: int
     ) -> tuple[str, str]:

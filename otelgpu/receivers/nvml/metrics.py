@@ -72,6 +72,8 @@ class MetricSpec:
     dcgm: str
     attributes: tuple[str, ...] = ()
     also: tuple[str, ...] = ()  # further `<how>:<what>` sources of the same metric
+    # Points are doubles even where NVML answers an integer (the conventions' value type).
+    double: bool = False
 
     @property
     def source_kind(self) -> str:
@@ -98,9 +100,10 @@ def _gauge(
     enabled: bool = True,
     attributes: tuple[str, ...] = (),
     also: tuple[str, ...] = (),
+    double: bool = False,
 ) -> MetricSpec:
     return MetricSpec(
-        name, unit, GAUGE, False, description, enabled, source, dcgm, attributes, also
+        name, unit, GAUGE, False, description, enabled, source, dcgm, attributes, also, double
     )
 
 
@@ -214,8 +217,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     ),
     _gauge(
         "hw.temperature", "Cel", "call:nvmlDeviceGetTemperature", "",
-        "Temperature: hw.sensor_location is gpu (the GPU core) or memory (device memory, HBM).",
-        attributes=(SENSOR_LOCATION,), also=("field:NVML_FI_DEV_MEMORY_TEMP",),
+        "Temperature: hw.sensor_location is gpu (the GPU core) or memory (device memory, HBM); "
+        "a double, as the conventions have it (NVML answers whole degrees).",
+        attributes=(SENSOR_LOCATION,), also=("field:NVML_FI_DEV_MEMORY_TEMP",), double=True,
     ),
     _gauge(
         "hw.power", "W", "field:NVML_FI_DEV_POWER_INSTANT", "DCGM_FI_DEV_POWER_USAGE",
@@ -280,7 +284,8 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.memory.remapped_rows", "{row}",
         "field:NVML_FI_DEV_REMAPPED_COR,NVML_FI_DEV_REMAPPED_UNC",
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "Memory rows remapped; error.type is correctable or uncorrectable.",
+        "Memory rows remapped; error.type is corrected (rows remapped after correctable "
+        "errors) or uncorrected (after uncorrectable ones).",
         (ERROR_TYPE,),
     ),
     _gauge(

@@ -22,6 +22,7 @@ from otelgpu.receivers.nvml.nvml import NvmlError
 
 _NAMES = tuple(spec.name for spec in CATALOG)  # the order metrics appear in a resource
 _MONOTONIC = frozenset(spec.name for spec in CATALOG if spec.monotonic)
+_DOUBLE = frozenset(spec.name for spec in CATALOG if spec.double)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -98,7 +99,7 @@ def add_point(
         # OTLP consumer that drops resource attributes still tells the GPUs apart.
         attributes=device.point_attributes(attributes),
         time_unix_nano=cycle.now_ns,
-        value=value,
+        value=float(value) if metric in _DOUBLE else value,
         start_time_unix_nano=cycle.start_ns if metric in _MONOTONIC else 0,
     )
     bucket = points.get(metric)

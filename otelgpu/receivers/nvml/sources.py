@@ -61,8 +61,8 @@ _FIELD_POINT: Mapping[str, tuple[Attributes, float]] = {
     "NVML_FI_DEV_ECC_SBE_VOL_TOTAL": ({ERROR_TYPE: "corrected"}, 1.0),
     "NVML_FI_DEV_ECC_DBE_VOL_TOTAL": ({ERROR_TYPE: "uncorrected"}, 1.0),
     "NVML_FI_DEV_MEMORY_TEMP": ({SENSOR_LOCATION: "memory"}, 1.0),
-    "NVML_FI_DEV_REMAPPED_COR": ({ERROR_TYPE: "correctable"}, 1.0),
-    "NVML_FI_DEV_REMAPPED_UNC": ({ERROR_TYPE: "uncorrectable"}, 1.0),
+    "NVML_FI_DEV_REMAPPED_COR": ({ERROR_TYPE: "corrected"}, 1.0),
+    "NVML_FI_DEV_REMAPPED_UNC": ({ERROR_TYPE: "uncorrected"}, 1.0),
     "NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (NO_ATTRIBUTES, 1e-3),  # mJ → J
     "NVML_FI_DEV_POWER_INSTANT": (NO_ATTRIBUTES, 1e-3),  # mW → W
     "NVML_FI_DEV_POWER_CURRENT_LIMIT": (NO_ATTRIBUTES, 1e-3),  # mW → W

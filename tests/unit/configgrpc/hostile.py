@@ -10,7 +10,8 @@ naming no call as begun when a call arrives, then the connection closed), "goawa
 "ping_storm" (PINGs without end on the connection, calls never answered: the connection stays
 stormy after the mode changes, only new connections see the new mode), "tiny_frames" (an
 answer of `answer_size` bytes in 1-byte DATA frames), "black_hole" (reads everything, answers
-nothing, not even PINGs).
+nothing, not even PINGs), "refused" (every call's stream reset with REFUSED_STREAM as it begins,
+counted in `refused`), "refused_once" (the next call's stream refused, then "echo").
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class HostileServer:
         self.goaways = 0  # GOAWAY frames sent by "goaway_kept_open"
         self.calls = 0  # calls whose request reached the server
         self.connections = 0
+        self.refused = 0  # streams reset with REFUSED_STREAM by "refused" / "refused_once"
         self.frames_sent = 0  # control frames of a flood
         self.called = asyncio.Event()
         self.disconnected = asyncio.Event()  # a client's connection ended
@@ -149,6 +151,16 @@ class HostileServer:
                 await writer.drain()
                 self.mode = "echo"  # the next connection is served
                 return
+            if self.mode in ("refused", "refused_once") and begun:
+                for event in events:
+                    if isinstance(event, h2.events.RequestReceived):
+                        conn.reset_stream(event.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                        self.refused += 1
+                if self.mode == "refused_once":
+                    self.mode = "echo"
+                writer.write(conn.data_to_send())
+                await writer.drain()
+                continue
             if self.mode == "goaway_kept_open":
                 writer.write(conn.data_to_send())  # its SETTINGS and PING answers
                 if begun:

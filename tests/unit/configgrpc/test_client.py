@@ -15,6 +15,7 @@ import grpc.aio
 import pytest
 
 from otelgpu.configgrpc import ChannelPolicy, Client, Credentials, RpcError, StatusCode
+from tests.peers.certs import issue
 from tests.peers.prometheus import self_signed_cert
 
 ECHO = "/test.Echo/Call"
@@ -314,3 +315,27 @@ async def test_tls_checks_the_server_against_the_roots_and_the_name(
         async with _client(target) as plain:  # no credentials: plaintext, which TLS refuses
             with pytest.raises(RpcError):
                 await plain.unary(ECHO, b"", timeout=10)
+
+
+async def test_tls_against_a_plaintext_server_says_so_and_other_failures_do_not(
+    tls: tuple[bytes, bytes], port: int
+) -> None:
+    cert, key = tls
+    trust = Credentials(root_certificates=cert)
+    async with _client(f"127.0.0.1:{port}", credentials=trust) as client:
+        with pytest.raises(RpcError) as plaintext:
+            await client.unary(ECHO, b"", timeout=10)
+    assert plaintext.value.plaintext_server, plaintext.value
+    async with _server(grpc.ssl_server_credentials([(key, cert)])) as secure:
+        wrong_roots = Credentials(root_certificates=issue().cert_pem)  # another CA
+        async with _client(f"127.0.0.1:{secure}", credentials=wrong_roots) as client:
+            with pytest.raises(RpcError) as untrusted:
+                await client.unary(ECHO, b"", timeout=10)
+    assert untrusted.value.code is StatusCode.UNAVAILABLE
+    assert not untrusted.value.plaintext_server, untrusted.value
+    async with _server() as gone:
+        pass
+    async with _client(f"127.0.0.1:{gone}", credentials=trust) as client:
+        with pytest.raises(RpcError) as refused:
+            await client.unary(ECHO, b"", timeout=10)
+    assert not refused.value.plaintext_server, refused.value

@@ -13,6 +13,7 @@ import grpc.aio
 import pytest
 
 from otelgpu.configgrpc import ChannelPolicy, Client, RpcError, StatusCode
+from otelgpu.configgrpc.client import REFUSED_RETRIES
 from tests.unit.configgrpc.hostile import HostileServer
 from tests.unit.configgrpc.measured import MiB, measured_call
 
@@ -217,6 +218,35 @@ async def test_goaway_before_the_server_began_a_call_fails_it_and_the_next_call_
         assert hostile.calls == 0  # the server never began it
         assert await client.unary(METHOD, b"again", timeout=30) == b"again"
         assert hostile.calls == 1 and hostile.connections == 2
+    finally:
+        await client.close()
+
+
+async def test_a_stream_the_server_refused_is_sent_again_on_the_same_connection(
+    hostile: HostileServer,
+) -> None:
+    # REFUSED_STREAM says the server never processed the call (RFC 9113 8.7): it is safe to
+    # send again, and a server at its stream limit answers it so while a stream closes.
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        assert await client.unary(METHOD, b"one", timeout=30) == b"one"
+        hostile.mode = "refused_once"
+        assert await client.unary(METHOD, b"two", timeout=30) == b"two"
+        assert (hostile.refused, hostile.calls, hostile.connections) == (1, 2, 1)
+    finally:
+        await client.close()
+
+
+async def test_a_server_refusing_every_stream_fails_the_call_after_a_bounded_number_of_tries(
+    hostile: HostileServer,
+) -> None:
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        hostile.mode = "refused"
+        with pytest.raises(RpcError) as failed:
+            await client.unary(METHOD, b"never", timeout=30)
+        assert failed.value.code is StatusCode.UNAVAILABLE
+        assert (hostile.refused, hostile.calls) == (1 + REFUSED_RETRIES, 0)
     finally:
         await client.close()
 

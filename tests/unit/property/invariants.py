@@ -12,7 +12,8 @@ Each output is first read into `Seen` series, one shape for the three views, the
 4. `chargeback_adds_up`: power x allocation, summed over holders, is the allocated GPUs' power.
 5. `nothing_gone_is_shown`: no series of a deleted pod or an ended process;
    `lost_gpus_say_only_so`: none of a lost GPU (its MIG instances and processes) but its up
-   and status, and the allocation series of the pods the kubelet still says hold it.
+   and status, its XID series (the evidence) and the allocation series of the pods the kubelet
+   still says hold it.
 7. `Downstream.lingering` (OTLP only): what a backend keeping point attributes as labels serves
    after the request (a point flagged "no recorded value" ends its series there) is exactly what
    the request reported: no series of a holder, process, health state or device that ended
@@ -510,10 +511,11 @@ def nothing_gone_is_shown(series: list[Seen], w: Windows) -> None:
 def lost_gpus_say_only_so(series: list[Seen], w: Windows) -> None:
     for s in series:
         if s.gpu is not None and s.gpu in w.now.lost:
-            # Up and status say it is lost; its holders still hold it (chargeback: no power).
-            assert s.kind in (HEALTH, INFO, ALLOCATION), (
-                f"[5 gone] {s.view}: {s.metric} of lost GPU {s.gpu} (only up, status, info and "
-                f"allocations stay): {s.line}"
+            # Up and status say it is lost; its holders still hold it (chargeback: no power);
+            # its XID series are the evidence of what happened to it.
+            assert s.kind in (HEALTH, INFO, ALLOCATION, XID), (
+                f"[5 gone] {s.view}: {s.metric} of lost GPU {s.gpu} (only up, status, info, "
+                f"XIDs and allocations stay): {s.line}"
             )
 
 

@@ -128,13 +128,14 @@ async def test_an_ended_process_leaves_the_body_at_the_next_cycle(
 
 
 @pytest.mark.parametrize("naming", ["otel", "dcgm"])
-async def test_a_lost_gpu_keeps_only_its_up_and_info_series(naming: Naming) -> None:
+async def test_a_lost_gpu_keeps_its_up_info_and_xid_series(naming: Naming) -> None:
     telemetry, clock = SelfTelemetry(), FakeClock()
     receiver = _receiver(
         telemetry,
         clock,
         simulated={"gpus": [{"uuid": "GPU-a", "lost_after": "30s"}, {"uuid": "GPU-b"}]},
     )
+    xid_name = "nvidia_gpu_xid_errors_total" if naming == "otel" else "DCGM_FI_DEV_XID_ERRORS"
     try:
         body = Body(naming)
         assert isinstance(receiver.client, SimulatedNvml)
@@ -144,16 +145,21 @@ async def test_a_lost_gpu_keeps_only_its_up_and_info_series(naming: Naming) -> N
         assert xid is not None
         await wait_for(lambda: sum(sum(c.values()) for c in xid.snapshot().values()) == 1)
         lines = body.ingest(await receiver.scrape())
-        xid_lines = [line for line in lines if "GPU-a" in line and "79" in line]
+        xid_lines = [line for line in lines if line.startswith(xid_name) and "GPU-a" in line]
         assert xid_lines, "the XID was counted before the GPU was lost"
         clock.now += 31
         lines = body.ingest(await receiver.scrape())
         names = {line.partition("{")[0] for line in lines if '"GPU-a"' in line}
-        # up says it is lost, and why (its health summary); the info series keeps its static
-        # facts (serial, VBIOS) for the operator who has to find the board
-        assert names == {"nvidia_gpu_up", "hw_gpu_info"}, names
+        # up says it is lost, and why (its health summary, with the XID before the loss); the
+        # info series keeps its static facts (serial, VBIOS) for the operator who has to find
+        # the board; the XID series is the evidence, as it was before the loss
+        assert names == {"nvidia_gpu_up", "hw_gpu_info", xid_name}, names
         (up,) = [line for line in lines if line.startswith("nvidia_gpu_up{") and "GPU-a" in line]
-        assert 'hw_state="failed"' in up and "gpu_lost" in up and up.endswith(" 0")
+        assert 'hw_state="failed"' in up and up.endswith(" 0")
+        assert 'nvidia_gpu_health_reason="gpu_lost,xid_79"' in up, up
+        assert [line for line in lines if line.startswith(xid_name) and "GPU-a" in line] == (
+            xid_lines
+        )
         assert any('"GPU-b"' in line for line in lines if line.startswith(tuple(names)))
     finally:
         await receiver.shutdown()

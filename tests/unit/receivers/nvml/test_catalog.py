@@ -108,7 +108,7 @@ def test_dcgm_names_of_split_metrics() -> None:
     assert dcgm_name("hw.errors", {"error.type": "uncorrected"}) == (
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
     )
-    assert dcgm_name("nvidia.gpu.memory.remapped_rows", {"error.type": "correctable"}) == (
+    assert dcgm_name("nvidia.gpu.memory.remapped_rows", {"error.type": "corrected"}) == (
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
     )
     assert dcgm_name("hw.power", {}) == "DCGM_FI_DEV_POWER_USAGE"

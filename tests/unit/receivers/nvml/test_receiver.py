@@ -210,6 +210,33 @@ async def test_lost_gpu_is_reported_down_while_others_report(
     assert sum("is lost" in r.message for r in caplog.records) == 1
 
 
+async def test_a_lost_gpu_keeps_its_xid_evidence(
+    make_receiver: MakeReceiver, clock: FakeClock
+) -> None:
+    """XID 79 (fallen off the bus) and then the loss: the XID series and the xid reason are
+    the evidence of what happened, and stay next to the GPU's `nvidia.gpu.up` 0."""
+    receiver = make_receiver(
+        simulated={"gpus": [{"uuid": "GPU-a", "lost_after": "30s"}, {"uuid": "GPU-b"}]}
+    )
+    await receiver.scrape()
+    sim(receiver).inject_xid(0, 79)
+    await wait_for(lambda: receiver._xid is not None and bool(receiver._xid.snapshot()))
+    before = by_id(await receiver.scrape())
+    assert by_attribute(before["GPU-a"], "nvidia.gpu.xid.errors", "nvidia.xid.code") == {79: 1}
+    reason = "nvidia.gpu.health.reason"
+    assert by_attribute(before["GPU-a"], "nvidia.gpu.up", reason) == {"xid_79": 1}
+
+    clock.now += 31
+    for _ in range(3):
+        after = by_id(await receiver.scrape())
+
+    assert metrics(after["GPU-a"]).keys() == {"nvidia.gpu.up", "nvidia.gpu.xid.errors"}
+    assert by_attribute(after["GPU-a"], "nvidia.gpu.xid.errors", "nvidia.xid.code") == {79: 1}
+    assert by_attribute(after["GPU-a"], "nvidia.gpu.up", reason) == {"gpu_lost,xid_79": 0}
+    assert by_attribute(after["GPU-a"], "nvidia.gpu.up", "hw.state") == {"failed": 0}
+    assert not metrics(after["GPU-b"])["nvidia.gpu.xid.errors"].points  # no XID: no point
+
+
 async def test_a_gpu_lost_before_discovery_leaves_the_others(
     make_receiver: MakeReceiver, caplog: pytest.LogCaptureFixture
 ) -> None:

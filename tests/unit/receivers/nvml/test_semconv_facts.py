@@ -146,3 +146,39 @@ def test_otlp_carries_updowncounters_and_point_identity(emitted: list[ResourceMe
                 gpus.add(attrs["hw.id"])
     # Without resource attributes, the points alone still tell every device apart.
     assert gpus == {"GPU-a", "MIG-a1", "GPU-b"}
+
+
+def test_values_have_the_conventions_value_type(emitted: list[ResourceMetrics]) -> None:
+    """`hw.temperature` is a double, though NVML answers whole degrees: on the wire too."""
+    typed = {name: f["value_type"] for name, f in FACTS["metrics"].items() if "value_type" in f}
+    assert typed == {"hw.temperature": "double"}
+    seen = set()
+    for rm in emitted:
+        for metric in rm.metrics:
+            if metric.name in typed:
+                assert all(type(p.value) is float for p in metric.points), metric
+                seen.add(metric.name)
+    assert seen == set(typed)
+    for out in encode(tuple(emitted)).resource_metrics:
+        for metric in out.scope_metrics[0].metrics:
+            if metric.name in typed:
+                points = metric.gauge.data_points
+                assert points and all(p.WhichOneof("value") == "as_double" for p in points)
+
+
+def test_memory_error_classes_are_the_conventions_corrected_and_uncorrected(
+    emitted: list[ResourceMetrics],
+) -> None:
+    """Every memory error metric tells its classes apart as hw.errors does (`error.type`
+    corrected / uncorrected), remapped rows as well as ECC errors and retired pages."""
+    classes = set(FACTS["metrics"]["hw.errors"]["values"]["error.type"])
+    memory = ("hw.errors", "nvidia.gpu.memory.remapped_rows", "nvidia.gpu.memory.retired_pages")
+    for name in memory:
+        found = {
+            p.attributes["error.type"]
+            for rm in emitted
+            for m in rm.metrics
+            if m.name == name
+            for p in m.points
+        }
+        assert found == classes, (name, found)
