@@ -18,7 +18,7 @@ from otelgpu.service.builtins import builtin_registry
 from tests.deploy import helm, sync
 from tests.deploy.test_helm import by_name, render
 from tests.deploy.test_manifests import agent, one
-from tests.integration.agent_process import AgentProcess, scrape, scrape_until
+from tests.integration.agent_process import AgentProcess, scrape_until
 from tests.peers.ports import free_port
 
 Doc = dict[str, Any]
