@@ -119,6 +119,15 @@ def test_a_pipeline_of_your_own_gets_the_telemetry_port_too(tmp_path: Path) -> N
     docs = render(pipeline={"config": yaml.safe_dump(own)})
     (reader,) = loaded(docs, tmp_path).telemetry.metrics.readers
     assert reader.pull.exporter.prometheus.port == 8888
+    # Readers of its own are replaced (docs/deploy.md says so); its other telemetry keys stay.
+    pull = {"pull": {"exporter": {"prometheus": {"host": "0.0.0.0", "port": 9999}}}}
+    own["service"]["telemetry"] = {"metrics": {"readers": [pull], "interval": "30s"}}
+    metrics = loaded(render(pipeline={"config": yaml.safe_dump(own)}), tmp_path).telemetry.metrics
+    assert [r.pull.exporter.prometheus.port for r in metrics.readers] == [8888]
+    assert metrics.interval == 30.0
+    mine = render(pipeline={"config": yaml.safe_dump(own)}, telemetry={"ownPort": False})
+    kept = loaded(mine, tmp_path).telemetry.metrics.readers
+    assert [r.pull.exporter.prometheus.port for r in kept] == [9999]
 
 
 SIMULATED = """\
@@ -145,6 +154,7 @@ def test_the_agent_run_with_the_charts_overrides_serves_its_own_metrics_apart(
     process = AgentProcess("run", "-c", str(config), *sets)
     try:
         process.wait_for(rf"own metrics on http://0\.0\.0\.0:{telemetry}/metrics")
+        process.wait_for(r"started 1 pipelines")  # the exporter listens from here on
         gpus = scrape_until(exporter, "DCGM_FI_DEV_GPU_UTIL{")
         assert OWN.findall(gpus) == [], gpus
         own = scrape_until(telemetry, 'otelgpu_source_up{source="nvml"} 1')
