@@ -175,7 +175,8 @@ def test_the_gpu_operator_cutover_renders_what_its_table_says() -> None:
         "app.kubernetes.io/instance": helm.RELEASE,
         "app.kubernetes.io/component": "agent",
     }
-    (endpoint,) = monitor["spec"]["endpoints"]
+    endpoint, own = monitor["spec"]["endpoints"]  # GPU series; the agent's own (port 8888)
+    assert own["port"] == "telemetry"
     assert (endpoint["port"], endpoint["path"], endpoint["honorLabels"]) == (
         "metrics",
         "/metrics",

@@ -258,6 +258,15 @@ def _security(docs: tuple[Doc, ...]) -> dict[str, Any]:
 def test_helm_and_kustomize_agree_on_security(runtime: str) -> None:
     helm_side = _security(render(runtime=runtime))
     kustomize_side = _security(rendered(runtime))
+    # The chart opens one port more: the agent's own metrics apart (values.yaml, telemetry).
+    telemetry = {"name": "telemetry", "containerPort": 8888, "protocol": "TCP"}
+    assert helm_side["ports"] == [
+        kustomize_side["ports"][0],
+        telemetry,
+        *kustomize_side["ports"][1:],
+    ]
+    assert _security(render(runtime=runtime, telemetry={"ownPort": False})) == kustomize_side
+    helm_side["ports"] = kustomize_side["ports"]
     assert helm_side == kustomize_side
     assert helm_side["all mounts read-only but /tmp"] == ["/tmp"]
     assert helm_side["container.securityContext"]["capabilities"] == {"drop": ["ALL"]}
@@ -267,7 +276,10 @@ def test_helm_and_kustomize_agree_on_security(runtime: str) -> None:
 def test_kubelet_stats_switch_agrees_with_its_overlay() -> None:
     docs = render(kubeletStats={"enabled": True})
     overlay = rendered("kubelet-stats")
-    assert _security(docs) == _security(overlay)
+    # The overlay serves the agent's own metrics beside the GPU series, as ownPort: false does.
+    assert _security(render(kubeletStats={"enabled": True}, telemetry={"ownPort": False})) == (
+        _security(overlay)
+    )
     assert pipeline(docs) == yaml.safe_load(NODE_PIPELINE.read_text())
     role = one(docs, "ClusterRole")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]
@@ -309,6 +321,8 @@ def test_tls_and_basic_auth_wire_secrets_into_the_exporter() -> None:
         "exporters.prometheus.tls.client_ca_file=/etc/otelgpu-tls/ca.crt",
         "exporters.prometheus.basic_auth.username=${env:OTELGPU_METRICS_USERNAME}",
         "exporters.prometheus.basic_auth.password_hash=${env:OTELGPU_METRICS_PASSWORD_HASH}",
+        'service.telemetry.metrics.readers=[{pull: {exporter: {prometheus: {host: "0.0.0.0",'
+        " port: 8888}}}}]",
     ]
     env = {e["name"]: e for e in container["env"]}
     assert env["OTELGPU_METRICS_PASSWORD_HASH"]["valueFrom"] == {
@@ -336,7 +350,8 @@ def test_servicemonitor_keeps_the_job_name_the_rules_use() -> None:
         )
     for rules in (sync.RULES, sync.DCGM_RULES):
         assert 'up{job="otelgpu"}' in rules.read_text()
-    (endpoint,) = one(render(), "ServiceMonitor")["spec"]["endpoints"]
+    # The GPU endpoint; the agent's own metrics' endpoint: tests/deploy/test_helm_telemetry.py.
+    endpoint = one(render(), "ServiceMonitor")["spec"]["endpoints"][0]
     kustomize_endpoint = one(rendered("containerd"), "ServiceMonitor")["spec"]["endpoints"][0]
     for key in ("port", "path", "honorLabels", "relabelings", "interval"):
         assert endpoint[key] == kustomize_endpoint[key], key

@@ -96,8 +96,8 @@ def test_naming_dcgm_switches_the_exporter_the_rules_and_the_dashboard() -> None
     assert "hw_temperature_celsius" not in rules and "nvidia_gpu_xid_errors_total" not in rules
     dashboard = by_name(docs, "ConfigMap", "-dashboard")["data"]["otelgpu-gpus-dcgm.json"]
     assert "DCGM_FI_DEV_GPU_UTIL" in dashboard and "hw_gpu_utilization_ratio" not in dashboard
-    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
-    assert endpoint["scheme"] == "https"
+    gpu, own = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert (gpu["scheme"], own["scheme"]) == ("https", "http")  # the telemetry port is plain
     default = pipeline(render())["exporters"]["prometheus"]["naming"]
     assert default == "otel"
 
@@ -134,7 +134,7 @@ def test_metric_set_all_reaches_the_receiver_and_adds_the_detail_rules(
 
 def test_tls_makes_the_servicemonitor_scrape_https_unless_told_otherwise() -> None:
     def scheme(**values: Any) -> str:
-        (endpoint,) = one(render(**values), "ServiceMonitor")["spec"]["endpoints"]
+        endpoint = one(render(**values), "ServiceMonitor")["spec"]["endpoints"][0]
         return str(endpoint["scheme"])
 
     tls = {"tls": {"secretName": "otelgpu-tls"}}
@@ -321,14 +321,16 @@ def test_service_type_and_annotations() -> None:
 def test_servicemonitor_relabelings_are_added_after_the_charts_own() -> None:
     mine = [{"targetLabel": "cluster", "replacement": "gpu-east"}]
     dropped = [{"action": "drop", "sourceLabels": ["__name__"], "regex": "nvidia_gpu_pcie_.*"}]
-    (endpoint,) = one(
+    endpoints = one(
         render(serviceMonitor={"relabelings": mine, "metricRelabelings": dropped}),
         "ServiceMonitor",
     )["spec"]["endpoints"]
-    (default,) = one(render(), "ServiceMonitor")["spec"]["endpoints"]
-    assert endpoint["relabelings"] == default["relabelings"] + mine
-    assert endpoint["metricRelabelings"] == dropped
-    assert "metricRelabelings" not in default
+    defaults = one(render(), "ServiceMonitor")["spec"]["endpoints"]
+    assert [e["port"] for e in endpoints] == ["metrics", "telemetry"]
+    for endpoint, default in zip(endpoints, defaults, strict=True):  # both ports alike
+        assert endpoint["relabelings"] == default["relabelings"] + mine
+        assert endpoint["metricRelabelings"] == dropped
+        assert "metricRelabelings" not in default
 
 
 def test_probes_and_security_contexts_can_be_changed() -> None:

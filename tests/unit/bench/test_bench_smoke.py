@@ -18,7 +18,7 @@ import pytest
 
 from bench import dcgm_default_counters as dcgm
 from bench.dcgm_default_counters import DEFAULT_COUNTERS
-from bench.fleet_cost import readings_of
+from bench.fleet_cost import Endpoints, itemise_node, readings_of
 from otelgpu.receivers.nvml.dcgm_fields import DCGM_DEFAULT_COUNTERS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -77,9 +77,17 @@ def test_benchmark_runs_and_prints_its_figure(module: str) -> None:
 SIDE = re.compile(
     r"^(?P<who>[^:]+): series (?P<series>\d+) = (?P<on_gpus>\d+) on (?P<gpus>\d+) GPUs "
     r"\((?P<each>\d+) each\) \+ (?P<agent>\d+) agent; scrape (?P<plain>\d+) B plain, "
-    r"(?P<gzip>\d+) B gzip, served (?P<served>plain|gzip); (?P<line>[\d.]+) B per series line",
+    r"(?P<gzip>\d+) B gzip, served (?P<served>plain|gzip); (?P<line>[\d.]+) B per series line;"
+    r" OTLP [^;]*?(?:; (?P<apart>\d+) on the telemetry endpoint :8888, (?P<apart_plain>\d+) B"
+    r" plain)?$",
     re.MULTILINE,
 )
+ITEMISED = re.compile(
+    r"^  dcgm-equivalent \(DCGM_FI_\*\): (?P<equivalent>\d+) series, (?P<ratio>[\d.]+)x\n"
+    r"(?P<extras>(?:  \+ .*\n)+)",
+    re.M,
+)
+EXTRA = re.compile(r"^  \+ (?P<family>\S+) \((?P<what>[^)]*)\): (?P<n>\d+), (?P<where>.*)$", re.M)
 RATIO = re.compile(r"^(?P<who>[^:]+) / dcgm-exporter: series (?P<series>[\d.]+)x", re.MULTILINE)
 ITEMS = re.compile(
     r"^(?P<who>[^:]+), GPU 0: (?P<total>\d+) series = (?P<theirs>\d+) with dcgm-exporter's"
@@ -103,8 +111,9 @@ def test_fleet_cost_figures_add_up() -> None:
         assert int(side["on_gpus"]) == int(side["each"]) * gpus, who
         assert series == int(side["on_gpus"]) + int(side["agent"]), who
         assert 0 < int(side["gzip"]) < int(side["plain"]), who
-        # every series line is in the body, which also holds the HELP and TYPE lines
-        assert float(side["line"]) * series <= int(side["plain"]), who
+        # every series line of the GPU endpoint is in its body, with the HELP and TYPE lines
+        on_gpu_endpoint = series - int(side["apart"] or 0)
+        assert float(side["line"]) * on_gpu_endpoint <= int(side["plain"]), who
     theirs = sides["dcgm-exporter"]
     assert int(theirs["each"]) == len(DEFAULT_COUNTERS) and int(theirs["agent"]) == 0
     assert theirs["served"] == "plain" and sides["ours, naming dcgm"]["served"] == "gzip"
@@ -148,3 +157,47 @@ def test_dcgm_exporters_body_carries_the_readings_it_is_given_as_it_prints_them(
     assert values["DCGM_FI_DEV_GPU_UTIL"] == "51"
     assert values["DCGM_FI_DEV_XID_ERRORS"] == "0"  # no XID before one: not the agent's code
     assert values["DCGM_FI_DEV_SM_CLOCK"] == "1980"  # no reading given: the busy-H100 one
+
+
+def test_fleet_cost_itemises_every_series_beyond_dcgm_exporters() -> None:
+    """naming dcgm: the series with dcgm-exporter's fields plus each itemised family are the
+    whole bill; by the chart's default the agent's own are on the telemetry endpoint (and
+    nowhere else), the GPU families on the GPU endpoint."""
+    done = run_smoke("bench.fleet_cost")
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    out = done.stdout
+    sides = {m["who"]: m for m in SIDE.finditer(out)}
+    ours, theirs = sides["ours, naming dcgm"], sides["dcgm-exporter"]
+    (block,) = ITEMISED.finditer(out)
+    extras = {m["family"]: m for m in EXTRA.finditer(block["extras"])}
+    equivalent = int(block["equivalent"])
+    assert equivalent + sum(int(m["n"]) for m in extras.values()) == int(ours["series"]), out
+    assert float(block["ratio"]) == pytest.approx(equivalent / int(theirs["series"]), abs=0.005)
+    own = extras.pop("otelgpu_*")
+    assert own["where"] == "telemetry endpoint :8888" and int(own["n"]) == int(ours["apart"])
+    assert int(ours["apart"]) == int(ours["agent"]) > 0  # all of them, none left on :9400
+    assert {"nvidia_gpu_allocation_ratio", "nvidia_gpu_up"} <= set(extras), out
+    for family, row in extras.items():
+        assert row["where"] == "GPU endpoint :9400", family
+        assert "NOT ITEMISED" not in row["what"], family
+    beside = run_smoke("bench.fleet_cost", "--telemetry-beside")
+    assert beside.returncode == 0, beside.stderr[-3000:]
+    side = {m["who"]: m for m in SIDE.finditer(beside.stdout)}["ours, naming dcgm"]
+    assert side["apart"] is None and int(side["agent"]) == int(ours["agent"])
+    rows = {m["family"]: m for m in EXTRA.finditer(beside.stdout)}
+    assert rows["otelgpu_*"]["where"] == "GPU endpoint :9400"
+
+
+def test_a_family_the_migration_guide_does_not_list_is_not_itemised() -> None:
+    where = Endpoints(9400, 8888)
+    got = itemise_node(
+        {"DCGM_FI_DEV_GPU_UTIL": 2, "nvidia_gpu_up": 2, "otelgpu_source_up": 3, "hw_new": 2},
+        where,
+    )
+    assert got.equivalent == 2 and not got.all_itemised
+    assert got.extras == [
+        ("nvidia_gpu_up", "health", 2, "GPU endpoint :9400"),
+        ("otelgpu_source_up", "the agent's own", 3, "telemetry endpoint :8888"),
+        ("hw_new", None, 2, "GPU endpoint :9400"),
+    ]
+    assert itemise_node({"DCGM_FI_DEV_GPU_UTIL": 2, "nvidia_gpu_up": 2}, where).all_itemised

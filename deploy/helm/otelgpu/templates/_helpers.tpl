@@ -180,3 +180,36 @@ served over TLS. */}}
 {{- define "otelgpu.scheme" -}}
 {{- .Values.serviceMonitor.scheme | default (ternary "https" "http" (ne .Values.prometheus.tls.secretName "")) -}}
 {{- end -}}
+
+{{/* The --set override that serves the agent's own metrics on telemetry.port
+(service::telemetry::metrics::readers); the metrics and health ports are taken. */}}
+{{- define "otelgpu.telemetryReader" -}}
+{{- $port := int .Values.telemetry.port -}}
+{{- if has $port (list 9400 13133) -}}
+{{- fail (printf "telemetry.port %d is taken (9400: /metrics, 13133: health): pick another" $port) -}}
+{{- end -}}
+{{- printf "service.telemetry.metrics.readers=[{pull: {exporter: {prometheus: {host: \"0.0.0.0\", port: %d}}}}]" $port -}}
+{{- end -}}
+
+{{/* What both ServiceMonitor endpoints share: interval, honoured labels, relabelings. */}}
+{{- define "otelgpu.scrapeSettings" -}}
+interval: {{ .Values.serviceMonitor.interval }}
+scrapeTimeout: {{ .Values.serviceMonitor.scrapeTimeout }}
+# The agent's labels win: a GPU series names the pod holding the GPU, not the agent.
+honorLabels: true
+relabelings:
+  # Every series carries its node under the name the GPU series use.
+  - sourceLabels: [__meta_kubernetes_pod_node_name]
+    targetLabel: k8s_node_name
+    action: replace
+  # The agent pod's own identity would read as the workload's on idle GPUs.
+  - action: labeldrop
+    regex: (pod|container|namespace|service|endpoint)
+  {{- with .Values.serviceMonitor.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with .Values.serviceMonitor.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
