@@ -23,10 +23,22 @@ is what ends: a holder's allocation series, a process, a GPU health state, a los
 readings. Attribute values are compared as a backend's labels compare them (as text), so a value
 that only changed type never closes its live series.
 
-Only identities are tracked (a resource without one is never closed), a new exporter (after a
-reload) starts with no memory, an identity not reported for `FORGET_AFTER` is forgotten (a
-backend's lookback has ended its series by then), and at most `LIMIT` identities are
-remembered (the first remembered are forgotten first).
+A closing point is owed until a request carrying it is accepted (`closes` hands out a
+`Receipt` with the request; `accepted` or `refused` settles it): a request the sending queue
+refused or the retries gave up leaves its closing points to the next request, at that
+request's time, unless the series came back meanwhile (closing it then would end a live
+series). An owed point is dropped after `FORGET_AFTER` (the backend's lookback has ended the
+series by then) and at most `LIMIT` are owed (the oldest dropped first).
+
+A reload hands the memory to the new exporter (`inherit`): what the old service sent is closed
+as it ends, as if nothing had stopped, and what the new configuration no longer sends at all
+(an identity, or a metric of one, never reported again) is closed once it is overdue: not
+reported within twice its identity's longest gap between two reports (`_UNKNOWN_GAP` when it
+was reported once) after the new exporter's first batch.
+
+Only identities are tracked (a resource without one is never closed), an identity not reported
+for `FORGET_AFTER` is forgotten (a backend's lookback has ended its series by then), and at
+most `LIMIT` identities are remembered (the first remembered are forgotten first).
 """
 
 from __future__ import annotations
@@ -43,6 +55,9 @@ LIMIT = 16384  # identities remembered (a node has tens to thousands)
 FORGET_AFTER = 300_000_000_000  # ns: an identity unreported this long is forgotten (5 minutes)
 _SWEEP = 60_000_000_000  # ns between two looks for identities to forget
 _MS = 1_000_000  # a closing point comes at least a millisecond after the metric's last points
+# After a reload, the gap assumed for an identity reported only once before it: the receivers'
+# default collection interval is 10s, so twice this waits for three of their cycles.
+_UNKNOWN_GAP = 15_000_000_000
 
 
 class _Head(NamedTuple):
@@ -121,16 +136,52 @@ class _Sent:
 
 
 class _Identity:
-    __slots__ = ("metrics", "seen")
+    __slots__ = ("gap", "metrics", "seen")
 
     def __init__(self, metrics: dict[str, _Sent], seen: int) -> None:
         self.metrics = metrics
         self.seen = seen  # wall time of its last report
+        self.gap = 0  # the longest wall time between two of its reports (0: reported once)
+
+    def reported(self, wall: int) -> None:
+        gap = wall - self.seen
+        if gap > self.gap:
+            self.gap = min(gap, FORGET_AFTER)
+        self.seen = wall
+
+
+_OwedKey = tuple[Hashable, str, frozenset[tuple[str, str]]]  # identity, metric, attributes
+
+
+class _Owed:
+    """A closing point no accepted request has carried yet."""
+
+    __slots__ = ("attributes", "descriptor", "due", "head", "key", "since", "when")
+
+    def __init__(
+        self,
+        key: _OwedKey,
+        descriptor: _Descriptor,
+        attributes: Mapping[str, Any],
+        head: _Head,
+        when: int,
+        since: int,
+    ) -> None:
+        self.key = key
+        self.descriptor = descriptor
+        self.attributes = attributes
+        self.head = head
+        self.when = when  # the time it was last sent at
+        self.since = since  # wall time it was first sent
+        self.due = False  # the request carrying it failed: the next request carries it
+
+
+Receipt = tuple[_Owed, ...]  # the closing points one request carries, to settle
 
 
 class EndedSeries:
     """What each identity sent last, per metric, and the closing points of what it stopped
-    sending."""
+    sending, owed until a request carrying them is accepted."""
 
     def __init__(self, wall: Callable[[], int] = time.time_ns, limit: int = LIMIT) -> None:
         self._wall = wall
@@ -138,13 +189,30 @@ class EndedSeries:
         self._sent: dict[Hashable, _Identity] = {}
         self._descriptors: dict[str, _Descriptor] = {}
         self._swept = wall()
+        self._owed: dict[_OwedKey, _Owed] = {}
+        self._owing: dict[Hashable, int] = {}  # identity → how many of its points are owed
+        self._due: list[_Owed] = []  # owed points whose request failed
+        # After a reload: identity → the metrics it sent before and has not reported since
+        self._inherited: dict[Hashable, set[str]] = {}
+        self._inherited_from: int | None = None  # wall time of the first batch after it
 
     def __len__(self) -> int:
         return len(self._sent)
 
+    @property
+    def owed(self) -> int:
+        """Closing points not carried by an accepted request yet."""
+        return len(self._owed)
+
     def closing(self, batch: Batch) -> Batch:
+        """The closing resources of `batch` (see `closes`), left unsettled."""
+        return self.closes(batch)[0]
+
+    def closes(self, batch: Batch) -> tuple[Batch, Receipt]:
         """The resources holding one flagged point per series that an identity reported in
-        `batch` sent last time and not now; remembers what `batch` sends.
+        `batch` sent last time and not now, with the points still owed from requests that
+        failed; remembers what `batch` sends. The receipt settles them (`accepted`,
+        `refused`).
 
         Each metric's point attribute mappings (shared by receivers and processors from one
         cycle to the next) are compared with the last ones; only when they differ are the
@@ -164,34 +232,138 @@ class EndedSeries:
             else:
                 found.append(rm)
         wall = self._wall()
-        closed = _Closed()
+        closed = _Closed(wall)
         sent = self._sent
+        inherited = self._inherited
         for identity, rms in grouped.items():
             before = sent.get(identity)
             if before is not None and len(rms) == 1 and _renewed(before, rms[0]):
-                before.seen = wall
+                before.reported(wall)
+                if inherited:
+                    inherited.pop(identity, None)
                 continue
             now = self._metrics(rms, wall)
+            if inherited and identity in inherited:
+                self._renewed_after_reload(identity, rms)
+            if identity in self._owing:
+                self._came_back(identity, now)
             if before is not None:
                 gone = any(not rm.metrics for rm in rms)
                 for name, old in before.metrics.items():
                     new = now.get(name)
                     if new is None:
                         if gone:
-                            closed.all(old, wall)
+                            closed.all(identity, old, wall)
                         else:
                             now[name] = old  # not reported this time: left alone
                     elif new.points != old.points:
-                        closed.missing(old, new)
+                        closed.missing(identity, old, new)
             if now:
                 if before is None:
                     sent[identity] = _Identity(now, wall)
                 else:
-                    before.metrics, before.seen = now, wall
+                    before.metrics = now
+                    before.reported(wall)
             elif before is not None:
                 del sent[identity]
+        if inherited:
+            self._close_overdue(closed, wall)
+        if self._due:
+            due, self._due = self._due, []
+            for owed in due:
+                owed.due = False
+                if self._owed.get(owed.key) is owed:
+                    closed.again(owed)
         self._forget(wall)
-        return closed.resources()
+        return closed.resources(), self._owe(closed.owed)
+
+    def accepted(self, receipt: Receipt | None) -> None:
+        """A request carrying `receipt`'s points was accepted: they are owed no more."""
+        owed = self._owed
+        for point in receipt or ():
+            if owed.get(point.key) is point:
+                self._settle(point)
+
+    def refused(self, receipt: Receipt | None) -> None:
+        """The request carrying `receipt`'s points will not be sent: the next one carries
+        those still owed."""
+        owed = self._owed
+        for point in receipt or ():
+            if not point.due and owed.get(point.key) is point:
+                point.due = True
+                self._due.append(point)
+
+    def inherit(self) -> None:
+        """This memory now serves a new exporter (a reload): every series remembered is
+        closed if the new configuration does not send it again in time."""
+        self._inherited = {i: set(entry.metrics) for i, entry in self._sent.items()}
+        self._inherited_from = None
+        # Whatever the old exporter's requests still carried is over: all owed go again.
+        self._due = list(self._owed.values())
+        for point in self._due:
+            point.due = True
+
+    def _owe(self, points: list[_Owed]) -> Receipt:
+        owed, owing = self._owed, self._owing
+        for point in points:
+            replaced = owed.pop(point.key, None)
+            if replaced is None:
+                identity = point.key[0]
+                owing[identity] = owing.get(identity, 0) + 1
+            owed[point.key] = point
+        while len(owed) > self._limit:
+            self._settle(next(iter(owed.values())))
+        return tuple(points)
+
+    def _settle(self, point: _Owed) -> None:
+        del self._owed[point.key]
+        identity = point.key[0]
+        left = self._owing[identity] - 1
+        if left:
+            self._owing[identity] = left
+        else:
+            del self._owing[identity]
+
+    def _came_back(self, identity: Hashable, now: dict[str, _Sent]) -> None:
+        """Owed points of series `identity` sends again are owed no more."""
+        owed = self._owed
+        for name, entry in now.items():
+            for attributes in entry.points:
+                point = owed.get((identity, name, _key(attributes)))
+                if point is not None:
+                    self._settle(point)
+
+    def _renewed_after_reload(self, identity: Hashable, rms: list[ResourceMetrics]) -> None:
+        names = self._inherited[identity]
+        if any(not rm.metrics for rm in rms):  # gone: its series close now
+            del self._inherited[identity]
+            return
+        for rm in rms:
+            for metric in rm.metrics:
+                names.discard(metric.name)
+        if not names:
+            del self._inherited[identity]
+
+    def _close_overdue(self, closed: _Closed, wall: int) -> None:
+        """Closes what a reload's new configuration did not send again in time."""
+        if self._inherited_from is None:
+            self._inherited_from = wall
+        since = self._inherited_from
+        sent = self._sent
+        for identity, names in list(self._inherited.items()):
+            entry = sent.get(identity)
+            if entry is None:
+                del self._inherited[identity]
+                continue
+            if wall - since < 2 * (entry.gap or _UNKNOWN_GAP):
+                continue
+            del self._inherited[identity]
+            for name in names:
+                old = entry.metrics.pop(name, None)
+                if old is not None:
+                    closed.all(identity, old, wall)
+            if not entry.metrics:
+                del sent[identity]
 
     def _metrics(self, rms: list[ResourceMetrics], wall: int) -> dict[str, _Sent]:
         """What `rms` send, by metric (a metric without points: at its resource's time)."""
@@ -225,7 +397,7 @@ class EndedSeries:
 
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
-        unreported for `FORGET_AFTER`."""
+        unreported for `FORGET_AFTER` and points owed that long."""
         sent = self._sent
         while len(sent) > self._limit:
             del sent[next(iter(sent))]
@@ -234,6 +406,8 @@ class EndedSeries:
         self._swept = wall
         for identity in [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]:
             del sent[identity]
+        for point in [p for p in self._owed.values() if wall - p.since > FORGET_AFTER]:
+            self._settle(point)
 
 
 def _first_time(rm: ResourceMetrics) -> int | None:
@@ -280,22 +454,43 @@ class _Closed:
     metric of its own: the Collector's prometheus exporter reads only a metric's first
     flagged point."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall: int) -> None:
+        self._wall = wall
         # id of a head (one per resource sent, shared by its points) → (the head, its metrics)
         self._by_head: dict[int, tuple[_Head, list[Metric]]] = {}
+        self.owed: list[_Owed] = []
 
-    def missing(self, old: _Sent, new: _Sent) -> None:
+    def missing(self, identity: Hashable, old: _Sent, new: _Sent) -> None:
         """Closes the points of `old` that `new` lacks."""
         kept = {_key(attributes) for attributes in new.points}
         when = max(new.time, old.time + _MS)
         for attributes, head in old.sent():
-            if _key(attributes) not in kept:
-                self._add(old.descriptor, attributes, head, when)
+            key = _key(attributes)
+            if key not in kept:
+                self._owe(identity, old.descriptor, attributes, key, head, when)
 
-    def all(self, old: _Sent, wall: int) -> None:
+    def all(self, identity: Hashable, old: _Sent, wall: int) -> None:
         when = max(wall, old.time + _MS)
         for attributes, head in old.sent():
-            self._add(old.descriptor, attributes, head, when)
+            self._owe(identity, old.descriptor, attributes, _key(attributes), head, when)
+
+    def again(self, owed: _Owed) -> None:
+        """An owed point whose request failed, sent now (never earlier than before)."""
+        owed.when = max(self._wall, owed.when)
+        self.owed.append(owed)
+        self._add(owed.descriptor, owed.attributes, owed.head, owed.when)
+
+    def _owe(
+        self,
+        identity: Hashable,
+        d: _Descriptor,
+        attributes: Mapping[str, Any],
+        key: frozenset[tuple[str, str]],
+        head: _Head,
+        when: int,
+    ) -> None:
+        self.owed.append(_Owed((identity, d.name, key), d, attributes, head, when, self._wall))
+        self._add(d, attributes, head, when)
 
     def _add(self, d: _Descriptor, attributes: Mapping[str, Any], head: _Head, when: int) -> None:
         point = NumberDataPoint(attributes=attributes, time_unix_nano=when, value=math.nan)
