@@ -168,7 +168,7 @@ class OtlpExporter:
 
     def _memory_key(self) -> tuple[str, str, str]:
         """What the memory is parked under: this exporter's name and its backend."""
-        return ("otlp", self._id, self._config.endpoint)
+        return ("otlp", self._id, self._config.backend())
 
     def _count_unsent(self) -> None:
         """Counts (synchronously, so a cancelled shutdown cannot skip it) every batch in flight
