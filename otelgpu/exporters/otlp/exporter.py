@@ -41,6 +41,7 @@ from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
+from otelgpu.exporters.otlp.holder_labels import HolderLabels
 from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.pdata.model import Batch, point_count
 
@@ -113,6 +114,7 @@ class OtlpExporter:
         self._last_partial = ""
         self._attributes = AttributeCache()
         self._ended = EndedSeries(wall)  # what each identity sent last, to close what ends
+        self._holders = HolderLabels()  # business labels onto allocation points
         self._listeners = settings.listeners  # where the memory waits through a reload
         self._unsent_at_shutdown = 0
         self._in_flight: dict[int, _Flight] = {}  # batches a consumer is sending, by number
@@ -205,7 +207,7 @@ class OtlpExporter:
             if points := point_count(batch):
                 self._telemetry.exporter_result(self._id, 0, points)
             return
-        request, receipt = request_of(batch, self._attributes, self._ended)
+        request, receipt = request_of(self._holders.apply(batch), self._attributes, self._ended)
         if not request:
             return
         points = point_count(batch)

@@ -277,3 +277,39 @@ async def test_without_a_reload_the_memory_is_not_taken_by_another_exporter() ->
     finally:
         await other.shutdown()
     assert [_closed(r) for r in transport.accepted] == [[]]
+
+
+def _mig(time: int, uuid: str) -> ResourceMetrics:
+    metric = _gauge("hw.gpu.memory.utilization", time, ({semconv.HW_ID: uuid}, 0.1))
+    resource = {**gpu_resource(0), semconv.HW_ID: uuid, semconv.HW_PARENT: GPU}
+    return ResourceMetrics(resource=resource, metrics=(metric,), identity=uuid)
+
+
+async def test_mig_instances_gone_after_a_reconfiguration_are_closed_by_the_new_exporter() -> None:
+    """A MIG reconfiguration is picked up by a reload (the nvml receiver finds its devices
+    again): the old instances are never reported again and no marker says so."""
+    kept = KeptListeners()
+    clock = FakeClock()
+    now = [T0]
+    old_transport, new_transport = Scripted(), Scripted()
+    old = _exporter(old_transport, clock, settings=_reloading_settings(kept), wall=lambda: now[0])
+    await old.start(FakeHost(SelfTelemetry()))
+    for cycle in range(2):
+        now[0] = T0 + cycle * INTERVAL
+        await _send(old, clock, (_mig(now[0], "MIG-old-1"), _mig(now[0], "MIG-old-2")))
+    await old.shutdown()
+    new = _exporter(new_transport, clock, settings=_reloading_settings(kept), wall=lambda: now[0])
+    await new.start(FakeHost(SelfTelemetry()))
+    try:
+        for cycle in range(2, 5):
+            now[0] = T0 + cycle * INTERVAL
+            await _send(new, clock, (_mig(now[0], "MIG-new-1"),))
+    finally:
+        await new.shutdown()
+    closed = [_closed(r) for r in new_transport.accepted]
+    metric = "hw.gpu.memory.utilization"
+    assert closed == [
+        [],
+        [],
+        [(metric, {semconv.HW_ID: "MIG-old-1"}), (metric, {semconv.HW_ID: "MIG-old-2"})],
+    ]
