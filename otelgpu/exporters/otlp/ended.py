@@ -47,6 +47,7 @@ import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from itertools import repeat
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -54,6 +55,7 @@ from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, Reso
 LIMIT = 16384  # identities remembered (a node has tens to thousands)
 FORGET_AFTER = 300_000_000_000  # ns: an identity unreported this long is forgotten (5 minutes)
 _SWEEP = 60_000_000_000  # ns between two looks for identities to forget
+_ATTRIBUTES = attrgetter("attributes")  # a point's attribute mapping
 _MS = 1_000_000  # a closing point comes at least a millisecond after the metric's last points
 # After a reload, the gap assumed for an identity reported only once before it: the receivers'
 # default collection interval is 10s, so twice this waits for three of their cycles.
@@ -106,8 +108,9 @@ class _Descriptor(NamedTuple):
 
 class _Sent:
     """One metric of one identity as last sent: each point's attributes, the resource each
-    was sent under (one for all, the usual case, or one per point when the metric spans
-    several resources of the identity), and the time of its points (the latest)."""
+    was sent under (one for all; one per point when the metric spans several resources of the
+    identity; None, the steady case: its identity's latest resource, `_Identity.head`), and
+    the time of its points (the latest)."""
 
     __slots__ = ("descriptor", "heads", "points", "time")
 
@@ -116,32 +119,94 @@ class _Sent:
     ) -> None:
         self.descriptor = descriptor
         self.points = points
-        self.heads: _Head | list[_Head] = head
+        self.heads: _Head | list[_Head] | None = head
         self.time = time
 
     def extend(self, points: list[Mapping[str, Any]], head: _Head, time: int) -> None:
-        """More points of the metric, from another resource of the identity."""
-        if isinstance(self.heads, _Head):
-            self.heads = [self.heads] * len(self.points)
+        """More points of the metric, from another resource of the identity (built by
+        `_metrics`: its heads are never None)."""
+        heads = self.heads
+        if not isinstance(heads, list):
+            assert heads is not None
+            heads = [heads] * len(self.points)
         self.points = self.points + points
-        self.heads += [head] * len(points)
+        self.heads = heads + [head] * len(points)
         self.time = max(self.time, time)
 
-    def sent(self) -> Iterable[tuple[Mapping[str, Any], _Head]]:
+    def sent(self, identity: _Identity) -> Iterable[tuple[Mapping[str, Any], _Head]]:
         """(attributes, resource) of each point."""
         heads = self.heads
-        if isinstance(heads, _Head):
-            return zip(self.points, repeat(heads, len(self.points)), strict=True)
-        return zip(self.points, heads, strict=True)
+        if isinstance(heads, list):
+            return zip(self.points, heads, strict=True)
+        head = identity.head() if heads is None else heads
+        return zip(self.points, repeat(head, len(self.points)), strict=True)
 
 
 class _Identity:
-    __slots__ = ("gap", "metrics", "seen")
+    """What one identity sent: its metrics, and the resource it last reported from alone
+    (what a metric whose `heads` is None was sent under), kept as the batch gave it: a steady
+    cycle stores four references, never compares or builds a resource."""
 
-    def __init__(self, metrics: dict[str, _Sent], seen: int) -> None:
+    __slots__ = (
+        "_head",
+        "gap",
+        "metrics",
+        "order",
+        "resource",
+        "schema_url",
+        "scope",
+        "scope_version",
+        "seen",
+    )
+
+    def __init__(self, metrics: dict[str, _Sent], seen: int, rm: ResourceMetrics) -> None:
         self.metrics = metrics
         self.seen = seen  # wall time of its last report
         self.gap = 0  # the longest wall time between two of its reports (0: reported once)
+        # Its metrics in the order its one resource last reported them, when that resource
+        # sent them all (the steady case, which `_renewed` checks in that order); else None.
+        self.order: tuple[_Sent, ...] | None = None
+        self.took(rm)
+        self._head: _Head | None = None
+
+    def renew(self, metrics: dict[str, _Sent], rms: list[ResourceMetrics]) -> None:
+        """`metrics` are what it sent now (from `rms`, plus what they left alone)."""
+        self.metrics = metrics
+        self.order = None
+        if len(rms) != 1:
+            return
+        rm = rms[0]
+        if not rm.metrics or len(rm.metrics) != len(metrics):
+            return
+        order = tuple(metrics[metric.name] for metric in rm.metrics)
+        if len(set(map(id, order))) != len(order) or any(isinstance(m.heads, list) for m in order):
+            return  # a name twice, or a metric spanning resources: told apart the slow way
+        for metric in order:
+            metric.heads = None  # the identity's resource, `took` below
+        self.took(rm)
+        self.order = order
+
+    def took(self, rm: ResourceMetrics) -> None:
+        """`rm` is now the resource its metrics were last sent under."""
+        self.resource = rm.resource
+        self.scope = rm.scope
+        self.scope_version = rm.scope_version
+        self.schema_url = rm.schema_url
+
+    def head(self) -> _Head:
+        """The resource it last reported from, as a head (built once per resource)."""
+        head = self._head
+        if (
+            head is None
+            or head.resource is not self.resource
+            or head.scope is not self.scope
+            or head.scope_version is not self.scope_version
+            or head.schema_url is not self.schema_url
+        ):
+            head = self._head = _Head(
+                self.resource, self.scope, self.scope_version, self.schema_url
+            )
+        return head
 
     def reported(self, wall: int) -> None:
         gap = wall - self.seen
@@ -219,7 +284,8 @@ class EndedSeries:
         series told apart one by one. An identity that sent the same series as last time is
         updated in place: a steady cycle stores no new objects (nothing for the cyclic
         garbage collector to scan)."""
-        grouped: dict[Hashable, list[ResourceMetrics]] = {}
+        # identity → its one resource (the usual case: no list built) or its resources
+        grouped: dict[Hashable, ResourceMetrics | list[ResourceMetrics]] = {}
         for rm in batch:
             if rm.identity is None:
                 continue
@@ -228,20 +294,29 @@ class EndedSeries:
             except TypeError:  # an unhashable identity: not tracked
                 continue
             if found is None:
-                grouped[rm.identity] = [rm]
-            else:
+                grouped[rm.identity] = rm
+            elif isinstance(found, list):
                 found.append(rm)
+            else:
+                grouped[rm.identity] = [found, rm]
         wall = self._wall()
         closed = _Closed(wall)
         sent = self._sent
         inherited = self._inherited
-        for identity, rms in grouped.items():
+        for identity, found in grouped.items():
             before = sent.get(identity)
-            if before is not None and len(rms) == 1 and _renewed(before, rms[0]):
-                before.reported(wall)
+            if isinstance(found, list):
+                rms = found
+            elif before is not None and _renewed(before, found):
+                gap = wall - before.seen  # (`_Identity.reported`, inlined: every identity)
+                if gap > before.gap:
+                    before.gap = gap if gap < FORGET_AFTER else FORGET_AFTER
+                before.seen = wall
                 if inherited:
                     inherited.pop(identity, None)
                 continue
+            else:
+                rms = [found]
             now = self._metrics(rms, wall)
             if inherited and identity in inherited:
                 self._renewed_after_reload(identity, rms)
@@ -253,17 +328,17 @@ class EndedSeries:
                     new = now.get(name)
                     if new is None:
                         if gone:
-                            closed.all(identity, old, wall)
+                            closed.all(identity, before, old, wall)
                         else:
                             now[name] = old  # not reported this time: left alone
                     elif new.points != old.points:
-                        closed.missing(identity, old, new)
+                        closed.missing(identity, before, old, new)
             if now:
                 if before is None:
-                    sent[identity] = _Identity(now, wall)
+                    sent[identity] = before = _Identity(now, wall, rms[0])
                 else:
-                    before.metrics = now
                     before.reported(wall)
+                before.renew(now, rms)
             elif before is not None:
                 del sent[identity]
         if inherited:
@@ -358,10 +433,11 @@ class EndedSeries:
             if wall - since < 2 * (entry.gap or _UNKNOWN_GAP):
                 continue
             del self._inherited[identity]
+            entry.order = None
             for name in names:
                 old = entry.metrics.pop(name, None)
                 if old is not None:
-                    closed.all(identity, old, wall)
+                    closed.all(identity, entry, old, wall)
             if not entry.metrics:
                 del sent[identity]
 
@@ -416,36 +492,42 @@ def _first_time(rm: ResourceMetrics) -> int | None:
 
 
 def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
-    """Whether `rm` sends exactly the series `entry` holds, each metric from this one resource;
-    if so, `entry` takes its times and resource (a new head only if the resource changed)."""
-    metrics = entry.metrics
-    if not rm.metrics or len(metrics) != len(rm.metrics):
+    """Whether `rm` sends exactly the series `entry` holds, in the order it sent them last,
+    from this one resource; if so, `entry` takes its times and resource (references only:
+    nothing is compared but the descriptors and each point's attribute mapping, by identity
+    first, and nothing is kept that was not)."""
+    order = entry.order
+    reported = rm.metrics
+    if order is None or len(order) != len(reported):
         return False
-    for metric in rm.metrics:
-        old = metrics.get(metric.name)
-        if old is None or not isinstance(old.heads, _Head):
+    for metric, old in zip(reported, order, strict=True):
+        d = old.descriptor  # (`_Descriptor.describes`, inlined: every metric of every cycle)
+        if (
+            d.name != metric.name
+            or d.unit != metric.unit
+            or d.description != metric.description
+            or d.kind is not metric.kind
+            or d.monotonic != metric.monotonic
+        ):
             return False
-        points, known = metric.points, old.points
-        if len(points) != len(known):
+        # One comparison in C: each mapping by identity first (receivers and processors
+        # share them from one cycle to the next), by value only when it is another object.
+        if old.points != list(map(_ATTRIBUTES, metric.points)):
             return False
-        for attributes, point in zip(known, points, strict=True):
-            if attributes is not point.attributes and attributes != point.attributes:
-                return False
-        if not old.descriptor.describes(metric):
-            return False
-    head = None
-    first = _first_time(rm)
-    for metric in rm.metrics:
-        old = metrics[metric.name]
-        at = metric.points[0].time_unix_nano if metric.points else first
-        if at is not None:
-            old.time = at
-        if head is None:
-            head = old.heads
-            assert isinstance(head, _Head)
-            if not head.matches(rm):
-                head = _Head.of(rm)
-        old.heads = head
+    first: int | None = None
+    for metric, old in zip(reported, order, strict=True):
+        points = metric.points
+        if points:
+            old.time = points[0].time_unix_nano
+        else:
+            if first is None:
+                first = _first_time(rm)
+            if first is not None:
+                old.time = first
+    entry.resource = rm.resource  # (`_Identity.took`, inlined)
+    entry.scope = rm.scope
+    entry.scope_version = rm.scope_version
+    entry.schema_url = rm.schema_url
     return True
 
 
@@ -460,18 +542,18 @@ class _Closed:
         self._by_head: dict[int, tuple[_Head, list[Metric]]] = {}
         self.owed: list[_Owed] = []
 
-    def missing(self, identity: Hashable, old: _Sent, new: _Sent) -> None:
-        """Closes the points of `old` that `new` lacks."""
+    def missing(self, identity: Hashable, entry: _Identity, old: _Sent, new: _Sent) -> None:
+        """Closes the points of `old` (of `entry`) that `new` lacks."""
         kept = {_key(attributes) for attributes in new.points}
         when = max(new.time, old.time + _MS)
-        for attributes, head in old.sent():
+        for attributes, head in old.sent(entry):
             key = _key(attributes)
             if key not in kept:
                 self._owe(identity, old.descriptor, attributes, key, head, when)
 
-    def all(self, identity: Hashable, old: _Sent, wall: int) -> None:
+    def all(self, identity: Hashable, entry: _Identity, old: _Sent, wall: int) -> None:
         when = max(wall, old.time + _MS)
-        for attributes, head in old.sent():
+        for attributes, head in old.sent(entry):
             self._owe(identity, old.descriptor, attributes, _key(attributes), head, when)
 
     def again(self, owed: _Owed) -> None:
