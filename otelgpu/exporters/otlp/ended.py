@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from itertools import repeat
-from operator import attrgetter
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, sub
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -56,6 +57,7 @@ LIMIT = 16384  # identities remembered (a node has tens to thousands)
 FORGET_AFTER = 300_000_000_000  # ns: an identity unreported this long is forgotten (5 minutes)
 _SWEEP = 60_000_000_000  # ns between two looks for identities to forget
 _ATTRIBUTES = attrgetter("attributes")  # a point's attribute mapping
+_SHAPES = 4  # whole batches remembered (one per pipeline sending to the exporter, usually)
 _MS = 1_000_000  # a closing point comes at least a millisecond after the metric's last points
 # After a reload, the gap assumed for an identity reported only once before it: the receivers'
 # default collection interval is 10s, so twice this waits for three of their cycles.
@@ -211,7 +213,7 @@ class _Identity:
     def reported(self, wall: int) -> None:
         gap = wall - self.seen
         if gap > self.gap:
-            self.gap = min(gap, FORGET_AFTER)
+            self.gap = gap
         self.seen = wall
 
 
@@ -260,6 +262,8 @@ class EndedSeries:
         # After a reload: identity → the metrics it sent before and has not reported since
         self._inherited: dict[Hashable, set[str]] = {}
         self._inherited_from: int | None = None  # wall time of the first batch after it
+        # Whole batches that sent exactly what is remembered, by their identities (`_Shape`)
+        self._shapes: dict[tuple[Hashable, ...], _Shape] = {}
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -283,7 +287,20 @@ class EndedSeries:
         cycle to the next) are compared with the last ones; only when they differ are the
         series told apart one by one. An identity that sent the same series as last time is
         updated in place: a steady cycle stores no new objects (nothing for the cyclic
-        garbage collector to scan)."""
+        garbage collector to scan). A batch that sends exactly what a batch with the same
+        identities sent last time (`_Shape`) is checked and taken whole, in C, not identity
+        by identity."""
+        wall = self._wall()
+        shapes = self._shapes
+        if shapes and not self._due and not self._inherited:
+            try:
+                shape = shapes.get(tuple(map(_IDENTITY, batch)))
+            except TypeError:  # an unhashable identity
+                shape = None
+            if shape is not None and (metrics := shape.matches(batch)) is not None:
+                shape.renew(batch, metrics, wall)
+                self._forget(wall)
+                return (), ()
         # identity → its one resource (the usual case: no list built) or its resources
         grouped: dict[Hashable, ResourceMetrics | list[ResourceMetrics]] = {}
         for rm in batch:
@@ -299,10 +316,10 @@ class EndedSeries:
                 found.append(rm)
             else:
                 grouped[rm.identity] = [found, rm]
-        wall = self._wall()
         closed = _Closed(wall)
         sent = self._sent
         inherited = self._inherited
+        renewed = 0  # identities that sent exactly what they sent last time
         for identity, found in grouped.items():
             before = sent.get(identity)
             if isinstance(found, list):
@@ -310,8 +327,9 @@ class EndedSeries:
             elif before is not None and _renewed(before, found):
                 gap = wall - before.seen  # (`_Identity.reported`, inlined: every identity)
                 if gap > before.gap:
-                    before.gap = gap if gap < FORGET_AFTER else FORGET_AFTER
+                    before.gap = gap
                 before.seen = wall
+                renewed += 1
                 if inherited:
                     inherited.pop(identity, None)
                 continue
@@ -341,6 +359,10 @@ class EndedSeries:
                 before.renew(now, rms)
             elif before is not None:
                 del sent[identity]
+        if renewed != len(grouped):
+            shapes.clear()  # what they hold may have changed
+        elif renewed == len(batch) and not inherited and not self._due:
+            self._remember_shape(batch)
         if inherited:
             self._close_overdue(closed, wall)
         if self._due:
@@ -371,6 +393,7 @@ class EndedSeries:
     def inherit(self) -> None:
         """This memory now serves a new exporter (a reload): every series remembered is
         closed if the new configuration does not send it again in time."""
+        self._shapes.clear()
         self._inherited = {i: set(entry.metrics) for i, entry in self._sent.items()}
         self._inherited_from = None
         # Whatever the old exporter's requests still carried is over: all owed go again.
@@ -430,7 +453,7 @@ class EndedSeries:
             if entry is None:
                 del self._inherited[identity]
                 continue
-            if wall - since < 2 * (entry.gap or _UNKNOWN_GAP):
+            if wall - since < 2 * min(entry.gap or _UNKNOWN_GAP, FORGET_AFTER):
                 continue
             del self._inherited[identity]
             entry.order = None
@@ -471,19 +494,116 @@ class EndedSeries:
             self._descriptors[metric.name] = found
         return found
 
+    def _remember_shape(self, batch: Batch) -> None:
+        """Remembers `batch`, each of whose resources renewed its identity alone, whole."""
+        try:
+            key = tuple(map(_IDENTITY, batch))
+            if key in self._shapes:
+                return
+        except TypeError:  # an unhashable identity
+            return
+        shape = _Shape.of(batch, [self._sent[identity] for identity in key])
+        if shape is not None:
+            if len(self._shapes) >= _SHAPES:
+                self._shapes.clear()
+            self._shapes[key] = shape
+
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
         unreported for `FORGET_AFTER` and points owed that long."""
         sent = self._sent
-        while len(sent) > self._limit:
-            del sent[next(iter(sent))]
+        if len(sent) > self._limit:
+            self._shapes.clear()
+            while len(sent) > self._limit:
+                del sent[next(iter(sent))]
         if wall - self._swept < _SWEEP:
             return
         self._swept = wall
-        for identity in [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]:
+        forgotten = [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]
+        if forgotten:
+            self._shapes.clear()
+        for identity in forgotten:
             del sent[identity]
         for point in [p for p in self._owed.values() if wall - p.since > FORGET_AFTER]:
             self._settle(point)
+
+
+_IDENTITY = attrgetter("identity")
+_METRICS = attrgetter("metrics")
+_POINTS = attrgetter("points")
+_DESCRIBED = attrgetter("name", "unit", "description", "kind", "monotonic")  # a `_Descriptor`
+_FIRST_TIME = attrgetter("time_unix_nano")
+_FIRST = itemgetter(0)
+_SEEN = attrgetter("seen")
+_GAP = attrgetter("gap")
+_HEAD_FIELDS = ("resource", "scope", "scope_version", "schema_url")
+
+
+def _consume(iterator: Iterator[object]) -> None:
+    """Runs `iterator` to its end in C (a map of `setattr` over many objects)."""
+    deque(iterator, maxlen=0)
+
+
+class _Shape:
+    """A batch whose every resource sent exactly what its identity had sent (one resource per
+    identity, each metric with points), as flat lists of what a steady cycle shares with the
+    last one: each resource's metric count, each metric's descriptor and point count, each
+    point's attribute mapping. The next batch with the same identities is compared with them
+    in C, element by element (by identity first), and when it matches, the memory takes its
+    times and resources in C too: the steady cycle runs no Python code per identity or point.
+
+    Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
+    whenever an identity is told apart the slow way, forgotten, or inherited."""
+
+    __slots__ = ("attributes", "counts", "descriptors", "entries", "point_counts", "sents")
+
+    def __init__(self, batch: Batch, entries: list[_Identity], sents: list[_Sent]) -> None:
+        self.entries = entries
+        self.sents = sents
+        self.counts = list(map(len, map(_METRICS, batch)))
+        self.descriptors = [sent.descriptor for sent in sents]
+        metrics = list(chain.from_iterable(map(_METRICS, batch)))
+        self.point_counts = list(map(len, map(_POINTS, metrics)))
+        self.attributes = list(map(_ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
+
+    @classmethod
+    def of(cls, batch: Batch, entries: list[_Identity]) -> _Shape | None:
+        """The shape of `batch`, whose resources renewed `entries` one for one; None when a
+        metric has no points (its time is its resource's: told apart the usual way)."""
+        sents: list[_Sent] = []
+        for entry in entries:
+            if entry.order is None:
+                return None
+            sents.extend(entry.order)
+        shape = cls(batch, entries, sents)
+        if len(shape.sents) != len(shape.point_counts) or 0 in shape.point_counts:
+            return None
+        return shape
+
+    def matches(self, batch: Batch) -> list[Metric] | None:
+        """`batch`'s metrics when it sends exactly what this shape holds, else None."""
+        if list(map(len, map(_METRICS, batch))) != self.counts:
+            return None
+        metrics = list(chain.from_iterable(map(_METRICS, batch)))
+        if list(map(_DESCRIBED, metrics)) != self.descriptors:
+            return None
+        points = list(map(_POINTS, metrics))
+        if list(map(len, points)) != self.point_counts:
+            return None
+        if list(map(_ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
+            return None
+        return metrics
+
+    def renew(self, batch: Batch, metrics: list[Metric], wall: int) -> None:
+        """What `_renewed` does for each identity, for the whole batch at once."""
+        first_times = map(_FIRST_TIME, map(_FIRST, map(_POINTS, metrics)))
+        _consume(map(setattr, self.sents, repeat("time"), first_times))
+        entries = self.entries
+        for field in _HEAD_FIELDS:
+            _consume(map(setattr, entries, repeat(field), map(attrgetter(field), batch)))
+        gaps = map(max, map(_GAP, entries), map(sub, repeat(wall), map(_SEEN, entries)))
+        _consume(map(setattr, entries, repeat("gap"), gaps))
+        _consume(map(setattr, entries, repeat("seen"), repeat(wall)))
 
 
 def _first_time(rm: ResourceMetrics) -> int | None:
