@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter, sub
@@ -264,6 +264,7 @@ class EndedSeries:
         self._inherited_from: int | None = None  # wall time of the first batch after it
         # Whole batches that sent exactly what is remembered, by their identities (`_Shape`)
         self._shapes: dict[tuple[Hashable, ...], _Shape] = {}
+        self._last_key: tuple[Hashable, ...] | None = None  # the last batch's identities
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -287,23 +288,28 @@ class EndedSeries:
         cycle to the next) are compared with the last ones; only when they differ are the
         series told apart one by one. An identity that sent the same series as last time is
         updated in place: a steady cycle stores no new objects (nothing for the cyclic
-        garbage collector to scan). A batch that sends exactly what a batch with the same
-        identities sent last time (`_Shape`) is checked and taken whole, in C, not identity
-        by identity."""
+        garbage collector to scan). When a batch has the same identities as the last two, the
+        resources that each renewed an identity alone last time (`_Shape`) are checked and
+        taken together, in C, not identity by identity; the others go the usual way."""
         wall = self._wall()
         shapes = self._shapes
-        if shapes and not self._due and not self._inherited:
+        rest = batch
+        key: tuple[Hashable, ...] | None = None
+        if not self._due and not self._inherited:
             try:
-                shape = shapes.get(tuple(map(_IDENTITY, batch)))
-            except TypeError:  # an unhashable identity
-                shape = None
-            if shape is not None and (metrics := shape.matches(batch)) is not None:
-                shape.renew(batch, metrics, wall)
-                self._forget(wall)
-                return (), ()
+                key = tuple(map(_IDENTITY, batch))
+                hash(key)
+            except TypeError:  # an unhashable identity: not tracked, no shape
+                key = None
+            shape = shapes.get(key) if shapes and key is not None else None
+            if shape is not None and shape.took(batch, wall):
+                rest, key = shape.rest_of(batch), None
+                if not rest:
+                    self._forget(wall)
+                    return (), ()
         # identity → its one resource (the usual case: no list built) or its resources
         grouped: dict[Hashable, ResourceMetrics | list[ResourceMetrics]] = {}
-        for rm in batch:
+        for rm in rest:
             if rm.identity is None:
                 continue
             try:
@@ -319,7 +325,6 @@ class EndedSeries:
         closed = _Closed(wall)
         sent = self._sent
         inherited = self._inherited
-        renewed = 0  # identities that sent exactly what they sent last time
         for identity, found in grouped.items():
             before = sent.get(identity)
             if isinstance(found, list):
@@ -329,12 +334,13 @@ class EndedSeries:
                 if gap > before.gap:
                     before.gap = gap
                 before.seen = wall
-                renewed += 1
                 if inherited:
                     inherited.pop(identity, None)
                 continue
             else:
                 rms = [found]
+            if shapes and before is not None and before.order is not None:
+                shapes.clear()  # a shape may list it: what it holds changes now
             now = self._metrics(rms, wall)
             if inherited and identity in inherited:
                 self._renewed_after_reload(identity, rms)
@@ -359,10 +365,10 @@ class EndedSeries:
                 before.renew(now, rms)
             elif before is not None:
                 del sent[identity]
-        if renewed != len(grouped):
-            shapes.clear()  # what they hold may have changed
-        elif renewed == len(batch) and not inherited and not self._due:
-            self._remember_shape(batch)
+        if key is not None:
+            if key == self._last_key and key not in shapes and not self._due:
+                self._remember_shape(batch, key)
+            self._last_key = key
         if inherited:
             self._close_overdue(closed, wall)
         if self._due:
@@ -494,19 +500,27 @@ class EndedSeries:
             self._descriptors[metric.name] = found
         return found
 
-    def _remember_shape(self, batch: Batch) -> None:
-        """Remembers `batch`, each of whose resources renewed its identity alone, whole."""
-        try:
-            key = tuple(map(_IDENTITY, batch))
-            if key in self._shapes:
-                return
-        except TypeError:  # an unhashable identity
+    def _remember_shape(self, batch: Batch, key: tuple[Hashable, ...]) -> None:
+        """Remembers which resources of `batch` (whose identities are `key`) sent alone what
+        their identity holds now, in the order it holds it, each metric with points."""
+        once = Counter(key)
+        entries = list(map(self._sent.get, key))
+        shaped = [
+            index
+            for index, (identity, entry, rm) in enumerate(zip(key, entries, batch, strict=True))
+            if once[identity] == 1
+            and entry is not None
+            and entry.order is not None
+            and len(entry.order) == len(rm.metrics)
+            and all(metric.points for metric in rm.metrics)
+        ]
+        if not shaped:
             return
-        shape = _Shape.of(batch, [self._sent[identity] for identity in key])
-        if shape is not None:
-            if len(self._shapes) >= _SHAPES:
-                self._shapes.clear()
-            self._shapes[key] = shape
+        if len(self._shapes) >= _SHAPES:
+            self._shapes.clear()
+        picked = [entries[index] for index in shaped]
+        assert all(entry is not None for entry in picked)
+        self._shapes[key] = _Shape(len(batch), shaped, batch, picked)  # type: ignore[arg-type]
 
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
@@ -545,65 +559,80 @@ def _consume(iterator: Iterator[object]) -> None:
 
 
 class _Shape:
-    """A batch whose every resource sent exactly what its identity had sent (one resource per
-    identity, each metric with points), as flat lists of what a steady cycle shares with the
-    last one: each resource's metric count, each metric's descriptor and point count, each
-    point's attribute mapping. The next batch with the same identities is compared with them
-    in C, element by element (by identity first), and when it matches, the memory takes its
-    times and resources in C too: the steady cycle runs no Python code per identity or point.
+    """Which resources of a batch each renewed their identity alone (`shaped`: their
+    positions), as flat lists of what a steady cycle shares with the last one: each
+    resource's metric count, each metric's descriptor and point count, each point's attribute
+    mapping. The same resources of the next batch with the same identities are compared with
+    them in C, element by element (by identity first), and when they match the memory takes
+    their times and resources in C too: no Python code runs per identity or point. The other
+    resources (an identity sent from several, a metric without points) go the usual way.
 
     Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
-    whenever an identity is told apart the slow way, forgotten, or inherited."""
+    whenever an identity with an order (one a shape may list) is told apart the slow way,
+    forgotten, or inherited."""
 
-    __slots__ = ("attributes", "counts", "descriptors", "entries", "point_counts", "sents")
+    __slots__ = (
+        "attributes",
+        "counts",
+        "descriptors",
+        "entries",
+        "pick",
+        "point_counts",
+        "rest",
+        "sents",
+    )
 
-    def __init__(self, batch: Batch, entries: list[_Identity], sents: list[_Sent]) -> None:
+    def __init__(
+        self, size: int, shaped: list[int], batch: Batch, entries: list[_Identity]
+    ) -> None:
+        self.pick = _picker(shaped)
+        self.rest = _picker(sorted(set(range(size)) - set(shaped)))
         self.entries = entries
-        self.sents = sents
-        self.counts = list(map(len, map(_METRICS, batch)))
-        self.descriptors = [sent.descriptor for sent in sents]
-        metrics = list(chain.from_iterable(map(_METRICS, batch)))
+        self.sents = list(chain.from_iterable(entry.order or () for entry in entries))
+        self.descriptors = [sent.descriptor for sent in self.sents]
+        picked = self.pick(batch)
+        self.counts = list(map(len, map(_METRICS, picked)))
+        metrics = list(chain.from_iterable(map(_METRICS, picked)))
         self.point_counts = list(map(len, map(_POINTS, metrics)))
         self.attributes = list(map(_ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
 
-    @classmethod
-    def of(cls, batch: Batch, entries: list[_Identity]) -> _Shape | None:
-        """The shape of `batch`, whose resources renewed `entries` one for one; None when a
-        metric has no points (its time is its resource's: told apart the usual way)."""
-        sents: list[_Sent] = []
-        for entry in entries:
-            if entry.order is None:
-                return None
-            sents.extend(entry.order)
-        shape = cls(batch, entries, sents)
-        if len(shape.sents) != len(shape.point_counts) or 0 in shape.point_counts:
-            return None
-        return shape
+    def rest_of(self, batch: Batch) -> Batch:
+        """The resources of `batch` that go the usual way."""
+        return self.rest(batch)
 
-    def matches(self, batch: Batch) -> list[Metric] | None:
-        """`batch`'s metrics when it sends exactly what this shape holds, else None."""
-        if list(map(len, map(_METRICS, batch))) != self.counts:
-            return None
-        metrics = list(chain.from_iterable(map(_METRICS, batch)))
+    def took(self, batch: Batch, wall: int) -> bool:
+        """Whether `batch`'s shaped resources send exactly what this shape holds; if so, their
+        identities take their times and resources (what `_renewed` does for each)."""
+        picked = self.pick(batch)
+        if list(map(len, map(_METRICS, picked))) != self.counts:
+            return False
+        metrics = list(chain.from_iterable(map(_METRICS, picked)))
         if list(map(_DESCRIBED, metrics)) != self.descriptors:
-            return None
+            return False
         points = list(map(_POINTS, metrics))
         if list(map(len, points)) != self.point_counts:
-            return None
+            return False
         if list(map(_ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
-            return None
-        return metrics
-
-    def renew(self, batch: Batch, metrics: list[Metric], wall: int) -> None:
-        """What `_renewed` does for each identity, for the whole batch at once."""
-        first_times = map(_FIRST_TIME, map(_FIRST, map(_POINTS, metrics)))
+            return False
+        first_times = map(_FIRST_TIME, map(_FIRST, points))
         _consume(map(setattr, self.sents, repeat("time"), first_times))
         entries = self.entries
         for field in _HEAD_FIELDS:
-            _consume(map(setattr, entries, repeat(field), map(attrgetter(field), batch)))
+            _consume(map(setattr, entries, repeat(field), map(attrgetter(field), picked)))
         gaps = map(max, map(_GAP, entries), map(sub, repeat(wall), map(_SEEN, entries)))
         _consume(map(setattr, entries, repeat("gap"), gaps))
         _consume(map(setattr, entries, repeat("seen"), repeat(wall)))
+        return True
+
+
+def _picker(indices: list[int]) -> Callable[[Batch], Batch]:
+    """A function giving the resources of a batch at `indices`, as a tuple (in C)."""
+    if not indices:
+        return lambda _batch: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda batch: (batch[only],)
+    return itemgetter(*indices)
 
 
 def _first_time(rm: ResourceMetrics) -> int | None:

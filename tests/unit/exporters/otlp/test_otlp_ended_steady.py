@@ -26,7 +26,7 @@ PROCESS = {semconv.HW_ID: GPU, "task": "sm"}
 class Identitywise(EndedSeries):
     """The memory without its whole-batch path: every batch told apart identity by identity."""
 
-    def _remember_shape(self, batch: Batch) -> None:
+    def _remember_shape(self, batch: Batch, key: tuple[Any, ...]) -> None:
         pass
 
 
@@ -63,8 +63,12 @@ def _history() -> list[Batch]:
     # the same values in new mappings: the same series
     steady(3, lambda t: (_gpu(t, dict(UP_DEGRADED)), _process(t, 1), _process(t, 3)))
     steady(3, lambda t: (_gpu(t, UP_OK), ResourceMetrics(resource={}, metrics=(), identity=1)))
-    steady(3, lambda t: (*holders(t, "a", "b"), _gpu(t, UP_OK)))
-    steady(3, lambda t: (*holders(t, "a"), _gpu(t, UP_OK)))
+    # a shared GPU's allocation series (one identity, a resource per holder) beside it
+    steady(4, lambda t: (*holders(t, "a", "b"), _gpu(t, UP_OK), _process(t, 4)))
+    # the same identities, another holder: the shared GPU's part changes under a known shape
+    steady(4, lambda t: (*holders(t, "a", "c"), _gpu(t, UP_OK), _process(t, 4)))
+    steady(4, lambda t: (*holders(t, "a"), _gpu(t, UP_OK), _process(t, 4)))
+    steady(3, lambda t: (*holders(t, "a"), _gpu(t, UP_DEGRADED), _process(t, 4)))
     steady(3, lambda t: (_gpu(t, UP_OK),))
     return out
 
@@ -94,7 +98,7 @@ def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> Non
     wall = [T0]
     whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
     expected = _closings(one_by_one, history)
-    assert sum(map(len, expected)) >= 4  # the history does close series
+    assert sum(map(len, expected)) >= 6  # the history does close series
     assert _closings(whole, history) == expected
 
 
@@ -102,10 +106,13 @@ def test_a_steady_batch_is_taken_whole_and_a_change_is_not_missed() -> None:
     ended = EndedSeries()
     for cycle in range(3):
         time = T0 + cycle * INTERVAL
-        assert ended.closing((_gpu(time, UP_OK), _process(time, 1))) == ()
-    assert len(ended._shapes) == 1  # the steady batch is known whole
+        batch = (*holders(time, "a", "b"), _gpu(time, UP_OK), _process(time, 1))
+        assert ended.closing(batch) == ()
+    assert len(ended._shapes) == 1  # the steady batch is known (but the shared GPU's part)
     time = T0 + 3 * INTERVAL
-    (closed,) = ended.closing((_gpu(time, UP_DEGRADED), _process(time, 1)))
+    (closed,) = ended.closing(
+        (*holders(time, "a", "b"), _gpu(time, UP_DEGRADED), _process(time, 1))
+    )
     assert [m.points[0].attributes for m in closed.metrics] == [UP_OK]
     assert closed.metrics[0].points[0].time_unix_nano == time  # the latest time was taken
 
