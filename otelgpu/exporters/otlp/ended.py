@@ -545,7 +545,8 @@ class EndedSeries:
 _IDENTITY = attrgetter("identity")
 _METRICS = attrgetter("metrics")
 _POINTS = attrgetter("points")
-_DESCRIBED = attrgetter("name", "unit", "description", "kind", "monotonic")  # a `_Descriptor`
+# A metric's descriptor, field by field: compared as lists of references, no tuple built
+_DESCRIPTOR_FIELDS = tuple(map(attrgetter, _Descriptor._fields))
 _FIRST_TIME = attrgetter("time_unix_nano")
 _FIRST = itemgetter(0)
 _SEEN = attrgetter("seen")
@@ -589,7 +590,8 @@ class _Shape:
         self.rest = _picker(sorted(set(range(size)) - set(shaped)))
         self.entries = entries
         self.sents = list(chain.from_iterable(entry.order or () for entry in entries))
-        self.descriptors = [sent.descriptor for sent in self.sents]
+        descriptors = [sent.descriptor for sent in self.sents]
+        self.descriptors = [list(map(getter, descriptors)) for getter in _DESCRIPTOR_FIELDS]
         picked = self.pick(batch)
         self.counts = list(map(len, map(_METRICS, picked)))
         metrics = list(chain.from_iterable(map(_METRICS, picked)))
@@ -607,8 +609,9 @@ class _Shape:
         if list(map(len, map(_METRICS, picked))) != self.counts:
             return False
         metrics = list(chain.from_iterable(map(_METRICS, picked)))
-        if list(map(_DESCRIBED, metrics)) != self.descriptors:
-            return False
+        for getter, known in zip(_DESCRIPTOR_FIELDS, self.descriptors, strict=True):
+            if list(map(getter, metrics)) != known:
+                return False
         points = list(map(_POINTS, metrics))
         if list(map(len, points)) != self.point_counts:
             return False

@@ -21,6 +21,7 @@ UP_OK = {semconv.HW_ID: GPU, "hw.state": "ok"}
 UP_DEGRADED = {semconv.HW_ID: GPU, "hw.state": "degraded"}
 DEVICE = {semconv.HW_ID: GPU}
 PROCESS = {semconv.HW_ID: GPU, "task": "sm"}
+TASK = {semconv.HW_ID: GPU, "task": "general"}
 
 
 class Identitywise(EndedSeries):
@@ -30,12 +31,14 @@ class Identitywise(EndedSeries):
         pass
 
 
-def _gpu(time: int, up: dict[str, Any], pod: str = "a", unit: str = "1") -> ResourceMetrics:
+def _gpu(
+    time: int, up: dict[str, Any], pod: str = "a", unit: str = "1", device: Any = DEVICE
+) -> ResourceMetrics:
     return ResourceMetrics(
         resource={**gpu_resource(0), semconv.K8S_POD_NAME: pod},
         metrics=(
             _gauge("nvidia.gpu.up", time, (up, 1.0)),
-            replace(_gauge("hw.gpu.utilization", time, (DEVICE, 0.5)), unit=unit),
+            replace(_gauge("hw.gpu.utilization", time, (device, 0.5)), unit=unit),
         ),
         identity=GPU,
     )
@@ -60,6 +63,10 @@ def _history() -> list[Batch]:
     steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 3)))  # appeared
     steady(3, lambda t: (_gpu(t, UP_DEGRADED, pod="b"), _process(t, 1), _process(t, 3)))
     steady(3, lambda t: (_gpu(t, UP_DEGRADED, unit="%"), _process(t, 1), _process(t, 3)))
+    # the unit changed, then the series ends: it is closed with the new unit
+    steady(
+        3, lambda t: (_gpu(t, UP_DEGRADED, unit="%", device=TASK), _process(t, 1), _process(t, 3))
+    )
     # the same values in new mappings: the same series
     steady(3, lambda t: (_gpu(t, dict(UP_DEGRADED)), _process(t, 1), _process(t, 3)))
     steady(3, lambda t: (_gpu(t, UP_OK), ResourceMetrics(resource={}, metrics=(), identity=1)))
@@ -98,7 +105,7 @@ def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> Non
     wall = [T0]
     whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
     expected = _closings(one_by_one, history)
-    assert sum(map(len, expected)) >= 6  # the history does close series
+    assert sum(map(len, expected)) >= 7  # the history does close series
     assert _closings(whole, history) == expected
 
 
