@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter, sub
@@ -503,7 +503,9 @@ class EndedSeries:
     def _remember_shape(self, batch: Batch, key: tuple[Hashable, ...]) -> None:
         """Remembers which resources of `batch` (whose identities are `key`) sent alone what
         their identity holds now, in the order it holds it, each metric with points."""
-        once = Counter(key)
+        once: dict[Hashable, int] = {}
+        for identity in key:
+            once[identity] = once.get(identity, 0) + 1
         entries = list(map(self._sent.get, key))
         shaped = [
             index
