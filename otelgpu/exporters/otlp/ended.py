@@ -36,6 +36,11 @@ as it ends, as if nothing had stopped, and what the new configuration no longer 
 reported within twice its identity's longest gap between two reports (`_UNKNOWN_GAP` when it
 was reported once) after the new exporter's first batch.
 
+A steady cycle (nothing ended) is what this costs most often: when a batch has the same
+identities as the last two, the resources that each renewed their identity alone are compared
+with what they sent last and taken together in C (`_Shape`); only the others (a shared GPU's
+allocation series, anything that changed) are told apart identity by identity.
+
 Only identities are tracked (a resource without one is never closed), an identity not reported
 for `FORGET_AFTER` is forgotten (a backend's lookback has ended its series by then), and at
 most `LIMIT` identities are remembered (the first remembered are forgotten first).
