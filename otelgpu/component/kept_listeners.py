@@ -10,6 +10,10 @@ closed by the agent once the new service runs (a port that moved, a TLS change, 
 component), and everything is closed at the final stop.
 
 Port 0 ("any port") is never kept: the new component binds a fresh one.
+
+A component without a listener may keep a memory the same way (`keep`, `adopt`): the OTLP
+exporter's record of the series it sent, so that the next service's exporter closes those
+that end across the reload. What nobody adopted is dropped with the unclaimed servers.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 _log = logging.getLogger("otelgpu.listeners")
 
@@ -44,6 +50,16 @@ class KeptListeners:
 
     def __init__(self) -> None:
         self._parked: dict[int, _Parked] = {}
+        self._memories: dict[Hashable, object] = {}
+
+    def keep(self, key: Hashable, memory: object) -> None:
+        """Holds `memory` for the next service's component that asks for `key`."""
+        self._memories[key] = memory
+
+    def adopt(self, key: Hashable, kind: type[T]) -> T | None:
+        """The memory kept under `key` if it is a `kind` (taken: nobody else gets it)."""
+        memory = self._memories.pop(key, None)
+        return memory if isinstance(memory, kind) else None
 
     @property
     def ports(self) -> list[int]:
@@ -72,7 +88,9 @@ class KeptListeners:
         return None
 
     async def close_all(self) -> None:
-        """Stops every parked server (those the new service did not take back)."""
+        """Stops every parked server (those the new service did not take back) and drops the
+        memories nobody adopted."""
+        self._memories.clear()
         parked, self._parked = self._parked, {}
         for entry in parked.values():
             await _stop(entry.server)

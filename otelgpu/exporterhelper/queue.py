@@ -7,17 +7,21 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
     """A batch on its way: its encoded request (the protobuf bytes the transport sends; the
     batch's model objects are not kept), gzip-compressed while it waits in the queue
-    (`packed`), and its point count (the unit every drop is counted in)."""
+    (`packed`), its point count (the unit every drop is counted in), and what the exporter
+    must settle once the request is accepted or given up (`receipt`: for the OTLP exporter,
+    the closing points the request carries, owed until one is accepted)."""
 
     request: bytes
     points: int
     packed: bool = False
+    receipt: Any = None
 
 
 def by_request(_item: Item) -> int:

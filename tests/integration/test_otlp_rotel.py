@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otelgpu.component.component import Kind
+from otelgpu.component.kept_listeners import KeptListeners
 from otelgpu.component.registry import Factory
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp import factory, http_factory
@@ -50,7 +52,11 @@ def receiver(tmp_path: Path) -> Iterator[Rotel]:
 
 
 def _exporter(
-    transport: str, peer: Rotel, telemetry: SelfTelemetry, **options: Any
+    transport: str,
+    peer: Rotel,
+    telemetry: SelfTelemetry,
+    listeners: KeptListeners | None = None,
+    **options: Any,
 ) -> tuple[OtlpExporter, str]:
     chosen: Factory = factory if transport == "grpc" else http_factory
     base: dict[str, Any] = (
@@ -59,7 +65,10 @@ def _exporter(
         else {"endpoint": peer.http_endpoint}
     )
     config = chosen.config_type.model_validate({**base, **options})
-    exporter = chosen.create(make_settings(chosen.type, Kind.EXPORTER, telemetry), config)
+    settings = make_settings(chosen.type, Kind.EXPORTER, telemetry)
+    if listeners is not None:  # as the agent's services are built: a reload hands over
+        settings = replace(settings, listeners=listeners)
+    exporter = chosen.create(settings, config)
     assert isinstance(exporter, OtlpExporter)
     return exporter, chosen.type
 
@@ -190,3 +199,29 @@ async def test_a_holder_that_left_is_closed_and_the_receiver_takes_it(
     }
     assert second == {("a", T0 + INTERVAL, "1"), ("b", T0 + INTERVAL, "NaN")}
     assert (sent(telemetry, id_), failed(telemetry, id_)) == (3, 0)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_holder_that_left_across_a_reload_is_closed_by_the_new_exporter(
+    receiver: Rotel, telemetry: SelfTelemetry, transport: str
+) -> None:
+    """The old service's exporter sent holders a and b; the new one's first request (a alone)
+    closes b: the memory of what was sent went through the reload."""
+    kept = KeptListeners()
+    old, _ = _exporter(transport, receiver, telemetry, listeners=kept)
+    await old.start(FakeHost(telemetry))
+    await old.consume(holders(T0, "a", "b"))
+    await receiver.wait_for(lambda rs: len(rs) >= 2)
+    await old.shutdown()
+    new, _ = _exporter(transport, receiver, telemetry, listeners=kept)
+    await new.start(FakeHost(telemetry))
+    await new.consume(holders(T0 + INTERVAL, "a"))
+    got = await receiver.wait_for(lambda rs: len(rs) >= 4)
+    await new.shutdown()
+    second = {
+        (r.attributes["k8s.pod.name"], p.time_unix_nano, p.raw_value)
+        for r in got[2:]
+        for m in r.metrics
+        for p in m.points
+    }
+    assert second == {("a", T0 + INTERVAL, "1"), ("b", T0 + INTERVAL, "NaN")}

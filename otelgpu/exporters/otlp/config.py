@@ -136,6 +136,10 @@ class OtlpCommonConfig(StrictModel):
         """The headers with their secret values revealed, for the transport only."""
         return [(k, v.get_secret_value()) for k, v in self.headers.items()]
 
+    def backend(self) -> str:
+        """Where the requests go (the endpoint, as configured)."""
+        return str(getattr(self, "endpoint", ""))
+
 
 class OtlpExporterConfig(OtlpCommonConfig):
     """`exporters::otlp` (OTLP over gRPC).

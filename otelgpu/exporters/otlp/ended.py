@@ -23,18 +23,37 @@ is what ends: a holder's allocation series, a process, a GPU health state, a los
 readings. Attribute values are compared as a backend's labels compare them (as text), so a value
 that only changed type never closes its live series.
 
-Only identities are tracked (a resource without one is never closed), a new exporter (after a
-reload) starts with no memory, an identity not reported for `FORGET_AFTER` is forgotten (a
-backend's lookback has ended its series by then), and at most `LIMIT` identities are
-remembered (the first remembered are forgotten first).
+A closing point is owed until a request carrying it is accepted (`closes` hands out a
+`Receipt` with the request; `accepted` or `refused` settles it): a request the sending queue
+refused or the retries gave up leaves its closing points to the next request, at that
+request's time, unless the series came back meanwhile (closing it then would end a live
+series). An owed point is dropped after `FORGET_AFTER` (the backend's lookback has ended the
+series by then) and at most `LIMIT` are owed (the oldest dropped first).
+
+A reload hands the memory to the new exporter (`inherit`): what the old service sent is closed
+as it ends, as if nothing had stopped, and what the new configuration no longer sends at all
+(an identity, or a metric of one, never reported again) is closed once it is overdue: not
+reported within twice its identity's longest gap between two reports (`_UNKNOWN_GAP` when it
+was reported once) after the new exporter's first batch.
+
+A steady cycle (nothing ended) is what this costs most often: when a batch has the same
+identities as the last two, the resources that each renewed their identity alone are compared
+with what they sent last and taken together in C (`_Shape`); only the others (a shared GPU's
+allocation series, anything that changed) are told apart identity by identity.
+
+Only identities are tracked (a resource without one is never closed), an identity not reported
+for `FORGET_AFTER` is forgotten (a backend's lookback has ended its series by then), and at
+most `LIMIT` identities are remembered (the first remembered are forgotten first).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from itertools import repeat
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, sub
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -42,7 +61,12 @@ from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, Reso
 LIMIT = 16384  # identities remembered (a node has tens to thousands)
 FORGET_AFTER = 300_000_000_000  # ns: an identity unreported this long is forgotten (5 minutes)
 _SWEEP = 60_000_000_000  # ns between two looks for identities to forget
+_ATTRIBUTES = attrgetter("attributes")  # a point's attribute mapping
+_SHAPES = 4  # whole batches remembered (one per pipeline sending to the exporter, usually)
 _MS = 1_000_000  # a closing point comes at least a millisecond after the metric's last points
+# After a reload, the gap assumed for an identity reported only once before it: the receivers'
+# default collection interval is 10s, so twice this waits for three of their cycles.
+_UNKNOWN_GAP = 15_000_000_000
 
 
 class _Head(NamedTuple):
@@ -91,8 +115,9 @@ class _Descriptor(NamedTuple):
 
 class _Sent:
     """One metric of one identity as last sent: each point's attributes, the resource each
-    was sent under (one for all, the usual case, or one per point when the metric spans
-    several resources of the identity), and the time of its points (the latest)."""
+    was sent under (one for all; one per point when the metric spans several resources of the
+    identity; None, the steady case: its identity's latest resource, `_Identity.head`), and
+    the time of its points (the latest)."""
 
     __slots__ = ("descriptor", "heads", "points", "time")
 
@@ -101,36 +126,134 @@ class _Sent:
     ) -> None:
         self.descriptor = descriptor
         self.points = points
-        self.heads: _Head | list[_Head] = head
+        self.heads: _Head | list[_Head] | None = head
         self.time = time
 
     def extend(self, points: list[Mapping[str, Any]], head: _Head, time: int) -> None:
-        """More points of the metric, from another resource of the identity."""
-        if isinstance(self.heads, _Head):
-            self.heads = [self.heads] * len(self.points)
+        """More points of the metric, from another resource of the identity (built by
+        `_metrics`: its heads are never None)."""
+        heads = self.heads
+        if not isinstance(heads, list):
+            assert heads is not None
+            heads = [heads] * len(self.points)
         self.points = self.points + points
-        self.heads += [head] * len(points)
+        self.heads = heads + [head] * len(points)
         self.time = max(self.time, time)
 
-    def sent(self) -> Iterable[tuple[Mapping[str, Any], _Head]]:
+    def sent(self, identity: _Identity) -> Iterable[tuple[Mapping[str, Any], _Head]]:
         """(attributes, resource) of each point."""
         heads = self.heads
-        if isinstance(heads, _Head):
-            return zip(self.points, repeat(heads, len(self.points)), strict=True)
-        return zip(self.points, heads, strict=True)
+        if isinstance(heads, list):
+            return zip(self.points, heads, strict=True)
+        head = identity.head() if heads is None else heads
+        return zip(self.points, repeat(head, len(self.points)), strict=True)
 
 
 class _Identity:
-    __slots__ = ("metrics", "seen")
+    """What one identity sent: its metrics, and the resource it last reported from alone
+    (what a metric whose `heads` is None was sent under), kept as the batch gave it: a steady
+    cycle stores four references, never compares or builds a resource."""
 
-    def __init__(self, metrics: dict[str, _Sent], seen: int) -> None:
+    __slots__ = (
+        "_head",
+        "gap",
+        "metrics",
+        "order",
+        "resource",
+        "schema_url",
+        "scope",
+        "scope_version",
+        "seen",
+    )
+
+    def __init__(self, metrics: dict[str, _Sent], seen: int, rm: ResourceMetrics) -> None:
         self.metrics = metrics
         self.seen = seen  # wall time of its last report
+        self.gap = 0  # the longest wall time between two of its reports (0: reported once)
+        # Its metrics in the order its one resource last reported them, when that resource
+        # sent them all (the steady case, which `_renewed` checks in that order); else None.
+        self.order: tuple[_Sent, ...] | None = None
+        self.took(rm)
+        self._head: _Head | None = None
+
+    def renew(self, metrics: dict[str, _Sent], rms: list[ResourceMetrics]) -> None:
+        """`metrics` are what it sent now (from `rms`, plus what they left alone)."""
+        self.metrics = metrics
+        self.order = None
+        if len(rms) != 1:
+            return
+        rm = rms[0]
+        if not rm.metrics or len(rm.metrics) != len(metrics):
+            return
+        order = tuple(metrics[metric.name] for metric in rm.metrics)
+        if len(set(map(id, order))) != len(order) or any(isinstance(m.heads, list) for m in order):
+            return  # a name twice, or a metric spanning resources: told apart the slow way
+        for metric in order:
+            metric.heads = None  # the identity's resource, `took` below
+        self.took(rm)
+        self.order = order
+
+    def took(self, rm: ResourceMetrics) -> None:
+        """`rm` is now the resource its metrics were last sent under."""
+        self.resource = rm.resource
+        self.scope = rm.scope
+        self.scope_version = rm.scope_version
+        self.schema_url = rm.schema_url
+
+    def head(self) -> _Head:
+        """The resource it last reported from, as a head (built once per resource)."""
+        head = self._head
+        if (
+            head is None
+            or head.resource is not self.resource
+            or head.scope is not self.scope
+            or head.scope_version is not self.scope_version
+            or head.schema_url is not self.schema_url
+        ):
+            head = self._head = _Head(
+                self.resource, self.scope, self.scope_version, self.schema_url
+            )
+        return head
+
+    def reported(self, wall: int) -> None:
+        gap = wall - self.seen
+        if gap > self.gap:
+            self.gap = gap
+        self.seen = wall
+
+
+_OwedKey = tuple[Hashable, str, frozenset[tuple[str, str]]]  # identity, metric, attributes
+
+
+class _Owed:
+    """A closing point no accepted request has carried yet."""
+
+    __slots__ = ("attributes", "descriptor", "due", "head", "key", "since", "when")
+
+    def __init__(
+        self,
+        key: _OwedKey,
+        descriptor: _Descriptor,
+        attributes: Mapping[str, Any],
+        head: _Head,
+        when: int,
+        since: int,
+    ) -> None:
+        self.key = key
+        self.descriptor = descriptor
+        self.attributes = attributes
+        self.head = head
+        self.when = when  # the time it was last sent at
+        self.since = since  # wall time it was first sent
+        self.due = False  # the request carrying it failed: the next request carries it
+
+
+Receipt = tuple[_Owed, ...]  # the closing points one request carries, to settle
 
 
 class EndedSeries:
     """What each identity sent last, per metric, and the closing points of what it stopped
-    sending."""
+    sending, owed until a request carrying them is accepted."""
 
     def __init__(self, wall: Callable[[], int] = time.time_ns, limit: int = LIMIT) -> None:
         self._wall = wall
@@ -138,21 +261,60 @@ class EndedSeries:
         self._sent: dict[Hashable, _Identity] = {}
         self._descriptors: dict[str, _Descriptor] = {}
         self._swept = wall()
+        self._owed: dict[_OwedKey, _Owed] = {}
+        self._owing: dict[Hashable, int] = {}  # identity → how many of its points are owed
+        self._due: list[_Owed] = []  # owed points whose request failed
+        # After a reload: identity → the metrics it sent before and has not reported since
+        self._inherited: dict[Hashable, set[str]] = {}
+        self._inherited_from: int | None = None  # wall time of the first batch after it
+        # Whole batches that sent exactly what is remembered, by their identities (`_Shape`)
+        self._shapes: dict[tuple[Hashable, ...], _Shape] = {}
+        self._last_key: tuple[Hashable, ...] | None = None  # the last batch's identities
 
     def __len__(self) -> int:
         return len(self._sent)
 
+    @property
+    def owed(self) -> int:
+        """Closing points not carried by an accepted request yet."""
+        return len(self._owed)
+
     def closing(self, batch: Batch) -> Batch:
+        """The closing resources of `batch` (see `closes`), left unsettled."""
+        return self.closes(batch)[0]
+
+    def closes(self, batch: Batch) -> tuple[Batch, Receipt]:
         """The resources holding one flagged point per series that an identity reported in
-        `batch` sent last time and not now; remembers what `batch` sends.
+        `batch` sent last time and not now, with the points still owed from requests that
+        failed; remembers what `batch` sends. The receipt settles them (`accepted`,
+        `refused`).
 
         Each metric's point attribute mappings (shared by receivers and processors from one
         cycle to the next) are compared with the last ones; only when they differ are the
         series told apart one by one. An identity that sent the same series as last time is
         updated in place: a steady cycle stores no new objects (nothing for the cyclic
-        garbage collector to scan)."""
-        grouped: dict[Hashable, list[ResourceMetrics]] = {}
-        for rm in batch:
+        garbage collector to scan). When a batch has the same identities as the last two, the
+        resources that each renewed an identity alone last time (`_Shape`) are checked and
+        taken together, in C, not identity by identity; the others go the usual way."""
+        wall = self._wall()
+        shapes = self._shapes
+        rest = batch
+        key: tuple[Hashable, ...] | None = None
+        if not self._due and not self._inherited:
+            try:
+                key = tuple(map(_IDENTITY, batch))
+                hash(key)
+            except TypeError:  # an unhashable identity: not tracked, no shape
+                key = None
+            shape = shapes.get(key) if shapes and key is not None else None
+            if shape is not None and shape.took(batch, wall):
+                rest, key = shape.rest_of(batch), None
+                if not rest:
+                    self._forget(wall)
+                    return (), ()
+        # identity → its one resource (the usual case: no list built) or its resources
+        grouped: dict[Hashable, ResourceMetrics | list[ResourceMetrics]] = {}
+        for rm in rest:
             if rm.identity is None:
                 continue
             try:
@@ -160,38 +322,158 @@ class EndedSeries:
             except TypeError:  # an unhashable identity: not tracked
                 continue
             if found is None:
-                grouped[rm.identity] = [rm]
-            else:
+                grouped[rm.identity] = rm
+            elif isinstance(found, list):
                 found.append(rm)
-        wall = self._wall()
-        closed = _Closed()
+            else:
+                grouped[rm.identity] = [found, rm]
+        closed = _Closed(wall)
         sent = self._sent
-        for identity, rms in grouped.items():
+        inherited = self._inherited
+        for identity, found in grouped.items():
             before = sent.get(identity)
-            if before is not None and len(rms) == 1 and _renewed(before, rms[0]):
+            if isinstance(found, list):
+                rms = found
+            elif before is not None and _renewed(before, found):
+                gap = wall - before.seen  # (`_Identity.reported`, inlined: every identity)
+                if gap > before.gap:
+                    before.gap = gap
                 before.seen = wall
+                if inherited:
+                    inherited.pop(identity, None)
                 continue
+            else:
+                rms = [found]
+            if shapes and before is not None and before.order is not None:
+                shapes.clear()  # a shape may list it: what it holds changes now
             now = self._metrics(rms, wall)
+            if inherited and identity in inherited:
+                self._renewed_after_reload(identity, rms)
+            if identity in self._owing:
+                self._came_back(identity, now)
             if before is not None:
                 gone = any(not rm.metrics for rm in rms)
                 for name, old in before.metrics.items():
                     new = now.get(name)
                     if new is None:
                         if gone:
-                            closed.all(old, wall)
+                            closed.all(identity, before, old, wall)
                         else:
                             now[name] = old  # not reported this time: left alone
                     elif new.points != old.points:
-                        closed.missing(old, new)
+                        closed.missing(identity, before, old, new)
             if now:
                 if before is None:
-                    sent[identity] = _Identity(now, wall)
+                    sent[identity] = before = _Identity(now, wall, rms[0])
                 else:
-                    before.metrics, before.seen = now, wall
+                    before.reported(wall)
+                before.renew(now, rms)
             elif before is not None:
                 del sent[identity]
+        if key is not None:
+            if key == self._last_key and key not in shapes and not self._due:
+                self._remember_shape(batch, key)
+            self._last_key = key
+        if inherited:
+            self._close_overdue(closed, wall)
+        if self._due:
+            due, self._due = self._due, []
+            for owed in due:
+                owed.due = False
+                if self._owed.get(owed.key) is owed:
+                    closed.again(owed)
         self._forget(wall)
-        return closed.resources()
+        return closed.resources(), self._owe(closed.owed)
+
+    def accepted(self, receipt: Receipt | None) -> None:
+        """A request carrying `receipt`'s points was accepted: they are owed no more."""
+        owed = self._owed
+        for point in receipt or ():
+            if owed.get(point.key) is point:
+                self._settle(point)
+
+    def refused(self, receipt: Receipt | None) -> None:
+        """The request carrying `receipt`'s points will not be sent: the next one carries
+        those still owed."""
+        owed = self._owed
+        for point in receipt or ():
+            if not point.due and owed.get(point.key) is point:
+                point.due = True
+                self._due.append(point)
+
+    def inherit(self) -> None:
+        """This memory now serves a new exporter (a reload): every series remembered is
+        closed if the new configuration does not send it again in time."""
+        self._shapes.clear()
+        self._inherited = {i: set(entry.metrics) for i, entry in self._sent.items()}
+        self._inherited_from = None
+        # Whatever the old exporter's requests still carried is over: all owed go again.
+        self._due = list(self._owed.values())
+        for point in self._due:
+            point.due = True
+
+    def _owe(self, points: list[_Owed]) -> Receipt:
+        owed, owing = self._owed, self._owing
+        for point in points:
+            replaced = owed.pop(point.key, None)
+            if replaced is None:
+                identity = point.key[0]
+                owing[identity] = owing.get(identity, 0) + 1
+            owed[point.key] = point
+        while len(owed) > self._limit:
+            self._settle(next(iter(owed.values())))
+        return tuple(points)
+
+    def _settle(self, point: _Owed) -> None:
+        del self._owed[point.key]
+        identity = point.key[0]
+        left = self._owing[identity] - 1
+        if left:
+            self._owing[identity] = left
+        else:
+            del self._owing[identity]
+
+    def _came_back(self, identity: Hashable, now: dict[str, _Sent]) -> None:
+        """Owed points of series `identity` sends again are owed no more."""
+        owed = self._owed
+        for name, entry in now.items():
+            for attributes in entry.points:
+                point = owed.get((identity, name, _key(attributes)))
+                if point is not None:
+                    self._settle(point)
+
+    def _renewed_after_reload(self, identity: Hashable, rms: list[ResourceMetrics]) -> None:
+        names = self._inherited[identity]
+        if any(not rm.metrics for rm in rms):  # gone: its series close now
+            del self._inherited[identity]
+            return
+        for rm in rms:
+            for metric in rm.metrics:
+                names.discard(metric.name)
+        if not names:
+            del self._inherited[identity]
+
+    def _close_overdue(self, closed: _Closed, wall: int) -> None:
+        """Closes what a reload's new configuration did not send again in time."""
+        if self._inherited_from is None:
+            self._inherited_from = wall
+        since = self._inherited_from
+        sent = self._sent
+        for identity, names in list(self._inherited.items()):
+            entry = sent.get(identity)
+            if entry is None:
+                del self._inherited[identity]
+                continue
+            if wall - since < 2 * min(entry.gap or _UNKNOWN_GAP, FORGET_AFTER):
+                continue
+            del self._inherited[identity]
+            entry.order = None
+            for name in names:
+                old = entry.metrics.pop(name, None)
+                if old is not None:
+                    closed.all(identity, entry, old, wall)
+            if not entry.metrics:
+                del sent[identity]
 
     def _metrics(self, rms: list[ResourceMetrics], wall: int) -> dict[str, _Sent]:
         """What `rms` send, by metric (a metric without points: at its resource's time)."""
@@ -223,17 +505,144 @@ class EndedSeries:
             self._descriptors[metric.name] = found
         return found
 
+    def _remember_shape(self, batch: Batch, key: tuple[Hashable, ...]) -> None:
+        """Remembers which resources of `batch` (whose identities are `key`) sent alone what
+        their identity holds now, in the order it holds it, each metric with points."""
+        once: dict[Hashable, int] = {}
+        for identity in key:
+            once[identity] = once.get(identity, 0) + 1
+        entries = list(map(self._sent.get, key))
+        shaped = [
+            index
+            for index, (identity, entry, rm) in enumerate(zip(key, entries, batch, strict=True))
+            if once[identity] == 1
+            and entry is not None
+            and entry.order is not None
+            and len(entry.order) == len(rm.metrics)
+            and all(metric.points for metric in rm.metrics)
+        ]
+        if not shaped:
+            return
+        if len(self._shapes) >= _SHAPES:
+            self._shapes.clear()
+        picked = [entries[index] for index in shaped]
+        assert all(entry is not None for entry in picked)
+        self._shapes[key] = _Shape(len(batch), shaped, batch, picked)  # type: ignore[arg-type]
+
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
-        unreported for `FORGET_AFTER`."""
+        unreported for `FORGET_AFTER` and points owed that long."""
         sent = self._sent
-        while len(sent) > self._limit:
-            del sent[next(iter(sent))]
+        if len(sent) > self._limit:
+            self._shapes.clear()
+            while len(sent) > self._limit:
+                del sent[next(iter(sent))]
         if wall - self._swept < _SWEEP:
             return
         self._swept = wall
-        for identity in [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]:
+        forgotten = [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]
+        if forgotten:
+            self._shapes.clear()
+        for identity in forgotten:
             del sent[identity]
+        for point in [p for p in self._owed.values() if wall - p.since > FORGET_AFTER]:
+            self._settle(point)
+
+
+_IDENTITY = attrgetter("identity")
+_METRICS = attrgetter("metrics")
+_POINTS = attrgetter("points")
+# A metric's descriptor, field by field: compared as lists of references, no tuple built
+_DESCRIPTOR_FIELDS = tuple(map(attrgetter, _Descriptor._fields))
+_FIRST_TIME = attrgetter("time_unix_nano")
+_FIRST = itemgetter(0)
+_SEEN = attrgetter("seen")
+_GAP = attrgetter("gap")
+_HEAD_FIELDS = ("resource", "scope", "scope_version", "schema_url")
+
+
+def _consume(iterator: Iterator[object]) -> None:
+    """Runs `iterator` to its end in C (a map of `setattr` over many objects)."""
+    deque(iterator, maxlen=0)
+
+
+class _Shape:
+    """Which resources of a batch each renewed their identity alone (`shaped`: their
+    positions), as flat lists of what a steady cycle shares with the last one: each
+    resource's metric count, each metric's descriptor and point count, each point's attribute
+    mapping. The same resources of the next batch with the same identities are compared with
+    them in C, element by element (by identity first), and when they match the memory takes
+    their times and resources in C too: no Python code runs per identity or point. The other
+    resources (an identity sent from several, a metric without points) go the usual way.
+
+    Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
+    whenever an identity with an order (one a shape may list) is told apart the slow way,
+    forgotten, or inherited."""
+
+    __slots__ = (
+        "attributes",
+        "counts",
+        "descriptors",
+        "entries",
+        "pick",
+        "point_counts",
+        "rest",
+        "sents",
+    )
+
+    def __init__(
+        self, size: int, shaped: list[int], batch: Batch, entries: list[_Identity]
+    ) -> None:
+        self.pick = _picker(shaped)
+        self.rest = _picker(sorted(set(range(size)) - set(shaped)))
+        self.entries = entries
+        self.sents = list(chain.from_iterable(entry.order or () for entry in entries))
+        descriptors = [sent.descriptor for sent in self.sents]
+        self.descriptors = [list(map(getter, descriptors)) for getter in _DESCRIPTOR_FIELDS]
+        picked = self.pick(batch)
+        self.counts = list(map(len, map(_METRICS, picked)))
+        metrics = list(chain.from_iterable(map(_METRICS, picked)))
+        self.point_counts = list(map(len, map(_POINTS, metrics)))
+        self.attributes = list(map(_ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
+
+    def rest_of(self, batch: Batch) -> Batch:
+        """The resources of `batch` that go the usual way."""
+        return self.rest(batch)
+
+    def took(self, batch: Batch, wall: int) -> bool:
+        """Whether `batch`'s shaped resources send exactly what this shape holds; if so, their
+        identities take their times and resources (what `_renewed` does for each)."""
+        picked = self.pick(batch)
+        if list(map(len, map(_METRICS, picked))) != self.counts:
+            return False
+        metrics = list(chain.from_iterable(map(_METRICS, picked)))
+        for getter, known in zip(_DESCRIPTOR_FIELDS, self.descriptors, strict=True):
+            if list(map(getter, metrics)) != known:
+                return False
+        points = list(map(_POINTS, metrics))
+        if list(map(len, points)) != self.point_counts:
+            return False
+        if list(map(_ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
+            return False
+        first_times = map(_FIRST_TIME, map(_FIRST, points))
+        _consume(map(setattr, self.sents, repeat("time"), first_times))
+        entries = self.entries
+        for field in _HEAD_FIELDS:
+            _consume(map(setattr, entries, repeat(field), map(attrgetter(field), picked)))
+        gaps = map(max, map(_GAP, entries), map(sub, repeat(wall), map(_SEEN, entries)))
+        _consume(map(setattr, entries, repeat("gap"), gaps))
+        _consume(map(setattr, entries, repeat("seen"), repeat(wall)))
+        return True
+
+
+def _picker(indices: list[int]) -> Callable[[Batch], Batch]:
+    """A function giving the resources of a batch at `indices`, as a tuple (in C)."""
+    if not indices:
+        return lambda _batch: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda batch: (batch[only],)
+    return itemgetter(*indices)
 
 
 def _first_time(rm: ResourceMetrics) -> int | None:
@@ -242,36 +651,42 @@ def _first_time(rm: ResourceMetrics) -> int | None:
 
 
 def _renewed(entry: _Identity, rm: ResourceMetrics) -> bool:
-    """Whether `rm` sends exactly the series `entry` holds, each metric from this one resource;
-    if so, `entry` takes its times and resource (a new head only if the resource changed)."""
-    metrics = entry.metrics
-    if not rm.metrics or len(metrics) != len(rm.metrics):
+    """Whether `rm` sends exactly the series `entry` holds, in the order it sent them last,
+    from this one resource; if so, `entry` takes its times and resource (references only:
+    nothing is compared but the descriptors and each point's attribute mapping, by identity
+    first, and nothing is kept that was not)."""
+    order = entry.order
+    reported = rm.metrics
+    if order is None or len(order) != len(reported):
         return False
-    for metric in rm.metrics:
-        old = metrics.get(metric.name)
-        if old is None or not isinstance(old.heads, _Head):
+    for metric, old in zip(reported, order, strict=True):
+        d = old.descriptor  # (`_Descriptor.describes`, inlined: every metric of every cycle)
+        if (
+            d.name != metric.name
+            or d.unit != metric.unit
+            or d.description != metric.description
+            or d.kind is not metric.kind
+            or d.monotonic != metric.monotonic
+        ):
             return False
-        points, known = metric.points, old.points
-        if len(points) != len(known):
+        # One comparison in C: each mapping by identity first (receivers and processors
+        # share them from one cycle to the next), by value only when it is another object.
+        if old.points != list(map(_ATTRIBUTES, metric.points)):
             return False
-        for attributes, point in zip(known, points, strict=True):
-            if attributes is not point.attributes and attributes != point.attributes:
-                return False
-        if not old.descriptor.describes(metric):
-            return False
-    head = None
-    first = _first_time(rm)
-    for metric in rm.metrics:
-        old = metrics[metric.name]
-        at = metric.points[0].time_unix_nano if metric.points else first
-        if at is not None:
-            old.time = at
-        if head is None:
-            head = old.heads
-            assert isinstance(head, _Head)
-            if not head.matches(rm):
-                head = _Head.of(rm)
-        old.heads = head
+    first: int | None = None
+    for metric, old in zip(reported, order, strict=True):
+        points = metric.points
+        if points:
+            old.time = points[0].time_unix_nano
+        else:
+            if first is None:
+                first = _first_time(rm)
+            if first is not None:
+                old.time = first
+    entry.resource = rm.resource  # (`_Identity.took`, inlined)
+    entry.scope = rm.scope
+    entry.scope_version = rm.scope_version
+    entry.schema_url = rm.schema_url
     return True
 
 
@@ -280,22 +695,43 @@ class _Closed:
     metric of its own: the Collector's prometheus exporter reads only a metric's first
     flagged point."""
 
-    def __init__(self) -> None:
+    def __init__(self, wall: int) -> None:
+        self._wall = wall
         # id of a head (one per resource sent, shared by its points) → (the head, its metrics)
         self._by_head: dict[int, tuple[_Head, list[Metric]]] = {}
+        self.owed: list[_Owed] = []
 
-    def missing(self, old: _Sent, new: _Sent) -> None:
-        """Closes the points of `old` that `new` lacks."""
+    def missing(self, identity: Hashable, entry: _Identity, old: _Sent, new: _Sent) -> None:
+        """Closes the points of `old` (of `entry`) that `new` lacks."""
         kept = {_key(attributes) for attributes in new.points}
         when = max(new.time, old.time + _MS)
-        for attributes, head in old.sent():
-            if _key(attributes) not in kept:
-                self._add(old.descriptor, attributes, head, when)
+        for attributes, head in old.sent(entry):
+            key = _key(attributes)
+            if key not in kept:
+                self._owe(identity, old.descriptor, attributes, key, head, when)
 
-    def all(self, old: _Sent, wall: int) -> None:
+    def all(self, identity: Hashable, entry: _Identity, old: _Sent, wall: int) -> None:
         when = max(wall, old.time + _MS)
-        for attributes, head in old.sent():
-            self._add(old.descriptor, attributes, head, when)
+        for attributes, head in old.sent(entry):
+            self._owe(identity, old.descriptor, attributes, _key(attributes), head, when)
+
+    def again(self, owed: _Owed) -> None:
+        """An owed point whose request failed, sent now (never earlier than before)."""
+        owed.when = max(self._wall, owed.when)
+        self.owed.append(owed)
+        self._add(owed.descriptor, owed.attributes, owed.head, owed.when)
+
+    def _owe(
+        self,
+        identity: Hashable,
+        d: _Descriptor,
+        attributes: Mapping[str, Any],
+        key: frozenset[tuple[str, str]],
+        head: _Head,
+        when: int,
+    ) -> None:
+        self.owed.append(_Owed((identity, d.name, key), d, attributes, head, when, self._wall))
+        self._add(d, attributes, head, when)
 
     def _add(self, d: _Descriptor, attributes: Mapping[str, Any], head: _Head, when: int) -> None:
         point = NumberDataPoint(attributes=attributes, time_unix_nano=when, value=math.nan)

@@ -15,6 +15,10 @@ Every resource sent carries the agent's `service.name`, `service.instance.id` an
 exporter's "this identity is now empty" marker) is not sent, but it closes what that identity
 sent before: each series an identity stops sending gets one point flagged "no recorded value"
 (`ended.py`), so a backend fed by OTLP ends it at once instead of serving its last value.
+Those closing points are owed until a request carrying them is accepted: a request refused by
+the queue, given up, or left unsent at shutdown leaves them to the next request. On a reload
+(Settings.listeners set) the memory of what was sent, and what is owed, is parked for the
+new service's exporter of the same name and endpoint, which takes it over in `start`.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from otelgpu.exporterhelper.queue import BatchQueue, Item, by_bytes, by_points, 
 from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
-from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
+from otelgpu.exporters.otlp.holder_labels import HolderLabels
 from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.pdata.model import Batch, point_count
 
@@ -84,6 +89,7 @@ class OtlpExporter:
         monotonic: Callable[[], float] = time.monotonic,
         environ: Mapping[str, str] | None = None,
         rand: Callable[[], float] = random.random,
+        wall: Callable[[], int] = time.time_ns,
     ) -> None:
         self._id = str(settings.id)
         self._log = settings.logger
@@ -107,7 +113,9 @@ class OtlpExporter:
         self._overflowing = False
         self._last_partial = ""
         self._attributes = AttributeCache()
-        self._ended = EndedSeries()  # what each identity sent last, to close what ends
+        self._ended = EndedSeries(wall)  # what each identity sent last, to close what ends
+        self._holders = HolderLabels()  # business labels onto allocation points
+        self._listeners = settings.listeners  # where the memory waits through a reload
         self._unsent_at_shutdown = 0
         self._in_flight: dict[int, _Flight] = {}  # batches a consumer is sending, by number
         self._flights = itertools.count()
@@ -117,6 +125,17 @@ class OtlpExporter:
     async def start(self, host: Host) -> None:
         environ = os.environ if self._environ is None else self._environ
         self._attributes = AttributeCache(resource_defaults=service_attributes(environ))
+        if self._listeners is not None:
+            kept = self._listeners.adopt(self._memory_key(), EndedSeries)
+            if kept is not None:  # a reload: what the old exporter sent is closed as it ends
+                kept.inherit()
+                self._ended = kept
+                self._log.info(
+                    "took over the memory of %d identities sent before the reload (%d closing "
+                    "points owed)",
+                    len(kept),
+                    kept.owed,
+                )
         await self._transport.open()
         self._publish_size()
         consumers = self._config.sending_queue.num_consumers
@@ -144,8 +163,14 @@ class OtlpExporter:
                 await asyncio.wait(self._tasks, timeout=self._config.sending_queue.drain_timeout)
         finally:
             self._count_unsent()
+            if self._listeners is not None:  # the next service's exporter takes it over
+                self._listeners.keep(self._memory_key(), self._ended)
             await self._stop_consumers()
             await self._transport.close()
+
+    def _memory_key(self) -> tuple[str, str, str]:
+        """What the memory is parked under: this exporter's name and its backend."""
+        return ("otlp", self._id, self._config.backend())
 
     def _count_unsent(self) -> None:
         """Counts (synchronously, so a cancelled shutdown cannot skip it) every batch in flight
@@ -154,6 +179,8 @@ class OtlpExporter:
             task.cancel()
         left = [*(flight.item for flight in self._in_flight.values()), *self._queue.clear()]
         self._in_flight.clear()
+        for item in left:
+            self._ended.refused(item.receipt)
         points = sum(item.points for item in left)
         self._telemetry.exporter_result(self._id, 0, points)
         self._unsent_at_shutdown += points
@@ -180,15 +207,16 @@ class OtlpExporter:
             if points := point_count(batch):
                 self._telemetry.exporter_result(self._id, 0, points)
             return
-        request = request_bytes(batch, self._attributes, self._ended)
+        request, receipt = request_of(self._holders.apply(batch), self._attributes, self._ended)
         if not request:
             return
         points = point_count(batch)
-        if self._queue.offer(Item(request, points)):
+        if self._queue.offer(Item(request, points, receipt=receipt)):
             if self._overflowing:
                 self._overflowing = False
                 self._log.info("sending queue has room again")
         else:
+            self._ended.refused(receipt)  # its closing points go with the next request
             self._telemetry.exporter_result(self._id, 0, points)
             if not self._overflowing:
                 self._overflowing = True
@@ -204,23 +232,28 @@ class OtlpExporter:
             points = item.points
             item = None  # the flight holds it, and swaps in its gzipped form to wait to retry
             self._publish_size()
-            sent, failed = 0, points
+            sent, failed, accepted = 0, points, False
             try:
                 if not self._abandon:
-                    sent, failed = await self._deliver(flight)
+                    sent, failed, accepted = await self._deliver(flight)
             except Exception:  # a bug must not stop the consumer; the batch is counted
                 self._log.exception("export failed unexpectedly")
             finally:  # also on cancellation, unless shutdown already counted it
                 if self._in_flight.pop(key, None) is not None:
+                    if accepted:
+                        self._ended.accepted(flight.item.receipt)
+                    else:
+                        self._ended.refused(flight.item.receipt)
                     self._telemetry.exporter_result(self._id, sent, failed)
                     if self._closing.is_set():
                         self._unsent_at_shutdown += failed
             # Not kept alive while the loop waits for the next batch (a whole cycle's batch).
             del flight
 
-    async def _deliver(self, flight: _Flight) -> tuple[int, int]:
-        """Sends one batch with retries; returns (sent, failed) points. Between attempts the
-        batch waits gzipped, as in the queue: an outage holds no protobuf bytes."""
+    async def _deliver(self, flight: _Flight) -> tuple[int, int, bool]:
+        """Sends one batch with retries; returns (sent, failed) points and whether the server
+        accepted the request (partly, maybe). Between attempts the batch waits gzipped, as in
+        the queue: an outage holds no protobuf bytes."""
         points = flight.item.points
         request = _unpacked(flight.item)
         backoff = Backoff(self._config.retry_on_failure, self._monotonic(), rand=self._rand)
@@ -239,9 +272,9 @@ class OtlpExporter:
                 rejected = min(max(response.rejected, 0), points)
                 if rejected:
                     self._partial(rejected, response.message)
-                return points - rejected, rejected
+                return points - rejected, rejected, True
             if delay is None:
-                return 0, points
+                return 0, points, False
             # Out of the `except`: the error's traceback (the transport's frame, which holds
             # the request) is let go, and so are the protobuf bytes while it waits.
             if not flight.item.packed:
@@ -293,16 +326,23 @@ class OtlpExporter:
 
 def request_bytes(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> bytes:
     """The request for `batch` as sent on the wire (b"": nothing to send): its points, then a
-    closing point for each series its identities stopped sending. Wire bytes, sent as they
+    closing point for each series its identities stopped sending (left owed: see
+    `request_of`)."""
+    return request_of(batch, cache, ended)[0]
+
+
+def request_of(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> tuple[bytes, Receipt]:
+    """`request_bytes`, and the receipt of the closing points it carries (the points still
+    owed from failed requests among them), for `ended` to settle. Wire bytes, sent as they
     are: parsing them into a protobuf message only for the transport to serialize it again
     would cost ~4x their size in memory and the CPU of both steps, every cycle."""
-    closing = ended.closing(batch)
+    closing, receipt = ended.closes(batch)
     if not all(rm.metrics for rm in batch):
         batch = tuple(rm for rm in batch if rm.metrics)
     request = encode_bytes(batch, cache) if batch else b""
     if closing:
         request += encode_closing_bytes(closing, cache)
-    return request
+    return request, receipt
 
 
 _SIZERS = {"bytes": by_bytes, "items": by_points, "requests": by_request}
@@ -318,7 +358,7 @@ class _Flight:
 def _packed(item: Item) -> Item:
     """The form a batch waits in, in the queue or to be retried: its request gzipped
     (level 1)."""
-    return Item(gzip_bytes(item.request), item.points, packed=True)
+    return Item(gzip_bytes(item.request), item.points, packed=True, receipt=item.receipt)
 
 
 def _unpacked(item: Item) -> bytes:

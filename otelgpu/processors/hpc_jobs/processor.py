@@ -7,23 +7,31 @@ those of `<parent index>.<GPU instance ID>` only (as dcgm-exporter keys them). P
 are left alone: their Slurm job comes from their own cgroup (nvml `processes: true`).
 Nothing that goes wrong with the folder stops the agent: it is counted and logged once per
 change, and the last good map is replaced by what can be read now.
+
+With `multiple_jobs: duplicate` each job's copy of a device's series is an identity of its own
+(the device's identity, the attribute, the job), even when the job is alone on it. When a job
+leaves the device (or the first one arrives), the identity it no longer sends under gets one
+"gone" marker (a resource without metrics, `ResourceMetrics`): exporters end its series at
+once instead of serving them beside the live ones until they expire. `join` keeps the device's
+identity whatever its jobs: its one series goes on with a new label, as when a pod changes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 
 from otelgpu.component.clock import Clock, RealClock
 from otelgpu.component.component import Host, Settings
 from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.pdata import semconv
-from otelgpu.pdata.model import Batch, ResourceMetrics, with_resource
+from otelgpu.pdata.model import Batch, Identity, ResourceMetrics, with_resource
 from otelgpu.processors.hpc_jobs.config import HpcJobsProcessorConfig
 from otelgpu.processors.hpc_jobs.job_files import GpuKey, JobFiles, Reading
 
 ERRORS = "otelgpu_hpc_jobs_errors_total"
+_SENT_MAX = 4096  # devices whose job copies are remembered (a node has tens)
 
 
 class HpcJobsProcessor:
@@ -42,6 +50,8 @@ class HpcJobsProcessor:
         self._problems: tuple[str, ...] = ()
         self._task: asyncio.Task[None] | None = None
         self.refreshes = 0  # completed looks at the folder (tests wait on it)
+        # duplicate: a device's identity → the copies it was last sent as, when not itself
+        self._copies: dict[Hashable, dict[Identity, ResourceMetrics]] = {}
 
     async def start(self, host: Host) -> None:
         if self._task is not None:
@@ -92,6 +102,10 @@ class HpcJobsProcessor:
 
     def process(self, batch: Batch) -> Batch:
         jobs_by_gpu = self._jobs
+        if self._config.multiple_jobs == "duplicate":
+            if not jobs_by_gpu and not self._copies:
+                return batch
+            return self._duplicated(batch, jobs_by_gpu)
         if not jobs_by_gpu:
             return batch
         out: list[ResourceMetrics] = []
@@ -100,10 +114,37 @@ class HpcJobsProcessor:
             jobs = _jobs_of(rm, jobs_by_gpu, attribute)
             if not jobs:
                 out.append(rm)
-            elif len(jobs) == 1 or self._config.multiple_jobs == "join":
-                out.append(with_resource(rm, {attribute: ",".join(sorted(jobs))}))
             else:
-                out.extend(_copies(rm, jobs, attribute))
+                out.append(with_resource(rm, {attribute: ",".join(sorted(jobs))}))
+        return tuple(out)
+
+    def _duplicated(
+        self, batch: Batch, jobs_by_gpu: Mapping[GpuKey, tuple[str, ...]]
+    ) -> tuple[ResourceMetrics, ...]:
+        """One copy of a device's series per job, and a gone marker for each identity the
+        device was sent under last time and not now."""
+        out: list[ResourceMetrics] = []
+        attribute = self._config.attribute
+        copies_of = self._copies
+        for rm in batch:
+            jobs = _jobs_of(rm, jobs_by_gpu, attribute)
+            copies = _copies(rm, jobs, attribute) if jobs else [rm]
+            out.extend(copies)
+            identity = rm.identity
+            if identity is None:  # (the attributes are the identity: they tell copies apart)
+                continue
+            before = copies_of.get(identity)
+            if before is None and not jobs:
+                continue  # sent as itself, as last time: the usual case, nothing to remember
+            sent = {copy.identity: copy for copy in copies}
+            last = before if before is not None else {identity: rm}
+            out.extend(replace(copy, metrics=()) for key, copy in last.items() if key not in sent)
+            if jobs and rm.metrics:
+                if before is None and len(copies_of) >= _SENT_MAX:
+                    copies_of.clear()
+                copies_of[identity] = sent
+            else:  # itself again, or gone: nothing left to end later
+                copies_of.pop(identity, None)
         return tuple(out)
 
 

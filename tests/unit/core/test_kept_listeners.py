@@ -53,3 +53,21 @@ async def test_close_all_stops_what_nobody_took_even_past_a_failing_one() -> Non
     await listeners.close_all()
     assert first.stopped == second.stopped == 1 and listeners.ports == []
     assert await listeners.take("127.0.0.1", 1, None, Server) is None
+
+
+async def test_a_kept_memory_is_adopted_once_by_its_key_and_kind() -> None:
+    kept = KeptListeners()
+    memory = {"sent": 1}
+    kept.keep(("otlp", "a"), memory)
+    assert kept.adopt(("otlp", "b"), dict) is None  # another key
+    assert kept.adopt(("otlp", "a"), list) is None  # another kind: not handed out, dropped
+    kept.keep(("otlp", "a"), memory)
+    assert kept.adopt(("otlp", "a"), dict) is memory
+    assert kept.adopt(("otlp", "a"), dict) is None  # taken
+
+
+async def test_memories_nobody_adopted_are_dropped_with_the_unclaimed_servers() -> None:
+    kept = KeptListeners()
+    kept.keep("k", object())
+    await kept.close_all()
+    assert kept.adopt("k", object) is None

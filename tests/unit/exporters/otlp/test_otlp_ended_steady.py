@@ -1,0 +1,135 @@
+"""A steady batch (the same identities sending the same series as the last batch of those
+identities) is taken whole, in C; whatever changes is told apart exactly as identity by
+identity. Histories of batches give the same closing points with the whole-batch path and
+without it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics
+from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
+from tests.unit.exporters.otlp.batches import gauge as _gauge
+
+GPU = gpu_resource(0)[semconv.HW_ID]
+UP_OK = {semconv.HW_ID: GPU, "hw.state": "ok"}
+UP_DEGRADED = {semconv.HW_ID: GPU, "hw.state": "degraded"}
+DEVICE = {semconv.HW_ID: GPU}
+PROCESS = {semconv.HW_ID: GPU, "task": "sm"}
+TASK = {semconv.HW_ID: GPU, "task": "general"}
+
+
+class Identitywise(EndedSeries):
+    """The memory without its whole-batch path: every batch told apart identity by identity."""
+
+    def _remember_shape(self, batch: Batch, key: tuple[Any, ...]) -> None:
+        pass
+
+
+def _gpu(
+    time: int, up: dict[str, Any], pod: str = "a", unit: str = "1", device: Any = DEVICE
+) -> ResourceMetrics:
+    return ResourceMetrics(
+        resource={**gpu_resource(0), semconv.K8S_POD_NAME: pod},
+        metrics=(
+            _gauge("nvidia.gpu.up", time, (up, 1.0)),
+            replace(_gauge("hw.gpu.utilization", time, (device, 0.5)), unit=unit),
+        ),
+        identity=GPU,
+    )
+
+
+def _process(time: int, pid: int) -> ResourceMetrics:
+    metric = _gauge("nvidia.gpu.process.utilization", time, (PROCESS, 0.25))
+    return ResourceMetrics(resource={semconv.PROCESS_PID: pid}, metrics=(metric,), identity=pid)
+
+
+def _history() -> list[Batch]:
+    """Steady stretches broken by each kind of change."""
+    out: list[Batch] = []
+
+    def steady(n: int, make: Any) -> None:
+        for _ in range(n):
+            out.append(make(T0 + len(out) * INTERVAL))
+
+    steady(4, lambda t: (_gpu(t, UP_OK), _process(t, 1), _process(t, 2)))
+    steady(4, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 2)))  # state
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1)))  # process 2 ended, no marker
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 3)))  # appeared
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED, pod="b"), _process(t, 1), _process(t, 3)))
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED, unit="%"), _process(t, 1), _process(t, 3)))
+    # the unit changed, then the series ends: it is closed with the new unit
+    steady(
+        3, lambda t: (_gpu(t, UP_DEGRADED, unit="%", device=TASK), _process(t, 1), _process(t, 3))
+    )
+    # the same values in new mappings: the same series
+    steady(3, lambda t: (_gpu(t, dict(UP_DEGRADED)), _process(t, 1), _process(t, 3)))
+    steady(3, lambda t: (_gpu(t, UP_OK), ResourceMetrics(resource={}, metrics=(), identity=1)))
+    # a shared GPU's allocation series (one identity, a resource per holder) beside it
+    steady(4, lambda t: (*holders(t, "a", "b"), _gpu(t, UP_OK), _process(t, 4)))
+    # the same identities, another holder: the shared GPU's part changes under a known shape
+    steady(4, lambda t: (*holders(t, "a", "c"), _gpu(t, UP_OK), _process(t, 4)))
+    steady(4, lambda t: (*holders(t, "a"), _gpu(t, UP_OK), _process(t, 4)))
+    steady(3, lambda t: (*holders(t, "a"), _gpu(t, UP_DEGRADED), _process(t, 4)))
+    steady(3, lambda t: (_gpu(t, UP_OK),))
+    return out
+
+
+def _closings(ended: EndedSeries, batches: list[Batch]) -> list[list[tuple[Any, ...]]]:
+    out = []
+    for batch in batches:
+        closed = ended.closing(batch)
+        out.append(
+            sorted(
+                (
+                    m.name,
+                    m.unit,
+                    repr(sorted(m.points[0].attributes.items())),
+                    m.points[0].time_unix_nano,
+                    repr(sorted(rm.resource.items())),
+                )
+                for rm in closed
+                for m in rm.metrics
+            )
+        )
+    return out
+
+
+def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> None:
+    history = _history()
+    wall = [T0]
+    whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
+    expected = _closings(one_by_one, history)
+    assert sum(map(len, expected)) >= 7  # the history does close series
+    assert _closings(whole, history) == expected
+
+
+def test_a_steady_batch_is_taken_whole_and_a_change_is_not_missed() -> None:
+    ended = EndedSeries()
+    for cycle in range(3):
+        time = T0 + cycle * INTERVAL
+        batch = (*holders(time, "a", "b"), _gpu(time, UP_OK), _process(time, 1))
+        assert ended.closing(batch) == ()
+    assert len(ended._shapes) == 1  # the steady batch is known (but the shared GPU's part)
+    time = T0 + 3 * INTERVAL
+    (closed,) = ended.closing(
+        (*holders(time, "a", "b"), _gpu(time, UP_DEGRADED), _process(time, 1))
+    )
+    assert [m.points[0].attributes for m in closed.metrics] == [UP_OK]
+    assert closed.metrics[0].points[0].time_unix_nano == time  # the latest time was taken
+
+
+@pytest.mark.parametrize("cycles", [3, 5])
+def test_a_steady_batch_takes_the_latest_resource_for_later_closing_points(cycles: int) -> None:
+    ended = EndedSeries()
+    for cycle in range(cycles):
+        ended.closing((_gpu(T0 + cycle * INTERVAL, UP_OK, pod=f"pod-{cycle}"),))
+    (closed,) = ended.closing(
+        (ResourceMetrics(resource={}, metrics=(), identity=GPU),)  # the GPU is gone
+    )
+    assert closed.resource[semconv.K8S_POD_NAME] == f"pod-{cycles - 1}"
