@@ -25,3 +25,10 @@ HOLDER_SINCE = "holder.since"
 # first listed after that may be a new pod under a deleted pod's name, which the kubelet has not
 # yet said holds the device.
 HOLDERS_CONFIRMED = "holders.confirmed"
+
+# Beside HOLDER_SINCE: when the kubelet's answer last changed (the same clock; -inf for its first
+# answer after a start). The kubelet's answer names pods, not pod uids, and can lag the runtime:
+# a pod recreated under its name may be listed on its old pod's devices until the answer
+# changes. A container whose pod uid replaced another under the same name, first listed after
+# that, is not that name's holder until the kubelet's answer has changed since.
+HOLDERS_CHANGED = "holders.changed"

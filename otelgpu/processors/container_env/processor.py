@@ -30,7 +30,7 @@ from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.keys import KeySelector
 from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRuntime
-from otelgpu.processors.container_env.snapshot import Match, Snapshot
+from otelgpu.processors.container_env.snapshot import Match, Snapshot, WorkloadKey
 from otelgpu.processors.container_env.source import RuntimeSource
 
 # Runtimes to use, by the config: (runtime, expected). Injected so unit tests need no socket.
@@ -77,6 +77,11 @@ class ContainerEnvProcessor:
         self._listed_from = float("-inf")
         self._appeared: dict[str, float] = {}  # container ID → when first listed
         self._cid_of: dict[int, str] = {}  # id of a snapshot match → its container ID
+        # the pod uids last listed under each (namespace, pod, container), and the containers
+        # first listed beside or after another pod uid's under their name → when the listing
+        # before the one that first showed them began (`_successor_unconfirmed`)
+        self._uids_of_name: dict[WorkloadKey, frozenset[str]] = {}
+        self._successors: dict[str, float] = {}
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
@@ -225,6 +230,8 @@ class ContainerEnvProcessor:
                 return None, "holder_changed"
             if self._unconfirmed(rm, match):
                 return None, "holder_unconfirmed"  # the kubelet's next answer settles it
+            if self._successor_unconfirmed(rm, match):
+                return None, "holder_stale"  # a changed kubelet answer settles it
             return match, "by_workload"
         if not cid and not named:
             return None, "no_container" if workload[1] else ""
@@ -259,6 +266,26 @@ class ContainerEnvProcessor:
         cid = self._cid_of.get(id(match))
         appeared = self._appeared.get(cid) if cid is not None else None
         return appeared is not None and appeared > confirmed
+
+    def _successor_unconfirmed(self, rm: ResourceMetrics, match: Match) -> bool:
+        """Whether the container matched by name replaced another pod uid's container under
+        that name and the kubelet's answer has not changed since it may have started
+        (`notes.HOLDERS_CHANGED`).
+
+        The kubelet names pods, not pod uids, and its answer can lag the runtime: a pod
+        deleted and created again under its name (a StatefulSet's pod) on another GPU can
+        still be listed on the old pod's GPU. A (device, name) pair the kubelet lists since
+        before the new pod's container first ran belongs to the old pod uid, so the new
+        container's labels wait until the kubelet's answer changes (or drops the pair). A
+        pair listed since then implies a changed answer, so only the change time is read.
+        Since the start of the last complete listing that did not show the container: it may
+        have started at any moment after."""
+        changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
+        if not isinstance(changed, float):
+            return False
+        cid = self._cid_of.get(id(match))
+        started = self._successors.get(cid) if cid is not None else None
+        return started is not None and changed <= started
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the
@@ -311,13 +338,43 @@ class ContainerEnvProcessor:
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
         # When each container was first listed; and each match's container (the snapshot
         # holds the matches, so their ids are theirs while it is current).
+        listed_before = self._appeared
         self._appeared = {cid: self._appeared.get(cid, started) for cid in self._snapshot.by_id}
         self._cid_of = {id(match): cid for cid, match in self._snapshot.by_id.items()}
+        self._note_successors(listed_before, previous=self._listed_from)
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)
         if not self._degraded:  # the snapshot is this listing's only when every runtime answered
             self._listed_from = started
+
+    def _note_successors(self, listed_before: Collection[str], previous: float) -> None:
+        """Notes each container listed for the first time whose (namespace, pod, container)
+        was last listed, or is listed now, under another pod uid, with `previous` (the start
+        of the last complete listing before this one); forgets containers no longer listed."""
+        named: dict[WorkloadKey, list[tuple[str, str]]] = {}  # name → (container, pod uid)
+        for cid, match in self._snapshot.by_id.items():
+            identity = match.identity
+            name = (
+                identity.get(semconv.K8S_NAMESPACE_NAME, ""),
+                identity.get(semconv.K8S_POD_NAME, ""),
+                identity.get(semconv.K8S_CONTAINER_NAME, ""),
+            )
+            if all(name) and match.pod_uid:
+                named.setdefault(name, []).append((cid, match.pod_uid))
+        successors: dict[str, float] = {}
+        for name, listed in named.items():
+            uids = frozenset(uid for _, uid in listed)
+            known = self._uids_of_name.get(name, frozenset()) | uids
+            for cid, uid in listed:
+                if cid in self._successors:
+                    successors[cid] = self._successors[cid]
+                elif cid not in listed_before and known - {uid}:
+                    successors[cid] = previous
+            if len(self._uids_of_name) >= _MAX_REMEMBERED_MISSES and name not in self._uids_of_name:
+                self._uids_of_name.clear()  # bounds memory if names churn
+            self._uids_of_name[name] = uids
+        self._successors = successors
 
     async def _wait_next(self) -> None:
         interval = self._config.refresh_interval

@@ -48,10 +48,18 @@ class AllocationSeries:
         ] = {}
 
     def series(
-        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...], confirmed: float
+        self,
+        rm: ResourceMetrics,
+        found: Allocation,
+        since: tuple[float, ...],
+        confirmed: float,
+        *,
+        changed: float = float("-inf"),
     ) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
-        rebuilt only when the allocation or the device's resource changed).
+        rebuilt only when the allocation or the device's resource changed), each with the
+        notes of when its holder was first listed, when the kubelet last answered and when
+        its answer last changed (`notes.HOLDER_SINCE`, `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`).
 
         Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
         container) besides its resource: a backend that keeps only point attributes
@@ -85,7 +93,11 @@ class AllocationSeries:
                 scope=rm.scope,
                 scope_version=rm.scope_version,
                 identity=identity,
-                notes={notes.HOLDER_SINCE: held, notes.HOLDERS_CONFIRMED: confirmed},
+                notes={
+                    notes.HOLDER_SINCE: held,
+                    notes.HOLDERS_CONFIRMED: confirmed,
+                    notes.HOLDERS_CHANGED: changed,
+                },
             )
             for resource, share, attributes, held in zip(
                 resources, shares, points, held_since, strict=True

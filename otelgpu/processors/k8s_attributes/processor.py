@@ -100,6 +100,9 @@ class K8sAttributesProcessor:
         # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
         self._since: dict[tuple[Key, Holder], float] = {}
         self._since_by_key: dict[Key, tuple[float, ...]] = {}
+        # when the kubelet's answer last changed (`notes.HOLDERS_CHANGED`; -inf: the first
+        # answer after a start)
+        self._changed = float("-inf")
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -188,6 +191,7 @@ class K8sAttributesProcessor:
         may list pods newer than that listing, so its pairs are new)."""
         at_start = self._refresher is not None and self._refresher.attempts == 1
         now = float("-inf") if at_start else self._clock.monotonic()
+        self._changed = now  # (only a changed answer is handed on to `_install`)
         since: dict[tuple[Key, Holder], float] = {}
         by_key: dict[Key, tuple[float, ...]] = {}
         for key, holders in snapshot.holders.items():
@@ -209,6 +213,7 @@ class K8sAttributesProcessor:
         dra_keys = snapshot.dra_keys if snapshot is not None else frozenset()
         seen: set[Key] = set()
         confirmed = self._confirmed()
+        changed = self._changed
         for rm in batch:
             resource = rm.resource
             keys = [] if semconv.K8S_POD_NAME in resource else resource_keys(resource, names)
@@ -229,8 +234,8 @@ class K8sAttributesProcessor:
                 found = None
             if hit is not None and found is not None:
                 since = self._since_by_key.get(hit[0], ())
-                out.append(_labelled(rm, found.device, since, confirmed))
-                out.extend(self._allocations.series(rm, found, since, confirmed))
+                out.append(_labelled(rm, found.device, since, (confirmed, changed)))
+                out.extend(self._allocations.series(rm, found, since, confirmed, changed=changed))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -334,15 +339,23 @@ class K8sAttributesProcessor:
 
 
 def _labelled(
-    rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...], confirmed: float
+    rm: ResourceMetrics,
+    labels: Attributes,
+    since: tuple[float, ...],
+    kubelet: tuple[float, float],
 ) -> ResourceMetrics:
     """`rm` with its holder's labels (existing attributes win) and, when it has one holder,
-    since when that holder holds it and when the kubelet last said so (`notes.HOLDER_SINCE`,
-    `notes.HOLDERS_CONFIRMED`): one copy of the resource."""
+    since when that holder holds it, when the kubelet last said so and when its answer last
+    changed (`notes.HOLDER_SINCE`, `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`; `kubelet` holds
+    the last two): one copy of the resource."""
     resource = {**labels, **rm.resource} if labels else rm.resource
     if len(since) != 1:
         return rm if resource is rm.resource else replace(rm, resource=resource)
-    held = {notes.HOLDER_SINCE: since[0], notes.HOLDERS_CONFIRMED: confirmed}
+    held = {
+        notes.HOLDER_SINCE: since[0],
+        notes.HOLDERS_CONFIRMED: kubelet[0],
+        notes.HOLDERS_CHANGED: kubelet[1],
+    }
     return replace(rm, resource=resource, notes={**(rm.notes or {}), **held})
 
 
