@@ -156,3 +156,24 @@ async def test_the_kubelets_answer_change_time_is_noted_on_labelled_resources(
     assert device.notes[notes.HOLDERS_CHANGED] == allocation.notes[notes.HOLDERS_CHANGED]
     assert device.notes[notes.HOLDERS_CHANGED] > changed
     await node.shutdown()
+
+
+async def test_a_pair_listed_after_the_old_pod_was_gone_is_the_new_pods(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """The kubelet may list the recreated pod before the runtime lists its container: that
+    pair was first listed when no container of the old pod uid ran, so it is the new one's."""
+    node = _Node(telemetry, clock)
+    _run(node.runtime, OLD_SANDBOX, OLD_CID, "uid-old", "old-team", 1.0)
+    node.lists(UUID_A)
+    await node.start(telemetry)
+    await clock.advance(2)
+    node.runtime.stop(OLD_CID)
+    node.runtime.stop(OLD_SANDBOX)
+    await clock.advance(2)  # the runtime lists no train-0 container
+    node.lists(UUID_B)
+    await clock.advance(2)  # the kubelet lists the new pod on GPU B
+    _run(node.runtime, NEW_SANDBOX, NEW_CID, "uid-new", "new-team", 5.0)
+    await clock.advance(2)  # then the runtime its container
+    assert node.cycle()[UUID_B][TEAM] == "new-team"
+    await node.shutdown()
