@@ -99,6 +99,10 @@ class Pod:
     containers: tuple[Container, ...]
     in_runtime: bool = True
     namespace: str = NAMESPACE
+    # when the runtime first listed its records (None: not yet), and whether an earlier pod
+    # instance had its name
+    visible_at: float | None = None
+    successor: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,11 @@ class NodeModel:
     lost: set[int] = field(default_factory=set)
     xids: dict[int, dict[int, int]] = field(default_factory=dict)  # gpu → code → count
     kubelet: str = "ok"  # ok | error | slow
+    # The pods the kubelet's answer still lists while it lags the runtime (None: it does not):
+    # it answers, but with the node as it was when it went stale.
+    kubelet_stale: tuple[Pod, ...] | None = None
+    kubelet_listed: set[str] = field(default_factory=set)  # pod uids it has answered
+    kubelet_changed_at: float = float("-inf")  # when its answer last changed
     runtime_up: bool = True
     history: list[Span] = field(default_factory=list)
     kubelet_outages: list[Outage] = field(default_factory=list)
@@ -190,6 +199,27 @@ class NodeModel:
                         ((pod.namespace, pod.name, c.name), grant)
                     )
         return found
+
+    def kubelet_pods(self) -> tuple[Pod, ...]:
+        """The pods the kubelet's answer lists: the node's, or those of when it went stale."""
+        if self.kubelet_stale is not None:
+            return self.kubelet_stale
+        return tuple(self.pods.values())
+
+    def labels_pending(self) -> frozenset[str]:
+        """The containers whose business labels may be missing however long the node holds
+        still: those of a pod recreated under its name while the kubelet has not changed its
+        answer since the runtime first listed it. The kubelet names pods, not pod uids: an
+        answer unchanged since then may still mean the old pod (it can lag the runtime), so
+        the pipeline waits for one that changed."""
+        return frozenset(
+            c.cid
+            for pod in self.pods.values()
+            if pod.successor
+            and pod.visible_at is not None
+            and self.kubelet_changed_at <= pod.visible_at
+            for c in pod.containers
+        )
 
     def free_forms(self, device: str) -> tuple[str, ...]:
         """How a new holder may be given `device`: any form when free, a shared form of the

@@ -88,6 +88,7 @@ class NodeHistories(RuleBasedStateMachine):
         self.pipeline = Pipeline(self.model, self.clock)
         self.output: Output | None = None
         self.downstream = Downstream()
+        self.named: set[str] = set()  # every pod name ever created
         self._run(self.pipeline.start())
         self.model.record(self.clock.now)
         self._collect(0.0)
@@ -131,6 +132,8 @@ class NodeHistories(RuleBasedStateMachine):
                 taken.add(device)
             built.append(Container(CONTAINER_NAMES[index], self.model.new_cid(), team, tuple(mine)))
         n = self.model.new_id()
+        successor = name in self.named
+        self.named.add(name)
         return Pod(
             name=name,
             uid=f"uid-{n}",
@@ -138,6 +141,8 @@ class NodeHistories(RuleBasedStateMachine):
             app=app,
             containers=tuple(built),
             in_runtime=not late,
+            visible_at=None if late else self.clock.now,
+            successor=successor,
         )
 
     def _end_processes(self, pod: Pod) -> None:
@@ -184,11 +189,53 @@ class NodeHistories(RuleBasedStateMachine):
         self.model.pods[name] = self._pod(name, containers, app, late)
         self._collect(dt)
 
+    @rule(**POD)
+    def recreate_pod_while_kubelet_stale(
+        self,
+        name: str,
+        containers: list[tuple[str, list[tuple[str, str]]]],
+        app: str,
+        late: bool,
+        dt: float,
+    ) -> None:
+        """Recreated under its name while the kubelet's answer lags the runtime: the kubelet
+        keeps answering, but lists the node as it was (the old pod on its old devices) until
+        `kubelet_catches_up`. Drawn for a pod both the kubelet and the runtime listed (the
+        runtime for a refresh interval): a pod neither source has shown cannot be told from
+        a new one."""
+        old = self.model.pods.get(name)
+        outages = self.model.runtime_outages
+        runtime_listed = (
+            old is not None
+            and old.visible_at is not None
+            and old.visible_at <= self.clock.now - REFRESH
+            and self.model.runtime_up
+            and (not outages or (outages[-1].end or self.clock.now) <= self.clock.now - REFRESH)
+        )
+        if old is not None and runtime_listed and old.uid in self.model.kubelet_listed:
+            if self.model.kubelet_stale is None:
+                self.model.kubelet_stale = tuple(self.model.pods.values())
+                self._kubelet_outage()
+            self._end_processes(old)
+            self.model.pods[name] = self._pod(name, containers, app, late)
+        self._collect(dt)
+
+    @rule(dt=STEP)
+    def kubelet_catches_up(self, dt: float) -> None:
+        self.model.kubelet_stale = None
+        self._kubelet_outage()
+        self._collect(dt)
+
+    def _kubelet_outage(self) -> None:
+        """The kubelet's consumer may show older truths while it fails or lags."""
+        up = self.model.kubelet == "ok" and self.model.kubelet_stale is None
+        self.model.set_source(self.model.kubelet_outages, up, self.clock.now)
+
     @rule(name=st.sampled_from(POD_NAMES), dt=STEP)
     def runtime_records_appear(self, name: str, dt: float) -> None:
         pod = self.model.pods.get(name)
-        if pod is not None:
-            self.model.pods[name] = replace(pod, in_runtime=True)
+        if pod is not None and not pod.in_runtime:
+            self.model.pods[name] = replace(pod, in_runtime=True, visible_at=self.clock.now)
         self._collect(dt)
 
     @rule(which=st.integers(0, 8), device=st.sampled_from(PROCESS_DEVICES), dt=STEP)
@@ -221,7 +268,7 @@ class NodeHistories(RuleBasedStateMachine):
     @rule(mode=st.sampled_from(["ok", "error", "slow"]), dt=STEP)
     def kubelet(self, mode: str, dt: float) -> None:
         self.model.kubelet = mode
-        self.model.set_source(self.model.kubelet_outages, mode == "ok", self.clock.now)
+        self._kubelet_outage()
         self._collect(dt)
 
     @rule(up=st.booleans(), dt=STEP)
@@ -230,9 +277,12 @@ class NodeHistories(RuleBasedStateMachine):
         self.model.set_source(self.model.runtime_outages, up, self.clock.now)
         self._collect(dt)
 
+    @precondition(lambda self: self.model.kubelet_stale is None)
     @rule(dt=STEP)
     def reload(self, dt: float) -> None:
-        """Fresh receiver, processors and exporters on the same node, as SIGHUP builds them."""
+        """Fresh receiver, processors and exporters on the same node, as SIGHUP builds them.
+        Not while the kubelet lags: a fresh container_env has never seen the old pod uid, so
+        a stale pair cannot be told from the new pod's (k8s_attributes' README says so)."""
         self._run(self.pipeline.reload())
         # A new exporter knows nothing of what the old one sent: what ended across the
         # reload is not closed (docs/troubleshooting.md says so); judged afresh from here.
