@@ -3,7 +3,7 @@
 Each rule changes the node (pods come, go, come back under the same name, move; containers
 hold 0, 1 or several GPUs, whole, time-sliced, MIG or by DRA claim, exclusive or shared;
 processes start and end; a GPU is lost; the kubelet and the runtime fail and come back; the
-agent reloads), then lets up to one refresh interval pass on the fake clock and collects one
+kubelet lags, listing a pod recreated under its name on its old devices; the agent reloads), then lets up to one refresh interval pass on the fake clock and collects one
 cycle. After every step every /metrics body (otel and dcgm naming) and the OTLP request must
 satisfy the invariants in `invariants.py` against the node model.
 
