@@ -21,14 +21,9 @@ GPU_PROCESSES = "gpu.processes"
 # that began before it may still hold a deleted pod's container under the same name.
 HOLDER_SINCE = "holder.since"
 
-# Beside HOLDER_SINCE: when the kubelet last answered (the same clock). A container the runtime
-# first listed after that may be a new pod under a deleted pod's name, which the kubelet has not
-# yet said holds the device.
-HOLDERS_CONFIRMED = "holders.confirmed"
-
 # Beside HOLDER_SINCE: when the kubelet's answer last changed (the same clock; -inf for its first
-# answer after a start). The kubelet's answer names pods, not pod uids, and can lag the runtime:
-# a pod recreated under its name may be listed on its old pod's devices until the answer
-# changes. A container whose pod uid replaced another under the same name, first listed after
-# that, is not that name's holder until the kubelet's answer has changed since.
+# answer after a start). The kubelet names pods, not pod uids, and its answer can lag the runtime:
+# a pod recreated under its name may still be listed on its old pod's devices. container_env
+# gives a pair listed while an older pod uid ran under the name to that uid: the newer pod's
+# labels wait for an answer changed after the newer container may have started.
 HOLDERS_CHANGED = "holders.changed"
