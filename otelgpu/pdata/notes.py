@@ -21,6 +21,11 @@ GPU_PROCESSES = "gpu.processes"
 # that began before it may still hold a deleted pod's container under the same name.
 HOLDER_SINCE = "holder.since"
 
+# Beside HOLDER_SINCE: when the kubelet last answered (the same clock). A container the runtime
+# first listed after that may be a new pod under a deleted pod's name, which the kubelet has not
+# yet said holds the device.
+HOLDERS_CONFIRMED = "holders.confirmed"
+
 # Beside HOLDER_SINCE: when the kubelet's answer last changed (the same clock; -inf for its first
 # answer after a start). The kubelet names pods, not pod uids, and its answer can lag the runtime:
 # a pod recreated under its name may still be listed on its old pod's devices. container_env
