@@ -142,7 +142,7 @@ class NodeKubelet:
         self._model = model
         self._clock = clock
         self.calls = 0
-        self.last: tuple[PodAllocation, ...] | None = None
+        self.last: dict[str, PodAllocation] = {}  # pod name → what the last answer listed
 
     async def list(self) -> tuple[PodAllocation, ...]:
         self.calls += 1
@@ -151,13 +151,13 @@ class NodeKubelet:
         if self._model.kubelet == "slow":
             raise PodResourcesError("DEADLINE_EXCEEDED", "no answer in time")
         pods = self._model.kubelet_pods()
-        # in one order, as the real client hands back the same pods in any order
-        answer = tuple(sorted((pod_allocation(pod) for pod in pods), key=repr))
-        if answer != self.last:
-            self.last = answer
-            self._model.kubelet_changed_at = self._clock.now
+        listed = {pod.name: pod_allocation(pod) for pod in pods}
+        for name in listed.keys() | self.last.keys():
+            if listed.get(name) != self.last.get(name):
+                self._model.kubelet_changed_at[name] = self._clock.now
+        self.last = listed
         self._model.kubelet_listed.update(pod.uid for pod in pods)
-        return answer
+        return tuple(listed.values())
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if self._model.kubelet != "ok":

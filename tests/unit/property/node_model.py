@@ -173,7 +173,8 @@ class NodeModel:
     # it answers, but with the node as it was when it went stale.
     kubelet_stale: tuple[Pod, ...] | None = None
     kubelet_listed: set[str] = field(default_factory=set)  # pod uids it has answered
-    kubelet_changed_at: float = float("-inf")  # when its answer last changed
+    # per pod name, when what the kubelet's answer lists for it last changed
+    kubelet_changed_at: dict[str, float] = field(default_factory=dict)
     runtime_up: bool = True
     history: list[Span] = field(default_factory=list)
     kubelet_outages: list[Outage] = field(default_factory=list)
@@ -208,16 +209,16 @@ class NodeModel:
 
     def labels_pending(self) -> frozenset[str]:
         """The containers whose business labels may be missing however long the node holds
-        still: those of a pod recreated under its name while the kubelet has not changed its
-        answer since the runtime first listed it. The kubelet names pods, not pod uids: an
-        answer unchanged since then may still mean the old pod (it can lag the runtime), so
-        the pipeline waits for one that changed."""
+        still: those of a pod recreated under its name while what the kubelet lists for the
+        name has not changed since the runtime first listed the pod. The kubelet names pods,
+        not pod uids: a listing unchanged since then may still mean the old pod (it can lag
+        the runtime), so the pipeline waits for one that changed."""
         return frozenset(
             c.cid
             for pod in self.pods.values()
             if pod.successor
             and pod.visible_at is not None
-            and self.kubelet_changed_at <= pod.visible_at
+            and self.kubelet_changed_at.get(pod.name, float("-inf")) <= pod.visible_at
             for c in pod.containers
         )
 

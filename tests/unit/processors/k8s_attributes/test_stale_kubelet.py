@@ -101,11 +101,31 @@ async def test_a_stale_kubelet_lends_no_recreated_pods_labels_to_the_old_gpu(
     await node.shutdown()
 
 
-async def test_a_recreated_pod_on_its_old_gpu_is_labelled_once_the_answer_changes(
+async def test_a_stale_answer_that_changes_elsewhere_still_lends_nothing(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
-    """Same GPU, same device ID: the kubelet's answer is the same for both pods, so which one
-    it means cannot be told until the answer changes (here: another pod comes)."""
+    """A lagging kubelet may list new pods while it still lists the recreated pod's name on
+    the old GPU: only a change in what it lists for that pod says it has caught up."""
+    node = _Node(telemetry, clock)
+    _run(node.runtime, OLD_SANDBOX, OLD_CID, "uid-old", "old-team", 1.0)
+    node.lists(UUID_A)
+    await node.start(telemetry)
+    await clock.advance(2)
+    node.runtime.stop(OLD_CID)
+    node.runtime.stop(OLD_SANDBOX)
+    _run(node.runtime, NEW_SANDBOX, NEW_CID, "uid-new", "new-team", 5.0)
+    await clock.advance(2)
+    node.kubelet.set(*node.kubelet.pods, pod("ml", "serve-0", container("server", {GPU: [UUID_B]})))
+    await clock.advance(2)
+    assert TEAM not in node.cycle()[UUID_A]
+    await node.shutdown()
+
+
+async def test_a_recreated_pod_on_its_old_gpu_is_labelled_once_its_listing_changes(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """Same GPU, same device ID: the kubelet lists both pods alike, so which one it means
+    cannot be told until what it lists for the pod changes (here: a second container)."""
     node = _Node(telemetry, clock)
     _run(node.runtime, OLD_SANDBOX, OLD_CID, "uid-old", "old-team", 1.0)
     node.lists(UUID_A)
@@ -116,7 +136,9 @@ async def test_a_recreated_pod_on_its_old_gpu_is_labelled_once_the_answer_change
     _run(node.runtime, NEW_SANDBOX, NEW_CID, "uid-new", "new-team", 5.0)
     await clock.advance(2)
     assert TEAM not in node.cycle()[UUID_A]
-    node.kubelet.set(*node.kubelet.pods, pod("ml", "serve-0", container("server", {GPU: [UUID_B]})))
+    node.kubelet.set(
+        pod("ml", "train-0", container("trainer", {GPU: [UUID_A]}), container("sidecar"))
+    )
     await clock.advance(1)
     assert node.cycle()[UUID_A][TEAM] == "new-team"
     await node.shutdown()
@@ -136,7 +158,7 @@ async def test_a_new_pod_under_a_fresh_name_is_labelled_without_waiting(
     await node.shutdown()
 
 
-async def test_the_kubelets_answer_change_time_is_noted_on_labelled_resources(
+async def test_since_when_the_kubelet_lists_the_pod_so_is_noted_on_labelled_resources(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     node = _Node(telemetry, clock)
@@ -145,35 +167,16 @@ async def test_the_kubelets_answer_change_time_is_noted_on_labelled_resources(
     (device, allocation) = node.k8s.process((gpu(UUID_A, 0),))
     assert device.notes[notes.HOLDERS_CHANGED] == float("-inf")  # the first answer
     assert allocation.notes[notes.HOLDERS_CHANGED] == float("-inf")
-    await clock.advance(3)  # answered again, unchanged
+    other = pod("ml", "serve-0", container("server", {GPU: [UUID_B]}))
+    node.kubelet.set(*node.kubelet.pods, other)
+    await clock.advance(3)  # the answer changed, not what it lists for train-0
     assert node.k8s.process((gpu(UUID_A, 0),))[0].notes[notes.HOLDERS_CHANGED] == float("-inf")
-    node.lists(UUID_B)
+    node.kubelet.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_B]})), other)
     await clock.advance(1)
     changed = clock.now
-    node.lists(UUID_A)
+    node.kubelet.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})), other)
     await clock.advance(1)
-    (device, allocation) = node.k8s.process((gpu(UUID_A, 0),))
+    (device, allocation, _) = node.k8s.process((gpu(UUID_A, 0), gpu(UUID_B, 1)))[:3]
     assert device.notes[notes.HOLDERS_CHANGED] == allocation.notes[notes.HOLDERS_CHANGED]
     assert device.notes[notes.HOLDERS_CHANGED] > changed
-    await node.shutdown()
-
-
-async def test_a_pair_listed_after_the_old_pod_was_gone_is_the_new_pods(
-    telemetry: SelfTelemetry, clock: FakeClock
-) -> None:
-    """The kubelet may list the recreated pod before the runtime lists its container: that
-    pair was first listed when no container of the old pod uid ran, so it is the new one's."""
-    node = _Node(telemetry, clock)
-    _run(node.runtime, OLD_SANDBOX, OLD_CID, "uid-old", "old-team", 1.0)
-    node.lists(UUID_A)
-    await node.start(telemetry)
-    await clock.advance(2)
-    node.runtime.stop(OLD_CID)
-    node.runtime.stop(OLD_SANDBOX)
-    await clock.advance(2)  # the runtime lists no train-0 container
-    node.lists(UUID_B)
-    await clock.advance(2)  # the kubelet lists the new pod on GPU B
-    _run(node.runtime, NEW_SANDBOX, NEW_CID, "uid-new", "new-team", 5.0)
-    await clock.advance(2)  # then the runtime its container
-    assert node.cycle()[UUID_B][TEAM] == "new-team"
     await node.shutdown()
