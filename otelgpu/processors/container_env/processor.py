@@ -234,7 +234,7 @@ class ContainerEnvProcessor:
             if self._unconfirmed(rm, match):
                 return None, "holder_unconfirmed"  # the kubelet's next answer settles it
             if self._held_by_other_uid(rm, match):
-                return None, "holder_stale"  # a changed kubelet answer settles it
+                return None, "holder_stale"  # the kubelet listing the pod anew settles it
             return match, "by_workload"
         if not cid and not named:
             return None, "no_container" if workload[1] else ""
@@ -278,9 +278,10 @@ class ContainerEnvProcessor:
         deleted and created again under its name (a StatefulSet's pod) on another GPU can
         still be listed on the old pod's GPU. A pair listed since before an older pod uid's
         container under the name was last listed belongs to that older uid: the newer
-        container's labels wait until the kubelet's answer changes after the newer one may
-        have started (the start of the last complete listing without it), or the pair goes.
-        A pair first listed after the older uid's containers were gone is the newer one's."""
+        container's labels wait until what the kubelet lists for the pod changes after the
+        newer container may have started (the start of the last complete listing without
+        it), or the pair goes. A pair first listed after the older uid's containers were gone
+        is the newer one's."""
         since = rm.notes.get(notes.HOLDER_SINCE) if rm.notes else None
         changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
         if not (isinstance(since, float) and isinstance(changed, float)) or not match.pod_uid:

@@ -22,9 +22,9 @@ Each output is first read into `Seen` series, one shape for the three views, the
    too: a new holder is known from the kubelet's next answer (within one interval), and its
    business labels from the runtime's first listing that began after that (within one more:
    an older listing may still hold a deleted pod's container under the same name). A pod
-   recreated under its name gets its business labels only once the kubelet's answer changed
-   after the runtime first listed it (`NodeModel.labels_pending`): the kubelet names pods, not
-   pod uids, and an unchanged answer may still mean the old pod.
+   recreated under its name gets its business labels only once what the kubelet lists for it
+   changed after the runtime first listed it (`NodeModel.labels_pending`): the kubelet names
+   pods, not pod uids, and an unchanged listing may still mean the old pod.
 
 "May still be showing" is `NodeModel.window`: the truths current within one refresh interval
 (`lag`), and during a source's outage (and `lag` after it) every truth since it went down.
