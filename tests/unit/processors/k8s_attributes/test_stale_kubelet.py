@@ -3,7 +3,8 @@ k8s_attributes then container_env, on one clock, against a scripted kubelet and 
 
 The kubelet names pods, not pod uids. Its answer still lists the old pod's GPU under the name
 after the runtime already runs the new pod (new uid, another GPU): the new pod's business
-labels must never go on the old pod's GPU, and come once what the kubelet lists for the pod changes."""
+labels must never go on the old pod's GPU, and come once what the kubelet lists for the pod
+changes."""
 
 from __future__ import annotations
 
