@@ -156,7 +156,7 @@ class NodeKubelet:
             if listed.get(name) != self.last.get(name):
                 self._model.kubelet_changed_at[name] = self._clock.now
         self.last = listed
-        self._model.kubelet_listed.update(pod.uid for pod in pods)
+        self._model.kubelet_answered = pods
         return tuple(listed.values())
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:

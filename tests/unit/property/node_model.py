@@ -172,7 +172,11 @@ class NodeModel:
     # The pods the kubelet's answer still lists while it lags the runtime (None: it does not):
     # it answers, but with the node as it was when it went stale.
     kubelet_stale: tuple[Pod, ...] | None = None
-    kubelet_listed: set[str] = field(default_factory=set)  # pod uids it has answered
+    kubelet_answered: tuple[Pod, ...] = ()  # the pods of its last answer
+    # pod uids container_env has listed since its (re)start: what lets it tell a pod recreated
+    # under its name from the old one (`note_runtime_listed`)
+    runtime_listed: set[str] = field(default_factory=set)
+    listed_from: float = float("-inf")  # when container_env last started
     # per pod name, when what the kubelet's answer lists for it last changed
     kubelet_changed_at: dict[str, float] = field(default_factory=dict)
     runtime_up: bool = True
@@ -206,6 +210,25 @@ class NodeModel:
         if self.kubelet_stale is not None:
             return self.kubelet_stale
         return tuple(self.pods.values())
+
+    def note_runtime_listed(self, now: float, lag: float) -> None:
+        """Notes the pods container_env has surely listed: its records shown, the runtime up
+        and container_env started, all for `lag` (it lists once per `lag`)."""
+        outages = self.runtime_outages
+        up_since = float("-inf") if not outages else outages[-1].end
+        if not self.runtime_up or up_since is None:
+            return
+        for pod in self.pods.values():
+            shown = pod.visible_at
+            if shown is not None and max(shown, up_since, self.listed_from) + lag <= now:
+                self.runtime_listed.add(pod.uid)
+
+    def undecidable(self, name: str) -> bool:
+        """Whether a new pod under `name` could not be told from the one the stale kubelet
+        still lists under it: container_env never listed that one (its uid is all it has)."""
+        if self.kubelet_stale is None:
+            return False
+        return any(p.name == name and p.uid not in self.runtime_listed for p in self.kubelet_stale)
 
     def labels_pending(self) -> frozenset[str]:
         """The containers whose business labels may be missing however long the node holds

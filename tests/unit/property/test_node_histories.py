@@ -112,6 +112,7 @@ class NodeHistories(RuleBasedStateMachine):
         self.pipeline.sync()
         self._run(self.pipeline.advance(fraction * REFRESH))
         self.output = self._run(self.pipeline.cycle())  # type: ignore[assignment]
+        self.model.note_runtime_listed(self.clock.now, REFRESH)
 
     def _pod(
         self, name: str, containers: list[tuple[str, list[tuple[str, str]]]], app: str, late: bool
@@ -161,7 +162,7 @@ class NodeHistories(RuleBasedStateMachine):
         late: bool,
         dt: float,
     ) -> None:
-        if name not in self.model.pods:
+        if name not in self.model.pods and not self.model.undecidable(name):
             self.model.pods[name] = self._pod(name, containers, app, late)
         self._collect(dt)
 
@@ -183,10 +184,11 @@ class NodeHistories(RuleBasedStateMachine):
     ) -> None:
         """Deleted and created again under its name: new uid, container IDs, maybe other GPUs
         and other labels (a Job's retry, a StatefulSet's pod)."""
-        old = self.model.pods.pop(name, None)
-        if old is not None:
-            self._end_processes(old)
-        self.model.pods[name] = self._pod(name, containers, app, late)
+        if not self.model.undecidable(name):
+            old = self.model.pods.pop(name, None)
+            if old is not None:
+                self._end_processes(old)
+            self.model.pods[name] = self._pod(name, containers, app, late)
         self._collect(dt)
 
     @rule(**POD)
@@ -200,21 +202,23 @@ class NodeHistories(RuleBasedStateMachine):
     ) -> None:
         """Recreated under its name while the kubelet's answer lags the runtime: the kubelet
         keeps answering, but lists the node as it was (the old pod on its old devices) until
-        `kubelet_catches_up`. Drawn for a pod both the kubelet and the runtime listed (the
-        runtime for a refresh interval): a pod neither source has shown cannot be told from
-        a new one."""
-        old = self.model.pods.get(name)
-        outages = self.model.runtime_outages
-        runtime_listed = (
-            old is not None
-            and old.visible_at is not None
-            and old.visible_at <= self.clock.now - REFRESH
-            and self.model.runtime_up
-            and (not outages or (outages[-1].end or self.clock.now) <= self.clock.now - REFRESH)
+        `kubelet_catches_up`: its last answer, again. Drawn for a pod that answer lists and
+        container_env has listed; while the kubelet is stale, no pod is created under the
+        name of one it lists that container_env never listed (`NodeModel.undecidable`): a
+        pod uid the agent has never seen cannot be told from a new one."""
+        model = self.model
+        old = model.pods.get(name)
+        answered = (
+            model.kubelet_stale if model.kubelet_stale is not None else model.kubelet_answered
         )
-        if old is not None and runtime_listed and old.uid in self.model.kubelet_listed:
-            if self.model.kubelet_stale is None:
-                self.model.kubelet_stale = tuple(self.model.pods.values())
+        if (
+            old is not None
+            and old.uid in model.runtime_listed
+            and any(p.uid == old.uid for p in answered)
+            and not model.undecidable(name)
+        ):
+            if model.kubelet_stale is None:
+                model.kubelet_stale = model.kubelet_answered
                 self._kubelet_outage()
             self._end_processes(old)
             self.model.pods[name] = self._pod(name, containers, app, late)
@@ -284,6 +288,8 @@ class NodeHistories(RuleBasedStateMachine):
         Not while the kubelet lags: a fresh container_env has never seen the old pod uid, so
         a stale pair cannot be told from the new pod's (k8s_attributes' README says so)."""
         self._run(self.pipeline.reload())
+        self.model.runtime_listed.clear()  # a fresh container_env has listed nothing yet
+        self.model.listed_from = self.clock.now
         # A new exporter knows nothing of what the old one sent: what ended across the
         # reload is not closed (docs/troubleshooting.md says so); judged afresh from here.
         self.downstream = Downstream()
