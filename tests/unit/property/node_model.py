@@ -223,12 +223,24 @@ class NodeModel:
             if shown is not None and max(shown, up_since, self.listed_from) + lag <= now:
                 self.runtime_listed.add(pod.uid)
 
-    def undecidable(self, name: str) -> bool:
+    def undecidable(self, name: str, answer: tuple[Pod, ...] | None = None) -> bool:
         """Whether a new pod under `name` could not be told from the one the stale kubelet
-        still lists under it: container_env never listed that one (its uid is all it has)."""
-        if self.kubelet_stale is None:
+        (or `answer`) still lists under it: container_env never listed that one (its uid is
+        all it has)."""
+        listed = self.kubelet_stale if answer is None else answer
+        if listed is None:
             return False
-        return any(p.name == name and p.uid not in self.runtime_listed for p in self.kubelet_stale)
+        return any(p.name == name and p.uid not in self.runtime_listed for p in listed)
+
+    def replaced_undecidably(self, answer: tuple[Pod, ...]) -> bool:
+        """Whether a pod of `answer` has already been replaced under its name by one that
+        could not be told from it (what freezing `answer` would show at once)."""
+        return any(
+            (now := self.pods.get(p.name)) is not None
+            and now.uid != p.uid
+            and self.undecidable(p.name, answer)
+            for p in answer
+        )
 
     def labels_pending(self) -> frozenset[str]:
         """The containers whose business labels may be missing however long the node holds

@@ -216,6 +216,7 @@ class NodeHistories(RuleBasedStateMachine):
             and old.uid in model.runtime_listed
             and any(p.uid == old.uid for p in answered)
             and not model.undecidable(name)
+            and not model.replaced_undecidably(answered)
         ):
             if model.kubelet_stale is None:
                 model.kubelet_stale = model.kubelet_answered
