@@ -25,3 +25,11 @@ HOLDER_SINCE = "holder.since"
 # first listed after that may be a new pod under a deleted pod's name, which the kubelet has not
 # yet said holds the device.
 HOLDERS_CONFIRMED = "holders.confirmed"
+
+# Beside HOLDER_SINCE: since when the kubelet lists the holder's pod (namespace and name) as it
+# does now (the same clock; -inf for its first answer after a start). The kubelet names pods, not
+# pod uids, and its answer can lag the runtime: a pod recreated under its name may still be
+# listed on its old pod's devices. container_env gives a pair listed while an older pod uid ran
+# under the name to that uid: the newer pod's labels wait until what the kubelet lists for the
+# pod changes after the newer container may have started.
+HOLDERS_CHANGED = "holders.changed"

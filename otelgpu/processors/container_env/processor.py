@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 
@@ -30,7 +31,7 @@ from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.keys import KeySelector
 from otelgpu.processors.container_env.records import Selectors
 from otelgpu.processors.container_env.runtime import ContainerRuntime
-from otelgpu.processors.container_env.snapshot import Match, Snapshot
+from otelgpu.processors.container_env.snapshot import Match, Snapshot, WorkloadKey
 from otelgpu.processors.container_env.source import RuntimeSource
 
 # Runtimes to use, by the config: (runtime, expected). Injected so unit tests need no socket.
@@ -39,6 +40,7 @@ RuntimeFactory = Callable[[ContainerEnvProcessorConfig], Sequence[tuple[Containe
 _MIN_REFRESH_GAP = 1.0  # early refreshes never come closer than this
 _MAX_REMEMBERED_MISSES = 4096
 OUTSIDE_ALLOCATION = "otelgpu_gpu_processes_outside_allocation"
+_UIDS_PER_NAME = 4  # pod uids remembered per (namespace, pod, container)
 
 
 class ContainerEnvProcessor:
@@ -77,6 +79,12 @@ class ContainerEnvProcessor:
         self._listed_from = float("-inf")
         self._appeared: dict[str, float] = {}  # container ID → when first listed
         self._cid_of: dict[int, str] = {}  # id of a snapshot match → its container ID
+        # per (namespace, pod, container): each pod uid listed under it → [when the listing
+        # that first showed it began, when the first complete listing without it began (inf:
+        # still listed)]; per container: when the last complete listing before the one that
+        # first showed it began (`_held_by_other_uid`)
+        self._uids_of_name: dict[WorkloadKey, dict[str, list[float]]] = {}
+        self._unseen_at: dict[str, float] = {}
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
@@ -225,6 +233,8 @@ class ContainerEnvProcessor:
                 return None, "holder_changed"
             if self._unconfirmed(rm, match):
                 return None, "holder_unconfirmed"  # the kubelet's next answer settles it
+            if self._held_by_other_uid(rm, match):
+                return None, "holder_stale"  # the kubelet listing the pod anew settles it
             return match, "by_workload"
         if not cid and not named:
             return None, "no_container" if workload[1] else ""
@@ -259,6 +269,35 @@ class ContainerEnvProcessor:
         cid = self._cid_of.get(id(match))
         appeared = self._appeared.get(cid) if cid is not None else None
         return appeared is not None and appeared > confirmed
+
+    def _held_by_other_uid(self, rm: ResourceMetrics, match: Match) -> bool:
+        """Whether the kubelet's (device, name) pair belongs to another pod uid than that of
+        the container matched by name (`notes.HOLDER_SINCE`, `notes.HOLDERS_CHANGED`).
+
+        The kubelet names pods, not pod uids, and its answer can lag the runtime: a pod
+        deleted and created again under its name (a StatefulSet's pod) on another GPU can
+        still be listed on the old pod's GPU. A pair listed since before an older pod uid's
+        container under the name was last listed belongs to that older uid: the newer
+        container's labels wait until what the kubelet lists for the pod changes after the
+        newer container may have started (the start of the last complete listing without
+        it), or the pair goes. A pair first listed after the older uid's containers were gone
+        is the newer one's."""
+        since = rm.notes.get(notes.HOLDER_SINCE) if rm.notes else None
+        changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
+        if not (isinstance(since, float) and isinstance(changed, float)) or not match.pod_uid:
+            return False
+        cid = self._cid_of.get(id(match))
+        if cid is None or changed > self._unseen_at.get(cid, float("inf")):
+            return False
+        uids = self._uids_of_name.get(_workload(match), {})
+        mine = uids.get(match.pod_uid)
+        if mine is None:
+            return False
+        return any(
+            first < mine[0] and gone > since
+            for uid, (first, gone) in uids.items()
+            if uid != match.pod_uid
+        )
 
     def _note_miss(self, key: object) -> None:
         """Asks for one early refresh per unknown container (a container younger than the
@@ -311,13 +350,45 @@ class ContainerEnvProcessor:
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
         # When each container was first listed; and each match's container (the snapshot
         # holds the matches, so their ids are theirs while it is current).
+        listed_before = self._appeared
         self._appeared = {cid: self._appeared.get(cid, started) for cid in self._snapshot.by_id}
         self._cid_of = {id(match): cid for cid, match in self._snapshot.by_id.items()}
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)
+        complete = -math.inf if self._degraded else started
+        self._note_uids(listed_before, previous=self._listed_from, now=complete)
         if not self._degraded:  # the snapshot is this listing's only when every runtime answered
             self._listed_from = started
+
+    def _note_uids(self, listed_before: Collection[str], previous: float, now: float) -> None:
+        """Notes which pod uids each (namespace, pod, container) is listed under, from when
+        to when, and for each container listed for the first time the start of the last
+        complete listing before (`previous`). Only a complete listing (`now` set) says a
+        uid is gone."""
+        # name → uid → when the listing that first showed one of its containers began
+        listed: dict[WorkloadKey, dict[str, float]] = {}
+        unseen_at: dict[str, float] = {}
+        for cid, match in self._snapshot.by_id.items():
+            unseen_at[cid] = self._unseen_at[cid] if cid in listed_before else previous
+            name = _workload(match)
+            if all(name) and match.pod_uid:
+                uids = listed.setdefault(name, {})
+                uids[match.pod_uid] = min(uids.get(match.pod_uid, math.inf), self._appeared[cid])
+        self._unseen_at = unseen_at
+        for name, uids in listed.items():
+            if name not in self._uids_of_name and len(self._uids_of_name) >= _MAX_REMEMBERED_MISSES:
+                self._uids_of_name.clear()  # bounds memory if names churn
+            known = self._uids_of_name.setdefault(name, {})
+            for uid, first in uids.items():
+                known.setdefault(uid, [first, math.inf])[1] = math.inf
+            while len(known) > _UIDS_PER_NAME:  # the oldest go first
+                del known[min(known, key=lambda uid: known[uid][0])]
+        if now != -math.inf:
+            for name, known in self._uids_of_name.items():
+                for uid, interval in known.items():
+                    if interval[1] == math.inf and uid not in listed.get(name, ()):
+                        interval[1] = now
 
     async def _wait_next(self) -> None:
         interval = self._config.refresh_interval
@@ -343,6 +414,15 @@ def _enrich(rm: ResourceMetrics, match: Match, *, by_id: bool) -> ResourceMetric
         rm = with_resource(rm, match.identity, override=True)
         return with_resource(rm, match.attributes)
     return with_resource(rm, {**match.identity, **match.attributes})
+
+
+def _workload(match: Match) -> WorkloadKey:
+    identity = match.identity
+    return (
+        identity.get(semconv.K8S_NAMESPACE_NAME, ""),
+        identity.get(semconv.K8S_POD_NAME, ""),
+        identity.get(semconv.K8S_CONTAINER_NAME, ""),
+    )
 
 
 def _holder_text(holder: object) -> str:

@@ -22,10 +22,12 @@ WorkloadKey = tuple[str, str, str]  # (namespace, pod, container)
 @dataclass(frozen=True, slots=True)
 class Match:
     """What a matched resource gains: the exported attributes, capped, and the k8s identity
-    from the runtime's labels (used only to fill in names missing on a container.id match)."""
+    from the runtime's labels (used only to fill in names missing on a container.id match);
+    `pod_uid` is the container's pod uid ("" when the runtime does not say), never exported."""
 
     attributes: Mapping[str, str]
     identity: Mapping[str, str]
+    pod_uid: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +119,7 @@ class SnapshotComposer:
                 else:
                     attributes[prefix + key] = values[key]
         self._audit.dropped(dropped)
-        return Match(attributes=attributes, identity=_identity(record))
+        return Match(attributes=attributes, identity=_identity(record), pod_uid=record.pod_uid)
 
 
 class _Sandboxes:

@@ -48,10 +48,19 @@ class AllocationSeries:
         ] = {}
 
     def series(
-        self, rm: ResourceMetrics, found: Allocation, since: tuple[float, ...], confirmed: float
+        self,
+        rm: ResourceMetrics,
+        found: Allocation,
+        since: tuple[float, ...],
+        confirmed: float,
+        *,
+        changed: tuple[float, ...] = (),
     ) -> list[ResourceMetrics]:
         """One `nvidia.gpu.allocation` resource per holder of the device (their attributes
-        rebuilt only when the allocation or the device's resource changed).
+        rebuilt only when the allocation or the device's resource changed), each with the
+        notes of since when its holder is listed, when the kubelet last answered and since
+        when it lists the holder's pod as it does now (`notes.HOLDER_SINCE`,
+        `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`; `since` and `changed` are per holder).
 
         Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
         container) besides its resource: a backend that keeps only point attributes
@@ -78,6 +87,8 @@ class AllocationSeries:
             self._built[identity] = cached
         _, _, resources, shares, points, held_since = cached
         when = _first_time(rm)
+        if len(changed) != len(resources):
+            changed = (float("-inf"),) * len(resources)
         return [
             ResourceMetrics(
                 resource=resource,
@@ -85,10 +96,14 @@ class AllocationSeries:
                 scope=rm.scope,
                 scope_version=rm.scope_version,
                 identity=identity,
-                notes={notes.HOLDER_SINCE: held, notes.HOLDERS_CONFIRMED: confirmed},
+                notes={
+                    notes.HOLDER_SINCE: held,
+                    notes.HOLDERS_CONFIRMED: confirmed,
+                    notes.HOLDERS_CHANGED: listed,
+                },
             )
-            for resource, share, attributes, held in zip(
-                resources, shares, points, held_since, strict=True
+            for resource, share, attributes, held, listed in zip(
+                resources, shares, points, held_since, changed, strict=True
             )
         ]
 

@@ -100,6 +100,11 @@ class K8sAttributesProcessor:
         # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
         self._since: dict[tuple[Key, Holder], float] = {}
         self._since_by_key: dict[Key, tuple[float, ...]] = {}
+        # per pod name, what the kubelet lists for it and since when (`notes.HOLDERS_CHANGED`;
+        # -inf: its first answer after a start); per key, its holders' in the allocation's order
+        self._listings: dict[tuple[str, str], frozenset[PodAllocation]] = {}
+        self._listed_since: dict[tuple[str, str], float] = {}
+        self._changed_by_key: dict[Key, tuple[float, ...]] = {}
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -178,25 +183,45 @@ class K8sAttributesProcessor:
                 "DRA claim devices of gpu.nvidia.com that name no GPU on this node: "
                 + describe_forms(snapshot.dra_unmapped)
             )
-        self._holders_since(snapshot)
+        self._holders_since(snapshot, pods)
         self._snapshot = snapshot
 
-    def _holders_since(self, snapshot: Snapshot) -> None:
-        """Notes since when each (device, holder) is listed: a pair new in this answer since
-        now; every pair of the answer to the first request after a start since always (the
-        runtime is listed afresh at start too; a first answer that came only after failures
-        may list pods newer than that listing, so its pairs are new)."""
+    def _holders_since(self, snapshot: Snapshot, pods: tuple[PodAllocation, ...]) -> None:
+        """Notes since when each (device, holder) is listed, and since when the kubelet lists
+        each holder's pod as it does now: new in this answer, since now; in the answer to the
+        first request after a start, since always (the runtime is listed afresh at start too;
+        a first answer that came only after failures may list pods newer than that listing,
+        so its pairs are new)."""
         at_start = self._refresher is not None and self._refresher.attempts == 1
         now = float("-inf") if at_start else self._clock.monotonic()
+        self._pods_since(pods, now)
         since: dict[tuple[Key, Holder], float] = {}
         by_key: dict[Key, tuple[float, ...]] = {}
+        changed_by_key: dict[Key, tuple[float, ...]] = {}
         for key, holders in snapshot.holders.items():
             times = []
             for holder in holders:
                 when = since[(key, holder)] = self._since.get((key, holder), now)
                 times.append(when)
             by_key[key] = tuple(times)
+            listed = self._listed_since
+            changed_by_key[key] = tuple(listed.get((h.namespace, h.pod), now) for h in holders)
         self._since, self._since_by_key = since, by_key
+        self._changed_by_key = changed_by_key
+
+    def _pods_since(self, pods: tuple[PodAllocation, ...], now: float) -> None:
+        """Since when the kubelet lists each pod name as it does now (`notes.HOLDERS_CHANGED`):
+        it names pods, not pod uids, so a pod recreated under its name is told from the old
+        one only by what the kubelet lists for the name changing (or going)."""
+        by_name: dict[tuple[str, str], set[PodAllocation]] = {}
+        for pod in pods:
+            by_name.setdefault((pod.namespace, pod.name), set()).add(pod)
+        listings = {name: frozenset(found) for name, found in by_name.items()}
+        self._listed_since = {
+            name: self._listed_since[name] if self._listings.get(name) == listing else now
+            for name, listing in listings.items()
+        }
+        self._listings = listings
 
     # --- the hot path ------------------------------------------------------------------
 
@@ -229,8 +254,9 @@ class K8sAttributesProcessor:
                 found = None
             if hit is not None and found is not None:
                 since = self._since_by_key.get(hit[0], ())
-                out.append(_labelled(rm, found.device, since, confirmed))
-                out.extend(self._allocations.series(rm, found, since, confirmed))
+                changed = self._changed_by_key.get(hit[0], ())
+                out.append(_labelled(rm, found.device, (since, changed), confirmed))
+                out.extend(self._allocations.series(rm, found, since, confirmed, changed=changed))
             else:
                 reason = self._unmatched(rm, snapshot, keys, parents)
                 if reason:
@@ -334,15 +360,24 @@ class K8sAttributesProcessor:
 
 
 def _labelled(
-    rm: ResourceMetrics, labels: Attributes, since: tuple[float, ...], confirmed: float
+    rm: ResourceMetrics,
+    labels: Attributes,
+    times: tuple[tuple[float, ...], tuple[float, ...]],
+    confirmed: float,
 ) -> ResourceMetrics:
     """`rm` with its holder's labels (existing attributes win) and, when it has one holder,
-    since when that holder holds it and when the kubelet last said so (`notes.HOLDER_SINCE`,
-    `notes.HOLDERS_CONFIRMED`): one copy of the resource."""
+    since when that holder holds it, since when the kubelet lists its pod as it does now
+    (`times`, per holder) and when the kubelet last answered (`notes.HOLDER_SINCE`,
+    `HOLDERS_CHANGED`, `HOLDERS_CONFIRMED`): one copy of the resource."""
     resource = {**labels, **rm.resource} if labels else rm.resource
-    if len(since) != 1:
+    since, changed = times
+    if len(since) != 1 or len(changed) != 1:
         return rm if resource is rm.resource else replace(rm, resource=resource)
-    held = {notes.HOLDER_SINCE: since[0], notes.HOLDERS_CONFIRMED: confirmed}
+    held = {
+        notes.HOLDER_SINCE: since[0],
+        notes.HOLDERS_CONFIRMED: confirmed,
+        notes.HOLDERS_CHANGED: changed[0],
+    }
     return replace(rm, resource=resource, notes={**(rm.notes or {}), **held})
 
 

@@ -138,9 +138,11 @@ class NodeNvml(SimulatedNvml):
 class NodeKubelet:
     """A `PodResourcesClient` answering the model's pods as the kubelet lists them."""
 
-    def __init__(self, model: NodeModel) -> None:
+    def __init__(self, model: NodeModel, clock: FakeClock) -> None:
         self._model = model
+        self._clock = clock
         self.calls = 0
+        self.last: dict[str, PodAllocation] = {}  # pod name → what the last answer listed
 
     async def list(self) -> tuple[PodAllocation, ...]:
         self.calls += 1
@@ -148,7 +150,14 @@ class NodeKubelet:
             raise PodResourcesError("UNAVAILABLE", "connection refused")
         if self._model.kubelet == "slow":
             raise PodResourcesError("DEADLINE_EXCEEDED", "no answer in time")
-        return tuple(pod_allocation(pod) for pod in self._model.pods.values())
+        pods = self._model.kubelet_pods()
+        listed = {pod.name: pod_allocation(pod) for pod in pods}
+        for name in listed.keys() | self.last.keys():
+            if listed.get(name) != self.last.get(name):
+                self._model.kubelet_changed_at[name] = self._clock.now
+        self.last = listed
+        self._model.kubelet_answered = pods
+        return tuple(listed.values())
 
     async def allocatable(self) -> tuple[DeviceAllocation, ...] | None:
         if self._model.kubelet != "ok":
@@ -301,7 +310,7 @@ class Pipeline:
         self.clock = clock
         self.telemetry = SelfTelemetry()
         self.host = FakeHost(self.telemetry)
-        self.kubelet = NodeKubelet(model)
+        self.kubelet = NodeKubelet(model, clock)
         self.runtime = NodeRuntime(model, clock)
         self.proc = HostProc()
         self.nvml: NodeNvml | None = None

@@ -22,7 +22,10 @@ Each output is first read into `Seen` series, one shape for the three views, the
    refresh interval, every holder's pod labels are there, and after two its business labels
    too: a new holder is known from the kubelet's next answer (within one interval), and its
    business labels from the runtime's first listing that began after that (within one more:
-   an older listing may still hold a deleted pod's container under the same name).
+   an older listing may still hold a deleted pod's container under the same name). A pod
+   recreated under its name gets its business labels only once what the kubelet lists for it
+   changed after the runtime first listed it (`NodeModel.labels_pending`): the kubelet names
+   pods, not pod uids, and an unchanged listing may still mean the old pod.
 
 "May still be showing" is `NodeModel.window`: the truths current within one refresh interval
 (`lag`), and during a source's outage (and `lag` after it) every truth since it went down.
@@ -347,6 +350,7 @@ class Windows:
     now: Truth
     settled: bool
     labels_settled: bool = False  # settled for two refresh intervals: business labels too
+    pending: frozenset[str] = frozenset()  # containers whose business labels may wait longer
 
     @staticmethod
     def of(model: NodeModel, now: float, lag: float, catch_up: float | None = None) -> Windows:
@@ -359,7 +363,8 @@ class Windows:
         catch_up = lag if catch_up is None else catch_up
         settled = model.settled(outages, now, catch_up)
         labels_settled = model.settled(outages, now, 2 * catch_up)
-        return Windows(pods, runtime, both, model.truth(), settled, labels_settled)
+        pending = model.labels_pending()
+        return Windows(pods, runtime, both, model.truth(), settled, labels_settled, pending)
 
 
 def check_all(series: list[Seen], windows: Windows, ignore: Iterable[str] = ()) -> None:
@@ -552,7 +557,9 @@ def caught_up_labels_are_present(series: list[Seen], w: Windows) -> None:
             ),
             None,
         )
-        if instance is not None and instance.cid in w.now.visible and w.labels_settled:
+        if instance is None or instance.cid in w.pending:
+            continue
+        if instance.cid in w.now.visible and w.labels_settled:
             assert (s.team, s.app) == (instance.team, instance.app), (
                 f"[6 caught up] {s.view}: {s.device} held by {holder} (TEAM={instance.team}, "
                 f"app={instance.app}) shows TEAM={s.team} app={s.app}: {s.line}"

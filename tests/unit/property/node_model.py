@@ -99,6 +99,10 @@ class Pod:
     containers: tuple[Container, ...]
     in_runtime: bool = True
     namespace: str = NAMESPACE
+    # when the runtime first listed its records (None: not yet), and whether an earlier pod
+    # instance had its name
+    visible_at: float | None = None
+    successor: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +169,16 @@ class NodeModel:
     lost: set[int] = field(default_factory=set)
     xids: dict[int, dict[int, int]] = field(default_factory=dict)  # gpu → code → count
     kubelet: str = "ok"  # ok | error | slow
+    # The pods the kubelet's answer still lists while it lags the runtime (None: it does not):
+    # it answers, but with the node as it was when it went stale.
+    kubelet_stale: tuple[Pod, ...] | None = None
+    kubelet_answered: tuple[Pod, ...] = ()  # the pods of its last answer
+    # pod uids container_env has listed since its (re)start: what lets it tell a pod recreated
+    # under its name from the old one (`note_runtime_listed`)
+    runtime_listed: set[str] = field(default_factory=set)
+    listed_from: float = float("-inf")  # when container_env last started
+    # per pod name, when what the kubelet's answer lists for it last changed
+    kubelet_changed_at: dict[str, float] = field(default_factory=dict)
     runtime_up: bool = True
     history: list[Span] = field(default_factory=list)
     kubelet_outages: list[Outage] = field(default_factory=list)
@@ -190,6 +204,58 @@ class NodeModel:
                         ((pod.namespace, pod.name, c.name), grant)
                     )
         return found
+
+    def kubelet_pods(self) -> tuple[Pod, ...]:
+        """The pods the kubelet's answer lists: the node's, or those of when it went stale."""
+        if self.kubelet_stale is not None:
+            return self.kubelet_stale
+        return tuple(self.pods.values())
+
+    def note_runtime_listed(self, now: float, lag: float) -> None:
+        """Notes the pods container_env has surely listed: its records shown, the runtime up
+        and container_env started, all for `lag` (it lists once per `lag`)."""
+        outages = self.runtime_outages
+        up_since = float("-inf") if not outages else outages[-1].end
+        if not self.runtime_up or up_since is None:
+            return
+        for pod in self.pods.values():
+            shown = pod.visible_at
+            if shown is not None and max(shown, up_since, self.listed_from) + lag <= now:
+                self.runtime_listed.add(pod.uid)
+
+    def undecidable(self, name: str, answer: tuple[Pod, ...] | None = None) -> bool:
+        """Whether a new pod under `name` could not be told from the one the stale kubelet
+        (or `answer`) still lists under it: container_env never listed that one (its uid is
+        all it has)."""
+        listed = self.kubelet_stale if answer is None else answer
+        if listed is None:
+            return False
+        return any(p.name == name and p.uid not in self.runtime_listed for p in listed)
+
+    def replaced_undecidably(self, answer: tuple[Pod, ...]) -> bool:
+        """Whether a pod of `answer` has already been replaced under its name by one that
+        could not be told from it (what freezing `answer` would show at once)."""
+        return any(
+            (now := self.pods.get(p.name)) is not None
+            and now.uid != p.uid
+            and self.undecidable(p.name, answer)
+            for p in answer
+        )
+
+    def labels_pending(self) -> frozenset[str]:
+        """The containers whose business labels may be missing however long the node holds
+        still: those of a pod recreated under its name while what the kubelet lists for the
+        name has not changed since the runtime first listed the pod. The kubelet names pods,
+        not pod uids: a listing unchanged since then may still mean the old pod (it can lag
+        the runtime), so the pipeline waits for one that changed."""
+        return frozenset(
+            c.cid
+            for pod in self.pods.values()
+            if pod.successor
+            and pod.visible_at is not None
+            and self.kubelet_changed_at.get(pod.name, float("-inf")) <= pod.visible_at
+            for c in pod.containers
+        )
 
     def free_forms(self, device: str) -> tuple[str, ...]:
         """How a new holder may be given `device`: any form when free, a shared form of the

@@ -3,7 +3,7 @@
 Each rule changes the node (pods come, go, come back under the same name, move; containers
 hold 0, 1 or several GPUs, whole, time-sliced, MIG or by DRA claim, exclusive or shared;
 processes start and end; a GPU is lost; the kubelet and the runtime fail and come back; the
-agent reloads), then lets up to one refresh interval pass on the fake clock and collects one
+kubelet lags, listing a pod recreated under its name on its old devices; the agent reloads), then lets up to one refresh interval pass on the fake clock and collects one
 cycle. After every step every /metrics body (otel and dcgm naming) and the OTLP request must
 satisfy the invariants in `invariants.py` against the node model.
 
@@ -88,6 +88,7 @@ class NodeHistories(RuleBasedStateMachine):
         self.pipeline = Pipeline(self.model, self.clock)
         self.output: Output | None = None
         self.downstream = Downstream()
+        self.named: set[str] = set()  # every pod name ever created
         self._run(self.pipeline.start())
         self.model.record(self.clock.now)
         self._collect(0.0)
@@ -111,6 +112,7 @@ class NodeHistories(RuleBasedStateMachine):
         self.pipeline.sync()
         self._run(self.pipeline.advance(fraction * REFRESH))
         self.output = self._run(self.pipeline.cycle())  # type: ignore[assignment]
+        self.model.note_runtime_listed(self.clock.now, REFRESH)
 
     def _pod(
         self, name: str, containers: list[tuple[str, list[tuple[str, str]]]], app: str, late: bool
@@ -131,6 +133,8 @@ class NodeHistories(RuleBasedStateMachine):
                 taken.add(device)
             built.append(Container(CONTAINER_NAMES[index], self.model.new_cid(), team, tuple(mine)))
         n = self.model.new_id()
+        successor = name in self.named
+        self.named.add(name)
         return Pod(
             name=name,
             uid=f"uid-{n}",
@@ -138,6 +142,8 @@ class NodeHistories(RuleBasedStateMachine):
             app=app,
             containers=tuple(built),
             in_runtime=not late,
+            visible_at=None if late else self.clock.now,
+            successor=successor,
         )
 
     def _end_processes(self, pod: Pod) -> None:
@@ -156,7 +162,7 @@ class NodeHistories(RuleBasedStateMachine):
         late: bool,
         dt: float,
     ) -> None:
-        if name not in self.model.pods:
+        if name not in self.model.pods and not self.model.undecidable(name):
             self.model.pods[name] = self._pod(name, containers, app, late)
         self._collect(dt)
 
@@ -178,17 +184,63 @@ class NodeHistories(RuleBasedStateMachine):
     ) -> None:
         """Deleted and created again under its name: new uid, container IDs, maybe other GPUs
         and other labels (a Job's retry, a StatefulSet's pod)."""
-        old = self.model.pods.pop(name, None)
-        if old is not None:
-            self._end_processes(old)
-        self.model.pods[name] = self._pod(name, containers, app, late)
+        if not self.model.undecidable(name):
+            old = self.model.pods.pop(name, None)
+            if old is not None:
+                self._end_processes(old)
+            self.model.pods[name] = self._pod(name, containers, app, late)
         self._collect(dt)
+
+    @rule(**POD)
+    def recreate_pod_while_kubelet_stale(
+        self,
+        name: str,
+        containers: list[tuple[str, list[tuple[str, str]]]],
+        app: str,
+        late: bool,
+        dt: float,
+    ) -> None:
+        """Recreated under its name while the kubelet's answer lags the runtime: the kubelet
+        keeps answering, but lists the node as it was (the old pod on its old devices) until
+        `kubelet_catches_up`: its last answer, again. Drawn for a pod that answer lists and
+        container_env has listed; while the kubelet is stale, no pod is created under the
+        name of one it lists that container_env never listed (`NodeModel.undecidable`): a
+        pod uid the agent has never seen cannot be told from a new one."""
+        model = self.model
+        old = model.pods.get(name)
+        answered = (
+            model.kubelet_stale if model.kubelet_stale is not None else model.kubelet_answered
+        )
+        if (
+            old is not None
+            and old.uid in model.runtime_listed
+            and any(p.uid == old.uid for p in answered)
+            and not model.undecidable(name)
+            and not model.replaced_undecidably(answered)
+        ):
+            if model.kubelet_stale is None:
+                model.kubelet_stale = model.kubelet_answered
+                self._kubelet_outage()
+            self._end_processes(old)
+            self.model.pods[name] = self._pod(name, containers, app, late)
+        self._collect(dt)
+
+    @rule(dt=STEP)
+    def kubelet_catches_up(self, dt: float) -> None:
+        self.model.kubelet_stale = None
+        self._kubelet_outage()
+        self._collect(dt)
+
+    def _kubelet_outage(self) -> None:
+        """The kubelet's consumer may show older truths while it fails or lags."""
+        up = self.model.kubelet == "ok" and self.model.kubelet_stale is None
+        self.model.set_source(self.model.kubelet_outages, up, self.clock.now)
 
     @rule(name=st.sampled_from(POD_NAMES), dt=STEP)
     def runtime_records_appear(self, name: str, dt: float) -> None:
         pod = self.model.pods.get(name)
-        if pod is not None:
-            self.model.pods[name] = replace(pod, in_runtime=True)
+        if pod is not None and not pod.in_runtime:
+            self.model.pods[name] = replace(pod, in_runtime=True, visible_at=self.clock.now)
         self._collect(dt)
 
     @rule(which=st.integers(0, 8), device=st.sampled_from(PROCESS_DEVICES), dt=STEP)
@@ -221,7 +273,7 @@ class NodeHistories(RuleBasedStateMachine):
     @rule(mode=st.sampled_from(["ok", "error", "slow"]), dt=STEP)
     def kubelet(self, mode: str, dt: float) -> None:
         self.model.kubelet = mode
-        self.model.set_source(self.model.kubelet_outages, mode == "ok", self.clock.now)
+        self._kubelet_outage()
         self._collect(dt)
 
     @rule(up=st.booleans(), dt=STEP)
@@ -230,10 +282,15 @@ class NodeHistories(RuleBasedStateMachine):
         self.model.set_source(self.model.runtime_outages, up, self.clock.now)
         self._collect(dt)
 
+    @precondition(lambda self: self.model.kubelet_stale is None)
     @rule(dt=STEP)
     def reload(self, dt: float) -> None:
-        """Fresh receiver, processors and exporters on the same node, as SIGHUP builds them."""
+        """Fresh receiver, processors and exporters on the same node, as SIGHUP builds them.
+        Not while the kubelet lags: a fresh container_env has never seen the old pod uid, so
+        a stale pair cannot be told from the new pod's (k8s_attributes' README says so)."""
         self._run(self.pipeline.reload())
+        self.model.runtime_listed.clear()  # a fresh container_env has listed nothing yet
+        self.model.listed_from = self.clock.now
         # A new exporter knows nothing of what the old one sent: what ended across the
         # reload is not closed (docs/troubleshooting.md says so); judged afresh from here.
         self.downstream = Downstream()

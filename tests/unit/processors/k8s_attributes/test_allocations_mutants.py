@@ -55,7 +55,11 @@ def _point(rm: ResourceMetrics) -> NumberDataPoint:
 
 def test_each_point_names_its_device_holder_and_path_and_its_time_is_the_devices() -> None:
     series = AllocationSeries().series(
-        _device(extra="x"), _allocation("a", "b", sources=(DEVICE_PLUGIN, DRA)), (1.0, 2.0), 5.0
+        _device(extra="x"),
+        _allocation("a", "b", sources=(DEVICE_PLUGIN, DRA)),
+        (1.0, 2.0),
+        5.0,
+        changed=(4.0, 3.0),
     )
     assert [_point(rm).attributes for rm in series] == [
         {
@@ -69,8 +73,8 @@ def test_each_point_names_its_device_holder_and_path_and_its_time_is_the_devices
     assert [_point(rm).value for rm in series] == [0.5, 0.5]
     assert [_point(rm).time_unix_nano for rm in series] == [7, 7]
     assert [rm.notes for rm in series] == [
-        {notes.HOLDER_SINCE: 1.0, notes.HOLDERS_CONFIRMED: 5.0},
-        {notes.HOLDER_SINCE: 2.0, notes.HOLDERS_CONFIRMED: 5.0},
+        {notes.HOLDER_SINCE: 1.0, notes.HOLDERS_CONFIRMED: 5.0, notes.HOLDERS_CHANGED: 4.0},
+        {notes.HOLDER_SINCE: 2.0, notes.HOLDERS_CONFIRMED: 5.0, notes.HOLDERS_CHANGED: 3.0},
     ]
     assert {rm.identity for rm in series} == {(semconv.GPU_ALLOCATION, UUID)}
     assert series[0].resource == {**_device(extra="x").resource, **_holder("a")}
@@ -108,13 +112,21 @@ def test_series_are_rebuilt_only_when_the_allocation_or_the_devices_resource_cha
     allocations = AllocationSeries()
     device, found = _device(), _allocation("a")
     (first,) = allocations.series(device, found, (1.0,), 5.0)
-    (again,) = allocations.series(device, found, (2.0,), 6.0)
+    (again,) = allocations.series(device, found, (2.0,), 6.0, changed=(5.5,))
     assert again.resource is first.resource  # unchanged: the same attributes, not rebuilt
-    assert again.notes == {notes.HOLDER_SINCE: 1.0, notes.HOLDERS_CONFIRMED: 6.0}
+    assert again.notes == {
+        notes.HOLDER_SINCE: 1.0,
+        notes.HOLDERS_CONFIRMED: 6.0,
+        notes.HOLDERS_CHANGED: 5.5,
+    }
     # A new allocation of the same device resource: its holders.
     (moved,) = allocations.series(device, _allocation("b"), (3.0,), 6.0)
     assert moved.resource[semconv.K8S_POD_NAME] == "b"
-    assert moved.notes == {notes.HOLDER_SINCE: 3.0, notes.HOLDERS_CONFIRMED: 6.0}
+    assert moved.notes == {
+        notes.HOLDER_SINCE: 3.0,
+        notes.HOLDERS_CONFIRMED: 6.0,
+        notes.HOLDERS_CHANGED: float("-inf"),
+    }
     # The same allocation on a new device resource: that resource's attributes.
     (renamed,) = allocations.series(_device(extra="y"), found, (4.0,), 6.0)
     assert renamed.resource["extra"] == "y"

@@ -424,3 +424,26 @@ async def test_a_first_answer_after_failures_lists_its_holders_as_new(telemetry,
     assert holders_of(out, UUID_A) == [("ml", "train-0", "trainer")]
     (since,) = {rm.notes[notes.HOLDER_SINCE] for rm in out if rm.notes}
     assert 1000.0 < since <= clock.now  # when the retry answered, not "always" (-inf)
+
+
+async def test_a_reload_claims_the_kubelet_source_again(telemetry, client, clock):
+    """The service retires the sources no component of the new graph registered at its start:
+    a processor started again after a reload must claim the kubelet source itself (its first
+    answer finds the source known and would not), or the source's gauges and readiness entry
+    vanish until the answer after."""
+    client.set(pod("ml", "train-0", container("trainer", {GPU: [UUID_A]})))
+    first = make_processor(telemetry, client, clock)
+    await first.start(FakeHost(telemetry))
+    await first.shutdown()
+    telemetry.open_source_claims()  # the reload's new graph starts
+    again = make_processor(telemetry, client, clock)
+    await again.start(FakeHost(telemetry))
+    answers = client.list_calls
+    assert telemetry.retire_unclaimed_sources() == []
+    assert series(telemetry, "otelgpu_source_up", source="pod_resources") == 1
+    assert series(
+        telemetry, "otelgpu_source_last_success_timestamp_seconds", source="pod_resources"
+    )
+    assert "pod_resources" in telemetry.sources and telemetry.sources_not_ready() == []
+    assert client.list_calls == answers  # all of it before the next answer
+    await again.shutdown()
