@@ -118,6 +118,28 @@ def _ns(seconds: float) -> int:
     return round(seconds * 1e9)
 
 
+def warn_what_cannot_be_done_as_asked(
+    components: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
+) -> None:
+    """Each started component's `config_warnings`, logged with the position of the key it
+    names (validate, run and every reload)."""
+    for kind, cid, model in components:
+        warnings = getattr(model, "config_warnings", None)
+        if warnings is None:
+            continue
+        for path, message in warnings():
+            at = (kind.section, str(cid), *path)
+            mark = pos.value(at)
+            _log.warning(
+                "%s:%d:%d: %s: %s",
+                mark.file,
+                mark.line,
+                mark.column,
+                "::".join(map(str, at)),
+                message,
+            )
+
+
 def warn_include_everything(
     components: list[tuple[Kind, ComponentID, BaseModel]], pos: Positions
 ) -> None:

@@ -25,6 +25,7 @@ from otelgpu.config.lint import (
     port_conflicts,
     warn_include_everything,
     warn_secret_like_includes,
+    warn_what_cannot_be_done_as_asked,
 )
 from otelgpu.config.loader import RawConfig, sort_issues
 from otelgpu.config.messages import issues_from
@@ -84,6 +85,7 @@ def validate(raw: RawConfig, registry: Registry) -> AgentConfig:
     _warn_unused(config, pos)
     warn_include_everything(started, pos)
     warn_secret_like_includes(started, pos)
+    warn_what_cannot_be_done_as_asked(started, pos)
     return config
 
 

@@ -102,6 +102,12 @@ class StrictModel(BaseModel):
         names asks for that cannot be done as asked); none by default."""
         return ()
 
+    def config_warnings(self) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+        """What this valid component config asks for that cannot be done as asked: (the key
+        path within the component, the message) pairs, logged with their position on every
+        load (validate, run, reload); none by default."""
+        return ()
+
 
 class KeyFilter(StrictModel):
     """`{include: [...], exclude: [...]}` of exact keys or globs (`MLFLOW_*`).

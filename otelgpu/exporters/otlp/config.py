@@ -165,6 +165,20 @@ class OtlpExporterConfig(OtlpCommonConfig):
             raise ValueError(f'endpoint "{value}": expected host:port, such as localhost:4317')
         return value
 
+    def config_warnings(self) -> tuple[tuple[tuple[str | int, ...], str], ...]:
+        """A TLS version range grpcio cannot hold to: it negotiates TLS 1.2 or 1.3 with the
+        server whatever the range says (plaintext channels have no TLS to bound)."""
+        _, plaintext = self.target()
+        tls = self.tls
+        if plaintext or not (tls.min_version == "1.3" or tls.max_version == "1.2"):
+            return ()
+        key = "min_version" if tls.min_version == "1.3" else "max_version"
+        message = (
+            f"tls::min_version {tls.min_version} / max_version {tls.max_version or '(none)'} "
+            "cannot be enforced on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
+        )
+        return ((("tls", key), message),)
+
     def target(self) -> tuple[str, bool]:
         """The gRPC target (`host:port`) and whether the channel is plaintext."""
         scheme, sep, rest = self.endpoint.partition("://")

@@ -61,13 +61,8 @@ class GrpcTransport:
         _, plaintext = self._config.target()
         tls = self._config.tls
         self._credentials = None if plaintext else grpc_credentials(tls)
-        if not plaintext and (tls.min_version == "1.3" or tls.max_version == "1.2"):
-            _log.warning(
-                "tls::min_version %s / max_version %s cannot be enforced on gRPC: grpcio "
-                "negotiates TLS 1.2 or 1.3 with the server",
-                tls.min_version,
-                tls.max_version or "(none)",
-            )
+        # A version range grpcio cannot hold to is warned about at load, with its position
+        # (`OtlpExporterConfig.config_warnings`).
         self._open = True
 
     async def export(self, request: bytes, timeout: float) -> ExportResponse:

@@ -183,3 +183,46 @@ service:
     assert len(warnings) == 3, warnings  # two deprecated aliases, one unused receiver
     for warning in warnings:
         assert _POSITIONED.match(warning), warning
+
+
+@pytest.mark.parametrize(
+    ("tls", "key", "line"),
+    [
+        ("{min_version: '1.3'}", "min_version", "tls::min_version 1.3 / max_version (none)"),
+        ("{max_version: '1.2'}", "max_version", "tls::min_version 1.2 / max_version 1.2"),
+    ],
+)
+def test_a_tls_version_range_grpc_cannot_enforce_is_warned_about_at_its_position(
+    caplog: pytest.LogCaptureFixture, tls: str, key: str, line: str
+) -> None:
+    text = f"""
+exporters:
+  otlp:
+    endpoint: gateway:4317
+    tls: {tls}
+service:
+  pipelines:
+    metrics: {{exporters: [otlp]}}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    _validated(text)
+    (found,) = [w for w in _warnings(caplog) if "cannot be enforced" in w]
+    assert _POSITIONED.match(found), found
+    assert f"exporters::otlp::tls::{key}: {line} cannot be enforced on gRPC" in found
+
+
+def test_a_plaintext_grpc_endpoint_has_no_tls_version_to_warn_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = """
+exporters:
+  otlp:
+    endpoint: http://gateway:4317
+    tls: {min_version: '1.3'}
+service:
+  pipelines:
+    metrics: {exporters: [otlp]}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    _validated(text)
+    assert not [w for w in _warnings(caplog) if "cannot be enforced" in w]

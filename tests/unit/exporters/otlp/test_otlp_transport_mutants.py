@@ -193,17 +193,18 @@ async def test_a_grpc_transport_not_open_refuses_to_export() -> None:
         ({"max_version": "1.2"}, "tls::min_version 1.2 / max_version 1.2 cannot be enforced"),
     ],
 )
-async def test_grpc_warns_of_a_version_range_it_cannot_enforce(
+async def test_grpc_names_a_version_range_it_cannot_enforce_once_at_load(
     tls: dict[str, str], line: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     config = OtlpExporterConfig.model_validate({"endpoint": "gw.example:4317", "tls": tls})
-    transport = GrpcTransport(config)
+    ((path, message),) = config.config_warnings()
+    assert path == ("tls", next(iter(tls)))
+    assert message == f"{line} on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
+    transport = GrpcTransport(config)  # the load warned (positioned): starting says nothing
     with caplog.at_level(logging.WARNING, logger="otelgpu"):
         await transport.open()
     await transport.close()
-    assert [r.getMessage() for r in caplog.records] == [
-        f"{line} on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
-    ]
+    assert [r.getMessage() for r in caplog.records] == []
 
 
 async def test_grpc_skips_verification_for_an_ipv6_endpoint(tmp_path: Path) -> None:
