@@ -65,10 +65,10 @@ cAdvisor's series carry `container`, `id`, `image`, `name`, `namespace` and `pod
 Prometheus exporter's `naming: dcgm` ours carry `container`, `namespace` and `pod` too (with
 `naming: otel`, `k8s_container_name`, `k8s_namespace_name` and `k8s_pod_name`), so where
 Prometheus scrapes both, a query that names neither the job nor a label only one of them
-has adds both: `sum(container_memory_working_set_bytes)` is about twice the node's working
-set, and under `naming: dcgm` so is every `sum by (namespace, pod)`. Every series of ours
-carries `k8s_node_name` (in both namings; cAdvisor's never do), so it tells them apart
-whatever the jobs are called; these queries are run against a real Prometheus scraping both
+has adds both: `sum(container_memory_working_set_bytes)` counts the node's working set more
+than once, and under `naming: dcgm` so does every `sum by (namespace, pod)`. Every series of
+ours carries `k8s_node_name` (in both namings; cAdvisor's do not, unless a relabelling in the
+scrape config adds that label), so it tells them apart whatever the jobs are called; these queries are run against a real Prometheus scraping both
 in the tests:
 
 ```promql
@@ -84,6 +84,11 @@ The `by (namespace, pod)` lines are for `naming: dcgm`; with `naming: otel` ours
 `by (k8s_namespace_name, k8s_pod_name)`. Pinning the job (`{job="kubelet"}`) works as well
 where every query names it. A series of ours lacks `k8s_node_name` only when the kubelet's
 summary has no node name (counted as `no_node_name` in `otelgpu_kubelet_gaps_total`).
+
+To give the series other names instead, send `kubelet_stats` to a Prometheus exporter of its
+own with `namespace` set: every name it serves gets that prefix
+(`namespace: kubelet` serves `kubelet_container_memory_working_set_bytes`), and dashboards
+written for the conventions' names no longer find them.
 
 ## Groups and switches
 
