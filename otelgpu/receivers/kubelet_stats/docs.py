@@ -68,8 +68,8 @@ Prometheus scrapes both, a query that names neither the job nor a label only one
 has adds both: `sum(container_memory_working_set_bytes)` counts the node's working set more
 than once, and under `naming: dcgm` so does every `sum by (namespace, pod)`. Every series of
 ours carries `k8s_node_name` (in both namings; cAdvisor's do not, unless a relabelling in the
-scrape config adds that label), so it tells them apart whatever the jobs are called; these queries are run against a real Prometheus scraping both
-in the tests:
+scrape config adds that label), so it tells them apart whatever the jobs are called. These
+queries are run against a real Prometheus scraping both in the tests:
 
 ```promql
 # The agent's:
