@@ -49,10 +49,48 @@ What neither follows: `k8s.volume.name` is a resource attribute (with
 `k8s.persistentvolumeclaim.name` for a claim), not a point attribute, and `k8s.volume.type`
 is not set (the summary does not carry it).
 
-Translated to Prometheus names, `container.memory.working_set` and `container.memory.usage`
-become `container_memory_working_set_bytes` and `container_memory_usage_bytes`, the names of
-cAdvisor's own series: where the kubelet's cAdvisor endpoint is scraped too, select by `job`
-(or by a label only one of them has, such as `k8s_pod_uid`) before summing.
+## Beside cAdvisor
+
+Translated to Prometheus names, two container metrics have the names of cAdvisor's own series
+(the kubelet's `/metrics/cadvisor`), under both `metric_names` and both exporter namings:
+`container.memory.working_set` is `container_memory_working_set_bytes` and
+`container.memory.usage` is `container_memory_usage_bytes`. No other name here is one of
+cAdvisor's: its `container_cpu_usage_seconds_total`, `container_memory_rss`,
+`container_fs_*` and `container_network_*` are `container_cpu_time_seconds_total`,
+`container_memory_rss_bytes` and `container_filesystem_*` here, and network is reported per
+pod (`k8s_pod_network_*`). The names are kept: they are the semantic conventions' and the
+`kubeletstats` receiver's, and dashboards built on either use them.
+
+cAdvisor's series carry `container`, `id`, `image`, `name`, `namespace` and `pod`. With the
+Prometheus exporter's `naming: dcgm` ours carry `container`, `namespace` and `pod` too (with
+`naming: otel`, `k8s_container_name`, `k8s_namespace_name` and `k8s_pod_name`), so where
+Prometheus scrapes both, a query that names neither the job nor a label only one of them
+has adds both: `sum(container_memory_working_set_bytes)` counts the node's working set more
+than once, and under `naming: dcgm` so does every `sum by (namespace, pod)`. Every series of
+ours carries `k8s_node_name` (in both namings; cAdvisor's do not, unless a relabelling in the
+scrape config adds that label), so it tells them apart whatever the jobs are called. These
+queries are run against a real Prometheus scraping both in the tests:
+
+```promql
+# The agent's:
+sum(container_memory_working_set_bytes{k8s_node_name!=""})
+sum by (namespace, pod) (container_memory_usage_bytes{k8s_node_name!=""})
+# cAdvisor's:
+sum(container_memory_working_set_bytes{k8s_node_name=""})
+sum by (namespace, pod) (container_memory_usage_bytes{k8s_node_name=""})
+```
+
+The `by (namespace, pod)` lines are for `naming: dcgm`; with `naming: otel` ours are
+`by (k8s_namespace_name, k8s_pod_name)`. Pinning the job (`{job="kubelet"}`) works as well
+where every query names it. A series of ours lacks `k8s_node_name` only when the kubelet's
+summary has no node name (counted as `no_node_name` in `otelgpu_kubelet_gaps_total`).
+
+To give the series other names instead, send `kubelet_stats` to a Prometheus exporter of its
+own with `namespace` set: every name it serves gets that prefix
+(`namespace: kubelet` serves `kubelet_container_memory_working_set_bytes`), and dashboards
+written for the conventions' names no longer find them.
+
+## Groups and switches
 
 `metric_groups` picks the groups (default `node`, `pod`, `container`);
 `metrics: {NAME: {enabled: false}}` switches one off, by its name under the chosen
