@@ -18,6 +18,13 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   about 16 bytes per byte of it while it arrives. The bound per hostile peer is therefore
   stated in terms of its limit (docs/architecture.md, "gRPC peers"), and each peer's limit
   is kept near its real answers.
+- **Receive window** (`grpc.http2.bdp_probe` 0): grpcio's bandwidth-delay probe widens a
+  stream's receive window to megabytes on a fast link, and grpcio reads and holds what the
+  window lets in ahead of the caller: a streamed answer in 1-byte DATA frames then costs 16
+  bytes per byte of the window, however small each message. Without the probe the window
+  stays at HTTP/2's 64 KiB, widened by grpcio only to fit the message being read, so a
+  streamed answer costs per message (the `max_receive` limit), not per answer. Every peer of
+  the agent is a local socket or answers in small messages, so no throughput is lost.
 - **Keepalive** as the Collector's `configgrpc` client: a PING after 10 s without frames while
   a call is open, the connection dropped when its answer takes 10 s more; no PINGs on an idle
   connection (servers refuse those by default, and an idle channel reconnects on its next call
@@ -105,6 +112,8 @@ class ChannelPolicy:
             ("grpc.primary_user_agent", self.user_agent),
             # Each peer gets its own connection: two components never share a subchannel.
             ("grpc.use_local_subchannel_pool", 1),
+            # No receive window grown to the bandwidth-delay product: see "Receive window".
+            ("grpc.http2.bdp_probe", 0),
         ]
         if self.authority:
             options.append(("grpc.default_authority", self.authority))
