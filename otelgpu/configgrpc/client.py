@@ -6,7 +6,7 @@ List answer is split before any pod is parsed)."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import grpc
 import grpc.aio
@@ -52,10 +52,10 @@ class RpcError(Exception):
 
 
 class Client:
-    """Unary and server-streaming calls to one peer. The channel is made by the first call, on the running event
-    loop, and kept: grpcio reconnects it when the connection is lost. A stream the server
-    refused unread is sent again (`REFUSED_RETRIES`). A call that fails with a code in `REDIAL`
-    retires the channel: later calls open a new one, and the retired one is
+    """Unary and server-streaming calls to one peer. The channel is made by the first call, on
+    the running event loop, and kept: grpcio reconnects it when the connection is lost. A
+    stream the server refused unread is sent again (`REFUSED_RETRIES`). A call that fails with
+    a code in `REDIAL` retires the channel: later calls open a new one, and the retired one is
     closed when its last call in flight ends. Use it from one loop."""
 
     def __init__(
@@ -111,7 +111,7 @@ class Client:
 
     async def stream(
         self, method: str, request: bytes, *, timeout: float, metadata: Metadata = ()
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """The answer's messages to `request` on `method`, each as bytes as it arrives; raises
         `RpcError` for an outcome other than OK, DEADLINE_EXCEEDED when `timeout` seconds pass
         before the last message. The channel's receive limit holds for each message, not for

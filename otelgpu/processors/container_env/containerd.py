@@ -7,7 +7,7 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 from otelgpu.configgrpc import ChannelPolicy, Client, RpcError
@@ -105,9 +105,7 @@ class ContainerdRuntime:
                 try:
                     records.append(pb.ListContainerMessage.FromString(raw).container)
                 except Exception as exc:  # protobuf's DecodeError
-                    raise RuntimeUnavailable(
-                        f"Containers/ListStream: undecodable ({exc})"
-                    ) from exc
+                    raise RuntimeUnavailable(f"Containers/ListStream: undecodable ({exc})") from exc
         return records
 
     def _cut(self) -> None:
@@ -141,7 +139,9 @@ class ContainerdRuntime:
         except RpcError as exc:
             raise await self._failed(service, method, exc) from exc
 
-    async def _stream(self, service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+    async def _stream(
+        self, service: str, method: str, request: bytes
+    ) -> AsyncGenerator[bytes, None]:
         """One server-streaming call's messages as raw bytes; only `READ_METHODS` can be
         named. The timeout holds for the whole answer."""
         channel = self._client(service, method)

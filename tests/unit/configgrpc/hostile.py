@@ -269,9 +269,7 @@ class HostileServer:
         """The gRPC messages of containerd's answer to `path`."""
         if path.endswith(".Tasks/List"):
             return message(b"")  # ListTasksResponse: no task
-        pb: Any = importlib.import_module(
-            "otelgpu.processors.container_env._proto.containers_pb2"
-        )
+        pb: Any = importlib.import_module("otelgpu.processors.container_env._proto.containers_pb2")
         many = self.mode != "containerd"
         spec = bytes(self.answer_size if many else 16)
         records = [

@@ -94,7 +94,9 @@ async def measured_call(
 async def measured_containerd_list(server: HostileServer, mode: str, *, timeout: float) -> Measured:
     """The outcome and memory of the containerd adapter's listing once `server` (a sane
     containerd for the warm-up) is in `mode`; the outcome is the number of containers read."""
-    return await _measured(server, mode, (_CONTAINERD_CHILD, str(server.socket), str(timeout)), timeout)
+    return await _measured(
+        server, mode, (_CONTAINERD_CHILD, str(server.socket), str(timeout)), timeout
+    )
 
 
 async def _measured(

@@ -10,7 +10,7 @@ import pytest
 
 from otelgpu.processors.container_env.containerd import MAX_CONTAINERS, ContainerdRuntime
 from tests.unit.configgrpc.hostile import HostileServer
-from tests.unit.configgrpc.measured import MiB, Measured, measured_containerd_list
+from tests.unit.configgrpc.measured import Measured, MiB, measured_containerd_list
 
 CONTAINERS = 256
 SPEC = 64 * 2**10  # 16 MiB of records in all
