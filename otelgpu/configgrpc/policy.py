@@ -11,7 +11,8 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   one retry that stays is bounded and ours: a stream the server reset with REFUSED_STREAM
   (never processed; a server at its stream limit does so) is sent again at most twice
   (`client.REFUSED_RETRIES`).
-- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send.
+- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send in
+  one message (a streamed answer's limit holds for each of its messages).
   grpcio checks a message's declared length before reading it and checks a compressed one
   while inflating, so neither a large nor a compressed answer grows past the limit. An
   answer within it still costs its bytes and more: sent in 1-byte DATA frames, grpcio spends
@@ -42,7 +43,8 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
 - **Reconnecting** is grpcio's: a lost connection is dialled again with grpcio's jittered
   exponential backoff, from `initial_backoff` up to `max_backoff`. A caller passes its own
   refresh interval as `max_backoff`, so a peer that came back is reached within one refresh.
-- **Deadlines** are per call (`Client.unary`'s `timeout`), also sent to the server.
+- **Deadlines** are per call (`Client.unary`'s and `Client.stream`'s `timeout`, the latter
+  for the whole streamed answer), also sent to the server.
 - **Proxies**: grpcio reads `grpc_proxy`, `https_proxy`, `http_proxy` and `no_proxy` for TCP
   targets (OTLP); unix sockets are never proxied (`proxy=False`).
 - **One connection per peer**: each channel has its own subchannel pool, so two components

@@ -36,10 +36,11 @@ LIVE_TASK_STATES = frozenset({_RUNNING, _PAUSED, _PAUSING})
 # Containers are listed with ListStream, one message per container record (its full OCI spec),
 # never with List, whose one answer holds every record: grpcio holds about 16 bytes per byte of a
 # message while it arrives in tiny frames, so the receive limit is what bounds a hostile
-# containerd's cost, and it now bounds one record, not the node. A record is a few KiB to a few
+# containerd's cost, and so it bounds one record, not the node. A record is a few KiB to a few
 # tens of KiB (a spec with thousands of env entries or mounts stays under 1 MiB); 4 MiB holds
 # every real one, and a record over it fails the listing (RESOURCE_EXHAUSTED). It also bounds the
-# Tasks/List answer (no streaming form): under 200 bytes per task, over 20,000 tasks.
+# Tasks/List answer (no streaming form): a task is a few hundred bytes (its IDs and stdio
+# paths), so some 7,000 running containers.
 MAX_MESSAGE = 4 * 2**20
 # Containers read per listing. The CRI plugin keeps a record per container and sandbox, exited
 # ones included until they are collected: a node at Kubernetes' 110 pods holds a few hundred, a
