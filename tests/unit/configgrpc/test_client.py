@@ -75,10 +75,18 @@ async def _gated(request: bytes, context: Any) -> bytes:
     return request
 
 
+_STREAMS_CANCELLED: list[asyncio.Event] = []  # set when a hanging stream is cancelled
+
+
 async def _stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
     for part in filter(None, request.decode().split(",")):
         if part == "hang":
-            await asyncio.Event().wait()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                for event in _STREAMS_CANCELLED:
+                    event.set()
+                raise
         elif not part.isdigit():
             await context.abort(grpc.StatusCode[part], "as asked")
         yield b"s" * int(part)
@@ -387,10 +395,17 @@ async def test_a_stream_that_fails_after_messages_raises_and_retires_only_for_th
 
 
 async def test_a_stream_given_up_early_is_cancelled_and_its_connection_kept(port: int) -> None:
-    async with _client(f"127.0.0.1:{port}") as client:
-        first = await client.unary(PEER, b"", timeout=10)
-        async with contextlib.aclosing(client.stream(STREAM, b"1,2,hang", timeout=30)) as stream:
-            async for message in stream:
-                if len(message) == 2:
-                    break  # the server would never end the stream
-        assert await client.unary(PEER, b"", timeout=10) == first
+    cancelled = asyncio.Event()
+    _STREAMS_CANCELLED.append(cancelled)
+    try:
+        async with _client(f"127.0.0.1:{port}") as client:
+            first = await client.unary(PEER, b"", timeout=10)
+            stream = client.stream(STREAM, b"1,2,hang", timeout=30)
+            async with contextlib.aclosing(stream):
+                async for message in stream:
+                    if len(message) == 2:
+                        break  # the server would never end the stream
+            await asyncio.wait_for(cancelled.wait(), 10)  # the server saw the call end
+            assert await client.unary(PEER, b"", timeout=10) == first
+    finally:
+        _STREAMS_CANCELLED.remove(cancelled)
