@@ -1,11 +1,12 @@
-"""One peer's gRPC channel and the one call shape the agent makes on it: a unary call with the
-request and the answer as bytes (the callers encode and parse: the OTLP encoder writes the
-request's bytes itself, and the kubelet's List answer is split before any pod is parsed)."""
+"""One peer's gRPC channel and the call shapes the agent makes on it: a unary call, and a call
+whose answer streams back message by message, with the request and the answers as bytes (the
+callers encode and parse: the OTLP encoder writes the request's bytes itself, and the kubelet's
+List answer is split before any pod is parsed)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import grpc
 import grpc.aio
@@ -51,10 +52,10 @@ class RpcError(Exception):
 
 
 class Client:
-    """Unary calls to one peer. The channel is made by the first call, on the running event
-    loop, and kept: grpcio reconnects it when the connection is lost. A stream the server
-    refused unread is sent again (`REFUSED_RETRIES`). A call that fails with a code in `REDIAL`
-    retires the channel: later calls open a new one, and the retired one is
+    """Unary and server-streaming calls to one peer. The channel is made by the first call, on
+    the running event loop, and kept: grpcio reconnects it when the connection is lost. A
+    stream the server refused unread is sent again (`REFUSED_RETRIES`). A call that fails with
+    a code in `REDIAL` retires the channel: later calls open a new one, and the retired one is
     closed when its last call in flight ends. Use it from one loop."""
 
     def __init__(
@@ -107,6 +108,47 @@ class Client:
         if not isinstance(answer, bytes):  # no deserializer: grpcio hands the bytes over
             raise RpcError(StatusCode.INTERNAL, f"an answer of type {type(answer).__name__}")
         return answer
+
+    async def stream(
+        self, method: str, request: bytes, *, timeout: float, metadata: Metadata = ()
+    ) -> AsyncGenerator[bytes, None]:
+        """The answer's messages to `request` on `method`, each as bytes as it arrives; raises
+        `RpcError` for an outcome other than OK, DEADLINE_EXCEEDED when `timeout` seconds pass
+        before the last message. The channel's receive limit holds for each message, not for
+        the whole answer. A consumer that stops early closes the generator (`aclosing`): the
+        call is cancelled, the connection kept. A refused stream is sent again as a unary call
+        is: the server refused it before any message, so nothing was read twice."""
+        deadline = time.monotonic() + timeout
+        for attempt in range(REFUSED_RETRIES + 1):
+            channel = self._connected()
+            self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
+            call = channel.unary_stream(method)(
+                request,
+                timeout=max(deadline - time.monotonic(), 0.0),
+                metadata=_grpc_metadata(metadata),
+                compression=self._compression,
+            )
+            received = False
+            try:
+                async for answer in call:
+                    if not isinstance(answer, bytes):  # no deserializer: bytes are handed over
+                        raise RpcError(
+                            StatusCode.INTERNAL, f"an answer of type {type(answer).__name__}"
+                        )
+                    received = True
+                    yield answer
+                return
+            except grpc.aio.AioRpcError as exc:
+                details = exc.details() or ""
+                refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
+                if refused and not received and attempt < REFUSED_RETRIES:
+                    continue  # never processed: sent again on the same connection
+                if exc.code() in REDIAL:
+                    self._retire(channel)
+                raise RpcError(exc.code(), details, _metadata(exc.trailing_metadata())) from None
+            finally:
+                call.cancel()  # a no-op once the call has ended
+                await self._release(channel)
 
     async def close(self) -> None:
         """Closes the channel and any retired one (calls in flight are cancelled); the next

@@ -11,13 +11,21 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   one retry that stays is bounded and ours: a stream the server reset with REFUSED_STREAM
   (never processed; a server at its stream limit does so) is sent again at most twice
   (`client.REFUSED_RETRIES`).
-- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send.
+- **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send in
+  one message (a streamed answer's limit holds for each of its messages).
   grpcio checks a message's declared length before reading it and checks a compressed one
   while inflating, so neither a large nor a compressed answer grows past the limit. An
   answer within it still costs its bytes and more: sent in 1-byte DATA frames, grpcio spends
   about 16 bytes per byte of it while it arrives. The bound per hostile peer is therefore
   stated in terms of its limit (docs/architecture.md, "gRPC peers"), and each peer's limit
   is kept near its real answers.
+- **Receive window** (`grpc.http2.bdp_probe` 0): grpcio's bandwidth-delay probe widens a
+  stream's receive window to megabytes on a fast link, and grpcio reads and holds what the
+  window lets in ahead of the caller: a streamed answer in 1-byte DATA frames then costs 16
+  bytes per byte of the window, however small each message. Without the probe the window
+  stays at HTTP/2's 64 KiB, widened by grpcio only to fit the message being read, so a
+  streamed answer costs per message (the `max_receive` limit), not per answer. Every peer of
+  the agent is a local socket or answers in small messages, so no throughput is lost.
 - **Keepalive** as the Collector's `configgrpc` client: a PING after 10 s without frames while
   a call is open, the connection dropped when its answer takes 10 s more; no PINGs on an idle
   connection (servers refuse those by default, and an idle channel reconnects on its next call
@@ -35,7 +43,8 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
 - **Reconnecting** is grpcio's: a lost connection is dialled again with grpcio's jittered
   exponential backoff, from `initial_backoff` up to `max_backoff`. A caller passes its own
   refresh interval as `max_backoff`, so a peer that came back is reached within one refresh.
-- **Deadlines** are per call (`Client.unary`'s `timeout`), also sent to the server.
+- **Deadlines** are per call (`Client.unary`'s and `Client.stream`'s `timeout`, the latter
+  for the whole streamed answer), also sent to the server.
 - **Proxies**: grpcio reads `grpc_proxy`, `https_proxy`, `http_proxy` and `no_proxy` for TCP
   targets (OTLP); unix sockets are never proxied (`proxy=False`).
 - **One connection per peer**: each channel has its own subchannel pool, so two components
@@ -105,6 +114,8 @@ class ChannelPolicy:
             ("grpc.primary_user_agent", self.user_agent),
             # Each peer gets its own connection: two components never share a subchannel.
             ("grpc.use_local_subchannel_pool", 1),
+            # No receive window grown to the bandwidth-delay product: see "Receive window".
+            ("grpc.http2.bdp_probe", 0),
         ]
         if self.authority:
             options.append(("grpc.default_authority", self.authority))

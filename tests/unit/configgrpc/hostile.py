@@ -11,15 +11,21 @@ naming no call as begun when a call arrives, then the connection closed), "goawa
 stormy after the mode changes, only new connections see the new mode), "tiny_frames" (an
 answer of `answer_size` bytes in 1-byte DATA frames), "black_hole" (reads everything, answers
 nothing, not even PINGs), "refused" (every call's stream reset with REFUSED_STREAM as it begins,
-counted in `refused`), "refused_once" (the next call's stream refused, then "echo").
+counted in `refused`), "refused_once" (the next call's stream refused, then "echo"),
+"containerd" (containerd's containers and tasks services, one container: `List` answers every
+container in one message, `ListStream` one message per container, `Tasks/List` no task),
+"containerd_many" (the same with `containers` records whose OCI spec is `answer_size` bytes),
+"containerd_tiny_frames" (those in 1-byte DATA frames).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import zlib
 from pathlib import Path
+from typing import Any
 
 import h2.config
 import h2.connection
@@ -31,6 +37,7 @@ import hyperframe.frame
 
 OK = [(":status", "200"), ("content-type", "application/grpc")]
 CHUNK = 2**14
+OCI_SPEC = "types.containerd.io/opencontainers/runtime-spec/1/Spec"
 
 
 def message(payload: bytes, compressed: bool = False) -> bytes:
@@ -58,12 +65,18 @@ def tiny_frames(stream: int, payload: bytes | memoryview) -> bytes:
 
 class HostileServer:
     def __init__(
-        self, socket: Path, mode: str = "echo", bomb_size: int = 0, answer_size: int = 0
+        self,
+        socket: Path,
+        mode: str = "echo",
+        bomb_size: int = 0,
+        answer_size: int = 0,
+        containers: int = 1,
     ) -> None:
         self.socket = socket
         self.mode = mode
         self.bomb = gzip_of_zeros(bomb_size) if bomb_size else b""
         self.answer_size = answer_size
+        self.containers = containers  # records a containerd mode lists
         self.goaways = 0  # GOAWAY frames sent by "goaway_kept_open"
         self.calls = 0  # calls whose request reached the server
         self.connections = 0
@@ -139,6 +152,7 @@ class HostileServer:
     ) -> None:
         """Reads the client's frames and answers each call as the mode is when it ends."""
         bodies: dict[int, bytes] = {}
+        paths: dict[int, str] = {}  # each call's method path
         while data := await reader.read(65536):
             if self.mode == "black_hole":
                 continue
@@ -168,6 +182,8 @@ class HostileServer:
                 await writer.drain()
                 continue
             for event in events:
+                if isinstance(event, h2.events.RequestReceived):
+                    paths[event.stream_id] = dict(event.headers).get(b":path", b"").decode()
                 if isinstance(event, h2.events.DataReceived):
                     conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
                     bodies[event.stream_id] = bodies.get(event.stream_id, b"") + event.data
@@ -177,7 +193,8 @@ class HostileServer:
                     self.calls += 1
                     self.called.set()
                     body = bodies.pop(event.stream_id, b"")
-                    flood = self._answer(conn, event.stream_id, body, writer)
+                    path = paths.pop(event.stream_id, "")
+                    flood = self._answer(conn, event.stream_id, body, writer, path)
                     if flood is not None:
                         floods.append(flood)
             self._flush(conn, writer)
@@ -193,9 +210,15 @@ class HostileServer:
         stream: int,
         body: bytes,
         writer: asyncio.StreamWriter,
+        path: str = "",
     ) -> asyncio.Task[None] | None:
         mode = self.mode
-        if mode == "echo":
+        if mode.startswith("containerd"):
+            conn.send_headers(stream, OK)
+            self._pending[stream] = self._containerd(path)
+            if mode == "containerd_tiny_frames":
+                self._tiny.add(stream)
+        elif mode == "echo":
             conn.send_headers(stream, OK)
             self._pending[stream] = message(body[5:])  # the request message, echoed
         elif mode == "tiny_frames":
@@ -241,6 +264,23 @@ class HostileServer:
             else:
                 del self._pending[stream]
                 self._tiny.discard(stream)
+
+    def _containerd(self, path: str) -> bytes:
+        """The gRPC messages of containerd's answer to `path`."""
+        if path.endswith(".Tasks/List"):
+            return message(b"")  # ListTasksResponse: no task
+        pb: Any = importlib.import_module("otelgpu.processors.container_env._proto.containers_pb2")
+        many = self.mode != "containerd"
+        spec = bytes(self.answer_size if many else 16)
+        records = [
+            pb.Container(id=f"{n:064x}", spec={"type_url": OCI_SPEC, "value": spec})
+            for n in range(self.containers if many else 1)
+        ]
+        if path.endswith("/ListStream"):
+            return b"".join(
+                message(pb.ListContainerMessage(container=r).SerializeToString()) for r in records
+            )
+        return message(pb.ListContainersResponse(containers=records).SerializeToString())
 
     def _goaway(self) -> bytes:
         """A GOAWAY that names no stream as begun: every call on the connection may be sent

@@ -44,6 +44,32 @@ async def main():
 asyncio.run(main())
 """
 
+# The containerd adapter instead: argv: socket, the call's timeout. Lists once to warm up,
+# then once more; the outcome is how many containers the second listing read, or its error.
+_CONTAINERD_CHILD = """
+import asyncio, sys
+from otelgpu.processors.container_env.containerd import ContainerdRuntime
+from otelgpu.processors.container_env.runtime import RuntimeUnavailable
+
+def peak():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+
+async def main():
+    runtime = ContainerdRuntime(sys.argv[1], "k8s.io", float(sys.argv[2]))
+    await runtime.list_containers()
+    before = peak()
+    try:
+        outcome = str(len(await runtime.list_containers()))
+    except RuntimeUnavailable as exc:
+        outcome = str(exc).split(": ", 1)[-1].split()[0]  # the status code's name
+    print(before, peak(), outcome, flush=True)
+    await runtime.close()
+
+asyncio.run(main())
+"""
+
 
 @dataclass(frozen=True)
 class Measured:
@@ -61,15 +87,29 @@ async def measured_call(
 ) -> Measured:
     """The outcome and memory of `calls` calls one after another, made once `server` (sane
     for the warm-up) is in `mode`."""
+    argv = (_CHILD, server.target, str(max_receive), str(timeout), str(calls))
+    return await _measured(server, mode, argv, calls * timeout)
+
+
+async def measured_containerd_list(server: HostileServer, mode: str, *, timeout: float) -> Measured:
+    """The outcome and memory of the containerd adapter's listing once `server` (a sane
+    containerd for the warm-up) is in `mode`; the outcome is the number of containers read."""
+    return await _measured(
+        server, mode, (_CONTAINERD_CHILD, str(server.socket), str(timeout)), timeout
+    )
+
+
+async def _measured(
+    server: HostileServer, mode: str, argv: tuple[str, ...], timeout: float
+) -> Measured:
     child = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _CHILD, server.target, str(max_receive), str(timeout), str(calls),
-        stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable, "-c", *argv, stdout=asyncio.subprocess.PIPE
+    )
     try:
         await server.called.wait()  # the warm-up call: every later call meets `mode`
         server.mode = mode
         # The child's own deadlines end it; past them by a minute it hangs, and is killed.
-        async with asyncio.timeout(calls * timeout + 60):
+        async with asyncio.timeout(timeout + 60):
             killed_at = await _watch(child)
         out = await child.stdout.read() if child.stdout else b""
     finally:

@@ -25,6 +25,9 @@ HANG = "/test.Echo/Hang"  # never answers
 SIZED = "/test.Echo/Sized"  # answers as many bytes as the request's decimal number
 PEER = "/test.Echo/Peer"  # answers the caller's address: one port per connection
 GATED = "/test.Echo/Gated"  # echoes once the test's gate opens
+# Streams each comma-separated part of the request as a message of that many bytes; a part
+# that is a status code's name ends the stream with it, "hang" waits without end.
+STREAM = "/test.Echo/Stream"
 PLAIN = ChannelPolicy(proxy=False)
 
 
@@ -72,6 +75,23 @@ async def _gated(request: bytes, context: Any) -> bytes:
     return request
 
 
+_STREAMS_CANCELLED: list[asyncio.Event] = []  # set when a hanging stream is cancelled
+
+
+async def _stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
+    for part in filter(None, request.decode().split(",")):
+        if part == "hang":
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                for event in _STREAMS_CANCELLED:
+                    event.set()
+                raise
+        elif not part.isdigit():
+            await context.abort(grpc.StatusCode[part], "as asked")
+        yield b"s" * int(part)
+
+
 def _handlers() -> grpc.GenericRpcHandler:
     methods = {
         "Call": _echo,
@@ -82,10 +102,9 @@ def _handlers() -> grpc.GenericRpcHandler:
         "Peer": _peer,
         "Gated": _gated,
     }
-    return grpc.method_handlers_generic_handler(
-        "test.Echo",
-        {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()},
-    )
+    handlers = {name: grpc.unary_unary_rpc_method_handler(fn) for name, fn in methods.items()}
+    handlers["Stream"] = grpc.unary_stream_rpc_method_handler(_stream)
+    return grpc.method_handlers_generic_handler("test.Echo", handlers)
 
 
 @contextlib.asynccontextmanager
@@ -339,3 +358,54 @@ async def test_tls_against_a_plaintext_server_says_so_and_other_failures_do_not(
         with pytest.raises(RpcError) as refused:
             await client.unary(ECHO, b"", timeout=10)
     assert not refused.value.plaintext_server, refused.value
+
+
+async def _streamed(client: Client, request: bytes, timeout: float = 10) -> list[int]:
+    return [len(m) async for m in client.stream(STREAM, request, timeout=timeout)]
+
+
+async def test_a_stream_s_messages_arrive_one_by_one_each_under_the_receive_limit(
+    port: int,
+) -> None:
+    policy = ChannelPolicy(max_receive=1000, proxy=False)
+    async with _client(f"127.0.0.1:{port}", policy) as client:
+        # the limit holds per message: many messages at the limit are no answer over it
+        assert await _streamed(client, b",".join([b"1000"] * 50)) == [1000] * 50
+        assert await _streamed(client, b"") == []  # no message at all
+        with pytest.raises(RpcError) as over:
+            await _streamed(client, b"10,1001")
+        assert over.value.code is StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_a_stream_that_fails_after_messages_raises_and_retires_only_for_the_connection(
+    port: int,
+) -> None:
+    async with _client(f"127.0.0.1:{port}") as client:
+        first = await client.unary(PEER, b"", timeout=10)
+        received: list[int] = []
+        with pytest.raises(RpcError) as failed:
+            async for message in client.stream(STREAM, b"1,2,NOT_FOUND", timeout=10):
+                received.append(len(message))
+        assert received == [1, 2] and failed.value.code is StatusCode.NOT_FOUND
+        assert await client.unary(PEER, b"", timeout=10) == first
+        with pytest.raises(RpcError) as stalled:
+            await _streamed(client, b"1,hang", timeout=0.5)
+        assert stalled.value.code is StatusCode.DEADLINE_EXCEEDED
+        assert await client.unary(PEER, b"", timeout=10) != first
+
+
+async def test_a_stream_given_up_early_is_cancelled_and_its_connection_kept(port: int) -> None:
+    cancelled = asyncio.Event()
+    _STREAMS_CANCELLED.append(cancelled)
+    try:
+        async with _client(f"127.0.0.1:{port}") as client:
+            first = await client.unary(PEER, b"", timeout=10)
+            stream = client.stream(STREAM, b"1,2,hang", timeout=30)
+            async with contextlib.aclosing(stream):
+                async for message in stream:
+                    if len(message) == 2:
+                        break  # the server would never end the stream
+            await asyncio.wait_for(cancelled.wait(), 10)  # the server saw the call end
+            assert await client.unary(PEER, b"", timeout=10) == first
+    finally:
+        _STREAMS_CANCELLED.remove(cancelled)

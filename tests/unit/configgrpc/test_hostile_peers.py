@@ -237,6 +237,19 @@ async def test_a_stream_the_server_refused_is_sent_again_on_the_same_connection(
         await client.close()
 
 
+async def test_a_streamed_call_the_server_refused_is_sent_again_on_the_same_connection(
+    hostile: HostileServer,
+) -> None:
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        hostile.mode = "refused_once"
+        answers = [m async for m in client.stream(METHOD, b"two", timeout=30)]
+        assert answers == [b"two"]
+        assert (hostile.refused, hostile.calls, hostile.connections) == (1, 1, 1)
+    finally:
+        await client.close()
+
+
 async def test_a_server_refusing_every_stream_fails_the_call_after_a_bounded_number_of_tries(
     hostile: HostileServer,
 ) -> None:

@@ -73,6 +73,12 @@ class ListContainersResponse(_message.Message):
     containers: _containers.RepeatedCompositeFieldContainer[Container]
     def __init__(self, containers: _Optional[_Iterable[_Union[Container, _Mapping]]] = ...) -> None: ...
 
+class ListContainerMessage(_message.Message):
+    __slots__ = ("container",)
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    container: Container
+    def __init__(self, container: _Optional[_Union[Container, _Mapping]] = ...) -> None: ...
+
 class CreateContainerRequest(_message.Message):
     __slots__ = ("container",)
     CONTAINER_FIELD_NUMBER: _ClassVar[int]

@@ -46,6 +46,11 @@ class ContainersStub:
                 request_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.SerializeToString,
                 response_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersResponse.FromString,
                 _registered_method=True)
+        self.ListStream = channel.unary_stream(
+                '/containerd.services.containers.v1.Containers/ListStream',
+                request_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.SerializeToString,
+                response_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainerMessage.FromString,
+                _registered_method=True)
         self.Create = channel.unary_unary(
                 '/containerd.services.containers.v1.Containers/Create',
                 request_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.CreateContainerRequest.SerializeToString,
@@ -75,6 +80,12 @@ class ContainersServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListStream(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Create(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -99,6 +110,11 @@ def add_ContainersServicer_to_server(servicer, server):
                     servicer.List,
                     request_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.FromString,
                     response_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersResponse.SerializeToString,
+            ),
+            'ListStream': grpc.unary_stream_rpc_method_handler(
+                    servicer.ListStream,
+                    request_deserializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.FromString,
+                    response_serializer=otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainerMessage.SerializeToString,
             ),
             'Create': grpc.unary_unary_rpc_method_handler(
                     servicer.Create,
@@ -167,6 +183,33 @@ class Containers:
             '/containerd.services.containers.v1.Containers/List',
             otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.SerializeToString,
             otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/containerd.services.containers.v1.Containers/ListStream',
+            otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainersRequest.SerializeToString,
+            otelgpu_dot_processors_dot_container__env_dot___proto_dot_containers__pb2.ListContainerMessage.FromString,
             options,
             channel_credentials,
             insecure,

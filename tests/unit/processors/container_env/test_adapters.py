@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +75,11 @@ async def test_containerd_client_refuses_every_write_method(tmp_path: Path) -> N
     rt = ContainerdRuntime(str(tmp_path / "none.sock"), "k8s.io", 1.0)
     containers, tasks = containerd_mod.CONTAINERS, containerd_mod.TASKS
     assert {
-        f"{containers}/List",
+        f"{containers}/ListStream",
         f"{containers}/Get",
         f"{tasks}/List",
     } == containerd_mod.READ_METHODS
-    writes = [(containers, m) for m in ("Create", "Update", "Delete", "ListStream")]
+    writes = [(containers, m) for m in ("Create", "Update", "Delete", "List")]
     writes += [(tasks, m) for m in ("Create", "Start", "Kill", "Delete", "Exec")]
     for service, method in writes:
         with pytest.raises(ValueError, match="not a read method"):
@@ -89,7 +90,7 @@ async def test_containerd_dead_socket_is_unavailable(tmp_path: Path) -> None:
     sock = tmp_path / "dead.sock"
     sock.touch()  # a socket file left behind by a crashed daemon
     rt = ContainerdRuntime(str(sock), "k8s.io", 1.0)
-    with pytest.raises(RuntimeUnavailable, match="List: UNAVAILABLE"):
+    with pytest.raises(RuntimeUnavailable, match="Containers/ListStream: UNAVAILABLE"):
         await rt.list_containers()
     await rt.close()
 
@@ -254,8 +255,14 @@ async def test_containerd_running_is_a_live_task(
         calls.append(f"{service}/{method}")
         return answers[service]
 
+    async def stream(service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+        calls.append(f"{service}/{method}")
+        for container in containers.containers:
+            yield pb.ListContainerMessage(container=container).SerializeToString()
+
     rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
     monkeypatch.setattr(rt, "_call", call)
+    monkeypatch.setattr(rt, "_stream", stream)
     running = {r.id: r.running for r in await rt.list_containers()}
     assert running == {
         "run": True,
@@ -264,6 +271,7 @@ async def test_containerd_running_is_a_live_task(
         "created": False,
         "none": False,
     }
+    assert calls == [f"{containerd_mod.CONTAINERS}/ListStream", f"{containerd_mod.TASKS}/List"]
     assert set(calls) <= containerd_mod.READ_METHODS
 
 
@@ -271,9 +279,26 @@ async def test_containerd_undecodable_task_list_is_unavailable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def call(service: str, method: str, request: bytes) -> bytes:
-        return b"" if service == containerd_mod.CONTAINERS else b"\xff\xff\xff"
+        return b"\xff\xff\xff"
+
+    async def stream(service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+        yield pb.ListContainerMessage(container=pb.Container(id="c")).SerializeToString()
 
     rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
     monkeypatch.setattr(rt, "_call", call)
+    monkeypatch.setattr(rt, "_stream", stream)
     with pytest.raises(RuntimeUnavailable, match="Tasks/List: undecodable"):
+        await rt.list_containers()
+
+
+async def test_containerd_undecodable_container_message_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def stream(service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+        yield pb.ListContainerMessage(container=pb.Container(id="c")).SerializeToString()
+        yield b"\xff\xff\xff"
+
+    rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
+    monkeypatch.setattr(rt, "_stream", stream)
+    with pytest.raises(RuntimeUnavailable, match="Containers/ListStream: undecodable"):
         await rt.list_containers()

@@ -1,9 +1,10 @@
 """containerd listing details without a daemon: what the client makes of the record fields
-that containerd answers on Containers/List (Tasks/List scripted alongside)."""
+that containerd answers on Containers/ListStream (Tasks/List scripted alongside)."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,19 +19,20 @@ tasks_pb = importlib.import_module("otelgpu.processors.container_env._proto.task
 def _runtime(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, containers: list[object]
 ) -> ContainerdRuntime:
-    """A client whose Containers/List answers `containers` and whose Tasks/List is empty."""
-    answers = {
-        containerd_mod.CONTAINERS: pb.ListContainersResponse(
-            containers=containers
-        ).SerializeToString(),
-        containerd_mod.TASKS: tasks_pb.ListTasksResponse().SerializeToString(),
-    }
+    """A client whose Containers/ListStream answers `containers` and whose Tasks/List is
+    empty."""
 
     async def call(service: str, method: str, request: bytes) -> bytes:
-        return answers[service]
+        assert service == containerd_mod.TASKS
+        return tasks_pb.ListTasksResponse().SerializeToString()
+
+    async def stream(service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+        for container in containers:
+            yield pb.ListContainerMessage(container=container).SerializeToString()
 
     rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
     monkeypatch.setattr(rt, "_call", call)
+    monkeypatch.setattr(rt, "_stream", stream)
     return rt
 
 
