@@ -8,9 +8,7 @@ compare times. Waits are on events (the server counting the answers it gave), ne
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfi
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
+from tests.integration.test_pod_resources import wait_for
 from tests.peers.cri_records import Pod, create_container, create_sandbox, stop_pod
 from tests.peers.kubelet import FakeKubelet, container, kubelet, pod
 from tests.peers.runtime import Containerd
@@ -53,15 +52,7 @@ def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]
 async def _answers(kubelet: FakeKubelet, n: int, timeout: float = 10.0) -> None:
     """Waits until the server was asked for its allocatable devices `n` times in all: the
     last call of a refresh, so `n - 1` refreshes are complete."""
-    await _until(lambda: kubelet.count("GetAllocatableResources") >= n, timeout)
-
-
-async def _until(check: Callable[[], object], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        await asyncio.sleep(0.02)
+    await wait_for(lambda: kubelet.count("GetAllocatableResources") >= n, timeout)
 
 
 def _run(socket: Path, p: Pod, team: str) -> None:
@@ -126,7 +117,7 @@ async def test_a_stale_kubelet_lends_no_recreated_pods_labels_to_the_old_gpu(
         assert series(telemetry, UNMATCHED, processor="container_env", reason="holder_stale")
         # The kubelet catches up.
         kubelet.set_pods(pod("ml", "stateful-0", container("trainer", {GPU: [UUID_B]})))
-        await _until(lambda: semconv.K8S_POD_NAME in cycle()[UUID_B], 10.0)
+        await wait_for(lambda: semconv.K8S_POD_NAME in cycle()[UUID_B], 10.0)
         await env.refresh()  # a listing that began after the kubelet listed the new pair
         seen = cycle()
         assert seen[UUID_B][TEAM] == "new-team"
