@@ -142,6 +142,8 @@ class K8sAttributesProcessor:
             timeout=self._config.timeout,
             clock=self._clock,
             rng=self._rng,
+            listings=self._settings.pod_listings,
+            listing_source=self._config.pod_resources_socket,
         )
         self._task = asyncio.create_task(self._refresher.run(), name=f"refresh:{self._id}")
         # The first export waits for the kubelet's first answer (or failure): a pipeline that
