@@ -78,7 +78,6 @@ class ContainerEnvProcessor:
         # when each container the snapshot matches by name was first listed (`_unconfirmed`)
         self._listed_from = float("-inf")
         self._appeared: dict[str, float] = {}  # container ID → when first listed
-        self._cid_of: dict[int, str] = {}  # id of a snapshot match → its container ID
         # per (namespace, pod, container): each pod uid listed under it → [when the listing
         # that first showed it began, when the first complete listing without it began (inf:
         # still listed)]; per container: when the last complete listing before the one that
@@ -88,6 +87,11 @@ class ContainerEnvProcessor:
         self._refreshing = asyncio.Lock()
         self._first_refresh: asyncio.Event | None = None
         self._squatters_logged: set[tuple[object, object]] = set()
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The lookup tables `process` reads (empty until a runtime answers)."""
+        return self._snapshot
 
     async def start(self, host: Host) -> None:
         runtimes = self._runtimes(self._config)
@@ -266,8 +270,7 @@ class ContainerEnvProcessor:
         confirmed = rm.notes.get(notes.HOLDERS_CONFIRMED) if rm.notes else None
         if not isinstance(confirmed, float):
             return False
-        cid = self._cid_of.get(id(match))
-        appeared = self._appeared.get(cid) if cid is not None else None
+        appeared = self._appeared.get(match.container_id)
         return appeared is not None and appeared > confirmed
 
     def _held_by_other_uid(self, rm: ResourceMetrics, match: Match) -> bool:
@@ -286,8 +289,8 @@ class ContainerEnvProcessor:
         changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
         if not (isinstance(since, float) and isinstance(changed, float)) or not match.pod_uid:
             return False
-        cid = self._cid_of.get(id(match))
-        if cid is None or changed > self._unseen_at.get(cid, float("inf")):
+        cid = match.container_id
+        if not cid or changed > self._unseen_at.get(cid, float("inf")):
             return False
         uids = self._uids_of_name.get(_workload(match), {})
         mine = uids.get(match.pod_uid)
@@ -348,11 +351,9 @@ class ContainerEnvProcessor:
             await asyncio.gather(*(s.refresh() for s in self._sources))
         found = [s for s in self._sources if s.found]
         self._snapshot = Snapshot.merge(s.snapshot for s in found if s.snapshot is not None)
-        # When each container was first listed; and each match's container (the snapshot
-        # holds the matches, so their ids are theirs while it is current).
+        # When each container was first listed.
         listed_before = self._appeared
         self._appeared = {cid: self._appeared.get(cid, started) for cid in self._snapshot.by_id}
-        self._cid_of = {id(match): cid for cid, match in self._snapshot.by_id.items()}
         # A runtime that is down keeps labelling from its last snapshot, but what it does not
         # know is "runtime_down", not "container_not_found" (and asks for no early refresh).
         self._degraded = not found or any(not s.up for s in found)
