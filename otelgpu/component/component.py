@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
+from otelgpu.component.clock import AGENT_CLOCK, Clock
 from otelgpu.pdata.model import Batch
 from otelgpu.pdata.naming import NO_NAMES, NamingTable
 
@@ -153,6 +154,9 @@ class Settings:
     # that check their view of the node against it (kubelet_stats). One per service; None: no
     # listing is shared (a component built alone).
     pod_listings: PodListings | None = None
+    # The clock of every component of the service (`otelgpu.component.clock.AGENT_CLOCK`):
+    # times one component notes on a resource are compared by another (`pdata/notes.py`).
+    clock: Clock = AGENT_CLOCK
 
     @classmethod
     def for_component(

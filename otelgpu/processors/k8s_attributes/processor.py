@@ -25,7 +25,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 
-from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.clock import Clock
 from otelgpu.component.component import Host, Settings
 from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.pdata import notes, semconv
@@ -85,7 +85,8 @@ class K8sAttributesProcessor:
         self._settings = settings
         self._config = config
         self._client = client
-        self._clock = clock or RealClock()
+        # The agent's clock unless a test gives one: the notes' times are on it
+        self._clock = clock or settings.clock
         self._environ = environ
         self._rng = rng
         self._id = str(settings.id)
