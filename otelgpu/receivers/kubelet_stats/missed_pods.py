@@ -7,7 +7,8 @@ left out without a word, and its CPU and memory series are simply absent. Where 
 kubelet lists (`otelgpu.component.pod_listing`), and each successful summary read is checked
 against every pod listed there (every pod the kubelet runs, with or without a GPU):
 
-- `not_in_summary`: listed, and the summary has no entry of that namespace and name;
+- `not_in_summary`: listed, and the summary has no entry of that namespace and name (a pod
+  started seconds before may miss one read; the silent gap misses read after read);
 - `no_stats_yet`: the summary names it, but none of its entries gave a series (judged only when
   a pod-level group, `pod`, `container` or `volume`, is enabled).
 
