@@ -40,6 +40,8 @@ class _Source:
     tickets: int = 0  # the last ticket taken
     answered: int = 0  # the ticket of the answer installed (0: none since the last failure)
     since: dict[PodName, int] = field(default_factory=dict)  # pod → first answer of its run
+    pods: frozenset[PodName] = frozenset()  # what the installed answer listed
+    newest: int = 0  # the latest start of a run among them (most reads began after it)
 
 
 class PodListings:
@@ -63,8 +65,12 @@ class PodListings:
         entry = self._sources.setdefault(source, _Source())
         if ticket <= entry.answered:
             return
-        since = entry.since
-        entry.since = {pod: since.get(pod, ticket) for pod in pods}
+        listed = frozenset(pods)
+        # The same pods (most answers: the poster hands on the same set): every run goes on.
+        if entry.answered == 0 or (listed is not entry.pods and listed != entry.pods):
+            since = entry.since
+            entry.since = {pod: since.get(pod, ticket) for pod in listed}
+            entry.pods, entry.newest = listed, max(entry.since.values(), default=0)
         entry.answered = ticket
 
     def failed(self, source: str) -> None:
@@ -72,7 +78,7 @@ class PodListings:
         after the failure starts a new run."""
         entry = self._sources.get(source)
         if entry is not None:
-            entry.since, entry.answered = {}, 0
+            entry.since, entry.answered, entry.pods, entry.newest = {}, 0, frozenset(), 0
 
     # --- the components that check against it --------------------------------------------
 
@@ -100,6 +106,8 @@ class PodListings:
         state = entry[1]
         if state.answered <= mark.asked_by_end:
             return None
+        if state.newest <= mark.answered_before:  # every run began before the read
+            return state.pods
         return frozenset(pod for pod, first in state.since.items() if first <= mark.answered_before)
 
     def _only(self) -> tuple[str, _Source] | None:

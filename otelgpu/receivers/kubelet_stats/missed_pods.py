@@ -89,21 +89,19 @@ class MissedPods:
         self._pending = waiting
 
     def _count(self, listed: frozenset[PodName], pods: Mapping[PodName, bool]) -> None:
+        # Set operations rather than a Python loop over every listed pod: this runs on the loop
+        missed = [(pod, NOT_IN_SUMMARY) for pod in listed - pods.keys()]
+        if self._judges_stats:
+            empty = (pod for pod, has_series in pods.items() if not has_series)
+            missed += [(pod, NO_STATS_YET) for pod in empty if pod in listed]
         counts = {NOT_IN_SUMMARY: 0, NO_STATS_YET: 0}
-        for pod in sorted(listed):
-            has_series = pods.get(pod)
-            if has_series is None:
-                reason = NOT_IN_SUMMARY
-            elif not has_series and self._judges_stats:
-                reason = NO_STATS_YET
-            else:
-                continue
+        for pod, reason in sorted(missed):
             counts[reason] += 1
             self._log(pod, reason)
         for reason, n in counts.items():
             self._settings.telemetry.count(MISSED_PODS, n, receiver=self._receiver, reason=reason)
-        # remembered while listed: memory stays bounded by the node's pods
-        self._logged = {(pod, reason) for pod, reason in self._logged if pod in listed}
+        if self._logged:  # remembered while listed: memory stays bounded by the node's pods
+            self._logged = {(pod, reason) for pod, reason in self._logged if pod in listed}
 
     def _log(self, pod: PodName, reason: str) -> None:
         if (pod, reason) in self._logged:
