@@ -1,4 +1,10 @@
-"""Time as a component sees it: the event loop's clock, or one a test advances by hand."""
+"""Time as a component sees it: the agent's clock, or one a test advances by hand.
+
+`AGENT_CLOCK` is the one clock the service hands every component (`Settings.clock`). Times one
+component leaves on a resource for another (the `holder.*` notes k8s_attributes leaves and
+container_env compares with when it listed the runtime, `otelgpu.pdata.notes`) mean something
+only on one clock: both read theirs off their Settings, never a clock of their own.
+"""
 
 from __future__ import annotations
 
@@ -25,3 +31,7 @@ class RealClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+# The agent's clock (`Settings.clock`): stateless, so one instance serves every service.
+AGENT_CLOCK: Clock = RealClock()

@@ -8,11 +8,13 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
+from otelgpu.component.clock import AGENT_CLOCK, Clock
 from otelgpu.pdata.model import Batch
 from otelgpu.pdata.naming import NO_NAMES, NamingTable
 
 if TYPE_CHECKING:
     from otelgpu.component.kept_listeners import KeptListeners
+    from otelgpu.component.pod_listing import PodListings
     from otelgpu.component.telemetry import SelfTelemetry
 
 
@@ -148,6 +150,13 @@ class Settings:
     # The names the config's receivers give their metrics in other tools' vocabularies
     # (`Factory.naming`, merged): what an exporter's `naming: dcgm` renders.
     naming: NamingTable = NO_NAMES
+    # What the kubelet's pod-resources API lists, posted by k8s_attributes for the components
+    # that check their view of the node against it (kubelet_stats). One per service; None: no
+    # listing is shared (a component built alone).
+    pod_listings: PodListings | None = None
+    # The clock of every component of the service (`otelgpu.component.clock.AGENT_CLOCK`):
+    # times one component notes on a resource are compared by another (`pdata/notes.py`).
+    clock: Clock = AGENT_CLOCK
 
     @classmethod
     def for_component(
@@ -157,6 +166,7 @@ class Settings:
         telemetry: SelfTelemetry,
         listeners: KeptListeners | None = None,
         naming: NamingTable = NO_NAMES,
+        pod_listings: PodListings | None = None,
     ) -> Settings:
         """Settings with the logger named `otelgpu.<kind>.<id>`, the name operators grep for."""
         logger = logging.getLogger(f"otelgpu.{kind.value}.{id}")
@@ -167,4 +177,5 @@ class Settings:
             telemetry=telemetry,
             listeners=listeners,
             naming=naming,
+            pod_listings=pod_listings,
         )

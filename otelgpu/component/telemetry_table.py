@@ -168,6 +168,13 @@ INSTRUMENTS: tuple[Instrument, ...] = (
         "reason",
     ),
     counter(
+        "otelgpu_kubelet_missed_pods_total",
+        "Pods the kubelet's pod-resources API lists that its stats summary misses, per read, "
+        "by reason",
+        "receiver",
+        "reason",
+    ),
+    counter(
         "otelgpu_kubelet_errors_total",
         "Failed kubelet summary requests, by reason",
         "receiver",

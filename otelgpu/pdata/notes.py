@@ -2,6 +2,12 @@
 
 Notes travel with a resource through one pipeline and are never exported. They let a later
 processor check what an earlier one knew without either reaching into the other.
+
+Times in notes (`HOLDER_SINCE`, `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`) are monotonic seconds
+on the agent's clock (`otelgpu.component.clock.AGENT_CLOCK`, handed to every component as
+`Settings.clock`): the processor that reads them compares them with times off its own Settings'
+clock, which is the same one. A component given a clock of its own (a test) must give the
+processors on either side of a note the same one.
 """
 
 # On a GPU process's resource, from k8s_attributes: the containers the kubelet allocated the
@@ -16,9 +22,9 @@ GPU_HOLDERS = "gpu.holders"
 GPU_PROCESSES = "gpu.processes"
 
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
-# k8s_attributes: since when (its clock's monotonic seconds) the kubelet lists that container on
-# that device; -inf for what its first answer after a start already listed. A runtime listing
-# that began before it may still hold a deleted pod's container under the same name.
+# k8s_attributes: since when (the agent clock's monotonic seconds) the kubelet lists that
+# container on that device; -inf for what its first answer after a start already listed. A
+# runtime listing that began before it may still hold a deleted pod's container under the name.
 HOLDER_SINCE = "holder.since"
 
 # Beside HOLDER_SINCE: when the kubelet last answered (the same clock). A container the runtime

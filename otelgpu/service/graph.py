@@ -24,6 +24,7 @@ from otelgpu.component.component import (
 from otelgpu.component.consumer import FanOut, GuardedConsumer, PipelineHead
 from otelgpu.component.errors import StartError
 from otelgpu.component.kept_listeners import KeptListeners
+from otelgpu.component.pod_listing import PodListings
 from otelgpu.component.registry import Registry
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.collector_compat import factory_for
@@ -40,6 +41,8 @@ class Graph:
     processors: dict[tuple[ComponentID, ComponentID], Processor] = field(default_factory=dict)
     receivers: dict[ComponentID, Receiver] = field(default_factory=dict)
     heads: dict[ComponentID, PipelineHead] = field(default_factory=dict)
+    # What pod-resources lists, shared by this graph's components (`Settings.pod_listings`)
+    pod_listings: PodListings = field(default_factory=PodListings)
 
     def start_order(self) -> list[tuple[str, str, Component]]:
         """(label, kind, component) from downstream to upstream: extensions, exporters,
@@ -62,15 +65,18 @@ def build(
     telemetry: SelfTelemetry,
     listeners: KeptListeners | None = None,
 ) -> Graph:
-    """Creates every component (no I/O happens here: factories only construct); `listeners`
-    and the naming tables of the config's receivers are handed to each in its Settings."""
+    """Creates every component (no I/O happens here: factories only construct); `listeners`,
+    the naming tables of the config's receivers and the graph's pod listing board are handed
+    to each in its Settings."""
     graph = Graph()
     receivers = sorted({r for p in config.pipelines.values() for r in p.receivers})
     naming = NamingTable.merge(_naming(registry, cid) for cid in receivers)
 
     def create(kind: Kind, cid: ComponentID, *extra: Any) -> Any:
         factory = factory_for(registry, kind, cid)
-        settings = Settings.for_component(cid, kind, telemetry, listeners, naming)
+        settings = Settings.for_component(
+            cid, kind, telemetry, listeners, naming, graph.pod_listings
+        )
         if factory.stability.value != "stable":
             settings.logger.debug("%s %s is %s", kind.value, cid, factory.stability.value)
         try:

@@ -27,10 +27,14 @@ from otelgpu.service.builtins import builtin_registry
 from otelgpu.service.service import Service
 from tests.conftest import make_settings
 from tests.fakes import Sink
+from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.kubelet import kubelet as pod_resources
 from tests.peers.kubelet_stats_server import NODE, TOKEN, KubeletStatsServer, busy_node_summary
 from tests.peers.prometheus import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+
+__all__ = ["pod_resources"]  # the pytest fixture (the kubelet's pod-resources server)
 
 pytestmark = pytest.mark.integration
 
@@ -358,11 +362,15 @@ async def test_read_only_port_is_plain_http_without_a_token(
 
 @contextlib.asynccontextmanager
 async def k8s_node_agent(
-    tmp_path: Path, server: KubeletStatsServer, naming: str = "otel"
+    tmp_path: Path,
+    server: KubeletStatsServer,
+    naming: str = "otel",
+    pod_resources: Path | None = None,
 ) -> AsyncIterator[str]:
-    """pipelines/k8s-node.yaml through the real service, with local ports and peers; yields
-    its /metrics URL."""
+    """pipelines/k8s-node.yaml through the real service, with local ports and peers (the
+    pod-resources socket `pod_resources`, or none there); yields its /metrics URL."""
     port, missing = free_port(), tmp_path / "missing"
+    socket = pod_resources or missing / "kubelet.sock"
     overlay = tmp_path / "local.yaml"
     overlay.write_text(
         json.dumps(
@@ -382,7 +390,10 @@ async def k8s_node_agent(
                     },
                 },
                 "processors": {
-                    "k8s_attributes": {"pod_resources_socket": str(missing / "kubelet.sock")},
+                    "k8s_attributes": {
+                        "pod_resources_socket": str(socket),
+                        "refresh_interval": "1s",
+                    },
                     "container_env": {
                         "containerd": {"socket": str(missing / "containerd.sock")},
                         "docker": {"socket": str(missing / "docker.sock")},
@@ -414,6 +425,32 @@ async def test_the_k8s_node_pipeline_serves_kubelet_series_beside_gpu_series(
         body = await _metrics_until(url, WANTED)
     missing_series = [w for w in WANTED if w not in body]
     assert missing_series == [], body[:3000]
+
+
+async def test_pods_pod_resources_lists_that_the_summary_misses_are_counted(
+    tmp_path: Path, pod_resources: FakeKubelet
+) -> None:
+    """The cAdvisor failure's silent gap made visible: a GPU pod the kubelet's pod-resources
+    API lists and its summary does not (no container CPU or memory series for it) is counted
+    as `not_in_summary`; a pod the summary names without any stats yet as `no_stats_yet`; a
+    pod both list fully is not counted. Through pipelines/k8s-node.yaml, where k8s_attributes
+    shares what pod-resources lists with kubelet_stats."""
+    pod_resources.set_pods(
+        pod("ml", "trainer-0", container("trainer", {"nvidia.com/gpu": ["GPU-1"]})),
+        pod("ml", "pending-1", container("main")),
+        pod("ml", "ghost-gpu", container("cuda", {"nvidia.com/gpu": ["GPU-2"]})),
+    )
+    missed = 'otelgpu_kubelet_missed_pods_total{reason="%s",receiver="kubelet_stats"}'
+    async with (
+        kubelet(tmp_path) as server,
+        k8s_node_agent(tmp_path, server, pod_resources=pod_resources.socket) as url,
+    ):
+        body = await _metrics_until(url, (missed % "not_in_summary", missed % "no_stats_yet"))
+    lines = [line for line in body.splitlines() if line.startswith("otelgpu_kubelet_missed")]
+    counts = {name: float(value) for name, value in (line.split(" ") for line in lines)}
+    assert counts.keys() == {missed % "not_in_summary", missed % "no_stats_yet"}, body[:3000]
+    # one pod each, per judged read: trainer-0, in both, is never counted
+    assert counts[missed % "not_in_summary"] == counts[missed % "no_stats_yet"] >= 1
 
 
 async def test_a_recreated_pod_is_one_set_of_series_in_metrics_at_once(tmp_path: Path) -> None:

@@ -23,11 +23,14 @@ WorkloadKey = tuple[str, str, str]  # (namespace, pod, container)
 class Match:
     """What a matched resource gains: the exported attributes, capped, and the k8s identity
     from the runtime's labels (used only to fill in names missing on a container.id match);
-    `pod_uid` is the container's pod uid ("" when the runtime does not say), never exported."""
+    `pod_uid` is the container's pod uid ("" when the runtime does not say), never exported;
+    `container_id` the container it was composed from, so a match found by name says which
+    container it is."""
 
     attributes: Mapping[str, str]
     identity: Mapping[str, str]
     pod_uid: str = ""
+    container_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +122,12 @@ class SnapshotComposer:
                 else:
                     attributes[prefix + key] = values[key]
         self._audit.dropped(dropped)
-        return Match(attributes=attributes, identity=_identity(record), pod_uid=record.pod_uid)
+        return Match(
+            attributes=attributes,
+            identity=_identity(record),
+            pod_uid=record.pod_uid,
+            container_id=record.id,
+        )
 
 
 class _Sandboxes:

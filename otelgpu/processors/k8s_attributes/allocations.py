@@ -9,6 +9,7 @@ device empties its series at once (`gone`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import (
@@ -28,24 +29,31 @@ ALLOCATION_DESCRIPTION = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """One device's allocation series as built: from `allocation` and the device's resource
+    `device` (the very objects: a new snapshot's allocation, or a new resource from the
+    receiver, is a rebuild), one resource, share and set of point attributes per holder.
+    What changes without either changing (since when each holder is listed, when the kubelet
+    last answered) is not built in: each call notes what it is given."""
+
+    allocation: Allocation
+    device: Attributes
+    resources: tuple[Attributes, ...]
+    shares: tuple[float, ...]
+    points: tuple[Attributes, ...]
+
+    def of(self, allocation: Allocation, device: Attributes) -> bool:
+        """Whether this was built from `allocation` on `device`."""
+        return self.allocation is allocation and self.device is device
+
+
 class AllocationSeries:
     """The allocation series of every device that has holders."""
 
     def __init__(self) -> None:
-        # allocation identity → (allocation, device resource, holders' resources, shares,
-        # holders' point attributes, since when each holds it), rebuilt when either of the
-        # first two changes
-        self._built: dict[
-            Identity,
-            tuple[
-                Allocation,
-                Attributes,
-                tuple[Attributes, ...],
-                tuple[float, ...],
-                tuple[Attributes, ...],
-                tuple[float, ...],
-            ],
-        ] = {}
+        # the allocation series' identity → what it was last built from, and its parts
+        self._built: dict[Identity, _Built] = {}
 
     def series(
         self,
@@ -60,7 +68,8 @@ class AllocationSeries:
         rebuilt only when the allocation or the device's resource changed), each with the
         notes of since when its holder is listed, when the kubelet last answered and since
         when it lists the holder's pod as it does now (`notes.HOLDER_SINCE`,
-        `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`; `since` and `changed` are per holder).
+        `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`; `since` and `changed` are per holder, -inf
+        for each when they do not have one per holder).
 
         Each point names its device and holder itself (`hw.id`, `hw.type`, namespace, pod,
         container) besides its resource: a backend that keeps only point attributes
@@ -68,27 +77,16 @@ class AllocationSeries:
         as the receiver's GPU points carry their `hw.id`."""
         device = rm.identity if rm.identity is not None else rm.resource.get(semconv.HW_ID)
         identity = (semconv.GPU_ALLOCATION, device)
-        cached = self._built.get(identity)
-        if cached is None or cached[0] is not found or cached[1] is not rm.resource:
-            resources: tuple[Attributes, ...] = tuple(
-                {**rm.resource, **labels} for labels, _ in found.holders
-            )
-            shares = tuple(share for _, share in found.holders)
-            sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
-            points = tuple(
-                _point_identity(resource, source)
-                for resource, source in zip(resources, sources, strict=True)
-            )
-            if len(since) != len(resources):
-                since = (float("-inf"),) * len(resources)
-            cached = (found, rm.resource, resources, shares, points, since)
+        built = self._built.get(identity)
+        if built is None or not built.of(found, rm.resource):
+            built = _build(found, rm.resource)
             if len(self._built) >= _ALLOCATIONS_MAX:
                 self._built.clear()
-            self._built[identity] = cached
-        _, _, resources, shares, points, held_since = cached
+            self._built[identity] = built
         when = _first_time(rm)
-        if len(changed) != len(resources):
-            changed = (float("-inf"),) * len(resources)
+        never = (float("-inf"),) * len(built.resources)
+        held_since = since if len(since) == len(built.resources) else never
+        listed = changed if len(changed) == len(built.resources) else never
         return [
             ResourceMetrics(
                 resource=resource,
@@ -99,11 +97,11 @@ class AllocationSeries:
                 notes={
                     notes.HOLDER_SINCE: held,
                     notes.HOLDERS_CONFIRMED: confirmed,
-                    notes.HOLDERS_CHANGED: listed,
+                    notes.HOLDERS_CHANGED: pod_listed,
                 },
             )
-            for resource, share, attributes, held, listed in zip(
-                resources, shares, points, held_since, changed, strict=True
+            for resource, share, attributes, held, pod_listed in zip(
+                built.resources, built.shares, built.points, held_since, listed, strict=True
             )
         ]
 
@@ -122,6 +120,17 @@ class AllocationSeries:
             scope_version=rm.scope_version,
             identity=identity,
         )
+
+
+def _build(found: Allocation, device: Attributes) -> _Built:
+    resources = tuple({**device, **labels} for labels, _ in found.holders)
+    shares = tuple(share for _, share in found.holders)
+    sources = found.sources or (DEVICE_PLUGIN,) * len(shares)
+    points = tuple(
+        _point_identity(resource, source)
+        for resource, source in zip(resources, sources, strict=True)
+    )
+    return _Built(found, device, resources, shares, points)
 
 
 def allocation_metric(

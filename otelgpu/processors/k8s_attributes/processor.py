@@ -12,7 +12,8 @@ instances' holders. GPU processes are left to container_env (their own container
 
 Devices come from device plugins (`devices`) and from DRA claims (`dynamic_resources`); each
 allocation point says which (`nvidia.gpu.allocation.source`), and NVIDIA claim devices that
-reach no GPU of the batch are counted by reason.
+reach no GPU of the batch are counted by reason (`dra_report`). Since when each holder is
+listed, noted for container_env, is worked out at each answer (`holder_times`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import random
 from collections.abc import Mapping
 from dataclasses import replace
 
-from otelgpu.component.clock import Clock, RealClock
+from otelgpu.component.clock import Clock
 from otelgpu.component.component import Host, Settings
 from otelgpu.component.tasks import cancel_and_wait
 from otelgpu.pdata import notes, semconv
@@ -38,6 +39,8 @@ from otelgpu.pdata.model import (
 from otelgpu.processors.k8s_attributes.allocations import AllocationSeries
 from otelgpu.processors.k8s_attributes.config import NODE_NAME_ENV, K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.devices import Key, device_file_name, resource_keys
+from otelgpu.processors.k8s_attributes.dra_report import DraReport
+from otelgpu.processors.k8s_attributes.holder_times import HolderTimes
 from otelgpu.processors.k8s_attributes.pod_resources import (
     DeviceAllocation,
     GrpcPodResourcesClient,
@@ -46,9 +49,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
 )
 from otelgpu.processors.k8s_attributes.refresher import SOURCE, SnapshotRefresher
 from otelgpu.processors.k8s_attributes.snapshot import (
-    DRA,
     Allocation,
-    Holder,
     ResourceFilter,
     Snapshot,
     build_snapshot,
@@ -61,9 +62,6 @@ NOT_ALLOCATED = "not_allocated"  # the kubelet knows the GPU; no container holds
 UNKNOWN_DEVICE = "unknown_device"  # the kubelet does not know this GPU under any ID form
 _ASKED_MAX = 4096  # unknown devices remembered (bounds memory if IDs churn)
 OFF_LOOP_PODS = 200  # pod-resources answers larger than this are indexed in a worker thread
-DRA_UNMAPPED = "otelgpu_dra_devices_unmapped_total"
-DRA_NO_GPU = "no_matching_gpu"  # the name is read, but no GPU/MIG resource of the batch has it
-DRA_MIG_ENABLED = "mig_enabled"  # a whole-GPU claim on a GPU held through its MIG instances
 
 
 class K8sAttributesProcessor:
@@ -85,7 +83,8 @@ class K8sAttributesProcessor:
         self._settings = settings
         self._config = config
         self._client = client
-        self._clock = clock or RealClock()
+        # The agent's clock unless a test gives one: the notes' times are on it
+        self._clock = clock or settings.clock
         self._environ = environ
         self._rng = rng
         self._id = str(settings.id)
@@ -95,16 +94,8 @@ class K8sAttributesProcessor:
         self._forms: frozenset[str] = frozenset()
         self._asked: set[tuple[Key, ...]] = set()
         self._allocations = AllocationSeries()
-        self._dra_said = ""
-        # (device key, holder) → since when the kubelet lists it (-inf: its first answer did);
-        # and per key, its holders' in the allocation's order (`notes.HOLDER_SINCE`)
-        self._since: dict[tuple[Key, Holder], float] = {}
-        self._since_by_key: dict[Key, tuple[float, ...]] = {}
-        # per pod name, what the kubelet lists for it and since when (`notes.HOLDERS_CHANGED`;
-        # -inf: its first answer after a start); per key, its holders' in the allocation's order
-        self._listings: dict[tuple[str, str], frozenset[PodAllocation]] = {}
-        self._listed_since: dict[tuple[str, str], float] = {}
-        self._changed_by_key: dict[Key, tuple[float, ...]] = {}
+        self._dra = DraReport(settings)
+        self._times = HolderTimes()  # the notes' times, per device key
         self._refresher: SnapshotRefresher | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -142,6 +133,8 @@ class K8sAttributesProcessor:
             timeout=self._config.timeout,
             clock=self._clock,
             rng=self._rng,
+            listings=self._settings.pod_listings,
+            listing_source=self._config.pod_resources_socket,
         )
         self._task = asyncio.create_task(self._refresher.run(), name=f"refresh:{self._id}")
         # The first export waits for the kubelet's first answer (or failure): a pipeline that
@@ -178,50 +171,14 @@ class K8sAttributesProcessor:
                 self._config.device_id_type,
                 describe_forms(snapshot.forms),
             )
-        if snapshot.dra_unmapped:
-            self._say_dra(
-                "DRA claim devices of gpu.nvidia.com that name no GPU on this node: "
-                + describe_forms(snapshot.dra_unmapped)
-            )
-        self._holders_since(snapshot, pods)
-        self._snapshot = snapshot
-
-    def _holders_since(self, snapshot: Snapshot, pods: tuple[PodAllocation, ...]) -> None:
-        """Notes since when each (device, holder) is listed, and since when the kubelet lists
-        each holder's pod as it does now: new in this answer, since now; in the answer to the
-        first request after a start, since always (the runtime is listed afresh at start too;
-        a first answer that came only after failures may list pods newer than that listing,
-        so its pairs are new)."""
+        self._dra.installed(snapshot)
+        # New in this answer: since now; in the answer to the first request after a start,
+        # since always (the runtime is listed afresh at start too; a first answer that came
+        # only after failures may list pods newer than that listing, so its pairs are new).
         at_start = self._refresher is not None and self._refresher.attempts == 1
         now = float("-inf") if at_start else self._clock.monotonic()
-        self._pods_since(pods, now)
-        since: dict[tuple[Key, Holder], float] = {}
-        by_key: dict[Key, tuple[float, ...]] = {}
-        changed_by_key: dict[Key, tuple[float, ...]] = {}
-        for key, holders in snapshot.holders.items():
-            times = []
-            for holder in holders:
-                when = since[(key, holder)] = self._since.get((key, holder), now)
-                times.append(when)
-            by_key[key] = tuple(times)
-            listed = self._listed_since
-            changed_by_key[key] = tuple(listed.get((h.namespace, h.pod), now) for h in holders)
-        self._since, self._since_by_key = since, by_key
-        self._changed_by_key = changed_by_key
-
-    def _pods_since(self, pods: tuple[PodAllocation, ...], now: float) -> None:
-        """Since when the kubelet lists each pod name as it does now (`notes.HOLDERS_CHANGED`):
-        it names pods, not pod uids, so a pod recreated under its name is told from the old
-        one only by what the kubelet lists for the name changing (or going)."""
-        by_name: dict[tuple[str, str], set[PodAllocation]] = {}
-        for pod in pods:
-            by_name.setdefault((pod.namespace, pod.name), set()).add(pod)
-        listings = {name: frozenset(found) for name, found in by_name.items()}
-        self._listed_since = {
-            name: self._listed_since[name] if self._listings.get(name) == listing else now
-            for name, listing in listings.items()
-        }
-        self._listings = listings
+        self._times.installed(snapshot, pods, now)
+        self._snapshot = snapshot
 
     # --- the hot path ------------------------------------------------------------------
 
@@ -250,11 +207,10 @@ class K8sAttributesProcessor:
             if rm.notes and notes.GPU_PROCESSES in rm.notes:
                 rm = _with_holders(rm, snapshot, keys, found)
             if found is not None and str(resource.get(semconv.HW_ID, "")) in parents:
-                self._whole_claim_on_mig_gpu(rm, found)
+                self._dra.whole_claim_on_mig_gpu(rm, found)
                 found = None
             if hit is not None and found is not None:
-                since = self._since_by_key.get(hit[0], ())
-                changed = self._changed_by_key.get(hit[0], ())
+                since, changed = self._times.of(hit[0])
                 out.append(_labelled(rm, found.device, (since, changed), confirmed))
                 out.extend(self._allocations.series(rm, found, since, confirmed, changed=changed))
             else:
@@ -269,33 +225,13 @@ class K8sAttributesProcessor:
         for (reason, device), n in unmatched.items():
             self._settings.telemetry.unmatched_points(self._id, n, reason, device)
         if snapshot is not None and (snapshot.dra_unmapped or (seen and dra_keys - seen)):
-            self._count_dra_unmapped(snapshot, dra_keys - seen if seen else frozenset())
+            self._dra.unmapped(snapshot, dra_keys - seen if seen else frozenset())
         return tuple(out)
 
     def _confirmed(self) -> float:
         """When the kubelet last answered (`notes.HOLDERS_CONFIRMED`; -inf: never)."""
         age = self._refresher.age() if self._refresher is not None else None
         return float("-inf") if age is None else self._clock.monotonic() - age
-
-    def _count_dra_unmapped(self, snapshot: Snapshot, missing: frozenset[Key]) -> None:
-        """Counts (once per batch) the NVIDIA DRA claim devices that labelled nothing: those
-        whose name reaches no GPU, and those whose GPU is not in this batch."""
-        counts = {**snapshot.dra_unmapped, DRA_NO_GPU: len(missing)}
-        for reason, n in counts.items():
-            if n:
-                self._count_unmapped(n, reason)
-        if missing:
-            self._say_dra(
-                "DRA claim devices with no GPU or MIG instance in the batch (do the nvml "
-                "resources carry nvidia.gpu.minor / nvidia.mig.placement_start?): "
-                + ", ".join("/".join(key) for key in sorted(missing))
-            )
-
-    def _say_dra(self, message: str) -> None:
-        """Logs a warning about unmapped DRA claim devices once per change of the message."""
-        if message != self._dra_said:
-            self._dra_said = message
-            self._settings.logger.warning("%s", message)
 
     def _process_series(
         self,
@@ -310,24 +246,6 @@ class K8sAttributesProcessor:
         must not be billed to the GPU's holder. What the allocation is goes along as a note,
         so a later processor can tell a process outside it."""
         return _with_holders(with_resource(rm, node), snapshot, keys, found)
-
-    def _count_unmapped(self, n: int, reason: str) -> None:
-        self._settings.telemetry.count(
-            DRA_UNMAPPED,
-            n,
-            processor=self._id,
-            reason=reason,
-        )
-
-    def _whole_claim_on_mig_gpu(self, rm: ResourceMetrics, found: Allocation) -> None:
-        """A MIG-enabled GPU is held only through its MIG instances: a whole-GPU DRA claim on
-        it labels nothing (counted as `mig_enabled`, logged once per change)."""
-        if DRA in found.sources:
-            self._count_unmapped(sum(1 for s in found.sources if s == DRA), DRA_MIG_ENABLED)
-            self._say_dra(
-                f"a whole-GPU DRA claim names GPU {rm.resource.get(semconv.HW_ID)}, which has "
-                "MIG enabled: it is held through its MIG instances, the claim labels nothing"
-            )
 
     def _unmatched(
         self,

@@ -14,6 +14,10 @@ allocatable devices) is not handed on again: the snapshot it would build is the 
 and on a node with a thousand pods the build costs more than everything else the processor
 does in a cycle. The answer still counts as a success (the source is up, the snapshot's age
 restarts).
+
+Every answer, changed or not, is also posted to the service's pod listing board
+(`otelgpu.component.pod_listing`), under the socket's path, and every failure withdraws what
+was posted: the kubelet_stats receiver counts the pods the summary misses against it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Awaitable, Callable
 
 from otelgpu.component.clock import Clock
 from otelgpu.component.component import Settings
+from otelgpu.component.pod_listing import PodListings, PodName
 from otelgpu.processors.k8s_attributes.pod_resources import (
     DeviceAllocation,
     PodAllocation,
@@ -57,6 +62,8 @@ class SnapshotRefresher:
         timeout: float,
         clock: Clock,
         rng: random.Random | None = None,
+        listings: PodListings | None = None,
+        listing_source: str = "",
     ) -> None:
         self._settings = settings
         self._client = client
@@ -71,6 +78,9 @@ class SnapshotRefresher:
         self._last_ok: float | None = None
         self._last_try = float("-inf")
         self._last_answer: tuple[object, object] | None = None
+        self._listings = listings
+        self._listing_source = listing_source
+        self._names: frozenset[PodName] = frozenset()  # the pods of the last answer
         self.attempts = 0
         self.rebuilds = 0  # answers handed on to `on_answer` (unchanged ones are not)
         self.first_attempt = asyncio.Event()  # set once the kubelet answered or failed once
@@ -107,6 +117,8 @@ class SnapshotRefresher:
         self._last_try = self._clock.monotonic()
         telemetry = self._settings.telemetry
         telemetry.count(REFRESHES, 1, processor=self._id, trigger=trigger)
+        listings, source = self._listings, self._listing_source
+        ticket = listings.asking(source) if listings is not None else 0
         try:
             # The client bounds each request; this bounds a client that would not.
             async with asyncio.timeout(self.attempt_timeout):
@@ -120,8 +132,13 @@ class SnapshotRefresher:
             if answer != self._last_answer:
                 await self._on_answer(pods, allocatable)
                 self._last_answer = answer
+                self._names = frozenset((pod.namespace, pod.name) for pod in pods)
                 self.rebuilds += 1
+            if listings is not None:
+                listings.answered(source, ticket, self._names)
         except Exception as exc:  # kubelet errors, timeouts, a bad answer: never end the loop
+            if listings is not None:
+                listings.failed(source)
             return self._failed(exc)
         finally:
             self.first_attempt.set()

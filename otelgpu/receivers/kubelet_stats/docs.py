@@ -99,6 +99,18 @@ written for the conventions' names no longer find them.
 ephemeral storage (`ephemeral-storage`); a container's is its writable layer (`rootfs`). The
 kubelet's system containers (`node.systemContainers`) are not reported.
 
+## Pods the summary misses
+
+The summary lists a pod only when cAdvisor has stats for its containers; when it has none, the
+pod is left out without a word, and "why has this GPU pod no container CPU series?" has no
+answer in the summary itself. Where `k8s_attributes` runs in the same agent, every pod the
+kubelet's pod-resources API lists (with a GPU or without) is checked against each read:
+`otelgpu_kubelet_missed_pods_total{receiver,reason}` counts, per read, the listed pods the
+summary has no entry for (`not_in_summary`) and those it names without any stats
+(`no_stats_yet`), and the log names each pod once. Pods created or deleted during a read are
+not counted. Without a pod-resources listing (no `k8s_attributes`, its source down) nothing is
+counted. The receiver's README, "Pods the summary misses", has the details.
+
 """
 
 _RESOURCE = f"""

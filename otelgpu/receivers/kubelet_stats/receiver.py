@@ -12,6 +12,10 @@ gone) is said to be gone at once (`ResourceMetrics` without metrics), so exporte
 series instead of serving them until they expire. After `stale_after_failed_reads` failed reads
 in a row everything reported is said to be gone the same way: an outage never serves frozen
 values.
+
+Where the agent's `k8s_attributes` shares what the kubelet's pod-resources API lists, each
+successful read is checked against it, and the pods the summary misses are counted
+(`missed_pods`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from otelgpu.receivers.kubelet_stats.client import (
 )
 from otelgpu.receivers.kubelet_stats.config import AuthType, KubeletStatsReceiverConfig
 from otelgpu.receivers.kubelet_stats.metrics import Group
+from otelgpu.receivers.kubelet_stats.missed_pods import MissedPods
 from otelgpu.receivers.kubelet_stats.summary import SCOPE, Gap, Reading, SummaryReader
 from otelgpu.scraperhelper.scraper import ScrapeController
 
@@ -82,6 +87,7 @@ class KubeletStatsReceiver:
         self._failed_reads = 0  # in a row
         self._cause = ""  # the reason of the last failure ("" after a success)
         self._gaps_logged: set[tuple[Group, Gap]] = set()
+        self._missed = MissedPods(settings, judges_stats=self._reader.reads_pods)
 
     async def start(self, host: Host) -> None:
         """Resolves the endpoint (K8S_NODE_NAME) and starts the scrape loop."""
@@ -107,8 +113,10 @@ class KubeletStatsReceiver:
             # The last reads ended without a word (cut off by the scrape controller's bound):
             # this interval says the series are stale instead of trying once more.
             return self._stale()
+        self._missed.judge()  # the reads before this one, once pod-resources answered since
         # Counted before reading: a read the controller cancels counts as failed too.
         self._failed_reads += 1
+        mark = self._missed.began()
         try:
             body = await self.client.summary()
             # Parsing and converting a large node's summary takes long enough to stall the
@@ -119,6 +127,7 @@ class KubeletStatsReceiver:
             return self._stale() if self._failed_reads >= bound else ()
         self._failed_reads, self._cause = 0, ""
         self._count_gaps(reading)
+        self._missed.ended(mark, reading.pods)
         self._settings.telemetry.source_ok(SOURCE)
         return (*reading.resources, *self._replace_set(reading.resources))
 

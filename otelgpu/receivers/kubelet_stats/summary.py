@@ -80,11 +80,13 @@ class Gap(Enum):
 @dataclass
 class Reading:
     """One summary turned into resources, plus the gaps it had: (entity, reason) → how many
-    entries, and the first entry of each, for the log."""
+    entries, and the first entry of each, for the log; and each pod it names (namespace,
+    name), with whether its entries gave any series (`pods`)."""
 
     resources: list[ResourceMetrics] = field(default_factory=list)
     gaps: dict[tuple[Group, Gap], int] = field(default_factory=dict)
     examples: dict[tuple[Group, Gap], str] = field(default_factory=dict)
+    pods: dict[tuple[str, str], bool] = field(default_factory=dict)
 
     @property
     def batch(self) -> Batch:
@@ -118,6 +120,8 @@ class SummaryReader:
             for spec in specs:
                 blocks.setdefault(spec.block, []).append(spec)
             self._blocks[group] = tuple((b, tuple(specs)) for b, specs in blocks.items())
+        # Whether a pod's entries can give series at all (not with metric_groups: [node])
+        self.reads_pods = any(self._blocks[g] for g in (Group.POD, Group.CONTAINER, Group.VOLUME))
 
     def read(self, summary: Json, now_ns: int) -> Reading:
         """Every resource the summary holds data for; `now_ns` stands in for missing times."""
@@ -133,6 +137,7 @@ class SummaryReader:
             out.gap(Group.NODE, Gap.NO_NODE_NAME, "the summary's node.nodeName is empty")
         self._add(out, base, node, Group.NODE, ("node", node_name), now_ns)
         for pod, namespace, name, uid in _newest_pods(out, _objects(summary.get("pods"))):
+            emitted = len(out.resources)
             resource = {**base, semconv.K8S_NAMESPACE_NAME: namespace, semconv.K8S_POD_NAME: name}
             key: tuple[str, ...] = (uid,) if uid else (namespace, name)
             if uid:
@@ -141,6 +146,7 @@ class SummaryReader:
                 out.gap(Group.POD, Gap.NO_UID, f"{namespace}/{name}")
             self._add(out, resource, pod, Group.POD, ("pod", *key), now_ns)
             self._children(out, resource, pod, key, now_ns)
+            out.pods[(namespace, name)] = len(out.resources) > emitted
         return out
 
     def _children(

@@ -40,6 +40,27 @@ async def test_sandbox_found_by_pod_when_no_sandbox_id(
     await proc.shutdown()
 
 
+async def test_a_match_found_by_name_says_which_container_it_is(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """Two live pods of one name (the old one terminating): the name matches the newest pod's
+    container, and the match carries that container's ID, which the stale-holder checks read
+    its first listing and last absence by."""
+    rt = FakeRuntime()
+    rt.sandbox("s-old", "ml", "p", uid="old-uid", created=1.0)
+    rt.sandbox("s-new", "ml", "p", uid="new-uid", created=2.0)
+    rt.workload("w-old", "ml", "p", "c", sandbox_id="s-old", uid="old-uid", created=1.0)
+    rt.workload("w-new", "ml", "p", "c", sandbox_id="s-new", uid="new-uid", created=2.0)
+    proc = await _run(telemetry, rt, clock)
+    snapshot = proc.snapshot
+    assert snapshot.by_workload[("ml", "p", "c")].container_id == "w-new"
+    assert {cid: m.container_id for cid, m in snapshot.by_id.items()} == {
+        "w-old": "w-old",
+        "w-new": "w-new",
+    }
+    await proc.shutdown()
+
+
 async def test_sandbox_env_is_never_exported(telemetry: SelfTelemetry, clock: FakeClock) -> None:
     rt = FakeRuntime()
     rt.sandbox("s", "ml", "p")  # carries PAUSE_ENV

@@ -115,7 +115,7 @@ def test_series_are_rebuilt_only_when_the_allocation_or_the_devices_resource_cha
     (again,) = allocations.series(device, found, (2.0,), 6.0, changed=(5.5,))
     assert again.resource is first.resource  # unchanged: the same attributes, not rebuilt
     assert again.notes == {
-        notes.HOLDER_SINCE: 1.0,
+        notes.HOLDER_SINCE: 2.0,  # what the call says, never the earlier call's
         notes.HOLDERS_CONFIRMED: 6.0,
         notes.HOLDERS_CHANGED: 5.5,
     }
