@@ -94,6 +94,7 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None  # the TCP one until a TLS handshake
         self._socket: send_buffer.Sockopts | None = None
         self._peer = ""
+        self._opened = 0.0  # when it was accepted (the loop's clock)
         # the request being parsed
         self._url = bytearray()
         self._headers: list[tuple[bytes, bytes]] = []
@@ -130,6 +131,7 @@ class Connection(asyncio.Protocol):
         send_buffer.size_send_buffer(self._socket)
         peer = transport.get_extra_info("peername")
         self._peer = peer[0] if isinstance(peer, tuple) else ""
+        self._opened = asyncio.get_running_loop().time()
         if not self._owner.opened(self):  # counted from the accept, a TLS handshake included
             self._closing = True  # the cap is reached and every connection is established
             send_buffer.reset_on_close(self._socket)
@@ -310,6 +312,7 @@ class Connection(asyncio.Protocol):
             path=self._url.partition(b"?")[0].decode("ascii", "replace"),
             headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self._headers},
             peer=self._peer,
+            opened=self._opened,
         )
 
     def on_body(self, body: bytes) -> None:

@@ -78,13 +78,41 @@ class Clients:
             await session.close()
 
 
+class KeepAlive:
+    """One keep-alive connection from a given loopback address, asking one request at a time
+    (as a flooding client or Prometheus does)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+
+    @classmethod
+    async def open(cls, port: int, address: str) -> KeepAlive:
+        return cls(*await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0)))
+
+    async def get(self, password: str) -> int:
+        authorization = basic("prom", password)
+        self._writer.write(
+            f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\n\r\n".encode()
+        )
+        head = await self._reader.readuntil(b"\r\n\r\n")
+        fields = dict(
+            line.split(b": ", 1) for line in head.rstrip(b"\r\n").split(b"\r\n")[1:]
+        )
+        await self._reader.readexactly(int(fields[b"Content-Length"]))
+        return int(head.split(b" ", 2)[1])
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 @contextlib.asynccontextmanager
 async def flooded(
     monkeypatch: pytest.MonkeyPatch, scrapers_before: tuple[str, ...] = ()
-) -> AsyncIterator[tuple[MetricsServer, BasicAuthenticator, Gate, Clients]]:
+) -> AsyncIterator[tuple[MetricsServer, Gate, Clients, list[asyncio.Task[int]]]]:
     """A server whose 20 flooding addresses have each failed once already (and whose
-    `scrapers_before` have each passed once), now holding every check slot the flood can get
-    with the gate closed (200 wrong-password requests)."""
+    `scrapers_before` have each passed once), now holding every place in line the flood can
+    get with the gate closed (200 wrong-password requests: those held, and the rest answered
+    429 / 503)."""
     gate = Gate(monkeypatch)
     checker = authenticator()
     await checker.prepare()
@@ -118,7 +146,7 @@ async def flooded(
         )
         refused = [task.result() for task in flood if task.done()]
         assert set(refused) <= {429, 503}
-        yield server, checker, gate, clients
+        yield server, gate, clients, flood
     finally:
         gate.open.set()
         await asyncio.gather(*flood, return_exceptions=True)
@@ -130,18 +158,136 @@ async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_that_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The first scrape from an address with no failed check waits for the check running now
-    and no other: it gets a slot of its own, ahead of every address that failed before."""
-    async with flooded(monkeypatch) as (_, checker, gate, clients):
+    and no other: it takes the place of a check from an address that failed before (answered
+    503 at once) and runs ahead of all of them."""
+    async with flooded(monkeypatch) as (_, gate, clients, flood):
         running = len(gate.calls)
+        answered = sum(task.done() for task in flood)
         scrape = asyncio.create_task(clients.get("127.0.0.2", PASSWORD))
         await until(
-            lambda: scrape.done() or checker.waiting == (1, auth.MAX_PENDING),
-            "the scrape's check to wait in its own lane",
+            lambda: scrape.done() or sum(task.done() for task in flood) > answered,
+            "the scrape to displace a flood check",
         )
-        assert not scrape.done(), scrape.result()  # not refused for want of a slot
+        assert not scrape.done(), scrape.result()  # not refused for want of a place
         gate.open.set()
         assert await scrape == 200
         assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
+
+
+@pytest.mark.parametrize("address", ["127.0.0.2", FLOOD_ADDRESSES[0]], ids=["fresh", "flood's"])
+async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_never_refused_before(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    """A guessing flood from 20 addresses the server has not seen before (an agent that just
+    started under a flood): every place in line goes to the flood's first requests, and the
+    rest are refused at once. A scraper's first scrape, on a new connection, from a 21st
+    address or from one of the flood's (refused, not failed yet), displaces a check from a
+    connection that was refused (answered 429 / 503 at once), and is checked right after the
+    check running when it came."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = authenticator()
+    await checker.prepare()
+    server = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=checker,
+    )
+    await server.start()
+    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+    flood = [
+        asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
+        for address in FLOOD_ADDRESSES
+        for n in range(10)
+    ]
+    scrape: asyncio.Task[int] | None = None
+    scraper: KeepAlive | None = None
+    try:
+        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
+        await until(
+            lambda: sum(task.done() for task in flood) == len(flood) - held,
+            f"all but {held} of the flood's requests to be refused",
+        )
+        assert {task.result() for task in flood if task.done()} <= {429, 503}
+        running = len(gate.calls)
+        scraper = await KeepAlive.open(server.port, address)
+        scrape = asyncio.create_task(scraper.get(PASSWORD))
+        await until(
+            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
+            "the scrape to displace a flood check",
+        )
+        assert not scrape.done(), scrape.result()  # not refused for want of a place
+        gate.open.set()
+        assert await scrape == 200
+        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
+    finally:
+        gate.open.set()
+        await asyncio.gather(*flood, *([scrape] if scrape else []), return_exceptions=True)
+        if scraper is not None:
+            scraper.close()
+        await clients.close()
+        await server.stop()
+
+
+async def test_a_scraper_behind_the_flood_s_address_is_checked_next_on_its_new_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scraper sharing its address (a NAT) with a guessing flood of 10 keep-alive
+    connections per address, all open before their address failed: its own connection is
+    newer than the failure and has not failed, so its first check displaces one of the
+    flood's checks from its address and runs right after the check running when it came."""
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    server = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=checker,
+    )
+    await server.start()
+    connections = [
+        await KeepAlive.open(server.port, address)
+        for address in FLOOD_ADDRESSES
+        for _ in range(10)
+    ]
+    flood: list[asyncio.Task[int]] = []
+    scrape: asyncio.Task[int] | None = None
+    scraper: KeepAlive | None = None
+    try:
+        for first in connections[::10]:  # each address fails once, on one of its connections
+            assert await first.get("wrong") == 401
+        gate.open.clear()
+        flood = [
+            asyncio.create_task(connection.get(f"guess-{n}"))
+            for n, connection in enumerate(connections)
+        ]
+        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
+        await until(
+            lambda: sum(task.done() for task in flood) == len(flood) - held,
+            f"all but {held} of the flood's requests to be refused",
+        )
+        assert {task.result() for task in flood if task.done()} <= {429, 503}
+        running = len(gate.calls)
+        scraper = await KeepAlive.open(server.port, FLOOD_ADDRESSES[0])
+        scrape = asyncio.create_task(scraper.get(PASSWORD))
+        await until(
+            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
+            "the scrape to displace a flood check",
+        )
+        assert not scrape.done(), scrape.result()  # not refused for want of a place
+        gate.open.set()
+        assert await scrape == 200
+        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
+    finally:
+        gate.open.set()
+        await asyncio.gather(*flood, *([scrape] if scrape else []), return_exceptions=True)
+        for connection in [*connections, *([scraper] if scraper else [])]:
+            connection.close()
+        await server.stop()
 
 
 async def test_a_scraper_whose_password_passed_is_answered_while_the_flood_holds_every_slot(
@@ -149,22 +295,24 @@ async def test_a_scraper_whose_password_passed_is_answered_while_the_flood_holds
 ) -> None:
     """A pair that passed once needs no check and no slot: the answer comes while every
     check the flood holds is still waiting (from another address of the scraper's too)."""
-    async with flooded(monkeypatch, scrapers_before=("127.0.0.2",)) as (_, checker, gate, clients):
-        assert checker.waiting == (0, auth.MAX_PENDING)
+    async with flooded(monkeypatch, scrapers_before=("127.0.0.2",)) as flood:
+        _, gate, clients, requests = flood
+        held = [task for task in requests if not task.done()]
         for address in ("127.0.0.2", "127.0.0.3"):
             assert await asyncio.wait_for(clients.get(address, PASSWORD), DEADLINE) == 200
         assert gate.calls.count(PASSWORD.encode()) == 1  # its one check, before the flood
-        assert checker.waiting == (0, auth.MAX_PENDING)
+        assert len(held) == auth.MAX_PENDING and not any(task.done() for task in held)
 
 
 async def test_a_reload_with_the_same_credentials_keeps_what_passed_and_what_failed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The next exporter's authenticator (a SIGHUP) takes over the pairs that passed and the
-    addresses that failed, so a reload in the middle of a flood neither makes the scraper
-    wait for a check again nor lets the flood's addresses into the first lane."""
+    addresses and connections that failed, so a reload in the middle of a flood neither makes
+    the scraper wait for a check again nor puts the flood's addresses back on a par with a
+    newcomer's."""
     async with flooded(monkeypatch, scrapers_before=("127.0.0.2",)) as flood:
-        server, _, gate, clients = flood
+        server, gate, clients, _ = flood
         renewed = authenticator()
         await renewed.prepare()
         # (closing the old authenticator waits for its check in progress, held by the gate)
@@ -207,13 +355,136 @@ async def test_a_flood_from_one_address_is_refused_per_address(
         return await checker.check(basic("prom", password), peer="127.0.0.9")
 
     first, second = asyncio.create_task(attempt("a")), asyncio.create_task(attempt("b"))
-    await until(lambda: checker.waiting == (2, 0), "two checks held for the address")
+    await until(lambda: checker.pending == 2, "two checks held for the address")
     with pytest.raises(auth.AuthBusy) as busy:
         await attempt("c")
     assert busy.value.status == 429
     gate.open.set()
     assert await asyncio.gather(first, second) == [False, False]
-    assert checker.failed_before("127.0.0.9") and checker.waiting == (0, 0)
+    assert checker.failed_before("127.0.0.9") and checker.pending == 0
+    checker.close()
+
+
+async def test_standing_follows_what_an_address_and_its_connections_did(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An address is clean, then refused a place, then failed, then clean again once a check
+    from it passes. A connection is suspect once it was refused or failed, or if it was open
+    when its address was first refused; one opened since stands better until it fails too."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = authenticator()
+    await checker.prepare()
+    loop = asyncio.get_running_loop()
+    old, older = loop.time(), loop.time() - 1
+    assert checker.standing("127.0.0.9", old) == (False, auth.CLEAN)
+    held = [
+        asyncio.create_task(checker.check(basic("prom", f"wrong-{n}"), "127.0.0.9", old))
+        for n in range(auth.PER_PEER)
+    ]
+    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
+    with pytest.raises(auth.AuthBusy):
+        await checker.check(basic("prom", "wrong"), peer="127.0.0.9", opened=older)
+    assert checker.standing("127.0.0.9", older) == (True, auth.REFUSED)
+    assert checker.standing("127.0.0.9", old) == (True, auth.REFUSED)  # open when refused
+    gate.open.set()
+    assert await asyncio.gather(*held) == [False] * auth.PER_PEER
+    assert checker.standing("127.0.0.9", old) == (True, auth.FAILED)
+    newer = loop.time()
+    assert checker.standing("127.0.0.9", newer) == (False, auth.FAILED)
+    assert not await checker.check(basic("prom", "other"), peer="127.0.0.9", opened=newer)
+    assert checker.standing("127.0.0.9", newer) == (True, auth.FAILED)
+    assert checker.standing("127.0.0.9", loop.time()) == (False, auth.FAILED)
+    assert await checker.check(basic("prom", PASSWORD), peer="127.0.0.9", opened=loop.time())
+    assert checker.standing("127.0.0.9", loop.time()) == (False, auth.CLEAN)
+    assert checker.standing("127.0.0.9", newer) == (True, auth.CLEAN)  # it failed itself
+    checker.close()
+
+
+async def test_checks_run_by_standing_then_arrival_whatever_the_order_they_came_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    loop = asyncio.get_running_loop()
+    old = loop.time()
+    assert not await checker.check(basic("prom", "wrong"), peer="127.0.0.9", opened=old)
+    newer = loop.time()
+    gate.open.clear()
+
+    def attempt(password: str, peer: str, opened: float) -> asyncio.Task[bool]:
+        return asyncio.create_task(checker.check(basic("prom", password), peer, opened))
+
+    attempts = [attempt("running", "127.0.0.1", newer)]
+    await until(lambda: len(gate.calls) == 1, "a check to hold the bcrypt thread")
+    attempts += [
+        attempt("failed connection", "127.0.0.9", old),
+        attempt("new connection", "127.0.0.9", newer),
+        attempt("refused 1", "127.0.0.8", newer),
+        attempt("refused 2", "127.0.0.8", newer),
+        attempt("clean", "127.0.0.7", newer),
+    ]
+    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
+    with pytest.raises(auth.AuthBusy) as busy:
+        await checker.check(basic("prom", "refused 3"), "127.0.0.8", newer)
+    assert busy.value.status == 429  # and 127.0.0.8 is now remembered as refused
+    gate.open.set()
+    assert await asyncio.gather(*attempts) == [False] * len(attempts)
+    assert gate.calls[2:] == [  # after the first failure and the check then running
+        b"clean",
+        b"new connection",  # not suspect, from an address that failed
+        b"refused 1",  # suspect (open when its address was refused), an address refused
+        b"refused 2",
+        b"failed connection",  # suspect, an address that failed
+    ]
+    checker.close()
+
+
+async def test_a_full_line_gives_a_newcomer_the_place_of_a_check_that_stands_worse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every place held by checks from connections that failed (8 addresses, 2 each): a
+    check of no better standing is refused 503 at once; a clean address's check takes the
+    place of the worst waiting one (the last to come of the worst standing), which is
+    answered 503; a new connection from a failed address holding both its places takes the
+    place of that address's worst waiting check, answered 429."""
+    gate = Gate(monkeypatch)
+    checker = authenticator()
+    await checker.prepare()
+    loop = asyncio.get_running_loop()
+    old = loop.time()
+    flooding = [f"127.0.1.{n}" for n in range(auth.MAX_PENDING // auth.PER_PEER)]
+    for peer in [*flooding, "127.0.2.1"]:
+        assert not await checker.check(basic("prom", "wrong"), peer=peer, opened=old)
+    newer = loop.time()
+    checked = len(gate.calls)
+    gate.open.clear()
+    flood = [
+        asyncio.create_task(checker.check(basic("prom", f"guess-{peer}-{n}"), peer, old))
+        for n in range(auth.PER_PEER)
+        for peer in flooding
+    ]
+    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
+    assert checker.pending == auth.MAX_PENDING
+    with pytest.raises(auth.AuthBusy) as busy:
+        await checker.check(basic("prom", "guess"), peer="127.0.2.1", opened=old)
+    assert busy.value.status == 503
+    newcomer = asyncio.create_task(checker.check(basic("prom", PASSWORD), "127.0.0.2", newer))
+    await until(lambda: any(task.done() for task in flood), "a flood check to be displaced")
+    assert [task.done() for task in flood] == [False] * (len(flood) - 1) + [True]
+    assert isinstance(flood[-1].exception(), auth.AuthBusy)
+    assert flood[-1].exception().status == 503  # type: ignore[union-attr]
+    behind_nat = asyncio.create_task(checker.check(basic("prom", "x"), flooding[0], newer))
+    displaced = flood[len(flooding)]  # the later of the two checks of flooding[0]
+    await until(displaced.done, "the check of its own address to be displaced")
+    assert displaced.exception().status == 429  # type: ignore[union-attr]
+    assert not behind_nat.done()
+    assert checker.pending == auth.MAX_PENDING
+    gate.open.set()
+    assert await newcomer and not await behind_nat
+    assert gate.calls[checked + 1 : checked + 3] == [PASSWORD.encode(), b"x"]
+    await asyncio.gather(*flood, return_exceptions=True)
     checker.close()
 
 
@@ -248,8 +519,8 @@ async def test_a_repeated_wrong_password_holds_no_place_in_line_so_its_address_i
             for _ in range(10)
         ]
         await until(
-            # (at most both lanes' places may be held: what the address lanes allow)
-            lambda: sum(task.done() for task in flood) >= len(flood) - 2 * auth.MAX_PENDING,
+            # (at most every place in line may be held)
+            lambda: sum(task.done() for task in flood) >= len(flood) - auth.MAX_PENDING,
             "the flood's requests to be answered",
         )
         assert {task.result() for task in flood if task.done()} == {401}
@@ -283,11 +554,11 @@ async def test_checks_of_one_pair_that_arrive_together_share_one_check_and_no_pl
     scrape: asyncio.Task[bool] | None = None
     try:
         await asyncio.sleep(0)  # every flood task runs up to its first wait (the loop's order)
-        assert checker.waiting == (1, 0)
+        assert checker.pending == 1
         scrape = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.9"))
         await asyncio.sleep(0)
         assert not scrape.done()  # not refused 429: the flood holds one place of the two
-        assert checker.waiting == (2, 0)
+        assert checker.pending == 2
         gate.open.set()
         assert await asyncio.gather(*flood) == [False] * len(flood)
         assert await scrape
@@ -314,7 +585,7 @@ async def test_a_pair_checking_called_off_answers_those_sharing_it_503_not_a_han
     await asyncio.sleep(0)
     sharing = asyncio.create_task(checker.check(basic("prom", "x"), peer="127.0.0.10"))
     await asyncio.sleep(0)
-    assert checker.waiting == (2, 0)  # `running` and `first`; `sharing` holds no place
+    assert checker.pending == 2  # `running` and `first`; `sharing` holds no place
     first.cancel()
     with pytest.raises(auth.AuthBusy) as busy:
         await sharing
@@ -338,7 +609,7 @@ async def test_an_address_whose_shared_check_passes_is_no_longer_taken_for_a_fai
     await asyncio.sleep(0)
     sharing = asyncio.create_task(checker.check(basic("prom", PASSWORD), peer="127.0.0.9"))
     await asyncio.sleep(0)
-    assert checker.waiting == (1, 0)  # the sharing check holds no place in the failed lane
+    assert checker.pending == 1  # the sharing check holds no place in line
     gate.open.set()
     assert await asyncio.gather(owner, sharing) == [True, True]
     assert not checker.failed_before("127.0.0.9")
