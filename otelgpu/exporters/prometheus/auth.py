@@ -19,19 +19,33 @@ Answering a remembered failure at once tells a client only that this exact pair 
 tried and refused, nothing about the password. (A new hash or user starts with both memories
 empty.)
 
-The other checks run one at a time on one private thread, and the line in front of it is
-bounded, in two lanes: addresses with no failed check remembered (a scraper's first scrape,
-after a start or a password change) go first, ahead of addresses whose last check failed (a
-wrong-password flood, once each of its addresses has failed). Each lane holds at most
-`MAX_PENDING` checks, running or waiting, and one address at most `PER_PEER`: beyond that a
-request is answered at once, 429 (this address) or 503 (everyone), before any look at the
-credentials. So a flood costs one core, and a new scraper waits for the check running when it
-came and at most `MAX_PENDING - 1` from other new addresses; the time of an answer still says
-nothing about the password. The failed addresses remembered are bounded too
-(`FAILED_PEERS`, least recently failed forgotten first).
+The other checks run one at a time on one private thread, from a line of at most
+`MAX_PENDING` checks, running or waiting, `PER_PEER` of them from one address. The line is
+ordered by the requester's standing, not by arrival (`standing`): first whether its connection
+is suspect (it was refused a place or failed a check, or was already open when its address was
+first refused or failed, as a flood's keep-alive connections are), then what its address did
+(nothing, refused a place, failed a check); among equals, the first to come. A check that finds
+its address's places or the line full takes the place of the worst check waiting (of its
+address, or of anyone) when that one stands worse, and is answered 429 (its address) or 503
+(the line) at once otherwise; the one displaced gets that answer instead. All of it is decided
+before any look at the credentials, so the time of an answer says nothing about the password.
 
-A reload that keeps the user and the hash hands both memories to the new authenticator
-(`take_over`), so it does not start a flood over with an empty cache.
+So, during a flood guessing a new password each time: a scraper's first check from an address
+with nothing against it waits for the check running when it came and for other such newcomers
+that came before it (at most `MAX_PENDING - 1`), never for the flood's, however many addresses
+the flood has. From the flood's own address (a NAT), its first check on a new connection waits
+for the check running and for the non-suspect ones ahead of it: none from a flood on keep-alive
+connections, but a flood opening a new connection for every guess stands as the scraper does,
+and the scraper is then served in turn, or answered 429 / 503 at once while the line is full of
+them (Retry-After: 1; Prometheus tries again at its next scrape). Once it has passed, it needs
+no check at all. A flood from ever-new addresses stands as a newcomer does, too. The user name
+is not part of the standing: a flood guesses the scraper's own user's password, and putting an
+unknown user's checks last would tell by their timing which users exist. What is remembered of
+addresses and connections is bounded (`FAILED_PEERS`, `FAILED_CONNECTIONS`, least recently
+marked forgotten first); a check that passes clears its address's record.
+
+A reload that keeps the user and the hash hands what was learnt to the new authenticator
+(`take_over`), so it does not start a flood over with an empty memory.
 """
 
 from __future__ import annotations
@@ -73,7 +87,8 @@ Standing = tuple[bool, int]
 
 
 class AuthBusy(Exception):
-    """The check was not run: too many are already waiting. `status` is the HTTP answer."""
+    """The check was not run: no place in line, or its place went to a check of better
+    standing. `status` is the HTTP answer (429: its address's places; 503: the line's)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
