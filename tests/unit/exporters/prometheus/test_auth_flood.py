@@ -1,18 +1,17 @@
 """`/metrics` with basic auth under a 200-client wrong-password flood (TARGETS.md S5): one
 repeating a wrong password, and one guessing a new password each time.
 
-bcrypt is replaced by a check that waits for a gate, so a test holds every check slot for as
-long as it likes and then looks at what was answered, what is held and in which order checks
-ran: nothing here depends on how fast the machine is.
+bcrypt is replaced by a check that waits for a gate (`scrape_auth.Gate`), so a test holds every
+place in line for as long as it likes and then looks at what was answered, what is held and in
+which order checks ran: nothing here depends on how fast the machine is. The line's own rules
+(standing, places, who displaces whom) are in test_auth_standing.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import aiohttp
 import bcrypt
@@ -22,34 +21,17 @@ from otelgpu.exporters.prometheus import auth
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator
 from otelgpu.exporters.prometheus.config import BasicAuthConfig
 from otelgpu.exporters.prometheus.server import MetricsServer
-from tests.unit.exporters.prometheus.scrape_auth import BODY, HASH, PASSWORD, basic
+from tests.unit.exporters.prometheus.scrape_auth import (
+    BODY,
+    DEADLINE,
+    HASH,
+    PASSWORD,
+    Gate,
+    basic,
+    until,
+)
 
 FLOOD_ADDRESSES = [f"127.0.0.{i}" for i in range(10, 30)]  # 20 addresses, 10 clients each
-DEADLINE = 30.0
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    give_up = time.monotonic() + DEADLINE
-    while not condition():
-        if time.monotonic() > give_up:
-            pytest.fail(f"still waiting, after {DEADLINE:.0f} s, for {what}")
-        await asyncio.sleep(0.01)
-
-
-class Gate:
-    """bcrypt that records each password it is asked about and runs only while open."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[bytes] = []
-        self.open = threading.Event()
-        self.open.set()
-
-        def gated(password: bytes, hashed: bytes) -> bool:
-            self.calls.append(password)
-            self.open.wait(DEADLINE)
-            return bcrypt.checkpw(password, hashed)
-
-        monkeypatch.setattr(auth, "_checkpw", gated)
 
 
 def authenticator() -> BasicAuthenticator:
@@ -95,14 +77,31 @@ class KeepAlive:
             f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: {authorization}\r\n\r\n".encode()
         )
         head = await self._reader.readuntil(b"\r\n\r\n")
-        fields = dict(
-            line.split(b": ", 1) for line in head.rstrip(b"\r\n").split(b"\r\n")[1:]
-        )
+        fields = dict(line.split(b": ", 1) for line in head.rstrip(b"\r\n").split(b"\r\n")[1:])
         await self._reader.readexactly(int(fields[b"Content-Length"]))
         return int(head.split(b" ", 2)[1])
 
     def close(self) -> None:
         self._writer.close()
+
+
+@contextlib.asynccontextmanager
+async def serving() -> AsyncIterator[MetricsServer]:
+    """`/metrics` with basic auth on a prepared authenticator, on a free loopback port."""
+    checker = authenticator()
+    await checker.prepare()
+    server = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda *_: None,
+        authenticator=checker,
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 @contextlib.asynccontextmanager
@@ -114,44 +113,63 @@ async def flooded(
     get with the gate closed (200 wrong-password requests: those held, and the rest answered
     429 / 503)."""
     gate = Gate(monkeypatch)
-    checker = authenticator()
-    await checker.prepare()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=checker,
+    async with serving() as server:
+        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+        flood: list[asyncio.Task[int]] = []
+        try:
+            for address in scrapers_before:
+                assert await clients.get(address, PASSWORD) == 200
+            for address in FLOOD_ADDRESSES:  # each address fails once
+                assert await clients.get(address, "wrong") == 401
+            gate.open.clear()
+            flood = [  # a new password each time (guessing): every one must be checked
+                asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
+                for address in FLOOD_ADDRESSES
+                for n in range(10)
+            ]
+            held = auth.MAX_PENDING  # running or waiting; every other one is refused at once
+            await until(
+                lambda: sum(task.done() for task in flood) == len(flood) - held,
+                f"all but {held} of the flood's requests to be refused",
+            )
+            assert {task.result() for task in flood if task.done()} <= {429, 503}
+            yield server, gate, clients, flood
+        finally:
+            gate.open.set()
+            await asyncio.gather(*flood, return_exceptions=True)
+            await clients.close()
+
+
+async def scraper_checked_next(
+    server: MetricsServer, gate: Gate, flood: list[asyncio.Task[int]], address: str
+) -> None:
+    """Once every place in line is held by the flood (the gate closed) and the rest of it was
+    refused at once, a scraper's first scrape on a new connection from `address` takes the
+    place of a flood check (answered at once), and its check runs right after the one
+    running when it came."""
+    held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
+    await until(
+        lambda: sum(task.done() for task in flood) == len(flood) - held,
+        f"all but {held} of the flood's requests to be refused",
     )
-    await server.start()
-    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-    flood: list[asyncio.Task[int]] = []
+    assert {task.result() for task in flood if task.done()} <= {429, 503}
+    await until(lambda: gate.held == 1, "a flood check to hold the bcrypt thread")
+    running = len(gate.calls)  # the check in the gate is the last one called
+    scraper = await KeepAlive.open(server.port, address)
+    scrape = asyncio.create_task(scraper.get(PASSWORD))
     try:
-        for address in scrapers_before:
-            assert await clients.get(address, PASSWORD) == 200
-        for address in FLOOD_ADDRESSES:  # each address fails once
-            assert await clients.get(address, "wrong") == 401
-        gate.open.clear()
-        before = len(gate.calls)
-        flood = [  # a new password each time (guessing): every one must be checked
-            asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
-            for address in FLOOD_ADDRESSES
-            for n in range(10)
-        ]
-        await until(lambda: len(gate.calls) > before, "a flood check to run")
-        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
         await until(
-            lambda: sum(task.done() for task in flood) == len(flood) - held,
-            f"all but {held} of the flood's requests to be refused",
+            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
+            "the scrape to displace a flood check",
         )
-        refused = [task.result() for task in flood if task.done()]
-        assert set(refused) <= {429, 503}
-        yield server, gate, clients, flood
+        assert not scrape.done(), scrape.result()  # not refused for want of a place
+        gate.open.set()
+        assert await scrape == 200
+        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
     finally:
         gate.open.set()
-        await asyncio.gather(*flood, return_exceptions=True)
-        await clients.close()
-        await server.stop()
+        await asyncio.gather(scrape, return_exceptions=True)
+        scraper.close()
 
 
 async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_that_failed(
@@ -160,18 +178,8 @@ async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_that_
     """The first scrape from an address with no failed check waits for the check running now
     and no other: it takes the place of a check from an address that failed before (answered
     503 at once) and runs ahead of all of them."""
-    async with flooded(monkeypatch) as (_, gate, clients, flood):
-        running = len(gate.calls)
-        answered = sum(task.done() for task in flood)
-        scrape = asyncio.create_task(clients.get("127.0.0.2", PASSWORD))
-        await until(
-            lambda: scrape.done() or sum(task.done() for task in flood) > answered,
-            "the scrape to displace a flood check",
-        )
-        assert not scrape.done(), scrape.result()  # not refused for want of a place
-        gate.open.set()
-        assert await scrape == 200
-        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
+    async with flooded(monkeypatch) as (server, gate, _, flood):
+        await scraper_checked_next(server, gate, flood, "127.0.0.2")
 
 
 @pytest.mark.parametrize("address", ["127.0.0.2", FLOOD_ADDRESSES[0]], ids=["fresh", "flood's"])
@@ -186,49 +194,19 @@ async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_never
     check running when it came."""
     gate = Gate(monkeypatch)
     gate.open.clear()
-    checker = authenticator()
-    await checker.prepare()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=checker,
-    )
-    await server.start()
-    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-    flood = [
-        asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
-        for address in FLOOD_ADDRESSES
-        for n in range(10)
-    ]
-    scrape: asyncio.Task[int] | None = None
-    scraper: KeepAlive | None = None
-    try:
-        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
-        await until(
-            lambda: sum(task.done() for task in flood) == len(flood) - held,
-            f"all but {held} of the flood's requests to be refused",
-        )
-        assert {task.result() for task in flood if task.done()} <= {429, 503}
-        running = len(gate.calls)
-        scraper = await KeepAlive.open(server.port, address)
-        scrape = asyncio.create_task(scraper.get(PASSWORD))
-        await until(
-            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
-            "the scrape to displace a flood check",
-        )
-        assert not scrape.done(), scrape.result()  # not refused for want of a place
-        gate.open.set()
-        assert await scrape == 200
-        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
-    finally:
-        gate.open.set()
-        await asyncio.gather(*flood, *([scrape] if scrape else []), return_exceptions=True)
-        if scraper is not None:
-            scraper.close()
-        await clients.close()
-        await server.stop()
+    async with serving() as server:
+        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+        flood = [
+            asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
+            for address in FLOOD_ADDRESSES
+            for n in range(10)
+        ]
+        try:
+            await scraper_checked_next(server, gate, flood, address)
+        finally:
+            gate.open.set()
+            await asyncio.gather(*flood, return_exceptions=True)
+            await clients.close()
 
 
 async def test_a_scraper_behind_the_flood_s_address_is_checked_next_on_its_new_connection(
@@ -237,57 +215,29 @@ async def test_a_scraper_behind_the_flood_s_address_is_checked_next_on_its_new_c
     """A scraper sharing its address (a NAT) with a guessing flood of 10 keep-alive
     connections per address, all open before their address failed: its own connection is
     newer than the failure and has not failed, so its first check displaces one of the
-    flood's checks from its address and runs right after the check running when it came."""
+    flood's checks and runs right after the check running when it came."""
     gate = Gate(monkeypatch)
-    checker = authenticator()
-    await checker.prepare()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=checker,
-    )
-    await server.start()
-    connections = [
-        await KeepAlive.open(server.port, address)
-        for address in FLOOD_ADDRESSES
-        for _ in range(10)
-    ]
-    flood: list[asyncio.Task[int]] = []
-    scrape: asyncio.Task[int] | None = None
-    scraper: KeepAlive | None = None
-    try:
-        for first in connections[::10]:  # each address fails once, on one of its connections
-            assert await first.get("wrong") == 401
-        gate.open.clear()
-        flood = [
-            asyncio.create_task(connection.get(f"guess-{n}"))
-            for n, connection in enumerate(connections)
+    async with serving() as server:
+        connections = [
+            await KeepAlive.open(server.port, address)
+            for address in FLOOD_ADDRESSES
+            for _ in range(10)
         ]
-        held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
-        await until(
-            lambda: sum(task.done() for task in flood) == len(flood) - held,
-            f"all but {held} of the flood's requests to be refused",
-        )
-        assert {task.result() for task in flood if task.done()} <= {429, 503}
-        running = len(gate.calls)
-        scraper = await KeepAlive.open(server.port, FLOOD_ADDRESSES[0])
-        scrape = asyncio.create_task(scraper.get(PASSWORD))
-        await until(
-            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
-            "the scrape to displace a flood check",
-        )
-        assert not scrape.done(), scrape.result()  # not refused for want of a place
-        gate.open.set()
-        assert await scrape == 200
-        assert gate.calls[running] == PASSWORD.encode()  # right after the check then running
-    finally:
-        gate.open.set()
-        await asyncio.gather(*flood, *([scrape] if scrape else []), return_exceptions=True)
-        for connection in [*connections, *([scraper] if scraper else [])]:
-            connection.close()
-        await server.stop()
+        flood: list[asyncio.Task[int]] = []
+        try:
+            for first in connections[::10]:  # each address fails once, on one connection
+                assert await first.get("wrong") == 401
+            gate.open.clear()
+            flood = [
+                asyncio.create_task(connection.get(f"guess-{n}"))
+                for n, connection in enumerate(connections)
+            ]
+            await scraper_checked_next(server, gate, flood, FLOOD_ADDRESSES[0])
+        finally:
+            gate.open.set()
+            await asyncio.gather(*flood, return_exceptions=True)
+            for connection in connections:
+                connection.close()
 
 
 async def test_a_scraper_whose_password_passed_is_answered_while_the_flood_holds_every_slot(
@@ -342,152 +292,6 @@ async def test_another_user_or_hash_starts_afresh() -> None:
     first.close()
 
 
-async def test_a_flood_from_one_address_is_refused_per_address(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The per-address bound: a third concurrent check from one address gets 429 at once."""
-    gate = Gate(monkeypatch)
-    gate.open.clear()
-    checker = authenticator()
-    await checker.prepare()
-
-    async def attempt(password: str) -> bool:
-        return await checker.check(basic("prom", password), peer="127.0.0.9")
-
-    first, second = asyncio.create_task(attempt("a")), asyncio.create_task(attempt("b"))
-    await until(lambda: checker.pending == 2, "two checks held for the address")
-    with pytest.raises(auth.AuthBusy) as busy:
-        await attempt("c")
-    assert busy.value.status == 429
-    gate.open.set()
-    assert await asyncio.gather(first, second) == [False, False]
-    assert checker.failed_before("127.0.0.9") and checker.pending == 0
-    checker.close()
-
-
-async def test_standing_follows_what_an_address_and_its_connections_did(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """An address is clean, then refused a place, then failed, then clean again once a check
-    from it passes. A connection is suspect once it was refused or failed, or if it was open
-    when its address was first refused; one opened since stands better until it fails too."""
-    gate = Gate(monkeypatch)
-    gate.open.clear()
-    checker = authenticator()
-    await checker.prepare()
-    loop = asyncio.get_running_loop()
-    old, older = loop.time(), loop.time() - 1
-    assert checker.standing("127.0.0.9", old) == (False, auth.CLEAN)
-    held = [
-        asyncio.create_task(checker.check(basic("prom", f"wrong-{n}"), "127.0.0.9", old))
-        for n in range(auth.PER_PEER)
-    ]
-    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
-    with pytest.raises(auth.AuthBusy):
-        await checker.check(basic("prom", "wrong"), peer="127.0.0.9", opened=older)
-    assert checker.standing("127.0.0.9", older) == (True, auth.REFUSED)
-    assert checker.standing("127.0.0.9", old) == (True, auth.REFUSED)  # open when refused
-    gate.open.set()
-    assert await asyncio.gather(*held) == [False] * auth.PER_PEER
-    assert checker.standing("127.0.0.9", old) == (True, auth.FAILED)
-    newer = loop.time()
-    assert checker.standing("127.0.0.9", newer) == (False, auth.FAILED)
-    assert not await checker.check(basic("prom", "other"), peer="127.0.0.9", opened=newer)
-    assert checker.standing("127.0.0.9", newer) == (True, auth.FAILED)
-    assert checker.standing("127.0.0.9", loop.time()) == (False, auth.FAILED)
-    assert await checker.check(basic("prom", PASSWORD), peer="127.0.0.9", opened=loop.time())
-    assert checker.standing("127.0.0.9", loop.time()) == (False, auth.CLEAN)
-    assert checker.standing("127.0.0.9", newer) == (True, auth.CLEAN)  # it failed itself
-    checker.close()
-
-
-async def test_checks_run_by_standing_then_arrival_whatever_the_order_they_came_in(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    gate = Gate(monkeypatch)
-    checker = authenticator()
-    await checker.prepare()
-    loop = asyncio.get_running_loop()
-    old = loop.time()
-    assert not await checker.check(basic("prom", "wrong"), peer="127.0.0.9", opened=old)
-    newer = loop.time()
-    gate.open.clear()
-
-    def attempt(password: str, peer: str, opened: float) -> asyncio.Task[bool]:
-        return asyncio.create_task(checker.check(basic("prom", password), peer, opened))
-
-    attempts = [attempt("running", "127.0.0.1", newer)]
-    await until(lambda: len(gate.calls) == 1, "a check to hold the bcrypt thread")
-    attempts += [
-        attempt("failed connection", "127.0.0.9", old),
-        attempt("new connection", "127.0.0.9", newer),
-        attempt("refused 1", "127.0.0.8", newer),
-        attempt("refused 2", "127.0.0.8", newer),
-        attempt("clean", "127.0.0.7", newer),
-    ]
-    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
-    with pytest.raises(auth.AuthBusy) as busy:
-        await checker.check(basic("prom", "refused 3"), "127.0.0.8", newer)
-    assert busy.value.status == 429  # and 127.0.0.8 is now remembered as refused
-    gate.open.set()
-    assert await asyncio.gather(*attempts) == [False] * len(attempts)
-    assert gate.calls[2:] == [  # after the first failure and the check then running
-        b"clean",
-        b"new connection",  # not suspect, from an address that failed
-        b"refused 1",  # suspect (open when its address was refused), an address refused
-        b"refused 2",
-        b"failed connection",  # suspect, an address that failed
-    ]
-    checker.close()
-
-
-async def test_a_full_line_gives_a_newcomer_the_place_of_a_check_that_stands_worse(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Every place held by checks from connections that failed (8 addresses, 2 each): a
-    check of no better standing is refused 503 at once; a clean address's check takes the
-    place of the worst waiting one (the last to come of the worst standing), which is
-    answered 503; a new connection from a failed address holding both its places takes the
-    place of that address's worst waiting check, answered 429."""
-    gate = Gate(monkeypatch)
-    checker = authenticator()
-    await checker.prepare()
-    loop = asyncio.get_running_loop()
-    old = loop.time()
-    flooding = [f"127.0.1.{n}" for n in range(auth.MAX_PENDING // auth.PER_PEER)]
-    for peer in [*flooding, "127.0.2.1"]:
-        assert not await checker.check(basic("prom", "wrong"), peer=peer, opened=old)
-    newer = loop.time()
-    checked = len(gate.calls)
-    gate.open.clear()
-    flood = [
-        asyncio.create_task(checker.check(basic("prom", f"guess-{peer}-{n}"), peer, old))
-        for n in range(auth.PER_PEER)
-        for peer in flooding
-    ]
-    await asyncio.sleep(0)  # each runs up to its wait for a turn (the loop's order)
-    assert checker.pending == auth.MAX_PENDING
-    with pytest.raises(auth.AuthBusy) as busy:
-        await checker.check(basic("prom", "guess"), peer="127.0.2.1", opened=old)
-    assert busy.value.status == 503
-    newcomer = asyncio.create_task(checker.check(basic("prom", PASSWORD), "127.0.0.2", newer))
-    await until(lambda: any(task.done() for task in flood), "a flood check to be displaced")
-    assert [task.done() for task in flood] == [False] * (len(flood) - 1) + [True]
-    assert isinstance(flood[-1].exception(), auth.AuthBusy)
-    assert flood[-1].exception().status == 503  # type: ignore[union-attr]
-    behind_nat = asyncio.create_task(checker.check(basic("prom", "x"), flooding[0], newer))
-    displaced = flood[len(flooding)]  # the later of the two checks of flooding[0]
-    await until(displaced.done, "the check of its own address to be displaced")
-    assert displaced.exception().status == 429  # type: ignore[union-attr]
-    assert not behind_nat.done()
-    assert checker.pending == auth.MAX_PENDING
-    gate.open.set()
-    assert await newcomer and not await behind_nat
-    assert gate.calls[checked + 1 : checked + 3] == [PASSWORD.encode(), b"x"]
-    await asyncio.gather(*flood, return_exceptions=True)
-    checker.close()
-
-
 async def test_a_repeated_wrong_password_holds_no_place_in_line_so_its_address_is_served(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -496,46 +300,36 @@ async def test_a_repeated_wrong_password_holds_no_place_in_line_so_its_address_i
     and the scraper sharing the flood's address has its first check run next (it was answered
     429 on every try while the flood held its address's places)."""
     gate = Gate(monkeypatch)
-    checker = authenticator()
-    await checker.prepare()
-    server = MetricsServer(
-        host="127.0.0.1",
-        port=0,
-        current=lambda: BODY,
-        on_scrape=lambda *_: None,
-        authenticator=checker,
-    )
-    await server.start()
-    clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-    flood: list[asyncio.Task[int]] = []
-    shared = FLOOD_ADDRESSES[0]
-    try:
-        assert await clients.get(shared, "wrong") == 401  # its one check
-        gate.open.clear()
-        checked = len(gate.calls)
-        flood = [
-            asyncio.create_task(clients.get(address, "wrong"))
-            for address in FLOOD_ADDRESSES
-            for _ in range(10)
-        ]
-        await until(
-            # (at most every place in line may be held)
-            lambda: sum(task.done() for task in flood) >= len(flood) - auth.MAX_PENDING,
-            "the flood's requests to be answered",
-        )
-        assert {task.result() for task in flood if task.done()} == {401}
-        scrape = asyncio.create_task(clients.get(shared, PASSWORD))
-        await until(lambda: len(gate.calls) > checked, "the scraper's check to run")
-        assert gate.calls[checked:] == [PASSWORD.encode()]  # no flood check before it
-        gate.open.set()
-        assert await scrape == 200
-        assert await asyncio.gather(*flood) == [401] * len(flood)
-        assert len(gate.calls) == checked + 1
-    finally:
-        gate.open.set()
-        await asyncio.gather(*flood, return_exceptions=True)
-        await clients.close()
-        await server.stop()
+    async with serving() as server:
+        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
+        flood: list[asyncio.Task[int]] = []
+        shared = FLOOD_ADDRESSES[0]
+        try:
+            assert await clients.get(shared, "wrong") == 401  # its one check
+            gate.open.clear()
+            checked = len(gate.calls)
+            flood = [
+                asyncio.create_task(clients.get(address, "wrong"))
+                for address in FLOOD_ADDRESSES
+                for _ in range(10)
+            ]
+            await until(
+                # (at most every place in line may be held)
+                lambda: sum(task.done() for task in flood) >= len(flood) - auth.MAX_PENDING,
+                "the flood's requests to be answered",
+            )
+            assert {task.result() for task in flood if task.done()} == {401}
+            scrape = asyncio.create_task(clients.get(shared, PASSWORD))
+            await until(lambda: len(gate.calls) > checked, "the scraper's check to run")
+            assert gate.calls[checked:] == [PASSWORD.encode()]  # no flood check before it
+            gate.open.set()
+            assert await scrape == 200
+            assert await asyncio.gather(*flood) == [401] * len(flood)
+            assert len(gate.calls) == checked + 1
+        finally:
+            gate.open.set()
+            await asyncio.gather(*flood, return_exceptions=True)
+            await clients.close()
 
 
 async def test_checks_of_one_pair_that_arrive_together_share_one_check_and_no_places(
