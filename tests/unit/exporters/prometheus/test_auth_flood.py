@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -85,9 +86,17 @@ class KeepAlive:
         self._writer.close()
 
 
+@dataclasses.dataclass
+class Serving:
+    server: MetricsServer
+    clients: Clients
+    flood: list[asyncio.Task[int]]  # the flood's requests, added by the test
+
+
 @contextlib.asynccontextmanager
-async def serving() -> AsyncIterator[MetricsServer]:
-    """`/metrics` with basic auth on a prepared authenticator, on a free loopback port."""
+async def serving(gate: Gate) -> AsyncIterator[Serving]:
+    """`/metrics` with basic auth on a free loopback port, and clients for it. At the end the
+    gate opens, every request of the flood is answered, and the clients and server close."""
     checker = authenticator()
     await checker.prepare()
     server = MetricsServer(
@@ -98,10 +107,25 @@ async def serving() -> AsyncIterator[MetricsServer]:
         authenticator=checker,
     )
     await server.start()
+    serving = Serving(server, Clients(f"http://127.0.0.1:{server.port}/metrics"), [])
     try:
-        yield server
+        yield serving
     finally:
+        gate.open.set()
+        await asyncio.gather(*serving.flood, return_exceptions=True)
+        await serving.clients.close()
         await server.stop()
+
+
+async def all_but_held_refused(flood: list[asyncio.Task[int]]) -> None:
+    """Waits until the flood holds every place in line and the rest of it was answered
+    429 / 503 at once."""
+    held = auth.MAX_PENDING  # running or waiting
+    await until(
+        lambda: sum(task.done() for task in flood) == len(flood) - held,
+        f"all but {held} of the flood's requests to be refused",
+    )
+    assert {task.result() for task in flood if task.done()} <= {429, 503}
 
 
 @contextlib.asynccontextmanager
@@ -113,31 +137,20 @@ async def flooded(
     get with the gate closed (200 wrong-password requests: those held, and the rest answered
     429 / 503)."""
     gate = Gate(monkeypatch)
-    async with serving() as server:
-        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-        flood: list[asyncio.Task[int]] = []
-        try:
-            for address in scrapers_before:
-                assert await clients.get(address, PASSWORD) == 200
-            for address in FLOOD_ADDRESSES:  # each address fails once
-                assert await clients.get(address, "wrong") == 401
-            gate.open.clear()
-            flood = [  # a new password each time (guessing): every one must be checked
-                asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
-                for address in FLOOD_ADDRESSES
-                for n in range(10)
-            ]
-            held = auth.MAX_PENDING  # running or waiting; every other one is refused at once
-            await until(
-                lambda: sum(task.done() for task in flood) == len(flood) - held,
-                f"all but {held} of the flood's requests to be refused",
-            )
-            assert {task.result() for task in flood if task.done()} <= {429, 503}
-            yield server, gate, clients, flood
-        finally:
-            gate.open.set()
-            await asyncio.gather(*flood, return_exceptions=True)
-            await clients.close()
+    async with serving(gate) as served:
+        server, clients, flood = served.server, served.clients, served.flood
+        for address in scrapers_before:
+            assert await clients.get(address, PASSWORD) == 200
+        for address in FLOOD_ADDRESSES:  # each address fails once
+            assert await clients.get(address, "wrong") == 401
+        gate.open.clear()
+        flood += [  # a new password each time (guessing): every one must be checked
+            asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
+            for address in FLOOD_ADDRESSES
+            for n in range(10)
+        ]
+        await all_but_held_refused(flood)
+        yield server, gate, clients, flood
 
 
 async def scraper_checked_next(
@@ -147,19 +160,15 @@ async def scraper_checked_next(
     refused at once, a scraper's first scrape on a new connection from `address` takes the
     place of a flood check (answered at once), and its check runs right after the one
     running when it came."""
-    held = auth.MAX_PENDING  # running or waiting; every other request is refused at once
-    await until(
-        lambda: sum(task.done() for task in flood) == len(flood) - held,
-        f"all but {held} of the flood's requests to be refused",
-    )
-    assert {task.result() for task in flood if task.done()} <= {429, 503}
+    await all_but_held_refused(flood)
+    answered = sum(task.done() for task in flood)
     await until(lambda: gate.held == 1, "a flood check to hold the bcrypt thread")
     running = len(gate.calls)  # the check in the gate is the last one called
     scraper = await KeepAlive.open(server.port, address)
     scrape = asyncio.create_task(scraper.get(PASSWORD))
     try:
         await until(
-            lambda: scrape.done() or sum(task.done() for task in flood) > len(flood) - held,
+            lambda: scrape.done() or sum(task.done() for task in flood) > answered,
             "the scrape to displace a flood check",
         )
         assert not scrape.done(), scrape.result()  # not refused for want of a place
@@ -194,19 +203,13 @@ async def test_a_new_scraper_is_checked_next_during_a_flood_from_addresses_never
     check running when it came."""
     gate = Gate(monkeypatch)
     gate.open.clear()
-    async with serving() as server:
-        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-        flood = [
-            asyncio.create_task(clients.get(address, f"guess-{address}-{n}"))
-            for address in FLOOD_ADDRESSES
+    async with serving(gate) as served:
+        served.flood += [
+            asyncio.create_task(served.clients.get(flooding, f"guess-{flooding}-{n}"))
+            for flooding in FLOOD_ADDRESSES
             for n in range(10)
         ]
-        try:
-            await scraper_checked_next(server, gate, flood, address)
-        finally:
-            gate.open.set()
-            await asyncio.gather(*flood, return_exceptions=True)
-            await clients.close()
+        await scraper_checked_next(served.server, gate, served.flood, address)
 
 
 async def test_a_scraper_behind_the_flood_s_address_is_checked_next_on_its_new_connection(
@@ -217,25 +220,22 @@ async def test_a_scraper_behind_the_flood_s_address_is_checked_next_on_its_new_c
     newer than the failure and has not failed, so its first check displaces one of the
     flood's checks and runs right after the check running when it came."""
     gate = Gate(monkeypatch)
-    async with serving() as server:
+    async with serving(gate) as served:
         connections = [
-            await KeepAlive.open(server.port, address)
+            await KeepAlive.open(served.server.port, address)
             for address in FLOOD_ADDRESSES
             for _ in range(10)
         ]
-        flood: list[asyncio.Task[int]] = []
         try:
             for first in connections[::10]:  # each address fails once, on one connection
                 assert await first.get("wrong") == 401
             gate.open.clear()
-            flood = [
+            served.flood += [
                 asyncio.create_task(connection.get(f"guess-{n}"))
                 for n, connection in enumerate(connections)
             ]
-            await scraper_checked_next(server, gate, flood, FLOOD_ADDRESSES[0])
+            await scraper_checked_next(served.server, gate, served.flood, FLOOD_ADDRESSES[0])
         finally:
-            gate.open.set()
-            await asyncio.gather(*flood, return_exceptions=True)
             for connection in connections:
                 connection.close()
 
@@ -300,36 +300,30 @@ async def test_a_repeated_wrong_password_holds_no_place_in_line_so_its_address_i
     and the scraper sharing the flood's address has its first check run next (it was answered
     429 on every try while the flood held its address's places)."""
     gate = Gate(monkeypatch)
-    async with serving() as server:
-        clients = Clients(f"http://127.0.0.1:{server.port}/metrics")
-        flood: list[asyncio.Task[int]] = []
+    async with serving(gate) as served:
+        clients, flood = served.clients, served.flood
         shared = FLOOD_ADDRESSES[0]
-        try:
-            assert await clients.get(shared, "wrong") == 401  # its one check
-            gate.open.clear()
-            checked = len(gate.calls)
-            flood = [
-                asyncio.create_task(clients.get(address, "wrong"))
-                for address in FLOOD_ADDRESSES
-                for _ in range(10)
-            ]
-            await until(
-                # (at most every place in line may be held)
-                lambda: sum(task.done() for task in flood) >= len(flood) - auth.MAX_PENDING,
-                "the flood's requests to be answered",
-            )
-            assert {task.result() for task in flood if task.done()} == {401}
-            scrape = asyncio.create_task(clients.get(shared, PASSWORD))
-            await until(lambda: len(gate.calls) > checked, "the scraper's check to run")
-            assert gate.calls[checked:] == [PASSWORD.encode()]  # no flood check before it
-            gate.open.set()
-            assert await scrape == 200
-            assert await asyncio.gather(*flood) == [401] * len(flood)
-            assert len(gate.calls) == checked + 1
-        finally:
-            gate.open.set()
-            await asyncio.gather(*flood, return_exceptions=True)
-            await clients.close()
+        assert await clients.get(shared, "wrong") == 401  # its one check
+        gate.open.clear()
+        checked = len(gate.calls)
+        flood += [
+            asyncio.create_task(clients.get(address, "wrong"))
+            for address in FLOOD_ADDRESSES
+            for _ in range(10)
+        ]
+        await until(
+            # (at most every place in line may be held)
+            lambda: sum(task.done() for task in flood) >= len(flood) - auth.MAX_PENDING,
+            "the flood's requests to be answered",
+        )
+        assert {task.result() for task in flood if task.done()} == {401}
+        scrape = asyncio.create_task(clients.get(shared, PASSWORD))
+        await until(lambda: len(gate.calls) > checked, "the scraper's check to run")
+        assert gate.calls[checked:] == [PASSWORD.encode()]  # no flood check before it
+        gate.open.set()
+        assert await scrape == 200
+        assert await asyncio.gather(*flood) == [401] * len(flood)
+        assert len(gate.calls) == checked + 1
 
 
 async def test_checks_of_one_pair_that_arrive_together_share_one_check_and_no_places(
