@@ -8,7 +8,8 @@ wrong password (`repeat`) or guessing a new one each time (`guess`). While it ru
 with the right password asks once from a fresh address (127.0.0.2) and once from a flood
 address (127.0.0.10), each on a new server-side memory of pairs (a fresh authenticator per
 scenario, so its first scrape really needs a check), retrying after `Retry-After` on a 429/503
-as Prometheus would on its next scrape. The baseline is the same first scrape with no flood
+as Prometheus would on its next scrape (each try on a new connection: one that was refused
+would stand behind new ones, `auth.standing`). The baseline is the same first scrape with no flood
 (about one bcrypt check), measured in the same run.
 
     python bench/s5_auth_flood.py [--cost 10] [--rounds 3]
@@ -122,7 +123,8 @@ async def scenario(hash_: str, mode: str | None, address: str) -> tuple[float, i
             child = multiprocessing.Process(target=flood, args=(server.port, mode, running, stop))
             child.start()
             await asyncio.to_thread(running.wait, 60)
-            # the flood's addresses have failed by now and every place in line is taken
+            # the flood's addresses have been refused a place or failed by now, and every
+            # place in line is taken
             await asyncio.to_thread(time.sleep, 1.0)
         return await asyncio.to_thread(first_answer, server.port, address)
     finally:

@@ -1,12 +1,8 @@
 """One HTTP/1.1 connection of the agent's endpoints (requests and answers: `messages.py`).
 
 `Connection` is the `asyncio.Protocol` a `Listener` (`otelgpu.confighttp.listener`) makes for each
-accepted socket. httptools parses what arrives: a binding of llhttp, Node.js's parser, in C
-(~3 µs a request; h11, in Python, takes ~100). llhttp refuses what RFC 9112 calls
-ambiguous framing: Content-Length with Transfer-Encoding, two Content-Length fields, a
-Transfer-Encoding other than a final `chunked`, bare LF and obsolete line folding; any request
-it refuses is answered 400 and the connection closed. What llhttp leaves to a server is checked
-here: one `Host` field, the size of a head and of a body.
+accepted socket. What arrives is parsed by its `RequestParser` (`request_parser.py`: httptools,
+and the limits on a request), and answered here.
 
 A request whose answer is ready at once is answered in the `data_received` call that read it;
 one the handler must await (a password check) from a task while reading pauses. Every answer
@@ -24,22 +20,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-import httptools
-
 from otelgpu.component.log_limits import RateLimitedLog
 from otelgpu.confighttp import messages, send_buffer
 from otelgpu.confighttp.messages import Handler, Request, Response
+from otelgpu.confighttp.request_parser import RequestParser
 from otelgpu.confighttp.send_buffer import BODY_SLICE
 
-_MAX_HEAD = 16 * 1024
-_MAX_REQUEST_BODY = 64 * 1024
-# Requests parsed ahead of their answers (pipelined in one read): after this many the rest of
-# the read is dropped and the last answer closes the connection, as RFC 9112 allows a server.
-_MAX_QUEUED = 16
 _LINGER = 2.0  # seconds a refused client may go on sending before its connection is reset
-# What is read goes to the parser in pieces of this size: a head still incomplete is refused
-# once its bytes pass _MAX_HEAD by at most one piece (a request head is one piece or less).
-_PIECE = 1024
 
 
 class Owner(Protocol):
@@ -69,18 +56,6 @@ _CALLED_OFF = Response(
 )
 
 
-class _Refused(Exception):
-    """Raised in a parser callback: the request is answered `status` and the connection ends."""
-
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
-
-
-class _LastRequest(Exception):
-    """Raised in a parser callback: nothing after this request is parsed."""
-
-
 class Connection(asyncio.Protocol):
     """One client connection. Requests are answered in order; reading pauses while an answer
     is awaited or the client does not take what was written. One timer: `idle_timeout` while
@@ -90,26 +65,11 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, owner: Owner) -> None:
         self._owner = owner
-        self._parser = httptools.HttpRequestParser(self)
+        self._requests = RequestParser(owner.header_timeout)
         self._transport: asyncio.Transport | None = None  # the TCP one until a TLS handshake
         self._socket: send_buffer.Sockopts | None = None
-        self._peer = ""
-        # the request being parsed
-        self._url = bytearray()
-        self._headers: list[tuple[bytes, bytes]] = []
-        self._request: Request | None = None
-        self._head_size = 0  # bytes of its URL and complete header lines
-        self._head_pieces = 0  # bytes of pieces read that lay wholly inside its head
-        self._body_size = 0
-        self._in_head = False
-        self._in_message = False
-        self._began_in_piece = False
-        self._request_deadline: float | None = None  # its first byte + header_timeout
         self._established = False  # answered a success (`Owner.established`)
         # answering
-        self._queue: deque[tuple[Request, bool]] = deque()  # parsed, not answered; keep-alive
-        self._reading_done = False  # nothing more is parsed on this connection
-        self._refusal: int | None = None  # sent once the requests before it are answered
         self.handshake: asyncio.Task[None] | None = None  # a TLS handshake in progress
         self._early: list[bytes] = []  # what TLS delivered before the handshake task resumed
         self.pending: asyncio.Task[None] | None = None  # an answer the handler awaits
@@ -129,7 +89,8 @@ class Connection(asyncio.Protocol):
         self._socket = transport.get_extra_info("socket")
         send_buffer.size_send_buffer(self._socket)
         peer = transport.get_extra_info("peername")
-        self._peer = peer[0] if isinstance(peer, tuple) else ""
+        self._requests.peer = peer[0] if isinstance(peer, tuple) else ""
+        self._requests.opened = asyncio.get_running_loop().time()
         if not self._owner.opened(self):  # counted from the accept, a TLS handshake included
             self._closing = True  # the cap is reached and every connection is established
             send_buffer.reset_on_close(self._socket)
@@ -183,18 +144,18 @@ class Connection(asyncio.Protocol):
             # returns the transport to answer on: kept for then (one read at most).
             self._early.append(data)
             return
-        if self._closing or self._reading_done:
+        if self._closing or self._requests.done:
             return  # refused, closing, or past the last request: dropped
         self._arm()
         self._safely(lambda: self._parse(data))
-        if self._request_deadline is not None and not self._closing:
+        if self._requests.deadline is not None and not self._closing:
             self._arm()  # a request began in this read and is not whole yet: its deadline
 
     def eof_received(self) -> bool:
         # Reading pauses while any answer is owed, so the client's end arrives once what it
         # asked before is answered; only a request it cut short is left, and gets 400.
-        if not self._closing and not self._reading_done and self._in_message:
-            self._reading_done, self._refusal = True, 400
+        if not self._closing and not self._requests.done and self._requests.in_message:
+            self._requests.cut_short()
             self._safely(self._advance)
         return False  # the transport closes once what was written is sent
 
@@ -265,8 +226,9 @@ class Connection(asyncio.Protocol):
             return
         self._write_deadline = None
         idle = loop.time() + self._owner.idle_timeout
-        if self._request_deadline is not None and self._request_deadline < idle:
-            self._set_timer(self._request_deadline, self.abort)  # a slowloris: dropped
+        deadline = self._requests.deadline
+        if deadline is not None and deadline < idle:
+            self._set_timer(deadline, self.abort)  # a slowloris: dropped
         else:
             self._set_timer(idle, self._idle)
 
@@ -283,103 +245,21 @@ class Connection(asyncio.Protocol):
         else:
             self.close()
 
-    # --- parsing: httptools calls these from `feed_data` ----------------------------------
-
-    def on_message_begin(self) -> None:
-        self._url.clear()
-        self._headers = []
-        self._head_size = self._head_pieces = self._body_size = 0
-        self._in_head = self._in_message = self._began_in_piece = True
-        self._request_deadline = asyncio.get_running_loop().time() + self._owner.header_timeout
-
-    def on_url(self, url: bytes) -> None:
-        self._url += url
-        self._grow_head(len(url))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers.append((name, value))
-        self._grow_head(len(name) + len(value) + 4)
-
-    def on_headers_complete(self) -> None:
-        self._in_head = False
-        hosts = sum(1 for name, _ in self._headers if name.lower() == b"host")
-        if hosts > 1 or (hosts == 0 and self._parser.get_http_version() == "1.1"):
-            raise _Refused(400)  # RFC 9112 section 3.2
-        self._request = Request(
-            method=self._parser.get_method().decode("ascii", "replace"),
-            path=self._url.partition(b"?")[0].decode("ascii", "replace"),
-            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in self._headers},
-            peer=self._peer,
-        )
-
-    def on_body(self, body: bytes) -> None:
-        self._body_size += len(body)
-        if self._body_size > _MAX_REQUEST_BODY:
-            raise _Refused(413)
-
-    def on_message_complete(self) -> None:
-        self._in_message = False
-        self._request_deadline = None
-        request, self._request = self._request, None
-        assert request is not None  # the head comes first
-        parser = self._parser
-        keep_alive = (
-            parser.should_keep_alive()
-            and parser.get_http_version() == "1.1"  # HTTP/1.0: one request per connection
-            and not parser.should_upgrade()  # no protocol but this one is spoken here
-            and len(self._queue) + 1 < _MAX_QUEUED
-        )
-        self._queue.append((request, keep_alive))
-        if not keep_alive:
-            raise _LastRequest
-
-    def _grow_head(self, size: int) -> None:
-        self._head_size += size
-        if self._head_size > _MAX_HEAD:
-            raise _Refused(431)
-
     # --- requests -------------------------------------------------------------------------
 
     def _parse(self, data: bytes) -> None:
-        whole = memoryview(data)
-        for start in range(0, len(whole), _PIECE):
-            piece = whole[start : start + _PIECE]
-            self._began_in_piece = False
-            try:
-                self._parser.feed_data(piece)
-            except httptools.HttpParserCallbackError as error:
-                self._stop(error.__context__)
-            except httptools.HttpParserUpgrade:  # after an Upgrade or CONNECT request: answered
-                self._reading_done = True
-            except httptools.HttpParserError:
-                self._reading_done, self._refusal = True, 400
-            if self._reading_done:
-                break
-            # llhttp keeps an unfinished header line until its end arrives: a head still
-            # incomplete is measured by the pieces that lay wholly inside it.
-            if self._in_head and not self._began_in_piece:
-                self._head_pieces += len(piece)
-                if self._head_pieces > _MAX_HEAD:
-                    self._reading_done, self._refusal = True, 431
-                    break
+        self._requests.feed(data)
         self._advance()
-
-    def _stop(self, cause: BaseException | None) -> None:
-        """Parsing stopped in a callback of ours; anything else it raised is a bug here."""
-        self._reading_done = True
-        if isinstance(cause, _Refused):
-            self._refusal = cause.status
-        elif not isinstance(cause, _LastRequest):
-            raise RuntimeError("HTTP parser callback failed") from cause
 
     def _advance(self) -> None:
         """Answers the requests parsed, in order, until one is awaited or the client stops
         reading; then sends the refusal that ended parsing, if any."""
-        while self._queue and self._ready():
-            request, keep_alive = self._queue.popleft()
+        requests = self._requests
+        while requests.queue and self._ready():
+            request, keep_alive = requests.queue.popleft()
             self._answer(request, keep_alive)
-        if self._refusal is not None and self._ready():
-            self._refuse(self._refusal)
+        if requests.refusal is not None and self._ready():
+            self._refuse(requests.refusal)
         self._update_reading()
 
     def _ready(self) -> bool:
@@ -456,7 +336,7 @@ class Connection(asyncio.Protocol):
         """Answers a request that could not be parsed or is refused (400, 413, 431), then ends
         the connection with a lingering close."""
         assert self._transport is not None
-        self._refusal = None
+        self._requests.refusal = None
         self._unsent.append(memoryview(messages.head(status, (), 0, keep_alive=False)))
         self._feed()
         if not self._transport.can_write_eof():  # TLS

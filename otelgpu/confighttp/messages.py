@@ -16,12 +16,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """One request: method, path (no query), headers (lower-case names), client address."""
+    """One request: method, path (no query), headers (lower-case names), client address, and
+    when its connection was accepted (the listener loop's `time()`; with `peer` it tells one
+    connection from another, and which came first)."""
 
     method: str
     path: str
     headers: Mapping[str, str]
     peer: str
+    opened: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

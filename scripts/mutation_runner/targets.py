@@ -166,6 +166,7 @@ TRANSPORT_TARGETS: dict[str, Target] = {
         [*HTTP_TESTS, f"{CORE}/test_process_settings.py"],  # SWITCH_INTERVAL, set by the agent
     ),
     "http_connection": ("otelgpu/confighttp/connection.py", HTTP_TESTS),
+    "http_request_parser": ("otelgpu/confighttp/request_parser.py", HTTP_TESTS),
     "http_messages": ("otelgpu/confighttp/messages.py", HTTP_TESTS),
     "http_send_buffer": ("otelgpu/confighttp/send_buffer.py", HTTP_TESTS),
     "http_compression": ("otelgpu/confighttp/compression.py", [f"{CORE}/test_compression.py"]),

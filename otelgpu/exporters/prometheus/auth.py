@@ -19,19 +19,33 @@ Answering a remembered failure at once tells a client only that this exact pair 
 tried and refused, nothing about the password. (A new hash or user starts with both memories
 empty.)
 
-The other checks run one at a time on one private thread, and the line in front of it is
-bounded, in two lanes: addresses with no failed check remembered (a scraper's first scrape,
-after a start or a password change) go first, ahead of addresses whose last check failed (a
-wrong-password flood, once each of its addresses has failed). Each lane holds at most
-`MAX_PENDING` checks, running or waiting, and one address at most `PER_PEER`: beyond that a
-request is answered at once, 429 (this address) or 503 (everyone), before any look at the
-credentials. So a flood costs one core, and a new scraper waits for the check running when it
-came and at most `MAX_PENDING - 1` from other new addresses; the time of an answer still says
-nothing about the password. The failed addresses remembered are bounded too
-(`FAILED_PEERS`, least recently failed forgotten first).
+The other checks run one at a time on one private thread, from a line of at most
+`MAX_PENDING` checks, running or waiting, `PER_PEER` of them from one address. The line is
+ordered by the requester's standing, not by arrival (`standing`): first whether its connection
+is suspect (it was refused a place or failed a check, or was already open when its address was
+first refused or failed, as a flood's keep-alive connections are), then what its address did
+(nothing, refused a place, failed a check); among equals, the first to come. A check that finds
+its address's places or the line full takes the place of the worst check waiting (of its
+address, or of anyone) when that one stands worse, and is answered 429 (its address) or 503
+(the line) at once otherwise; the one displaced gets that answer instead. All of it is decided
+before any look at the credentials, so the time of an answer says nothing about the password.
 
-A reload that keeps the user and the hash hands both memories to the new authenticator
-(`take_over`), so it does not start a flood over with an empty cache.
+So, during a flood guessing a new password each time: a scraper's first check from an address
+with nothing against it waits for the check running when it came and for other such newcomers
+that came before it (at most `MAX_PENDING - 1`), never for the flood's, however many addresses
+the flood has. From the flood's own address (a NAT), its first check on a new connection waits
+for the check running and for the non-suspect ones ahead of it: none from a flood on keep-alive
+connections, but a flood opening a new connection for every guess stands as the scraper does,
+and the scraper is then served in turn, or answered 429 / 503 at once while the line is full of
+them (Retry-After: 1; Prometheus tries again at its next scrape). Once it has passed, it needs
+no check at all. A flood from ever-new addresses stands as a newcomer does, too. The user name
+is not part of the standing: a flood guesses the scraper's own user's password, and putting an
+unknown user's checks last would tell by their timing which users exist. What is remembered of
+addresses and connections is bounded (`FAILED_PEERS`, `FAILED_CONNECTIONS`, least recently
+marked forgotten first); a check that passes clears its address's record.
+
+A reload that keeps the user and the hash hands what was learnt to the new authenticator
+(`take_over`), so it does not start a flood over with an empty memory.
 """
 
 from __future__ import annotations
@@ -39,12 +53,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
+import dataclasses
 import hashlib
 import hmac
+import itertools
 import os
 import ssl
-from collections import OrderedDict, deque
+from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import bcrypt
@@ -52,15 +68,27 @@ import bcrypt
 from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
 
 _CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
-MAX_PENDING = 8  # checks running or waiting in one lane, all its addresses together
-PER_PEER = 2  # checks running or waiting for one client address (two jobs may share one)
-FAILED_PEERS = 4096  # client addresses remembered as having failed their last check
+MAX_PENDING = 16  # checks running or waiting, all addresses together
+PER_PEER = 2  # checks running or waiting for one client address (two scrapers may share one)
+FAILED_PEERS = 4096  # client addresses remembered as having failed or been refused a place
+FAILED_CONNECTIONS = 4096  # connections remembered as having failed or been refused
 FAILED_PAIRS = 4096  # distinct refused (user, password) pairs remembered, as 32-byte digests
-_FIRST, _FAILED = 0, 1  # the lanes: no failure remembered for the address, or one
+
+# What is remembered against an address, least first: nothing; a request refused a place in
+# line (its address's places or the whole line were full); a check that failed.
+CLEAN, REFUSED, FAILED = 0, 1, 2
+# A request's standing: (whether its connection is suspect, what its address did), least
+# first, so a new connection from an address that failed stands before any connection that
+# was refused or failed, whatever its address. A connection is suspect once it was refused or
+# failed, or when it was already open as its address was first refused or failed (the
+# flood's). Standing is read from what is remembered when it is needed, so a check waiting
+# moves back the moment its address or connection is refused or fails.
+Standing = tuple[bool, int]
 
 
 class AuthBusy(Exception):
-    """The check was not run: too many are already waiting. `status` is the HTTP answer."""
+    """The check was not run: no place in line, or its place went to a check of better
+    standing. `status` is the HTTP answer (429: its address's places; 503: the line's)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -93,10 +121,11 @@ class BasicAuthenticator:
         self._ok: set[bytes] = set()
         self._refused: OrderedDict[bytes, None] = OrderedDict()  # least recently seen first
         self._checking: dict[bytes, asyncio.Future[bool]] = {}  # pairs being checked now
-        self._failed: OrderedDict[str, None] = OrderedDict()  # least recently failed first
-        self._held = [0, 0]  # checks running or waiting, by lane
-        self._held_by_peer: dict[str, int] = {}
-        self._turns = _Turns()
+        # address -> (when it was first refused or failed, the loop's clock; CLEAN, REFUSED or
+        # FAILED), least recently marked first
+        self._marked: OrderedDict[str, tuple[float, int]] = OrderedDict()
+        self._suspect: OrderedDict[tuple[str, float], None] = OrderedDict()  # (peer, opened)
+        self._line = _Line(self.standing)
         # One private thread: checks run one at a time (a flood of wrong passwords costs one
         # core) and never queue behind other components' work in the default executor.
         self._executor: ThreadPoolExecutor | None = None
@@ -112,14 +141,16 @@ class BasicAuthenticator:
         self._key = os.urandom(32)
 
     def take_over(self, previous: BasicAuthenticator) -> None:
-        """Keeps what `previous` learnt, the pairs that passed and the addresses that failed,
-        when it checked the same user against the same hash; otherwise starts afresh."""
+        """Keeps what `previous` learnt, the pairs that passed and failed and the standing of
+        addresses and connections, when it checked the same user against the same hash;
+        otherwise starts afresh."""
         if hmac.compare_digest(previous._user, self._user) and hmac.compare_digest(
             previous._hash, self._hash
         ):
             self._key, self._ok = previous._key, set(previous._ok)
             self._refused = OrderedDict(previous._refused)
-            self._failed = OrderedDict(previous._failed)
+            self._marked = OrderedDict(previous._marked)
+            self._suspect = OrderedDict(previous._suspect)
 
     def close(self) -> None:
         """Stops the bcrypt thread, waiting for a check in progress; idempotent. Blocks: call
@@ -129,62 +160,73 @@ class BasicAuthenticator:
             executor.shutdown(wait=True, cancel_futures=True)
 
     @property
-    def waiting(self) -> tuple[int, int]:
-        """Checks running or waiting: from addresses with no failure remembered, and from
-        addresses whose last check failed."""
-        return self._held[_FIRST], self._held[_FAILED]
+    def pending(self) -> int:
+        """Checks running or waiting."""
+        return self._line.held
 
     def remembers(self, header: str | None) -> bool:
         """Whether this header's pair has passed before: it is allowed with no check."""
         return self._cache_key(*_parse(header)) in self._ok
 
     def failed_before(self, peer: str) -> bool:
-        """Whether the last check from this address failed (as far as is remembered)."""
-        return peer in self._failed
+        """Whether a check from this address failed since its last one passed (as far as is
+        remembered)."""
+        return self._marked.get(peer, (0.0, CLEAN))[1] == FAILED
 
-    async def check(self, header: str | None, peer: str = "") -> bool:
-        """Whether the header carries the right user and password. Raises AuthBusy, without
-        looking at the credentials, when `peer` or its lane already has checks waiting."""
+    def standing(self, peer: str, opened: float = 0.0) -> Standing:
+        """Where a check from `peer`, on a connection accepted at `opened` (the loop's clock;
+        0 when unknown: as old as any), stands now: (suspect connection, address's record)."""
+        since, record = self._marked.get(peer, (0.0, CLEAN))
+        suspect = (peer, opened) in self._suspect or (record != CLEAN and opened <= since)
+        return suspect, record
+
+    async def check(self, header: str | None, peer: str = "", opened: float = 0.0) -> bool:
+        """Whether the header carries the right user and password, from `peer` on a connection
+        accepted at `opened`. Raises AuthBusy, without looking at the credentials, when the
+        check finds no place in line or loses its place to one of better standing."""
         user, password = _parse(header)
         cache_key = self._cache_key(user, password)
         if cache_key in self._ok:
             return True
         if cache_key in self._refused:
             self._refused.move_to_end(cache_key)
-            self._remember_failed(peer)
+            self._remember_failed(peer, opened)
             return False
         checking = self._checking.get(cache_key)
         if checking is not None:  # the same pair is in line already: its answer is this one
             passed = await asyncio.shield(checking)
         else:
-            passed = await self._check_new(user, password, cache_key, peer)
+            passed = await self._check_new(user, password, cache_key, peer, opened)
         if passed:
-            self._failed.pop(peer, None)
+            self._marked.pop(peer, None)
         else:
-            self._remember_failed(peer)
+            self._remember_failed(peer, opened)
         return passed
 
-    async def _check_new(self, user: bytes, password: bytes, cache_key: bytes, peer: str) -> bool:
-        """A pair not seen before: a place in its address's lane, then bcrypt. Checks of the
-        same pair that come meanwhile share this one's answer (or its AuthBusy)."""
-        lane = _FAILED if peer in self._failed else _FIRST
-        self._admit(peer, lane)
+    async def _check_new(
+        self, user: bytes, password: bytes, cache_key: bytes, peer: str, opened: float
+    ) -> bool:
+        """A pair not seen before: a place in line, then bcrypt. Checks of the same pair that
+        come meanwhile share this one's answer (or its AuthBusy)."""
         shared: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._checking[cache_key] = shared
         passed: bool | None = None
+        busy = AuthBusy(503, "the check was called off, try again")
         try:
             try:
-                await self._turns.take(lane)
-                try:
-                    passed = await self._bcrypt(user, password)
-                finally:
-                    self._turns.give_back()
+                await self._line.take(peer, opened)
+            except AuthBusy as refused:
+                busy = refused
+                self._remember(peer, opened, REFUSED)
+                raise
+            try:
+                passed = await self._bcrypt(user, password)
             finally:
-                self._release(peer, lane)
+                self._line.give_back(peer)
         finally:
             del self._checking[cache_key]
-            if passed is None:  # called off (its connection closed, a reload) or busy
-                shared.set_exception(AuthBusy(503, "the check was called off, try again"))
+            if passed is None:  # refused, displaced, or called off (its connection closed)
+                shared.set_exception(busy)
                 shared.exception()  # retrieved: no "never retrieved" warning if none joined
             else:
                 shared.set_result(passed)
@@ -198,11 +240,20 @@ class BasicAuthenticator:
                 self._refused.popitem(last=False)
         return passed
 
-    def _remember_failed(self, peer: str) -> None:
-        self._failed[peer] = None
-        self._failed.move_to_end(peer)
-        if len(self._failed) > FAILED_PEERS:
-            self._failed.popitem(last=False)
+    def _remember_failed(self, peer: str, opened: float) -> None:
+        self._remember(peer, opened, FAILED)
+
+    def _remember(self, peer: str, opened: float, record: int) -> None:
+        """Marks the address (keeping when it was first marked, and the worse record) and
+        the connection."""
+        since, before = self._marked.pop(peer, (asyncio.get_running_loop().time(), CLEAN))
+        self._marked[peer] = (since, max(before, record))
+        if len(self._marked) > FAILED_PEERS:
+            self._marked.popitem(last=False)
+        self._suspect[(peer, opened)] = None
+        self._suspect.move_to_end((peer, opened))
+        if len(self._suspect) > FAILED_CONNECTIONS:
+            self._suspect.popitem(last=False)
 
     async def _bcrypt(self, user: bytes, password: bytes) -> bool:
         executor = self._executor
@@ -217,58 +268,103 @@ class BasicAuthenticator:
             raise AuthBusy(503, "authentication is being reconfigured") from closed
         return user_ok and password_ok
 
-    def _admit(self, peer: str, lane: int) -> None:
-        if self._held_by_peer.get(peer, 0) >= PER_PEER:
-            raise AuthBusy(429, "too many concurrent authentication attempts from this client")
-        if self._held[lane] >= MAX_PENDING:
-            raise AuthBusy(503, "too many authentication attempts in progress")
-        self._held[lane] += 1
-        self._held_by_peer[peer] = self._held_by_peer.get(peer, 0) + 1
-
-    def _release(self, peer: str, lane: int) -> None:
-        self._held[lane] -= 1
-        left = self._held_by_peer.pop(peer) - 1
-        if left:
-            self._held_by_peer[peer] = left
-
     def _cache_key(self, user: bytes, password: bytes) -> bytes:
         message = len(user).to_bytes(8, "big") + user + len(password).to_bytes(8, "big") + password
         return hmac.new(self._key, message, hashlib.sha256).digest()
 
 
-class _Turns:
-    """Whose bcrypt check runs next: one at a time, a waiting check of the first lane before
-    any of the second, in arrival order within a lane."""
+@dataclasses.dataclass(eq=False)
+class _Place:
+    """A check waiting for its turn: whose it is, and when it came."""
 
-    def __init__(self) -> None:
-        self._busy = False
-        self._lanes: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+    peer: str
+    opened: float
+    arrival: int
+    turn: asyncio.Future[None]
 
-    async def take(self, lane: int) -> None:
-        """Returns once it is this check's turn; `give_back` must follow."""
-        if not self._busy:
-            self._busy = True
+
+class _Line:
+    """Whose bcrypt check runs next: one at a time, the best standing first and, among equals,
+    the first to come. At most `MAX_PENDING` checks running or waiting, `PER_PEER` for one
+    address; a check that finds no place takes the place of the worst one waiting (of its
+    address, when its address holds all its places) if that one stands worse, and is refused
+    otherwise. The one displaced is answered as the newcomer would have been."""
+
+    def __init__(self, standing: Callable[[str, float], Standing]) -> None:
+        self._standing = standing
+        self._running = False
+        self._waiting: list[_Place] = []
+        self._held_by_peer: dict[str, int] = {}
+        self._arrivals = itertools.count()
+
+    @property
+    def held(self) -> int:
+        """Checks running or waiting."""
+        return self._running + len(self._waiting)
+
+    async def take(self, peer: str, opened: float) -> None:
+        """Returns once it is this check's turn (`give_back` must follow); raises AuthBusy when
+        it finds no place, or loses its place while it waits."""
+        self._drop_called_off()
+        standing = self._standing(peer, opened)
+        if self._held_by_peer.get(peer, 0) >= PER_PEER:
+            busy = AuthBusy(429, "too many concurrent authentication attempts from this client")
+            self._displace(self._worst(peer), standing, busy)
+        elif self.held >= MAX_PENDING:
+            busy = AuthBusy(503, "too many authentication attempts in progress")
+            self._displace(self._worst(None), standing, busy)
+        self._held_by_peer[peer] = self._held_by_peer.get(peer, 0) + 1
+        if not self._running:
+            self._running = True
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._lanes[lane].append(turn)
+        place = _Place(peer, opened, next(self._arrivals), turn)
+        self._waiting.append(place)
         try:
-            await turn
+            await place.turn
         except asyncio.CancelledError:
-            if turn.cancelled():
-                with contextlib.suppress(ValueError):  # give_back may have dropped it
-                    self._lanes[lane].remove(turn)
-            else:  # the turn came just as this check was called off: the next one has it
-                self.give_back()
+            if place in self._waiting:  # called off while it waited
+                self._waiting.remove(place)
+                self._release(peer)
+            elif not place.turn.cancelled() and place.turn.exception() is None:
+                self.give_back(peer)  # the turn came just as it was called off: pass it on
             raise
 
-    def give_back(self) -> None:
-        for lane in self._lanes:
-            while lane:
-                turn = lane.popleft()
-                if not turn.done():
-                    turn.set_result(None)
-                    return
-        self._busy = False
+    def give_back(self, peer: str) -> None:
+        """The check of `peer` that had the turn is done: the best one waiting runs next."""
+        self._release(peer)
+        self._drop_called_off()
+        if not self._waiting:
+            self._running = False
+            return
+        best = min(self._waiting, key=self._rank)
+        self._waiting.remove(best)
+        best.turn.set_result(None)
+
+    def _displace(self, worst: _Place | None, standing: Standing, busy: AuthBusy) -> None:
+        if worst is None or self._standing(worst.peer, worst.opened) <= standing:
+            raise busy
+        self._waiting.remove(worst)
+        self._release(worst.peer)
+        worst.turn.set_exception(AuthBusy(busy.status, f"{busy}; a client of better standing came"))
+
+    def _worst(self, peer: str | None) -> _Place | None:
+        candidates = [p for p in self._waiting if peer is None or p.peer == peer]
+        return max(candidates, key=self._rank) if candidates else None
+
+    def _rank(self, place: _Place) -> tuple[Standing, int]:
+        return self._standing(place.peer, place.opened), place.arrival
+
+    def _drop_called_off(self) -> None:
+        """Places whose check was called off and has not yet woken to leave."""
+        for place in [p for p in self._waiting if p.turn.done()]:
+            self._waiting.remove(place)
+            self._release(place.peer)
+
+    def _release(self, peer: str) -> None:
+        left = self._held_by_peer.pop(peer) - 1
+        if left:
+            self._held_by_peer[peer] = left
 
 
 def _checkpw(password: bytes, hashed: bytes) -> bool:

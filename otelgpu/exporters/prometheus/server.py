@@ -246,7 +246,9 @@ def _quality(text: str) -> float:
 async def _authenticate(auth: BasicAuthenticator, request: Request) -> Response | None:
     """None when the request may have `/metrics`, else the refusal to send."""
     try:
-        allowed = await auth.check(request.headers.get("authorization"), peer=request.peer)
+        allowed = await auth.check(
+            request.headers.get("authorization"), peer=request.peer, opened=request.opened
+        )
     except AuthBusy as busy:
         return Response(busy.status, f"{busy}\n".encode(), (_TEXT, ("Retry-After", "1")))
     if allowed:
