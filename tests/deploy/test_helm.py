@@ -399,8 +399,11 @@ def test_the_agent_accepts_the_secured_args() -> None:
 
 def test_chart_files_are_copies_of_their_sources_inside_the_chart() -> None:
     """Real files (a packaged chart carries nothing outside its folder), identical to the
-    pipelines, rules and dashboards they copy (python -m tests.deploy.sync --write)."""
-    assert sorted(p.name for p in sync.CHART_FILES.iterdir()) == sorted(sync.CHART_COPIES)
+    pipelines, rules and dashboards they copy (python -m tests.deploy.sync --write), and what
+    each rule reads, written from the rules (tests/deploy/rule_metrics.py)."""
+    assert sorted(p.name for p in sync.CHART_FILES.iterdir()) == sorted(
+        [*sync.CHART_COPIES, sync.RULE_METRICS]
+    )
     for name, source in sync.CHART_COPIES.items():
         copy = sync.CHART_FILES / name
         assert not copy.is_symlink() and copy.is_file(), name

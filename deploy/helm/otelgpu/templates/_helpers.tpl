@@ -277,3 +277,59 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* With a counters CSV given as text (counters): the rules of the naming's default and detail
+files whose every GPU series the CSV selects, as {groups: [...], leftOut: [ALERT...]}.
+files/rule-metrics.yaml says what each rule reads (tests/deploy/rule_metrics.py): a need is
+met when its metric is switched on under metrics, or when the CSV lists one of its fields and
+metrics does not switch the metric off. Rules on the allocation series, the agent's own
+metrics and kube-state-metrics need no field. Groups left empty go; so does a recording rule
+that reads what the CSV leaves out, and what reads it. */}}
+{{- define "otelgpu.csvRules" -}}
+{{- $dcgm := eq .Values.naming "dcgm" -}}
+{{- $index := .Files.Get "files/rule-metrics.yaml" | fromYaml -}}
+{{- $listed := dict -}}
+{{- range $line := splitList "\n" .Values.counters -}}
+{{- $line = trim $line -}}
+{{- if and $line (not (hasPrefix "#" $line)) -}}
+{{- $name := trim (first (splitList "," $line)) -}}
+{{- $_ := set $listed (get $index.legacy $name | default $name) true -}}
+{{- end -}}
+{{- end -}}
+{{- $needs := get $index.rules .Values.naming -}}
+{{- $files := list "files/otelgpu-rules.yaml" "files/otelgpu-rules-detail.yaml" -}}
+{{- if $dcgm -}}
+{{- $files = list "files/otelgpu-rules-dcgm.yaml" "files/otelgpu-rules-detail-dcgm.yaml" -}}
+{{- end -}}
+{{- $groups := list -}}
+{{- $left := list -}}
+{{- range $file := $files -}}
+{{- range $group := ($.Files.Get $file | fromYaml).groups -}}
+{{- $kept := list -}}
+{{- range $rule := $group.rules -}}
+{{- $id := printf "%s/%s" $group.name ($rule.alert | default $rule.record) -}}
+{{- if not (hasKey $needs $id) -}}
+{{- fail (printf "files/rule-metrics.yaml has no rule %s: run python -m tests.deploy.sync --write" $id) -}}
+{{- end -}}
+{{- $met := true -}}
+{{- range $need := get $needs $id -}}
+{{- $switch := toString (dig $need.metric "enabled" "" $.Values.metrics) -}}
+{{- $chosen := eq $switch "true" -}}
+{{- range $field := $need.fields -}}
+{{- if hasKey $listed $field -}}{{- $chosen = true -}}{{- end -}}
+{{- end -}}
+{{- if or (eq $switch "false") (not $chosen) -}}{{- $met = false -}}{{- end -}}
+{{- end -}}
+{{- if $met -}}
+{{- $kept = append $kept $rule -}}
+{{- else if and $rule.alert (eq $file (first $files)) -}}
+{{- $left = append $left $rule.alert -}}
+{{- end -}}
+{{- end -}}
+{{- if $kept -}}
+{{- $groups = append $groups (set (omit $group "rules") "rules" $kept) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "groups" $groups "leftOut" $left) -}}
+{{- end -}}
