@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ from tests.deploy.names import metrics_in, served
 from tests.deploy.sync import DCGM_DETAIL_RULES, DCGM_RULES, DETAIL_RULES, PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
-from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.kubelet import FakeKubelet
 from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
@@ -79,21 +79,6 @@ def _default_gpu_metrics(naming: str) -> set[str]:
 def _detail_gpu_metrics(naming: str) -> set[str]:
     """GPU metrics the detail rules use."""
     return _rules_metrics(DETAIL_RULES if naming == "otel" else DCGM_DETAIL_RULES) & served(naming)
-
-
-SIMULATED_GPU0 = "GPU-5157a7e0-0000-4000-8000-000000000000"  # the simulated backend's first UUID
-
-
-@pytest.fixture
-async def kubelet() -> AsyncIterator[FakeKubelet]:
-    """The pod-resources stand-in: one pod holds the simulated GPU (allocation series)."""
-    server = FakeKubelet()
-    server.set_pods(
-        pod("ml", "train-0", container("trainer", {"nvidia.com/gpu": [SIMULATED_GPU0]}))
-    )
-    await server.start()
-    yield server
-    await server.close()
 
 
 @pytest.fixture(params=["otel", "dcgm"])
