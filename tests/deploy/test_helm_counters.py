@@ -172,6 +172,15 @@ def test_with_a_counters_csv_only_alerts_on_what_it_selects_are_installed(
     assert sorted(re.findall(r"Otelgpu\w+", named)) == left
 
 
+def test_a_metric_switched_off_takes_its_alerts_out_whatever_the_csv_lists() -> None:
+    """`metrics` wins over the CSV in the receiver (a switched-off metric is not emitted), so it
+    does for the alerts too."""
+    values = {"counters": SOME_FIELDS, "metrics": {"hw.temperature": {"enabled": False}}}
+    alerts = {rule.get("alert") for rule in installed_rules(render(**values))}
+    assert not {"OtelgpuGPUTemperatureHigh", "OtelgpuGPUMemoryTemperatureHigh"} & alerts
+    assert "OtelgpuXidCritical" in alerts
+
+
 def test_with_a_counters_configmap_every_default_alert_stays_and_notes_say_why() -> None:
     values = {"countersConfigMap": {"name": "dcgm-metrics"}}
     alerts = {r.get("alert") for r in installed_rules(render(**values))}
