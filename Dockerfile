@@ -60,6 +60,6 @@ ENV MALLOC_ARENA_MAX=2 \
 ENV GRPC_DNS_RESOLVER=native
 # A numeric uid (distroless' "nonroot"), so runAsNonRoot can verify it without /etc/passwd.
 USER 65532:65532
-EXPOSE 9400 13133
+EXPOSE 9400 8888 13133
 ENTRYPOINT ["otelgpu"]
 CMD ["run", "-c", "/etc/otelgpu/pipeline.yaml"]

@@ -11,7 +11,12 @@ otel`, then `naming: dcgm`) and the OTLP encoder (`otelgpu/exporters/otlp/encode
 agent's own metrics are served where the Helm chart serves them by default
 (deploy/helm/otelgpu/values.yaml, `telemetry`): on the telemetry endpoint, read as the
 service's pull reader reads them (`otelgpu/service/telemetry_endpoint.py`), and not in the
-exporter's body; `--telemetry-beside` keeps them in it (`telemetry.ownPort: false`).
+exporter's body; `--telemetry-beside` keeps them in it (`telemetry.ownPort: false`). So is the
+GPU status (values.yaml, `gpuStatus`): the health metrics leave the GPU pipeline through the
+`filter` processor and reach a second prometheus exporter, the status endpoint, unenriched,
+which writes the devices' `hw_gpu_info` too (the GPU endpoint's exporter has `device_info:
+false`), as the chart's pipeline does; `--status-beside` keeps them on the GPU endpoint
+(`gpuStatus.ownPort: false`).
 
 Per side it prints the series per node (those naming a GPU, per GPU, and the agent's own; for
 ours, one GPU's series parted into those that carry a reading dcgm-exporter has a field for and
@@ -33,13 +38,13 @@ samples per second at a 15 s scrape, and ingest bytes per second.
     python bench/fleet_cost.py [--gpus 8] [--mig-gpus 0] [--mig-per-gpu 3] [--pods 100]
                                [--procs 1] [--env TEAM,PROJECT] [--pod-labels app]
                                [--metric-set default|all] [--enable NAME,...] [--nodes 10000]
-                               [--telemetry-beside]
+                               [--telemetry-beside] [--status-beside]
     python bench/fleet_cost.py --smoke      # a 2-GPU node, seconds
 
 Target (TARGETS.md P8): `naming: dcgm`: dcgm-equivalent series <= 1.0x dcgm-exporter's and
 bytes per such series line <= 1.0x, every other series itemised; `naming: otel`: the GPU
-endpoint's series <= 1.1x dcgm-exporter's (the agent's own, on the telemetry endpoint, are
-printed beside). The verdict is the last line.
+endpoint's series <= 1.1x dcgm-exporter's (the agent's own, on the telemetry endpoint, and the
+GPU status, on the status endpoint, are printed beside). The verdict is the last line.
 """
 
 from __future__ import annotations
@@ -73,11 +78,14 @@ from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch
 from otelgpu.processors.container_env.config import ContainerEnvProcessorConfig
 from otelgpu.processors.container_env.processor import ContainerEnvProcessor
+from otelgpu.processors.filter.config import FilterProcessorConfig
+from otelgpu.processors.filter.factory import FilterProcessor
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from otelgpu.processors.resource.factory import ResourceProcessor, ResourceProcessorConfig
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.dcgm_names import NAMING
+from otelgpu.receivers.nvml.metrics import HEALTH_METRICS
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.service.telemetry_endpoint import exposition
 from tests.fakes import FakeHost, Sink
@@ -97,24 +105,37 @@ _DEVICE = re.compile(r"(?:GPU|MIG)-b3c40000-[0-9a-f-]{27,}")  # node_fixture's U
 CHART_VALUES = Path(__file__).resolve().parents[1] / "deploy/helm/otelgpu/values.yaml"
 
 
+# The GPU status families: health (`nvidia_gpu_up`, `hw_status`) and info (`hw_gpu_info`), the
+# same names in both namings; on the status endpoint in the chart (values.yaml, gpuStatus).
+STATUS_FAMILIES = ("nvidia_gpu_up", "hw_status", "hw_gpu_info")
+
+
 @dataclass(frozen=True)
 class Endpoints:
-    """Where the chart serves what, by default: the GPU endpoint's port, and the telemetry
-    port the agent's own metrics move to (None: they stay on the GPU endpoint)."""
+    """Where the chart serves what, by default: the GPU endpoint's port, the telemetry port
+    the agent's own metrics move to, and the status port the GPU status moves to (None: they
+    stay on the GPU endpoint)."""
 
     gpu: int
     telemetry: int | None
+    status: int | None = None
 
     @classmethod
     def chart_default(cls) -> Endpoints:
         values = yaml.safe_load(CHART_VALUES.read_text())
-        own = values["telemetry"]
-        return cls(values["service"]["port"], own["port"] if own["ownPort"] else None)
+        own, status = values["telemetry"], values["gpuStatus"]
+        return cls(
+            values["service"]["port"],
+            own["port"] if own["ownPort"] else None,
+            status["port"] if status["ownPort"] else None,
+        )
 
     def of(self, family: str) -> str:
         """Which endpoint serves `family`."""
         if family.startswith(AGENT_PREFIX) and self.telemetry is not None:
             return f"telemetry endpoint :{self.telemetry}"
+        if family in STATUS_FAMILIES and self.status is not None:
+            return f"GPU status endpoint :{self.status}"
         return f"GPU endpoint :{self.gpu}"
 
 
@@ -137,6 +158,9 @@ class Figures:
     apart: int = 0  # series on the telemetry endpoint
     apart_plain: int = 0  # its body's bytes
     equivalent_line: float = 0.0  # mean bytes of a line with a dcgm-exporter field (DCGM_FI_*)
+    status: int = 0  # series on the GPU status endpoint (counted in per_gpu too)
+    status_plain: int = 0  # its body's bytes
+    status_gzip: int = 0  # and gzipped, as served
 
     @property
     def series(self) -> int:
@@ -144,11 +168,13 @@ class Figures:
 
     @property
     def on_gpu_endpoint(self) -> int:
-        return self.series - self.apart
+        return self.series - self.apart - self.status
 
     @property
     def wire(self) -> int:
-        return self.gzipped if self.served_gzip else self.plain
+        """Bytes a scrape of the GPU series takes: the GPU endpoint's, and the GPU status
+        endpoint's where it is apart."""
+        return (self.gzipped if self.served_gzip else self.plain) + self.status_gzip
 
 
 def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
@@ -156,11 +182,26 @@ def _settings(name: str, kind: Kind, telemetry: SelfTelemetry) -> Settings:
     return Settings.for_component(ComponentID(name), kind, telemetry, naming=NAMING)
 
 
+def _filter(name: str, rule: str, telemetry: SelfTelemetry) -> FilterProcessor:
+    """The chart's filter/gpu_status (`include` the health metrics) or filter/not_gpu_status
+    (`exclude` them)."""
+    config = FilterProcessorConfig.model_validate({"metrics": {rule: sorted(HEALTH_METRICS)}})
+    return FilterProcessor(_settings(name, Kind.PROCESSOR, telemetry), config)
+
+
 class Pipeline:
-    """receiver → k8s_attributes → container_env → resource → prometheus (one naming)."""
+    """receiver → k8s_attributes → container_env → resource → prometheus (one naming); with
+    the GPU status apart (the chart's pipeline, values.yaml `gpuStatus`), the health metrics go
+    instead from the receiver to a second prometheus exporter."""
 
     def __init__(
-        self, node: Node, host_proc: Path, naming: str, args: argparse.Namespace, apart: bool
+        self,
+        node: Node,
+        host_proc: Path,
+        naming: str,
+        args: argparse.Namespace,
+        apart: bool,
+        status_apart: bool = False,
     ) -> None:
         telemetry = SelfTelemetry()
         # as the service does with a pull reader (the chart's default): the exporter's body
@@ -204,14 +245,27 @@ class Pipeline:
                 }
             ),
         )
+        exporter = {"endpoint": "127.0.0.1:0", "naming": naming}
         self.prometheus = PrometheusExporter(
             _settings("prometheus", Kind.EXPORTER, telemetry),
-            PrometheusExporterConfig.model_validate({"endpoint": "127.0.0.1:0", "naming": naming}),
+            PrometheusExporterConfig.model_validate(
+                {**exporter, "device_info": False} if status_apart else exporter
+            ),
         )
+        self.status: PrometheusExporter | None = None
+        self.readings = _filter("filter/not_gpu_status", "exclude", telemetry)
+        self.health = _filter("filter/gpu_status", "include", telemetry)
+        if status_apart:
+            self.status = PrometheusExporter(
+                _settings("prometheus/gpu_status", Kind.EXPORTER, telemetry),
+                PrometheusExporterConfig.model_validate(exporter),
+            )
 
     async def start(self) -> None:
         # the agent's order (otelgpu/service/graph.py `start_order`): downstream first
         await self.prometheus.start(self.host)
+        if self.status is not None:
+            await self.status.start(self.host)
         await self.env.start(self.host)
         await self.k8s.start(self.host)
         await self.receiver.start(self.host)
@@ -226,13 +280,25 @@ class Pipeline:
         await self.k8s.shutdown()
         await self.env.shutdown()
         await self.prometheus.shutdown()
+        if self.status is not None:
+            await self.status.shutdown()
 
     async def cycle(self) -> Batch:
-        """One collection through every stage; the exporter's body is rendered from it."""
-        batch = await self.receiver.scrape()
-        batch = self.resource.process(self.env.process(self.k8s.process(batch)))
-        await self.prometheus.consume(batch)
+        """One collection through every stage; the exporters' bodies are rendered from it.
+        Returns the whole batch as the processors leave it (OTLP's, and the readings
+        dcgm-exporter's side gets)."""
+        read = await self.receiver.scrape()
+        batch = self.resource.process(self.env.process(self.k8s.process(read)))
+        if self.status is None:
+            await self.prometheus.consume(batch)
+            await self.prometheus.refresh()
+            return batch
+        await self.prometheus.consume(self.readings.process(batch))
         await self.prometheus.refresh()
+        # unenriched, as the chart's metrics/gpu_status pipeline; `resource` only makes the
+        # simulated GPUs look real, so it applies here too
+        await self.status.consume(self.resource.process(self.health.process(read)))
+        await self.status.refresh()
         return batch
 
 
@@ -305,7 +371,8 @@ async def ours(
     agent's own metrics as the telemetry endpoint serves them."""
     apart = where.telemetry is not None
     with tempfile.TemporaryDirectory(prefix="p8-proc-") as proc_dir:
-        pipe = Pipeline(node, node.write_host_proc(Path(proc_dir)), naming, args, apart)
+        host_proc = node.write_host_proc(Path(proc_dir))
+        pipe = Pipeline(node, host_proc, naming, args, apart, where.status is not None)
         await pipe.start()
         try:
             await pipe.cycle()  # GPM's rates need a sample a cycle back: count the second
@@ -313,12 +380,20 @@ async def ours(
             body = pipe.prometheus.body
             plain = body.text()
             own = exposition(pipe.telemetry).decode() if apart else ""
+            status, status_gzip = "", 0
+            if pipe.status is not None:
+                status, status_gzip = (
+                    pipe.status.body.text().decode(),
+                    len(pipe.status.body.gzipped),
+                )
         finally:
             await pipe.shutdown()
     text = plain.decode()
     per_gpu, agent, line = count_series(text, node)
+    if status:  # the status endpoint's series name a GPU each
+        per_gpu = [a + b for a, b in zip(per_gpu, count_series(status, node)[0], strict=True)]
     apart_series = sum(families_of(own).values())
-    fields, extras = itemise(text, gpu_uuid(0))
+    fields, extras = itemise(text + status, gpu_uuid(0))
     items = (
         f"ours, naming {naming}, GPU 0: {sum(extras.values()) + fields} series ="
         f" {fields} with dcgm-exporter's readings + {sum(extras.values())} only ours ("
@@ -340,10 +415,13 @@ async def ours(
         line,
         otlp,
         items,
-        families_of(text + own),
+        families_of(text + status + own),
         apart_series,
         len(own.encode()),
         mean_line(text, DCGM_PREFIX),
+        sum(families_of(status).values()),
+        len(status.encode()),
+        status_gzip,
     )
     return figures, batch, text
 
@@ -428,9 +506,15 @@ def describe(f: Figures, gpus: int, where: Endpoints) -> str:
         if f.apart
         else ""
     )
+    if f.status:
+        apart += (
+            f"; {f.status} on the GPU status endpoint :{where.status}, {f.status_plain} B plain,"
+            f" {f.status_gzip} B gzip"
+        )
     return (
         f"{f.who}: series {f.series} = {sum(f.per_gpu)} on {gpus} GPUs ({_each(f.per_gpu)})"
-        f" + {f.agent} agent; scrape {f.plain} B plain, {f.gzipped} B gzip, served {served};"
+        f" + {f.agent} agent; GPU endpoint scrape {f.plain} B plain, {f.gzipped} B gzip,"
+        f" served {served};"
         f" {f.line:.1f} B per series line; OTLP {otlp}{apart}"
     )
 
@@ -534,7 +618,9 @@ async def main(args: argparse.Namespace) -> None:
     )
     where = Endpoints.chart_default()
     if args.telemetry_beside:
-        where = Endpoints(where.gpu, None)
+        where = dataclasses.replace(where, telemetry=None)
+    if args.status_beside:
+        where = dataclasses.replace(where, status=None)
     otel, batch, _ = await ours(node, "otel", args, where)
     named, _, text = await ours(node, "dcgm", args, where)
     base = theirs(node, batch, args, readings_of(text))
@@ -550,6 +636,12 @@ async def main(args: argparse.Namespace) -> None:
         + (
             f"telemetry endpoint :{where.telemetry} (the chart's default)"
             if where.telemetry
+            else f"beside the GPU series on :{where.gpu}"
+        )
+        + "; the GPU status: "
+        + (
+            f"status endpoint :{where.status} (the chart's default)"
+            if where.status
             else f"beside the GPU series on :{where.gpu}"
         )
     )
@@ -580,7 +672,7 @@ async def main(args: argparse.Namespace) -> None:
         f" + {extra} {'itemised' if itemised.all_itemised else 'NOT ALL ITEMISED'},"
         f" {by_dcgm['dcgm-equivalent line']:.3f}x bytes per such line; naming otel: series"
         f" {by_otel['GPU endpoint series']:.2f}x on the GPU endpoint ({by_otel['series']:.2f}x"
-        f" with the agent's own) (targets: dcgm-equivalent <= 1.0x, the rest itemised,"
+        f" with the agent's own and the GPU status) (targets: dcgm-equivalent <= 1.0x, the rest itemised,"
         f" <= 1.0x per line; otel <= 1.1x: {'met' if met else 'MISSED'})"
     )
 
@@ -605,6 +697,11 @@ def _args() -> argparse.Namespace:
         "--telemetry-beside",
         action="store_true",
         help="the agent's own metrics beside the GPU series (the chart's telemetry.ownPort false)",
+    )
+    parser.add_argument(
+        "--status-beside",
+        action="store_true",
+        help="health and info beside the GPU series (the chart's gpuStatus.ownPort false)",
     )
     parser.add_argument("--smoke", action="store_true", help="a 2-GPU node, 4 pods")
     args = parser.parse_args()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -40,6 +41,9 @@ def main(argv: Sequence[str] | None = None, *, held: HeldSignals | None = None) 
         return _migrate(argv[1:])
     parser = _parser()
     args, unknown = parser.parse_known_args(argv)
+    intervals = _collect_intervals(args)
+    if intervals:
+        _refuse_interval(parser, args, intervals, unknown)
     if unknown:
         _refuse(parser, args, unknown)
     registry = builtin_registry()
@@ -84,6 +88,29 @@ def _refuse(parser: argparse.ArgumentParser, args: argparse.Namespace, unknown: 
             "(docs/migrating-from-dcgm-exporter.md, section 2).\n",
         )
     parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+
+
+def _collect_intervals(args: argparse.Namespace) -> list[str]:
+    """The `-c` values that read as dcgm-exporter's `-c` (its collect interval, in ms): a
+    number that names no file. A file of that name is a pipeline file like any other."""
+    given: list[str] = getattr(args, "config", [])
+    return [path for path in given if path.isdigit() and not os.path.exists(path)]
+
+
+def _refuse_interval(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, intervals: list[str], rest: list[str]
+) -> None:
+    """Exits on `-c 1000`, dcgm-exporter's collect interval where the pipeline file goes,
+    pointing to the `migrate` command that turns it (and its other flags) into a pipeline."""
+    first = intervals[0]
+    theirs = " ".join([f"-c {intervals[-1]}", *rest])  # its last -c wins, as there
+    parser.exit(
+        EXIT_CONFIG,
+        f"otelgpu {args.command}: -c {first}: dcgm-exporter's -c is its collect interval in "
+        f"milliseconds; otelgpu's -c names the pipeline file, and there is no file {first}. "
+        f"`otelgpu migrate dcgm-exporter {theirs}` writes the pipeline file that does the same "
+        "(docs/migrating-from-dcgm-exporter.md, section 2).\n",
+    )
 
 
 def _migrate(argv: list[str]) -> int:

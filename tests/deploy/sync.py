@@ -14,7 +14,8 @@
   `tests/deploy/dashboards.py`, which describes both namings' dashboard at once.
 - `deploy/helm/otelgpu/files/` holds copies of the two pipelines, the four rules files (default
   and detail, in both namings) and both dashboards, byte for byte: a chart (and the `.tgz` that `helm package` makes of it) may
-  only carry files inside its folder.
+  only carry files inside its folder. Its `rule-metrics.yaml` says what each rule reads, for
+  the chart to install with a counters CSV only the rules it selects (`tests/deploy/rule_metrics.py`).
 
     python -m tests.deploy.sync          # exit 1 and name the stale files
     python -m tests.deploy.sync --write  # rewrite them
@@ -27,7 +28,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.deploy import dashboards
+from tests.deploy import dashboards, rule_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "pipelines" / "k8s-daemonset.yaml"
@@ -55,6 +56,9 @@ CHART_COPIES = {
     "otelgpu-gpus.json": DASHBOARDS / "otelgpu-gpus.json",
     "otelgpu-gpus-dcgm.json": DASHBOARDS / "otelgpu-gpus-dcgm.json",
 }
+
+# The chart's files/ written from the rules, not copied (tests/deploy/rule_metrics.py).
+RULE_METRICS = "rule-metrics.yaml"
 
 _RULE_HEADER = """\
 # GENERATED from deploy/rules/{source} by `python -m tests.deploy.sync --write`;
@@ -96,6 +100,9 @@ def expected() -> dict[Path, str]:
     out |= generated
     for name, source in CHART_COPIES.items():
         out[CHART_FILES / name] = generated.get(source) or source.read_text()
+    out[CHART_FILES / RULE_METRICS] = rule_metrics.text(
+        {"otel": [RULES, DETAIL_RULES], "dcgm": [DCGM_RULES, DCGM_DETAIL_RULES]}
+    )
     return out
 
 

@@ -175,8 +175,10 @@ def test_the_gpu_operator_cutover_renders_what_its_table_says() -> None:
         "app.kubernetes.io/instance": helm.RELEASE,
         "app.kubernetes.io/component": "agent",
     }
-    endpoint, own = monitor["spec"]["endpoints"]  # GPU series; the agent's own (port 8888)
-    assert own["port"] == "telemetry"
+    # GPU series; GPU status (port 9401); the agent's own (port 8888)
+    endpoint, status, own = monitor["spec"]["endpoints"]
+    assert (status["port"], own["port"]) == ("gpu-status", "telemetry")
+    assert status["metricRelabelings"] == endpoint["metricRelabelings"]
     assert (endpoint["port"], endpoint["path"], endpoint["honorLabels"]) == (
         "metrics",
         "/metrics",

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.deploy import helm, sync
+from tests.deploy.chart_pipeline import gpu_status_apart
 from tests.deploy.test_manifests import (
     CRDS,
     K8S_VERSIONS,
@@ -132,12 +133,16 @@ def test_pipeline_configmap_is_the_daemonset_pipeline_without_otlp() -> None:
     (volume,) = [v for v in pod_spec(docs)["volumes"] if v["name"] == "pipeline"]
     assert volume["configMap"]["name"] == configmap["metadata"]["name"]
     source = yaml.safe_load(sync.PIPELINE.read_text())
-    # OTLP is off without an endpoint; everything else is pipelines/k8s-daemonset.yaml.
+    # OTLP is off without an endpoint; everything else is pipelines/k8s-daemonset.yaml with
+    # the GPU status on its own port (tests/deploy/test_helm_gpu_status.py).
     del source["exporters"]["otlp"]
     source["service"]["pipelines"]["metrics/gpu"]["exporters"].remove("otlp")
-    assert pipeline(docs) == source
-    # With OTLP on at the pipeline's own address, it is the repository's file exactly.
-    assert pipeline(render(otlp={"enabled": True})) == yaml.safe_load(sync.PIPELINE.read_text())
+    assert pipeline(docs) == gpu_status_apart(source)
+    # With OTLP on at the pipeline's own address and the GPU status beside the GPU series, it
+    # is the repository's file exactly.
+    assert pipeline(render(otlp={"enabled": True}, gpuStatus={"ownPort": False})) == (
+        yaml.safe_load(sync.PIPELINE.read_text())
+    )
 
 
 def test_pipeline_from_values_or_an_existing_configmap() -> None:
@@ -258,14 +263,15 @@ def _security(docs: tuple[Doc, ...]) -> dict[str, Any]:
 def test_helm_and_kustomize_agree_on_security(runtime: str) -> None:
     helm_side = _security(render(runtime=runtime))
     kustomize_side = _security(rendered(runtime))
-    # The chart opens one port more: the agent's own metrics apart (values.yaml, telemetry).
-    telemetry = {"name": "telemetry", "containerPort": 8888, "protocol": "TCP"}
+    # The chart opens one port more: the GPU status apart (values.yaml, gpuStatus).
+    status = {"name": "gpu-status", "containerPort": 9401, "protocol": "TCP"}
     assert helm_side["ports"] == [
-        kustomize_side["ports"][0],
-        telemetry,
-        *kustomize_side["ports"][1:],
+        *kustomize_side["ports"][:2],
+        status,
+        *kustomize_side["ports"][2:],
     ]
-    assert _security(render(runtime=runtime, telemetry={"ownPort": False})) == kustomize_side
+    assert [p["name"] for p in kustomize_side["ports"]] == ["metrics", "telemetry", "health"]
+    assert _security(render(runtime=runtime, gpuStatus={"ownPort": False})) == kustomize_side
     helm_side["ports"] = kustomize_side["ports"]
     assert helm_side == kustomize_side
     assert helm_side["all mounts read-only but /tmp"] == ["/tmp"]
@@ -276,11 +282,11 @@ def test_helm_and_kustomize_agree_on_security(runtime: str) -> None:
 def test_kubelet_stats_switch_agrees_with_its_overlay() -> None:
     docs = render(kubeletStats={"enabled": True})
     overlay = rendered("kubelet-stats")
-    # The overlay serves the agent's own metrics beside the GPU series, as ownPort: false does.
-    assert _security(render(kubeletStats={"enabled": True}, telemetry={"ownPort": False})) == (
+    # The overlay serves the GPU status beside the GPU series, as gpuStatus.ownPort false does.
+    assert _security(render(kubeletStats={"enabled": True}, gpuStatus={"ownPort": False})) == (
         _security(overlay)
     )
-    assert pipeline(docs) == yaml.safe_load(NODE_PIPELINE.read_text())
+    assert pipeline(docs) == gpu_status_apart(yaml.safe_load(NODE_PIPELINE.read_text()))
     role = one(docs, "ClusterRole")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes/stats"], "verbs": ["get"]}]
     assert role["rules"] == one(overlay, "ClusterRole")["rules"]
@@ -321,6 +327,12 @@ def test_tls_and_basic_auth_wire_secrets_into_the_exporter() -> None:
         "exporters.prometheus.tls.client_ca_file=/etc/otelgpu-tls/ca.crt",
         "exporters.prometheus.basic_auth.username=${env:OTELGPU_METRICS_USERNAME}",
         "exporters.prometheus.basic_auth.password_hash=${env:OTELGPU_METRICS_PASSWORD_HASH}",
+        # the GPU status endpoint alike (values.yaml, gpuStatus)
+        "exporters.prometheus/gpu_status.tls.cert_file=/etc/otelgpu-tls/tls.crt",
+        "exporters.prometheus/gpu_status.tls.key_file=/etc/otelgpu-tls/tls.key",
+        "exporters.prometheus/gpu_status.tls.client_ca_file=/etc/otelgpu-tls/ca.crt",
+        "exporters.prometheus/gpu_status.basic_auth.username=${env:OTELGPU_METRICS_USERNAME}",
+        "exporters.prometheus/gpu_status.basic_auth.password_hash=${env:OTELGPU_METRICS_PASSWORD_HASH}",
         'service.telemetry.metrics.readers=[{pull: {exporter: {prometheus: {host: "0.0.0.0",'
         " port: 8888}}}}]",
     ]
@@ -387,8 +399,11 @@ def test_the_agent_accepts_the_secured_args() -> None:
 
 def test_chart_files_are_copies_of_their_sources_inside_the_chart() -> None:
     """Real files (a packaged chart carries nothing outside its folder), identical to the
-    pipelines, rules and dashboards they copy (python -m tests.deploy.sync --write)."""
-    assert sorted(p.name for p in sync.CHART_FILES.iterdir()) == sorted(sync.CHART_COPIES)
+    pipelines, rules and dashboards they copy (python -m tests.deploy.sync --write), and what
+    each rule reads, written from the rules (tests/deploy/rule_metrics.py)."""
+    assert sorted(p.name for p in sync.CHART_FILES.iterdir()) == sorted(
+        [*sync.CHART_COPIES, sync.RULE_METRICS]
+    )
     for name, source in sync.CHART_COPIES.items():
         copy = sync.CHART_FILES / name
         assert not copy.is_symlink() and copy.is_file(), name

@@ -52,7 +52,12 @@ def test_by_default_the_agents_own_metrics_leave_the_gpu_endpoint(tmp_path: Path
         (reader,) = config.telemetry.metrics.readers
         pull = reader.pull.exporter.prometheus
         assert (pull.host, pull.port) == ("0.0.0.0", 8888)
-        assert ports(docs) == {"metrics": 9400, "telemetry": 8888, "health": 13133}
+        assert ports(docs) == {
+            "metrics": 9400,
+            "telemetry": 8888,
+            "gpu-status": 9401,
+            "health": 13133,
+        }
         service = {p["name"]: p for p in one(docs, "Service")["spec"]["ports"]}
         assert service["telemetry"] == {
             "name": "telemetry",
@@ -67,8 +72,8 @@ def test_the_servicemonitor_scrapes_the_telemetry_port_as_the_gpu_port() -> None
         render(serviceMonitor={"relabelings": [{"action": "labeldrop", "regex": "x"}]}),
         "ServiceMonitor",
     )
-    gpu, own = monitor["spec"]["endpoints"]
-    assert (gpu["port"], own["port"]) == ("metrics", "telemetry")
+    endpoints = {e["port"]: e for e in monitor["spec"]["endpoints"]}
+    gpu, own = endpoints["metrics"], endpoints["telemetry"]
     assert own["path"] == "/metrics" and own["scheme"] == "http"
     # Same job (jobLabel is the Service's), same node label, same honoured labels: the rules'
     # `by (k8s_node_name)` and `up{job="otelgpu"}` read both endpoints alike.
@@ -98,8 +103,8 @@ def test_own_port_off_keeps_them_beside_the_gpu_series(tmp_path: Path) -> None:
     docs = render(telemetry={"ownPort": False})
     assert loaded(docs, tmp_path).telemetry.metrics.readers == []
     assert "telemetry" not in ports(docs)
-    assert [p["name"] for p in one(docs, "Service")["spec"]["ports"]] == ["metrics"]
-    assert [e["port"] for e in one(docs, "ServiceMonitor")["spec"]["endpoints"]] == ["metrics"]
+    assert "telemetry" not in [p["name"] for p in one(docs, "Service")["spec"]["ports"]]
+    assert "telemetry" not in [e["port"] for e in one(docs, "ServiceMonitor")["spec"]["endpoints"]]
 
 
 def test_the_telemetry_port_follows_its_value(tmp_path: Path) -> None:

@@ -96,8 +96,9 @@ def test_naming_dcgm_switches_the_exporter_the_rules_and_the_dashboard() -> None
     assert "hw_temperature_celsius" not in rules and "nvidia_gpu_xid_errors_total" not in rules
     dashboard = by_name(docs, "ConfigMap", "-dashboard")["data"]["otelgpu-gpus-dcgm.json"]
     assert "DCGM_FI_DEV_GPU_UTIL" in dashboard and "hw_gpu_utilization_ratio" not in dashboard
-    gpu, own = one(docs, "ServiceMonitor")["spec"]["endpoints"]
-    assert (gpu["scheme"], own["scheme"]) == ("https", "http")  # the telemetry port is plain
+    schemes = {e["port"]: e["scheme"] for e in one(docs, "ServiceMonitor")["spec"]["endpoints"]}
+    # the telemetry port is plain; the GPU status port is served as the GPU series are
+    assert schemes == {"metrics": "https", "gpu-status": "https", "telemetry": "http"}
     default = pipeline(render())["exporters"]["prometheus"]["naming"]
     assert default == "otel"
 
@@ -145,7 +146,10 @@ def test_tls_makes_the_servicemonitor_scrape_https_unless_told_otherwise() -> No
 
 
 def _exporters(docs: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], list[list[str]]]:
+    """The exporters and each pipeline's exporter list, the GPU status's pipeline left out
+    (tests/deploy/test_helm_gpu_status.py holds it)."""
     data = pipeline(docs)
+    del data["service"]["pipelines"]["metrics/gpu_status"]
     lists = [p["exporters"] for p in data["service"]["pipelines"].values()]
     return data["exporters"], lists
 
@@ -326,8 +330,8 @@ def test_servicemonitor_relabelings_are_added_after_the_charts_own() -> None:
         "ServiceMonitor",
     )["spec"]["endpoints"]
     defaults = one(render(), "ServiceMonitor")["spec"]["endpoints"]
-    assert [e["port"] for e in endpoints] == ["metrics", "telemetry"]
-    for endpoint, default in zip(endpoints, defaults, strict=True):  # both ports alike
+    assert [e["port"] for e in endpoints] == ["metrics", "gpu-status", "telemetry"]
+    for endpoint, default in zip(endpoints, defaults, strict=True):  # every port alike
         assert endpoint["relabelings"] == default["relabelings"] + mine
         assert endpoint["metricRelabelings"] == dropped
         assert "metricRelabelings" not in default

@@ -170,8 +170,13 @@ async def test_runs_as_the_daemonset_does_and_serves_metrics(
         body = await _until_series(
             container, "hw_gpu_memory_usage_bytes{", f'hw_id="{GPU0}"', 'k8s_pod_name="train-a"'
         )
-        assert re.search(r'^otelgpu_source_up{[^}]*source="pod_resources"[^}]*} 1', body, re.M)
-        assert re.search(r'^otelgpu_source_up{[^}]*source="docker"[^}]*} 1', body, re.M)
+        # the agent's own metrics on the pipeline's pull reader (values.yaml, telemetry)
+        _status, own = await asyncio.to_thread(
+            agent_image.http_get, container, "http://127.0.0.1:8888/metrics"
+        )
+        assert re.search(r'^otelgpu_source_up{[^}]*source="pod_resources"[^}]*} 1', own, re.M)
+        assert re.search(r'^otelgpu_source_up{[^}]*source="docker"[^}]*} 1', own, re.M)
+        assert not re.search(r"^otelgpu_", body, re.M)
         # The docker container's process on GPU1: pid -> /host/proc -> container -> its env.
         await _until_series(
             container, f'hw_id="{GPU1}"', f'process_pid="{job.pid}"', 'container_env_TEAM="vision"'

@@ -158,7 +158,7 @@ def test_node_name_probes_and_resources() -> None:
     env = {e["name"]: e for e in container["env"]}
     assert env["K8S_NODE_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 9400, "health": 13133}
+    assert ports == {"metrics": 9400, "telemetry": 8888, "health": 13133}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     # Memory is bounded; CPU is not: a CFS quota stalls every thread, the one serving /metrics
@@ -206,20 +206,27 @@ def test_service_and_servicemonitor_scrape_every_agent() -> None:
     assert service["spec"]["clusterIP"] == "None"
     assert service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["selector"].items() <= pod_labels.items()
-    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    # the GPU series, and the agent's own on the pipeline's pull reader (pipeline.yaml)
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics", "telemetry"]
     assert (
         monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     )
-    (endpoint,) = monitor["spec"]["endpoints"]
-    assert endpoint["port"] == "metrics"
-    assert endpoint["path"] == "/metrics"
-    assert endpoint["honorLabels"] is True
+    gpu, own = monitor["spec"]["endpoints"]
+    assert (gpu["port"], own["port"]) == ("metrics", "telemetry")
     node = {
         "sourceLabels": ["__meta_kubernetes_pod_node_name"],
         "targetLabel": "k8s_node_name",
         "action": "replace",
     }
-    assert node in endpoint["relabelings"]
+    for endpoint in (gpu, own):  # the agent alerts group otelgpu_* by k8s_node_name
+        assert endpoint["path"] == "/metrics"
+        assert endpoint["honorLabels"] is True
+        assert node in endpoint["relabelings"]
+    assert own["relabelings"] == gpu["relabelings"]
+    readers = yaml.safe_load(sync.PIPELINE.read_text())["service"]["telemetry"]["metrics"]
+    assert readers == {
+        "readers": [{"pull": {"exporter": {"prometheus": {"host": "0.0.0.0", "port": 8888}}}}]
+    }
 
 
 def _check_rule_shape(rule: Doc) -> None:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,7 +25,7 @@ from tests.deploy.names import metrics_in, served
 from tests.deploy.sync import DCGM_DETAIL_RULES, DCGM_RULES, DETAIL_RULES, PIPELINE, RULES
 from tests.deploy.test_dashboard import queries
 from tests.deploy.tools import ROOT
-from tests.peers.kubelet import FakeKubelet, container, pod
+from tests.peers.kubelet import FakeKubelet
 from tests.peers.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
@@ -81,21 +81,6 @@ def _detail_gpu_metrics(naming: str) -> set[str]:
     return _rules_metrics(DETAIL_RULES if naming == "otel" else DCGM_DETAIL_RULES) & served(naming)
 
 
-SIMULATED_GPU0 = "GPU-5157a7e0-0000-4000-8000-000000000000"  # the simulated backend's first UUID
-
-
-@pytest.fixture
-async def kubelet() -> AsyncIterator[FakeKubelet]:
-    """The pod-resources stand-in: one pod holds the simulated GPU (allocation series)."""
-    server = FakeKubelet()
-    server.set_pods(
-        pod("ml", "train-0", container("trainer", {"nvidia.com/gpu": [SIMULATED_GPU0]}))
-    )
-    await server.start()
-    yield server
-    await server.close()
-
-
 @pytest.fixture(params=["otel", "dcgm"])
 def naming(request: pytest.FixtureRequest) -> str:
     return str(request.param)
@@ -109,10 +94,12 @@ def metric_set(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def metrics_url(
     tmp_path: Path, kubelet: FakeKubelet, naming: str, metric_set: str
-) -> Iterator[str]:
+) -> Iterator[tuple[str, str]]:
     """The agent running pipelines/k8s-daemonset.yaml with simulated GPUs and local ports
-    (and the nvml receiver's `metric_set` as the test asks)."""
-    port, health = _free_port(), _free_port()
+    (and the nvml receiver's `metric_set` as the test asks): the URLs of its GPU series and of
+    its own metrics (the pipeline's pull reader)."""
+    port, health, own = _free_port(), _free_port(), _free_port()
+    reader = {"pull": {"exporter": {"prometheus": {"host": "127.0.0.1", "port": own}}}}
     missing = tmp_path / "missing"
     overrides = {
         "receivers": {"nvml": {
@@ -134,6 +121,7 @@ def metrics_url(
         },
         "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}", "naming": naming}},
         "extensions": {"health_check": {"endpoint": f"127.0.0.1:{health}"}},
+        "service": {"telemetry": {"metrics": {"readers": [reader]}}},
     }  # fmt: skip
     overlay = tmp_path / "local.yaml"
     overlay.write_text(json.dumps(overrides))
@@ -143,7 +131,7 @@ def metrics_url(
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        yield f"http://127.0.0.1:{port}/metrics"
+        yield f"http://127.0.0.1:{port}/metrics", f"http://127.0.0.1:{own}/metrics"
     finally:
         agent.send_signal(signal.SIGTERM)
         try:
@@ -169,8 +157,9 @@ def _scrape_until(url: str, wanted: list[str], limit: float = 30.0) -> str:
 
 
 async def test_rules_and_dashboard_metrics_are_served(
-    metrics_url: str, naming: str, metric_set: str
+    metrics_url: tuple[str, str], naming: str, metric_set: str
 ) -> None:
+    gpu_url, own_url = metrics_url
     names = _default_gpu_metrics(naming)
     assert len(names) >= 10
     wire = list(WIRE_SERIES[naming, "default"])
@@ -180,10 +169,14 @@ async def test_rules_and_dashboard_metrics_are_served(
         names |= detail
         wire += WIRE_SERIES[naming, "all"]
     wanted = [f"\n{n}{{" for n in sorted(names)] + wire
-    wanted += [f"\n{n}{{" for n in SELF_TELEMETRY]
+    own = [f"\n{n}{{" for n in SELF_TELEMETRY]
     # Scraped from a thread: the kubelet stand-in answers on this test's event loop.
-    body = "\n" + await asyncio.to_thread(_scrape_until, metrics_url, wanted)
+    body = "\n" + await asyncio.to_thread(_scrape_until, gpu_url, wanted)
     missing = [w.strip() for w in wanted if w not in body]
     assert missing == []
+    # The agent's own metrics the rules read: on their own port, none beside the GPU series.
+    apart = "\n" + await asyncio.to_thread(_scrape_until, own_url, own)
+    assert [w.strip() for w in own if w not in apart] == []
+    assert "\notelgpu_" not in body
     if metric_set == "default":  # lean as shipped: the detail rules' inputs are not served
         assert [n for n in sorted(detail) if f"\n{n}{{" in body] == []

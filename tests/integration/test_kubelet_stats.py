@@ -401,6 +401,9 @@ async def k8s_node_agent(
                 },
                 "exporters": {"prometheus": {"endpoint": f"127.0.0.1:{port}", "naming": naming}},
                 "extensions": {"health_check": {"endpoint": "127.0.0.1:0"}},
+                # the agent's own metrics beside the series, where the tests read them (the
+                # file serves them on 8888, a port of their own)
+                "service": {"telemetry": {"metrics": {"readers": []}}},
             }
         )
     )

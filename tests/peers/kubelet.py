@@ -24,7 +24,7 @@ import grpc.aio
 import pytest
 
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
-from otelgpu.processors.k8s_attributes._proto import podresources_pb2_grpc as rpc
+from tests.peers._proto import podresources_pb2_grpc as rpc
 
 Devices = Mapping[str, Iterable[str]]  # resource name → device IDs
 

@@ -84,6 +84,9 @@ class PrometheusExporterConfig(StrictModel):
     dcgm_labels: `{hostname: Hostname|hostname, pod_uid: false|true, dra: false|true}`: the host
     label's spelling in dcgm naming, and whether a held device's series carry `pod_uid` and
     its DRA claim.
+    device_info: each device's static facts on its `hw_gpu_info` series (true); false leaves
+    the info series out, where another exporter of the pipeline's devices serves them (the
+    Helm chart's GPU status endpoint). The facts stay off the other series either way.
     tls: cert_file, key_file, client_ca_file, min_version (off by default).
     basic_auth: username, password_hash (bcrypt; off by default).
     namespace: prefixes every pipeline metric name with `<namespace>_` (characters outside
@@ -98,6 +101,7 @@ class PrometheusExporterConfig(StrictModel):
     const_labels: dict[str, str] = Field(default_factory=dict)
     shared_gpu_series: Literal["device", "per_holder"] = "device"
     dcgm_labels: DcgmLabelsConfig = Field(default_factory=DcgmLabelsConfig)
+    device_info: bool = True
     tls: TLSServerConfig | None = None
     basic_auth: BasicAuthConfig | None = None
     namespace: str = ""

@@ -109,6 +109,7 @@ class PrometheusExporter:
             config.namespace,
             names=settings.naming,  # the receivers' metrics in dcgm-exporter's names
             dra_labels=config.dcgm_labels.dra,
+            info_series=config.device_info,
         )
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY, layout=Layout())

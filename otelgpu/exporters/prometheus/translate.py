@@ -70,11 +70,13 @@ class Translator:
         replay: bool = True,
         names: NamingTable = NO_NAMES,
         dra_labels: bool = False,
+        info_series: bool = True,
     ) -> None:
         self._replay = replay  # False: the general path only (tests hold the two equal)
         # dcgm naming's `dcgm_labels.dra`: a device held whole through a DRA claim carries it
         self._dra = dra_labels and naming == "dcgm"
         self._per_holder = shared_gpu_series == "per_holder"
+        self._info_series = info_series  # False: another exporter serves the info series
         labels = {**names.dcgm_labels, **(dcgm.LABELS if dcgm_labels is None else dcgm_labels)}
         self.labels = LabelRenderer(naming, const_labels, labels)
         self._targets = Targets(naming, namespace, names)
@@ -138,7 +140,7 @@ class Translator:
                         dropped += done[1] - done[0]
                         continue
                 items = tuple(resource.items()) if items is None else items
-                info = device_info.writes_info(resource, is_allocation(rm))
+                info = self._info_series and device_info.writes_info(resource, is_allocation(rm))
                 writes = [(items, info, rm.metrics)]
             for written, info, metrics in writes:
                 planned = shape is not None and self._replay

@@ -76,10 +76,11 @@ def test_benchmark_runs_and_prints_its_figure(module: str) -> None:
 
 SIDE = re.compile(
     r"^(?P<who>[^:]+): series (?P<series>\d+) = (?P<on_gpus>\d+) on (?P<gpus>\d+) GPUs "
-    r"\((?P<each>\d+) each\) \+ (?P<agent>\d+) agent; scrape (?P<plain>\d+) B plain, "
-    r"(?P<gzip>\d+) B gzip, served (?P<served>plain|gzip); (?P<line>[\d.]+) B per series line;"
-    r" OTLP [^;]*?(?:; (?P<apart>\d+) on the telemetry endpoint :8888, (?P<apart_plain>\d+) B"
-    r" plain)?$",
+    r"\((?P<each>\d+) each\) \+ (?P<agent>\d+) agent; GPU endpoint scrape (?P<plain>\d+) B"
+    r" plain, (?P<gzip>\d+) B gzip, served (?P<served>plain|gzip); (?P<line>[\d.]+) B per series"
+    r" line; OTLP [^;]*?(?:; (?P<apart>\d+) on the telemetry endpoint :8888, (?P<apart_plain>\d+)"
+    r" B plain)?(?:; (?P<status>\d+) on the GPU status endpoint :9401, (?P<status_plain>\d+) B"
+    r" plain, (?P<status_gzip>\d+) B gzip)?$",
     re.MULTILINE,
 )
 ITEMISED = re.compile(
@@ -112,7 +113,7 @@ def test_fleet_cost_figures_add_up() -> None:
         assert series == int(side["on_gpus"]) + int(side["agent"]), who
         assert 0 < int(side["gzip"]) < int(side["plain"]), who
         # every series line of the GPU endpoint is in its body, with the HELP and TYPE lines
-        on_gpu_endpoint = series - int(side["apart"] or 0)
+        on_gpu_endpoint = series - int(side["apart"] or 0) - int(side["status"] or 0)
         assert float(side["line"]) * on_gpu_endpoint <= int(side["plain"]), who
     theirs = sides["dcgm-exporter"]
     assert int(theirs["each"]) == len(DEFAULT_COUNTERS) and int(theirs["agent"]) == 0
@@ -162,7 +163,8 @@ def test_dcgm_exporters_body_carries_the_readings_it_is_given_as_it_prints_them(
 def test_fleet_cost_itemises_every_series_beyond_dcgm_exporters() -> None:
     """naming dcgm: the series with dcgm-exporter's fields plus each itemised family are the
     whole bill; by the chart's default the agent's own are on the telemetry endpoint (and
-    nowhere else), the GPU families on the GPU endpoint."""
+    nowhere else), health and info on the GPU status endpoint, the allocation series on the
+    GPU endpoint."""
     done = run_smoke("bench.fleet_cost")
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     out = done.stdout
@@ -176,10 +178,17 @@ def test_fleet_cost_itemises_every_series_beyond_dcgm_exporters() -> None:
     own = extras.pop("otelgpu_*")
     assert own["where"] == "telemetry endpoint :8888" and int(own["n"]) == int(ours["apart"])
     assert int(ours["apart"]) == int(ours["agent"]) > 0  # all of them, none left on :9400
-    assert {"nvidia_gpu_allocation_ratio", "nvidia_gpu_up"} <= set(extras), out
+    assert {"nvidia_gpu_allocation_ratio", "nvidia_gpu_up", "hw_gpu_info"} <= set(extras), out
+    status = {"nvidia_gpu_up", "hw_gpu_info"}
     for family, row in extras.items():
-        assert row["where"] == "GPU endpoint :9400", family
+        where = "GPU status endpoint :9401" if family in status else "GPU endpoint :9400"
+        assert row["where"] == where, family
         assert "NOT ITEMISED" not in row["what"], family
+    assert int(ours["status"]) == sum(int(extras[f]["n"]) for f in status)
+    apart = run_smoke("bench.fleet_cost", "--status-beside")
+    assert apart.returncode == 0, apart.stderr[-3000:]
+    rows = {m["family"]: m for m in EXTRA.finditer(apart.stdout)}
+    assert {rows[f]["where"] for f in status} == {"GPU endpoint :9400"}
     beside = run_smoke("bench.fleet_cost", "--telemetry-beside")
     assert beside.returncode == 0, beside.stderr[-3000:]
     side = {m["who"]: m for m in SIDE.finditer(beside.stdout)}["ours, naming dcgm"]

@@ -56,6 +56,42 @@ def test_a_counters_csv_given_as_the_pipeline_file_says_where_it_goes(
     ) in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "command"),
+    [
+        (["run", "-c", "1000"], "-c 1000"),
+        (["validate", "--config=500"], "-c 500"),
+        (["run", "-c", "1000", "-f", "x.csv"], "-c 1000 -f x.csv"),
+    ],
+)
+def test_a_collect_interval_given_as_the_pipeline_file_is_refused_with_the_migrate_command(
+    argv: list[str], command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dcgm-exporter's `-c` is its collect interval in ms: `-c 1000`, where no file 1000
+    exists, is that flag, not a missing pipeline file."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    number = command.split()[1]
+    assert (
+        f"otelgpu {argv[0]}: -c {number}: dcgm-exporter's -c is its collect interval in"
+        f" milliseconds; otelgpu's -c names the pipeline file, and there is no file {number}."
+    ) in err
+    assert f"`otelgpu migrate dcgm-exporter {command}`" in err
+    assert "docs/migrating-from-dcgm-exporter.md" in err
+
+
+def test_a_pipeline_file_named_by_a_number_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file that is there is the pipeline file, whatever its name looks like."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "1000").write_text(PIPELINE.format(csv=DEFAULT_CSV))
+    assert main(["validate", "-c", "1000"]) == 0
+    assert "configuration is valid: 1 pipeline" in capsys.readouterr().out
+
+
 def test_other_unknown_arguments_stay_argparse_errors(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["run", "--bogus"])

@@ -11,7 +11,7 @@ import yaml
 
 from otelgpu.cli import main
 from otelgpu.config import load_config
-from otelgpu.migrate import dcgm_exporter
+from otelgpu.migrate import dcgm_chart, dcgm_exporter, dcgm_pipeline
 from otelgpu.migrate.dcgm_flags import BY_NAME, FLAGS, parse_args, parse_env
 from otelgpu.service.builtins import builtin_registry
 
@@ -46,7 +46,7 @@ def migrated(
     path.write_text(pipeline)
     overrides = []
     nvml = yaml.safe_load(pipeline)["receivers"]["nvml"]
-    if nvml.get("counters_csv") == dcgm_exporter.CHART_COUNTERS:  # where the chart mounts it
+    if nvml.get("counters_csv") == dcgm_pipeline.CHART_COUNTERS:  # where the chart mounts it
         overrides = [f"receivers.nvml.counters_csv={DEFAULT_CSV}"]
     load_config([str(path)], builtin_registry(), overrides)  # ConfigError unless it validates
     return pipeline, yaml.safe_load(chart)
@@ -152,7 +152,7 @@ def test_dcgm_exporter_chart_values(tmp_path: Path) -> None:
         "additionalLabels": {"release": "kps"},
     }
     assert chart["prometheus"] == {"tls": {"secretName": "dcgm-tls", "clientCA": False}}
-    assert chart["tolerations"] == [dcgm_exporter.GPU_TOLERATION, {"operator": "Exists"}]
+    assert chart["tolerations"] == [dcgm_chart.GPU_TOLERATION, {"operator": "Exists"}]
     assert "# --dump-enabled=true: no equivalent: otelgpu writes no dump files" in pipeline
 
 
@@ -192,7 +192,7 @@ def test_the_counters_dcgm_exporters_chart_mounts(tmp_path: Path) -> None:
     pipeline, chart = migrated(tmp_path, [], values=own)
     assert chart["countersConfigMap"] == {"name": "gpu-fields", "key": "fields.csv"}
     assert yaml.safe_load(pipeline)["receivers"]["nvml"]["counters_csv"] == (
-        dcgm_exporter.CHART_COUNTERS
+        dcgm_pipeline.CHART_COUNTERS
     )
     # The image's other file, which customMetrics does not replace.
     values = {"arguments": ["-f", "/etc/dcgm-exporter/dcp-metrics-included.csv"],

@@ -124,6 +124,22 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- end -}}
 {{- end -}}
 {{- $_ := set $p.exporters.prometheus "naming" .Values.naming -}}
+{{- if include "otelgpu.gpuStatusApart" . -}}
+{{- include "otelgpu.splitGpuStatus" (list $p .Values.gpuStatus.port) -}}
+{{- end -}}
+{{- if .Values.telemetry.ownPort -}}
+{{- /* the file's reader on telemetry.port, as the --set override gives it whatever runs */}}
+{{- $prometheus := dict "host" "0.0.0.0" "port" (int .Values.telemetry.port) -}}
+{{- $reader := dict "pull" (dict "exporter" (dict "prometheus" $prometheus)) -}}
+{{- $metrics := dict "readers" (list $reader) -}}
+{{- $_ := set $p.service "telemetry" (merge (dict "metrics" $metrics) (dig "telemetry" dict $p.service)) -}}
+{{- else -}}
+{{- /* the pipeline file's own reader goes: the agent's own metrics beside the GPU series */}}
+{{- $telemetry := dig "telemetry" dict $p.service -}}
+{{- $_ := unset (dig "metrics" dict $telemetry) "readers" -}}
+{{- if not (dig "metrics" dict $telemetry) -}}{{- $_ := unset $telemetry "metrics" -}}{{- end -}}
+{{- if not $telemetry -}}{{- $_ := unset $p.service "telemetry" -}}{{- end -}}
+{{- end -}}
 {{- $otlp := (.Files.Get "files/pipeline.yaml" | fromYaml).exporters.otlp -}}
 {{- if include "otelgpu.otlpEnabled" . -}}
 {{- $exporter := index $p.exporters "otlp" | default $otlp -}}
@@ -143,10 +159,58 @@ pipelines/k8s-node.yaml) with the chart's values applied to it. */}}
 {{- end -}}
 {{- end -}}
 # The agent's pipeline: {{ $source }} with the chart's values
-# (naming, metricSet or counters, metrics, collectionInterval, otlp, containerEnv) applied by
-# the otelgpu chart.
+# (naming, metricSet or counters, metrics, collectionInterval, otlp, containerEnv, gpuStatus)
+# applied by the otelgpu chart.
 {{ toYaml $p }}
 {{- end -}}
+{{- end -}}
+
+{{/* "true" when the chart's pipeline serves the GPU status (health and info) on a port of its
+own (values.yaml, gpuStatus): its own pipeline (not pipeline.config or existingConfigMap,
+which serve what they say), with a health metric on (nvidia.gpu.up, on with every metricSet;
+with a counters CSV only when switched on under metrics, hw.status likewise). Without one,
+nothing would carry the devices there, so hw_gpu_info stays on the GPU endpoint. */}}
+{{- define "otelgpu.gpuStatusApart" -}}
+{{- $custom := or .Values.pipeline.config .Values.pipeline.existingConfigMap -}}
+{{- $up := dig "nvidia.gpu.up" "enabled" (not (include "otelgpu.counters" .)) .Values.metrics -}}
+{{- $status := dig "hw.status" "enabled" false .Values.metrics -}}
+{{- if .Values.gpuStatus.ownPort -}}
+{{- $port := int .Values.gpuStatus.port -}}
+{{- if has $port (list 9400 13133 (int .Values.telemetry.port)) -}}
+{{- fail (printf "gpuStatus.port %d is taken (9400: /metrics, 13133: health, %d: telemetry.port): pick another" $port (int .Values.telemetry.port)) -}}
+{{- end -}}
+{{- end -}}
+{{- ternary "true" "" (and .Values.gpuStatus.ownPort (not $custom) (or $up $status)) -}}
+{{- end -}}
+
+{{/* The GPU status apart, on the pipeline `p` (list p port): the health metrics
+(nvidia.gpu.up, hw.status) leave every pipeline that feeds the prometheus exporter (filter
+processor filter/not_gpu_status, first: what leaves is not enriched for nothing) and go, straight from the nvml receivers (filter/gpu_status,
+no enrichment: a GPU's health is the device's, and its holders are on
+nvidia_gpu_allocation_ratio), to a second prometheus exporter, prometheus/gpu_status, on the
+port; it writes the devices' hw_gpu_info too, which the GPU endpoint then leaves out
+(device_info: false). */}}
+{{- define "otelgpu.splitGpuStatus" -}}
+{{- $p := index . 0 -}}
+{{- $health := list "nvidia.gpu.up" "hw.status" -}}
+{{- $nvml := list -}}
+{{- range $id, $_ := $p.receivers -}}
+{{- if or (eq $id "nvml") (hasPrefix "nvml/" $id) -}}
+{{- $nvml = append $nvml $id -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $p.processors "filter/gpu_status" (dict "metrics" (dict "include" $health)) -}}
+{{- $_ := set $p.processors "filter/not_gpu_status" (dict "metrics" (dict "exclude" $health)) -}}
+{{- $status := deepCopy $p.exporters.prometheus -}}
+{{- $_ := set $status "endpoint" (printf "0.0.0.0:%d" (int (index . 1))) -}}
+{{- $_ := set $p.exporters.prometheus "device_info" false -}}
+{{- $_ := set $p.exporters "prometheus/gpu_status" $status -}}
+{{- range $id, $pipeline := $p.service.pipelines -}}
+{{- if has "prometheus" $pipeline.exporters -}}
+{{- $_ := set $pipeline "processors" (prepend ($pipeline.processors | default list) "filter/not_gpu_status") -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $p.service.pipelines "metrics/gpu_status" (dict "receivers" $nvml "processors" (list "filter/gpu_status") "exporters" (list "prometheus/gpu_status")) -}}
 {{- end -}}
 
 {{/* "true" when a counters CSV is given (counters or countersConfigMap.name); both, or
@@ -212,4 +276,60 @@ relabelings:
 metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* With a counters CSV given as text (counters): the rules of the naming's default and detail
+files whose every GPU series the CSV selects, as {groups: [...], leftOut: [ALERT...]}.
+files/rule-metrics.yaml says what each rule reads (tests/deploy/rule_metrics.py): a need is
+met when its metric is switched on under metrics, or when the CSV lists one of its fields and
+metrics does not switch the metric off. Rules on the allocation series, the agent's own
+metrics and kube-state-metrics need no field. Groups left empty go; so does a recording rule
+that reads what the CSV leaves out, and what reads it. */}}
+{{- define "otelgpu.csvRules" -}}
+{{- $dcgm := eq .Values.naming "dcgm" -}}
+{{- $index := .Files.Get "files/rule-metrics.yaml" | fromYaml -}}
+{{- $listed := dict -}}
+{{- range $line := splitList "\n" .Values.counters -}}
+{{- $line = trim $line -}}
+{{- if and $line (not (hasPrefix "#" $line)) -}}
+{{- $name := trim (first (splitList "," $line)) -}}
+{{- $_ := set $listed (get $index.legacy $name | default $name) true -}}
+{{- end -}}
+{{- end -}}
+{{- $needs := get $index.rules .Values.naming -}}
+{{- $files := list "files/otelgpu-rules.yaml" "files/otelgpu-rules-detail.yaml" -}}
+{{- if $dcgm -}}
+{{- $files = list "files/otelgpu-rules-dcgm.yaml" "files/otelgpu-rules-detail-dcgm.yaml" -}}
+{{- end -}}
+{{- $groups := list -}}
+{{- $left := list -}}
+{{- range $file := $files -}}
+{{- range $group := ($.Files.Get $file | fromYaml).groups -}}
+{{- $kept := list -}}
+{{- range $rule := $group.rules -}}
+{{- $id := printf "%s/%s" $group.name ($rule.alert | default $rule.record) -}}
+{{- if not (hasKey $needs $id) -}}
+{{- fail (printf "files/rule-metrics.yaml has no rule %s: run python -m tests.deploy.sync --write" $id) -}}
+{{- end -}}
+{{- $met := true -}}
+{{- range $need := get $needs $id -}}
+{{- $switch := toString (dig $need.metric "enabled" "" $.Values.metrics) -}}
+{{- $chosen := eq $switch "true" -}}
+{{- range $field := $need.fields -}}
+{{- if hasKey $listed $field -}}{{- $chosen = true -}}{{- end -}}
+{{- end -}}
+{{- if or (eq $switch "false") (not $chosen) -}}{{- $met = false -}}{{- end -}}
+{{- end -}}
+{{- if $met -}}
+{{- $kept = append $kept $rule -}}
+{{- else if and $rule.alert (eq $file (first $files)) -}}
+{{- $left = append $left $rule.alert -}}
+{{- end -}}
+{{- end -}}
+{{- if $kept -}}
+{{- $groups = append $groups (set (omit $group "rules") "rules" $kept) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml (dict "groups" $groups "leftOut" $left) -}}
 {{- end -}}

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 
 from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
@@ -22,11 +23,20 @@ from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.targets import Targets
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Metric, ResourceMetrics
+from otelgpu.processors.filter.config import FilterProcessorConfig
+from otelgpu.processors.filter.factory import FilterProcessor
 from otelgpu.receivers.nvml.dcgm_names import NAMING
-from otelgpu.receivers.nvml.metrics import BY_NAME
+from otelgpu.receivers.nvml.metrics import BY_NAME, HEALTH_METRICS
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by
+from tests.unit.exporters.prometheus.batches import (
+    batch,
+    counter,
+    gauge,
+    gpu,
+    gpu_metrics,
+    held_by,
+)
 from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of, sample
 from tests.unit.exporters.prometheus.test_per_holder_process_readings import (
@@ -185,6 +195,38 @@ def test_every_gpu_series_of_a_held_gpu_carries_pod_namespace_and_container() ->
     for line in fields:
         labels = labels_of(line)
         assert (labels["pod"], labels["namespace"], labels["container"]) == ("w", "ml", "trainer")
+
+
+def test_on_the_charts_gpu_endpoint_every_family_of_a_held_gpu_carries_its_pod() -> None:
+    """tests/e2e/e2e_verify_default_configuration_test.go "should verify metrics", for every
+    family of the endpoint: the Helm chart's pipeline (values.yaml, gpuStatus) drops the health
+    metrics from the GPU endpoint's pipeline (filter/not_gpu_status) and its exporter writes no
+    info series (`device_info: false`); they are served apart (filter/gpu_status, the second
+    exporter). Without that, `nvidia_gpu_up`'s holder labels follow the GPU but `hw_gpu_info`
+    names no pod."""
+    up = gauge("nvidia.gpu.up", "{state}", 1, {"hw.state": "ok"})
+    held = gpu(0, **held_by("w"))
+    read = (ResourceMetrics(resource=held, metrics=(*gpu_metrics(), up), scope="otelgpu.nvml"),)
+
+    def chart_filter(rule: str) -> FilterProcessor:
+        config = FilterProcessorConfig.model_validate({"metrics": {rule: sorted(HEALTH_METRICS)}})
+        return FilterProcessor(make_settings("filter", Kind.PROCESSOR, SelfTelemetry()), config)
+
+    beside = ingested(make_translator("dcgm"), SeriesStore(), read)
+    assert "pod" not in labels_of(beside["hw_gpu_info"][0])  # the expectation, unmet
+    gpu_endpoint = ingested(
+        make_translator("dcgm", info_series=False),
+        SeriesStore(),
+        chart_filter("exclude").process(read),
+    )
+    assert len(gpu_endpoint) >= 5
+    for family, found in gpu_endpoint.items():
+        for line in found:
+            labels = labels_of(line)
+            held_by_w = (labels.get("pod"), labels.get("namespace"), labels.get("container"))
+            assert held_by_w == ("w", "ml", "trainer"), family
+    status = ingested(make_translator("dcgm"), SeriesStore(), chart_filter("include").process(read))
+    assert set(status) == {"nvidia_gpu_up", "hw_gpu_info"}
 
 
 def test_pod_uid_is_a_label_with_the_option_as_with_kubernetes_enable_pod_uid() -> None:

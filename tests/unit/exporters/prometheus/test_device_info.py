@@ -267,6 +267,29 @@ def test_holders_and_processes_do_not_make_info_series() -> None:
     assert [x for x in served("otel", (held,)) if family_of(x) == INFO] == [info]
 
 
+@pytest.mark.parametrize("naming", ["otel", "dcgm"])
+def test_device_info_false_writes_no_info_series_and_keeps_the_rest(
+    node: Batch, naming: str
+) -> None:
+    """`device_info: false`, for an exporter whose devices' info series another exporter
+    serves (the chart's GPU endpoint, beside its GPU status endpoint): no info series, every
+    other series as with it, facts still off them; on every batch, the replayed ones too."""
+    with_info = served(naming, node, node)
+    without = served(naming, node, node, info_series=False)
+    assert [x for x in with_info if family_of(x) == INFO]
+    assert without == [x for x in with_info if family_of(x) != INFO]
+    assert not {k for x in without for k in labels_of(x)} & FACT_LABELS[naming]
+
+
+def test_device_info_is_on_by_default_and_a_bool() -> None:
+    from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
+
+    assert PrometheusExporterConfig().device_info is True
+    assert PrometheusExporterConfig.model_validate({"device_info": False}).device_info is False
+    with pytest.raises(ValueError, match="device_info"):
+        PrometheusExporterConfig.model_validate({"device_info": "sometimes"})
+
+
 def test_the_info_series_is_namespaced_and_typed_gauge() -> None:
     store, t = SeriesStore(), make_translator("otel", namespace="gpu")
     t.ingest(

@@ -4,6 +4,9 @@ containerd's service paths and field numbers."""
 from __future__ import annotations
 
 import importlib
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import grpc_tools
@@ -39,6 +42,23 @@ def test_committed_stubs_describe_the_proto(tmp_path: Path, name: str) -> None:
         _module(name).DESCRIPTOR.serialized_pb
     )
     assert compiled == committed, f"{name}_pb2.py is stale: run _proto/generate.sh"
+
+
+def test_the_generator_writes_exactly_the_committed_stubs(tmp_path: Path) -> None:
+    """generate.sh, run on a copy of the .proto files, writes the message stubs the package
+    ships and nothing else: no service stubs (the processor calls containerd by method path)."""
+    copy = tmp_path / PROTO_DIR.relative_to(ROOT)
+    copy.mkdir(parents=True)
+    for proto in PROTOS:
+        shutil.copyfile(PROTO_DIR / f"{proto}.proto", copy / f"{proto}.proto")
+    shutil.copyfile(PROTO_DIR / "generate.sh", copy / "generate.sh")
+    python = Path(sys.executable).parent  # the script runs `python -m grpc_tools.protoc`
+    env = {"PATH": f"{python}:/usr/bin:/bin"}
+    subprocess.run(["sh", str(copy / "generate.sh")], check=True, env=env, timeout=120)
+    generated = sorted(p.name for p in copy.iterdir() if p.name.endswith((".py", ".pyi")))
+    committed = sorted(p.name for p in PROTO_DIR.glob("*_pb2*"))
+    assert generated == committed
+    assert not [name for name in committed if "grpc" in name]
 
 
 def _clear_json_names(messages) -> None:  # type: ignore[no-untyped-def]

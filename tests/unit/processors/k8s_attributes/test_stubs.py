@@ -10,7 +10,8 @@ from grpc_tools import protoc
 
 from otelgpu.processors.k8s_attributes._proto import generate
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
-from otelgpu.processors.k8s_attributes._proto import podresources_pb2_grpc as rpc
+from tests.peers._proto import generate as service_stub
+from tests.peers._proto import podresources_pb2_grpc as rpc
 
 
 def test_committed_stubs_describe_the_proto(tmp_path: Path):
@@ -31,13 +32,32 @@ def test_committed_stubs_describe_the_proto(tmp_path: Path):
 
 def test_committed_stubs_are_the_generator_output(tmp_path: Path):
     fresh = generate.generate(tmp_path)
+    assert sorted(p.name for p in fresh.glob("podresources_pb2*")) == sorted(generate.OUTPUTS)
     tools = importlib.metadata.version("grpcio-tools")
     if tools != rpc.GRPC_GENERATED_VERSION:  # another generator writes other boilerplate
-        assert "PodResourcesListerStub" in (fresh / "podresources_pb2_grpc.py").read_text()
         return
     for name in generate.OUTPUTS:
         committed = (generate.PROTO_DIR / name).read_text()
         assert (fresh / name).read_text() == committed, f"{name} is stale: run generate.py"
+
+
+def test_the_agent_ships_no_service_stub():
+    """The agent calls the kubelet by method path: a service stub in its package would be
+    code nothing runs."""
+    assert sorted(p.name for p in generate.PROTO_DIR.glob("podresources_pb2*")) == sorted(
+        generate.OUTPUTS
+    )
+
+
+def test_the_stand_ins_service_stub_is_the_generator_output(tmp_path: Path):
+    fresh = service_stub.generate(tmp_path)
+    tools = importlib.metadata.version("grpcio-tools")
+    if tools != rpc.GRPC_GENERATED_VERSION:  # another generator writes other boilerplate
+        assert "PodResourcesListerStub" in fresh.read_text()
+        return
+    assert fresh.read_text() == service_stub.OUTPUT.read_text(), (
+        "tests/peers/_proto/podresources_pb2_grpc.py is stale: run python -m tests.peers._proto.generate"
+    )
 
 
 def test_method_paths_and_fields_are_the_kubelets():

@@ -1,0 +1,1 @@
+"""Generated gRPC service stubs that only the tests' stand-ins use (`generate.py`)."""
