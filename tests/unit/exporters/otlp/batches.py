@@ -1,8 +1,9 @@
-"""Batches built by hand in the shape the nvml receiver emits, self-telemetry readers, and a
-transport that records what it is sent."""
+"""Batches built by hand in the shape the nvml receiver emits, self-telemetry readers, a
+transport that records what it is sent, and sending-queue items and consumers."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -10,6 +11,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporterhelper.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.encode import encode_bytes
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.pdata import semconv
@@ -152,6 +154,18 @@ def numbered_batch(seq: int, points: int) -> Batch:
 def numbered_request(seq: int, points: int) -> bytes:
     """The encoded request of `numbered_batch(seq, points)`, as the sending queue holds it."""
     return encode_bytes(numbered_batch(seq, points))
+
+
+def queued_item(seq: int, points: int = 1) -> Item:
+    """A sending-queue item: the request of `numbered_batch(seq, points)` and its point count."""
+    return Item(numbered_request(seq, points), points)
+
+
+async def idle_consumer(queue: BatchQueue) -> asyncio.Task[Item | None]:
+    """A consumer task already waiting inside `queue.take()` (one turn of the loop has run)."""
+    task = asyncio.create_task(queue.take())
+    await asyncio.sleep(0)
+    return task
 
 
 def counter(telemetry: SelfTelemetry, name: str, exporter: str) -> float:

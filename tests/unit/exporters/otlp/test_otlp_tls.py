@@ -1,8 +1,11 @@
 """TLS on both transports: the CA file (or PEM) is used, an unknown certificate is refused,
-and the Collector's server_name_override and min_version are honoured."""
+the Collector's server_name_override and version range are honoured (the range grpcio cannot
+enforce is named once, at load), and `insecure_skip_verify` reaches an IPv6 endpoint and a
+server a configured CA signed."""
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -131,6 +134,42 @@ async def test_https_takes_pem_text_min_version_and_the_overridden_name(
         await _export(HttpTransport(config("wrong.example")))
 
 
+@pytest.fixture
+async def https_versions(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
+    """An https endpoint (TLS 1.2 or 1.3) that records the TLS version of each request."""
+    cert_file, key_file = self_signed_cert(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    versions: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        await request.read()
+        assert request.transport is not None
+        versions.append(request.transport.get_extra_info("ssl_object").version())
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/v1/metrics", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
+    yield f"https://localhost:{runner.addresses[0][1]}", versions
+    await runner.cleanup()
+
+
+async def test_https_max_version_caps_the_negotiated_tls_version(
+    https_versions: tuple[str, list[str]],
+) -> None:
+    url, versions = https_versions
+    for tls in ({}, {"max_version": "1.2"}):
+        config = OtlpHttpExporterConfig.model_validate(
+            {"endpoint": url, "tls": {"insecure_skip_verify": True, **tls}}
+        )
+        assert await _export(HttpTransport(config)) == ExportResponse()
+    assert versions == ["TLSv1.3", "TLSv1.2"]
+
+
 async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path, Path]) -> None:
     """Mutual TLS with cert_pem/key_pem: the server requires a client certificate."""
     cert_file, key_file = cert
@@ -159,6 +198,73 @@ def _client_cert() -> tuple[str, str]:
     """A self-signed client certificate (its own CA) and its key, as PEM text."""
     issued = issue("otelgpu-client", client=True)
     return issued.cert_pem.decode(), issued.key_pem.decode()
+
+
+async def _secure_grpc_server(
+    address: str, key_and_cert: tuple[bytes, bytes]
+) -> tuple[grpc.aio.Server, int]:
+    """A MetricsService that accepts every request, over TLS with this key and certificate."""
+    server = grpc.aio.server()
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Accept(), server)
+    port = server.add_secure_port(address, grpc.ssl_server_credentials([key_and_cert]))
+    await server.start()
+    return server, port
+
+
+@pytest.mark.parametrize(
+    ("tls", "line"),
+    [
+        ({"min_version": "1.3"}, "tls::min_version 1.3 / max_version (none) cannot be enforced"),
+        ({"max_version": "1.2"}, "tls::min_version 1.2 / max_version 1.2 cannot be enforced"),
+    ],
+)
+async def test_grpc_names_a_version_range_it_cannot_enforce_once_at_load(
+    tls: dict[str, str], line: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = OtlpExporterConfig.model_validate({"endpoint": "gw.example:4317", "tls": tls})
+    ((path, message),) = config.config_warnings()
+    assert path == ("tls", next(iter(tls)))
+    assert message == f"{line} on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
+    transport = GrpcTransport(config)  # the load warned (positioned): starting says nothing
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await transport.open()
+    await transport.close()
+    assert [r.getMessage() for r in caplog.records] == []
+
+
+async def test_grpc_skips_verification_for_an_ipv6_endpoint(tmp_path: Path) -> None:
+    cert_file, key_file = self_signed_cert(tmp_path)
+    key_and_cert = (key_file.read_bytes(), cert_file.read_bytes())
+    server, port = await _secure_grpc_server("[::1]:0", key_and_cert)
+    try:
+        config = OtlpExporterConfig.model_validate(
+            {"endpoint": f"[::1]:{port}", "tls": {"insecure_skip_verify": True}}
+        )
+        assert await _export(GrpcTransport(config)) == ExportResponse()
+    finally:
+        await server.stop(grace=None)
+
+
+async def test_grpc_skipping_verification_still_reaches_a_server_a_configured_ca_signed() -> None:
+    ca_pem, key_pem, cert_pem = _ca_and_server_cert()
+    server, port = await _secure_grpc_server("127.0.0.1:0", (key_pem, cert_pem))
+    try:
+        config = OtlpExporterConfig.model_validate(
+            {
+                "endpoint": f"localhost:{port}",
+                "tls": {"ca_pem": ca_pem.decode(), "insecure_skip_verify": True},
+            }
+        )
+        assert await _export(GrpcTransport(config)) == ExportResponse()
+    finally:
+        await server.stop(grace=None)
+
+
+def _ca_and_server_cert() -> tuple[bytes, bytes, bytes]:
+    """A CA's certificate, and a server key and certificate (for `localhost`) it signed, as PEM."""
+    ca = issue("otelgpu test CA", ca=True)
+    server = issue(signer=ca)
+    return ca.cert_pem, server.key_pem, server.cert_pem
 
 
 async def test_grpc_skips_verification_when_told_and_takes_any_version_range(

@@ -1,15 +1,11 @@
-"""The OTLP transports case by case, against real local servers: the error texts an export
-failure logs (the method and URL of an HTTP status, the gRPC code), what a transport that is
-not open answers, the TLS version range reaching the handshake, the gRPC warning about a
-version range grpcio cannot enforce, and `insecure_skip_verify` on gRPC for an IPv6 endpoint
-and for a certificate a configured CA signed."""
+"""The OTLP transports' failures, against real local servers: the error texts an export failure
+logs (the method and URL of an HTTP status, the gRPC code), and what a transport that is not
+open answers."""
 
 from __future__ import annotations
 
 import logging
-import ssl
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -31,8 +27,6 @@ from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.peers.certs import issue
-from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.otlp.batches import failed, numbered_batch
 
 
@@ -48,15 +42,10 @@ class Answer(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[m
         return ExportMetricsServiceResponse()
 
 
-async def _grpc_server(
-    address: str, servicer: Answer, key_and_cert: tuple[bytes, bytes] | None = None
-) -> tuple[grpc.aio.Server, int]:
+async def _grpc_server(address: str, servicer: Answer) -> tuple[grpc.aio.Server, int]:
     server = grpc.aio.server()
     metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(servicer, server)
-    if key_and_cert is None:
-        port = server.add_insecure_port(address)
-    else:
-        port = server.add_secure_port(address, grpc.ssl_server_credentials([key_and_cert]))
+    port = server.add_insecure_port(address)
     await server.start()
     return server, port
 
@@ -110,42 +99,6 @@ async def test_an_http_transport_closes_quietly_when_never_opened_or_closed_twic
     assert not caught.value.retryable
 
 
-@pytest.fixture
-async def https_versions(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
-    """An https endpoint (TLS 1.2 or 1.3) that records the TLS version of each request."""
-    cert_file, key_file = self_signed_cert(tmp_path)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert_file, key_file)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    versions: list[str] = []
-
-    async def handle(request: web.Request) -> web.Response:
-        await request.read()
-        assert request.transport is not None
-        versions.append(request.transport.get_extra_info("ssl_object").version())
-        return web.Response(status=200)
-
-    app = web.Application()
-    app.router.add_post("/v1/metrics", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context).start()
-    yield f"https://localhost:{runner.addresses[0][1]}", versions
-    await runner.cleanup()
-
-
-async def test_https_max_version_caps_the_negotiated_tls_version(
-    https_versions: tuple[str, list[str]],
-) -> None:
-    url, versions = https_versions
-    for tls in ({}, {"max_version": "1.2"}):
-        config = OtlpHttpExporterConfig.model_validate(
-            {"endpoint": url, "tls": {"insecure_skip_verify": True, **tls}}
-        )
-        assert await _export(HttpTransport(config)) == ExportResponse()
-    assert versions == ["TLSv1.3", "TLSv1.2"]
-
-
 # --- gRPC -----------------------------------------------------------------------------------
 
 
@@ -184,59 +137,3 @@ async def test_a_grpc_transport_not_open_refuses_to_export() -> None:
         assert not caught.value.retryable
         await transport.open()
         await transport.close()
-
-
-@pytest.mark.parametrize(
-    ("tls", "line"),
-    [
-        ({"min_version": "1.3"}, "tls::min_version 1.3 / max_version (none) cannot be enforced"),
-        ({"max_version": "1.2"}, "tls::min_version 1.2 / max_version 1.2 cannot be enforced"),
-    ],
-)
-async def test_grpc_names_a_version_range_it_cannot_enforce_once_at_load(
-    tls: dict[str, str], line: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    config = OtlpExporterConfig.model_validate({"endpoint": "gw.example:4317", "tls": tls})
-    ((path, message),) = config.config_warnings()
-    assert path == ("tls", next(iter(tls)))
-    assert message == f"{line} on gRPC: grpcio negotiates TLS 1.2 or 1.3 with the server"
-    transport = GrpcTransport(config)  # the load warned (positioned): starting says nothing
-    with caplog.at_level(logging.WARNING, logger="otelgpu"):
-        await transport.open()
-    await transport.close()
-    assert [r.getMessage() for r in caplog.records] == []
-
-
-async def test_grpc_skips_verification_for_an_ipv6_endpoint(tmp_path: Path) -> None:
-    cert_file, key_file = self_signed_cert(tmp_path)
-    key_and_cert = (key_file.read_bytes(), cert_file.read_bytes())
-    server, port = await _grpc_server("[::1]:0", Answer(), key_and_cert)
-    try:
-        config = OtlpExporterConfig.model_validate(
-            {"endpoint": f"[::1]:{port}", "tls": {"insecure_skip_verify": True}}
-        )
-        assert await _export(GrpcTransport(config)) == ExportResponse()
-    finally:
-        await server.stop(grace=None)
-
-
-async def test_grpc_skipping_verification_still_reaches_a_server_a_configured_ca_signed() -> None:
-    ca_pem, key_pem, cert_pem = _ca_and_server_cert()
-    server, port = await _grpc_server("127.0.0.1:0", Answer(), (key_pem, cert_pem))
-    try:
-        config = OtlpExporterConfig.model_validate(
-            {
-                "endpoint": f"localhost:{port}",
-                "tls": {"ca_pem": ca_pem.decode(), "insecure_skip_verify": True},
-            }
-        )
-        assert await _export(GrpcTransport(config)) == ExportResponse()
-    finally:
-        await server.stop(grace=None)
-
-
-def _ca_and_server_cert() -> tuple[bytes, bytes, bytes]:
-    """A CA's certificate, and a server key and certificate (for `localhost`) it signed, as PEM."""
-    ca = issue("otelgpu test CA", ca=True)
-    server = issue(signer=ca)
-    return ca.cert_pem, server.key_pem, server.cert_pem
