@@ -15,6 +15,7 @@ from otelgpu.config.secret_keys import (
 )
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.keys import KeySelector, looks_secret, refusal
+from tests.unit.processors.container_env.secret_vocabulary import COMMON_SECRET_KEYS
 
 
 def _selector(
@@ -54,20 +55,8 @@ def test_secret_like_keys(key: str) -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "MYSQL_PWD",
-        "DB_PASS",
-        "BASIC_AUTH",
-        "SENTRY_DSN",
-        "PRIVATE",
-        "TLS_CERT",
-        "PASSPHRASE",
-        "SESSION_COOKIE",
-        "JWT",
-        "BEARER",
-        "CONN_STR",
+        *COMMON_SECRET_KEYS,
         "CONNECTION_STRING",
-        "SIGNING_SALT",
-        "AUTH_HEADER",
         "dbPass",  # camelCase humps split words
         "example.com/jwt",  # label keys split on `.` and `/`
         "SSH_KEYS",  # plurals of short words
