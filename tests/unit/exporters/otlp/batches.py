@@ -13,7 +13,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporterhelper.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse
+from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
@@ -166,6 +166,15 @@ async def idle_consumer(queue: BatchQueue) -> asyncio.Task[Item | None]:
     task = asyncio.create_task(queue.take())
     await asyncio.sleep(0)
     return task
+
+
+async def export_once(transport: Transport) -> ExportResponse:
+    """Opens `transport`, exports one small batch and closes it: the answer, or what it raised."""
+    await transport.open()
+    try:
+        return await transport.export(numbered_request(0, 2), timeout=5)
+    finally:
+        await transport.close()
 
 
 def counter(telemetry: SelfTelemetry, name: str, exporter: str) -> float:

@@ -21,13 +21,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 
 from otelgpu.component.errors import ExportError
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
-from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
+from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
 from tests.peers.certs import issue
 from tests.peers.prometheus import self_signed_cert
-from tests.unit.exporters.otlp.batches import numbered_batch
+from tests.unit.exporters.otlp.batches import export_once
 
 
 class Accept(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
@@ -70,24 +69,16 @@ async def _ok(_: web.Request) -> web.Response:
     return web.Response(status=200)
 
 
-async def _export(transport: Transport) -> ExportResponse:
-    await transport.open()
-    try:
-        return await transport.export(encode_bytes(numbered_batch(0, 1)), timeout=5)
-    finally:
-        await transport.close()
-
-
 async def test_grpc_verifies_the_server_with_the_ca_file(
     grpc_tls: int, cert: tuple[Path, Path]
 ) -> None:
     trusted = OtlpExporterConfig.model_validate(
         {"endpoint": f"localhost:{grpc_tls}", "tls": {"ca_file": str(cert[0])}}
     )
-    assert await _export(GrpcTransport(trusted)) == ExportResponse()
+    assert await export_once(GrpcTransport(trusted)) == ExportResponse()
     untrusted = OtlpExporterConfig(endpoint=f"localhost:{grpc_tls}")  # system roots only
     with pytest.raises(ExportError, match="UNAVAILABLE"):
-        await _export(GrpcTransport(untrusted))
+        await export_once(GrpcTransport(untrusted))
 
 
 async def test_https_verifies_the_server_unless_told_not_to(
@@ -97,13 +88,13 @@ async def test_https_verifies_the_server_unless_told_not_to(
     trusted = OtlpHttpExporterConfig.model_validate(
         {"endpoint": url, "tls": {"ca_file": str(cert[0])}}
     )
-    assert await _export(HttpTransport(trusted)) == ExportResponse()
+    assert await export_once(HttpTransport(trusted)) == ExportResponse()
     with pytest.raises(ExportError, match="certificate"):
-        await _export(HttpTransport(OtlpHttpExporterConfig(endpoint=url)))
+        await export_once(HttpTransport(OtlpHttpExporterConfig(endpoint=url)))
     skip = OtlpHttpExporterConfig.model_validate(
         {"endpoint": url, "tls": {"insecure_skip_verify": True}}
     )
-    assert await _export(HttpTransport(skip)) == ExportResponse()
+    assert await export_once(HttpTransport(skip)) == ExportResponse()
 
 
 async def test_grpc_takes_the_ca_as_pem_and_checks_the_overridden_name(
@@ -115,9 +106,9 @@ async def test_grpc_takes_the_ca_as_pem_and_checks_the_overridden_name(
         tls = {"ca_pem": pem, "server_name_override": name}
         return OtlpExporterConfig.model_validate({"endpoint": f"127.0.0.1:{grpc_tls}", "tls": tls})
 
-    assert await _export(GrpcTransport(config("localhost"))) == ExportResponse()
+    assert await export_once(GrpcTransport(config("localhost"))) == ExportResponse()
     with pytest.raises(ExportError, match="UNAVAILABLE"):  # the certificate is not for this name
-        await _export(GrpcTransport(config("wrong.example")))
+        await export_once(GrpcTransport(config("wrong.example")))
 
 
 async def test_https_takes_pem_text_min_version_and_the_overridden_name(
@@ -129,9 +120,9 @@ async def test_https_takes_pem_text_min_version_and_the_overridden_name(
             {"endpoint": f"https://127.0.0.1:{https}", "tls": tls}
         )
 
-    assert await _export(HttpTransport(config("localhost"))) == ExportResponse()
+    assert await export_once(HttpTransport(config("localhost"))) == ExportResponse()
     with pytest.raises(ExportError, match="certificate"):
-        await _export(HttpTransport(config("wrong.example")))
+        await export_once(HttpTransport(config("wrong.example")))
 
 
 @pytest.fixture
@@ -166,7 +157,7 @@ async def test_https_max_version_caps_the_negotiated_tls_version(
         config = OtlpHttpExporterConfig.model_validate(
             {"endpoint": url, "tls": {"insecure_skip_verify": True, **tls}}
         )
-        assert await _export(HttpTransport(config)) == ExportResponse()
+        assert await export_once(HttpTransport(config)) == ExportResponse()
     assert versions == ["TLSv1.3", "TLSv1.2"]
 
 
@@ -186,10 +177,10 @@ async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path,
         url = f"https://localhost:{runner.addresses[0][1]}"
         tls = {"ca_file": str(cert_file)}
         with pytest.raises(ExportError):
-            await _export(HttpTransport(OtlpHttpExporterConfig(endpoint=url, tls=tls)))  # type: ignore[arg-type]
+            await export_once(HttpTransport(OtlpHttpExporterConfig(endpoint=url, tls=tls)))  # type: ignore[arg-type]
         tls |= {"cert_pem": client_cert, "key_pem": client_key}
         mutual = OtlpHttpExporterConfig.model_validate({"endpoint": url, "tls": tls})
-        assert await _export(HttpTransport(mutual)) == ExportResponse()
+        assert await export_once(HttpTransport(mutual)) == ExportResponse()
     finally:
         await runner.cleanup()
 
@@ -240,7 +231,7 @@ async def test_grpc_skips_verification_for_an_ipv6_endpoint(tmp_path: Path) -> N
         config = OtlpExporterConfig.model_validate(
             {"endpoint": f"[::1]:{port}", "tls": {"insecure_skip_verify": True}}
         )
-        assert await _export(GrpcTransport(config)) == ExportResponse()
+        assert await export_once(GrpcTransport(config)) == ExportResponse()
     finally:
         await server.stop(grace=None)
 
@@ -255,7 +246,7 @@ async def test_grpc_skipping_verification_still_reaches_a_server_a_configured_ca
                 "tls": {"ca_pem": ca_pem.decode(), "insecure_skip_verify": True},
             }
         )
-        assert await _export(GrpcTransport(config)) == ExportResponse()
+        assert await export_once(GrpcTransport(config)) == ExportResponse()
     finally:
         await server.stop(grace=None)
 
@@ -273,8 +264,10 @@ async def test_grpc_skips_verification_when_told_and_takes_any_version_range(
     def config(tls: dict[str, object]) -> OtlpExporterConfig:
         return OtlpExporterConfig.model_validate({"endpoint": f"localhost:{grpc_tls}", "tls": tls})
 
-    assert await _export(GrpcTransport(config({"insecure_skip_verify": True}))) == ExportResponse()
+    assert (
+        await export_once(GrpcTransport(config({"insecure_skip_verify": True}))) == ExportResponse()
+    )
     trusted = str(cert[0])
     for versions in ({"min_version": "1.3"}, {"max_version": "1.2"}, {"min_version": "1.0"}):
         transport = GrpcTransport(config({"ca_file": trusted, **versions}))
-        assert await _export(transport) == ExportResponse(), versions
+        assert await export_once(transport) == ExportResponse(), versions

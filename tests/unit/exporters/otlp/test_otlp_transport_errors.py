@@ -21,13 +21,11 @@ from otelgpu.component.errors import ExportError
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp import factory
 from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
-from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
 from tests.conftest import make_settings
 from tests.fakes import FakeHost
-from tests.unit.exporters.otlp.batches import failed, numbered_batch
+from tests.unit.exporters.otlp.batches import export_once, failed, numbered_batch
 
 
 class Answer(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
@@ -48,14 +46,6 @@ async def _grpc_server(address: str, servicer: Answer) -> tuple[grpc.aio.Server,
     port = server.add_insecure_port(address)
     await server.start()
     return server, port
-
-
-async def _export(transport: Transport) -> ExportResponse:
-    await transport.open()
-    try:
-        return await transport.export(encode_bytes(numbered_batch(0, 2)), timeout=5)
-    finally:
-        await transport.close()
 
 
 # --- HTTP -----------------------------------------------------------------------------------
@@ -81,7 +71,7 @@ async def http_300() -> AsyncIterator[str]:
 async def test_an_http_300_is_a_failure_named_by_the_request_line(http_300: str) -> None:
     config = OtlpHttpExporterConfig.model_validate({"endpoint": http_300})
     with pytest.raises(ExportError) as caught:
-        await _export(HttpTransport(config))
+        await export_once(HttpTransport(config))
     assert str(caught.value) == f"POST {http_300}/v1/metrics: HTTP 300"
     assert not caught.value.retryable
 

@@ -21,6 +21,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     parse_list,
 )
 from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, build_snapshot
+from tests.fakes import FakeClock
 from tests.peers.kubelet import claim, claim_device
 from tests.peers.kubelet import container as pb_container
 from tests.peers.kubelet import pod as pb_pod
@@ -30,6 +31,7 @@ from tests.unit.processors.k8s_attributes.fakes import (
     MIG_2,
     UUID_A,
     UUID_B,
+    FakePodResources,
     allocations_of,
     container,
     gpu,
@@ -231,15 +233,23 @@ async def test_idle_gpu_on_a_dra_node_is_not_allocated_rather_than_unknown(
     )
 
 
-async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_is_logged_naming_the_gpu_once(
-    started, telemetry, client, clock, caplog
-):
+async def _whole_gpu_claimed_with_mig_on(
+    client: FakePodResources, clock: FakeClock
+) -> tuple[ResourceMetrics, ...]:
+    """A pod whose DRA claim names GPU minor 1 whole, and a batch in which that GPU (UUID_A)
+    has MIG enabled: the GPU and one of its instances."""
     client.set(_dra_pod("whole", _device("gpu-1")))
     await clock.advance(10)
-    batch = (
+    return (
         _minor(gpu(UUID_A, 0), 1),
         _minor(mig(MIG_1, UUID_A, 1), 1, **{semconv.MIG_PLACEMENT_START: "0"}),
     )
+
+
+async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_is_logged_naming_the_gpu_once(
+    started, telemetry, client, clock, caplog
+):
+    batch = await _whole_gpu_claimed_with_mig_on(client, clock)
     with caplog.at_level(logging.WARNING):
         started.process(batch)
         started.process(batch)
@@ -254,12 +264,7 @@ async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_labels_nothing(
 ):
     """A MIG-enabled GPU is held through its instances: a whole-GPU claim naming it does not
     put a pod on the parent's series (it did), and is counted and logged as `mig_enabled`."""
-    client.set(_dra_pod("whole", _device("gpu-1")))
-    await clock.advance(10)
-    batch = (
-        _minor(gpu(UUID_A, 0), 1),
-        _minor(mig(MIG_1, UUID_A, 1), 1, **{semconv.MIG_PLACEMENT_START: "0"}),
-    )
+    batch = await _whole_gpu_claimed_with_mig_on(client, clock)
     with caplog.at_level(logging.WARNING):
         out = started.process(batch)
     assert holders_of(out, UUID_A) == [(None, None, None)]
