@@ -35,6 +35,7 @@ from tests.peers.cri_records import Pod
 from tests.peers.kubelet import FakeKubelet
 from tests.peers.rotel import Rotel
 from tests.peers.runtime import Containerd
+from tests.unit.processors.container_env.secret_vocabulary import COMMON_SECRET_KEYS
 
 pytestmark = pytest.mark.integration
 
@@ -53,19 +54,7 @@ TOKEN = f"q8Zr2LmX7vT1kP4nW9sB3yH6{_TAG}"
 
 # Secret-like keys: the value is a canary the key rules must refuse.
 SECRET_KEYS = [
-    "MYSQL_PWD",
-    "DB_PASS",
-    "BASIC_AUTH",
-    "SENTRY_DSN",
-    "PRIVATE",
-    "TLS_CERT",
-    "PASSPHRASE",
-    "SESSION_COOKIE",
-    "JWT",
-    "BEARER",
-    "CONN_STR",
-    "SIGNING_SALT",
-    "AUTH_HEADER",
+    *COMMON_SECRET_KEYS,
     "DB_PASSW\u041eRD",  # Cyrillic O
     "API_TO\u200bKEN",  # zero-width space
     "TE\u0410M_NAME",  # a Cyrillic A in an ordinary-looking key

@@ -1,4 +1,5 @@
-"""Stage 1: env expansion on parsed values, merging several files, --set, positions."""
+"""Stage 1: env expansion on parsed values, merging several files, --set, merge keys and alias
+uses, positions, and which source (a file, an override, the embedded default) an error names."""
 
 from __future__ import annotations
 
@@ -6,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from otelgpu import cli
 from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.errors import ConfigError
+from otelgpu.config import default_pipeline_text
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
+from otelgpu.config.walker import MAX_ALIAS_USES
 from tests.components import SampleReceiverConfig, core_registry
+from tests.unit.config.pipelines import MINIMAL
 
 BASE = """\
 receivers:
@@ -87,6 +92,21 @@ def test_set_errors_are_located_at_the_override() -> None:
     assert str(info.value) == "--set #1:1:25: receivers::sample::series: expected an integer"
 
 
+def _validate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main(["validate", *args])
+    return code, capsys.readouterr().err
+
+
+def test_an_unknown_key_given_by_set_points_at_the_start_of_the_override(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(MINIMAL)
+    code, err = _validate(["-c", str(path), "--set", "receivers.nvml.bogus=1"], capsys)
+    assert code == 2
+    assert err.splitlines()[1].startswith("--set #1:1:1: receivers::nvml::bogus: unknown key")
+
+
 def test_set_without_equals_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"expected --set key.path=value"):
         load([("base.yaml", BASE)], ["receivers.sample.series"], environ={})
@@ -97,6 +117,21 @@ def test_missing_file_is_a_config_error(tmp_path: object) -> None:
 
     with pytest.raises(ConfigError, match=r"nope.yaml:1:1: cannot read the file"):
         read_files(["nope.yaml"])
+
+
+def test_an_error_in_the_embedded_default_names_it_as_the_file(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTELGPU_DEMO_ENDPOINT", "nowhere")
+    code, err = _validate([], capsys)
+    assert code == 2
+    lines = default_pipeline_text().splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if "OTELGPU_DEMO_ENDPOINT" in text)
+    column = lines[line - 1].index("$") + 1
+    assert err.splitlines()[1] == (
+        f"<embedded default pipeline>:{line}:{column}: exporters::prometheus::endpoint: "
+        'invalid endpoint "nowhere": expected host:port, such as 0.0.0.0:9400'
+    )
 
 
 def test_every_error_of_several_files_is_reported_at_once() -> None:
@@ -207,6 +242,37 @@ def test_merge_keys_work_in_a_set_value() -> None:
         "mode": "ramp",
         "tags": ["a"],
     }
+
+
+MERGE_HELP = (
+    "receivers::nvml: the merge key << takes a mapping or a list of mappings, "
+    "such as *defaults or [*a, *b]"
+)
+
+
+def _load(text: str) -> tuple[dict[str, object], list[str]]:
+    raw = load([("f.yaml", text)], environ={})
+    return raw.data, [str(i) for i in raw.issues]
+
+
+def test_a_merge_key_with_a_plain_value_is_refused_at_that_value() -> None:
+    data, issues = _load("receivers:\n  nvml:\n    <<: 5\n    backend: simulated\n")
+    assert issues == [f"f.yaml:3:9: {MERGE_HELP}"]
+    assert data["receivers"] == {"nvml": {"backend": "simulated"}}
+
+
+def test_a_list_inside_a_merge_list_is_refused_and_not_merged() -> None:
+    text = "base: &b {processes: true}\nreceivers:\n  nvml:\n    <<: [[*b]]\n"
+    data, issues = _load(text)
+    assert issues == [f"f.yaml:4:10: {MERGE_HELP}"]
+    assert data["receivers"] == {"nvml": {}}
+
+
+def test_exactly_the_limit_of_alias_uses_is_accepted() -> None:
+    uses = ", ".join(["*a"] * MAX_ALIAS_USES)
+    data, issues = _load(f"receivers:\n  nvml:\n    host_proc: &a /proc\n    devices: [{uses}]\n")
+    assert issues == []
+    assert data["receivers"]["nvml"]["devices"] == ["/proc"] * MAX_ALIAS_USES  # type: ignore[index]
 
 
 def test_bare_substitution_is_an_env_variable_as_in_the_collector() -> None:

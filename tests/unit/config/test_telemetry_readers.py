@@ -11,6 +11,7 @@ from otelgpu.component.errors import ConfigError, Issue
 from otelgpu.config.loader import load
 from otelgpu.config.render import render
 from otelgpu.config.schema import AgentConfig, validate
+from otelgpu.config.telemetry_readers import PrometheusPullConfig, PullExporterConfig
 from otelgpu.service.builtins import builtin_registry
 
 PIPELINE = """\
@@ -61,6 +62,30 @@ def test_the_collectors_pull_reader_is_honoured_and_printed() -> None:
     assert _validate("[]").telemetry.metrics.readers == []
 
 
+def test_print_config_shows_the_honoured_values_of_a_reader_that_names_none() -> None:
+    config = _validate(_reader("port: 8888"))
+    printed = yaml.safe_load(render(config))["service"]["telemetry"]["metrics"]["readers"]
+    assert printed[0]["pull"]["exporter"]["prometheus"] == {
+        "host": "localhost",
+        "port": 8888,
+        "without_units": False,
+        "without_type_suffix": False,
+        "without_scope_info": True,
+        "translation_strategy": "UnderscoreEscapingWithSuffixes",
+    }
+
+
+def test_an_ipv4_or_named_host_is_not_bracketed() -> None:
+    assert PrometheusPullConfig(host="0.0.0.0", port=8888).endpoint == "0.0.0.0:8888"
+    assert PrometheusPullConfig(port=8888).endpoint == "localhost:8888"
+    assert PrometheusPullConfig(host="::", port=8888).endpoint == "[::]:8888"
+
+
+def test_a_config_built_in_code_keeps_its_exporter() -> None:
+    exporter = PrometheusPullConfig(port=8888)
+    assert PullExporterConfig(prometheus=exporter).prometheus == exporter
+
+
 @pytest.mark.parametrize(
     ("readers", "message"),
     [
@@ -104,6 +129,50 @@ def test_the_rest_of_the_reader_shape_is_refused_by_name(readers: str, message: 
     (issue,) = _issues(readers)
     assert message in issue.message
     assert issue.path[:5] == ("service", "telemetry", "metrics", "readers", 0)
+
+
+KEEP_NAMES = "the shipped alerts and dashboards read the agent's own series by these names"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            "without_units: true",
+            f"without_units: true is not supported here: the unit suffixes (_seconds) stay: "
+            f"{KEEP_NAMES}",
+        ),
+        (
+            "without_type_suffix: true",
+            f"without_type_suffix: true is not supported here: the counter suffix (_total) "
+            f"stays: {KEEP_NAMES}",
+        ),
+        (
+            "translation_strategy: NoTranslation",
+            "translation_strategy: 'NoTranslation' is not supported here: names are served as "
+            f"declared, with their suffixes: {KEEP_NAMES}",
+        ),
+        (
+            "with_resource_constant_labels: {included: ['*']}",
+            "with_resource_constant_labels (a Collector option) is not supported here: the "
+            "agent's own series carry no resource labels; the scrape's target labels say which "
+            "agent they come from",
+        ),
+    ],
+)
+def test_a_refusal_says_all_of_why(options: str, message: str) -> None:
+    (issue,) = _issues(_reader(f"port: 8888, {options}"))
+    assert message in issue.message
+
+
+def test_every_refused_option_is_named_in_one_issue() -> None:
+    (issue,) = _issues(_reader("port: 8888, without_units: true, without_type_suffix: true"))
+    assert "stay: " + KEEP_NAMES + "; without_type_suffix: true is not" in issue.message
+
+
+def test_every_other_pull_exporter_is_named() -> None:
+    (issue,) = _issues("[{pull: {exporter: {otlp: {}, jaeger: {}, prometheus: {port: 1}}}}]")
+    assert "jaeger, otlp: only a prometheus exporter can be pulled from here" in issue.message
 
 
 def test_a_reader_on_a_port_another_listener_has_is_reported_by_validate() -> None:

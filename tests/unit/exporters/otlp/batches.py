@@ -1,8 +1,9 @@
-"""Batches built by hand in the shape the nvml receiver emits, self-telemetry readers, and a
-transport that records what it is sent."""
+"""Batches built by hand in the shape the nvml receiver emits, self-telemetry readers, a
+transport that records what it is sent, and sending-queue items and consumers."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -10,8 +11,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.exporterhelper.queue import BatchQueue, Item
 from otelgpu.exporters.otlp.encode import encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse
+from otelgpu.exporters.otlp.exporter import ExportResponse, Transport
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 
@@ -152,6 +154,27 @@ def numbered_batch(seq: int, points: int) -> Batch:
 def numbered_request(seq: int, points: int) -> bytes:
     """The encoded request of `numbered_batch(seq, points)`, as the sending queue holds it."""
     return encode_bytes(numbered_batch(seq, points))
+
+
+def queued_item(seq: int, points: int = 1) -> Item:
+    """A sending-queue item: the request of `numbered_batch(seq, points)` and its point count."""
+    return Item(numbered_request(seq, points), points)
+
+
+async def idle_consumer(queue: BatchQueue) -> asyncio.Task[Item | None]:
+    """A consumer task already waiting inside `queue.take()` (one turn of the loop has run)."""
+    task = asyncio.create_task(queue.take())
+    await asyncio.sleep(0)
+    return task
+
+
+async def export_once(transport: Transport) -> ExportResponse:
+    """Opens `transport`, exports one small batch and closes it: the answer, or what it raised."""
+    await transport.open()
+    try:
+        return await transport.export(numbered_request(0, 2), timeout=5)
+    finally:
+        await transport.close()
 
 
 def counter(telemetry: SelfTelemetry, name: str, exporter: str) -> float:

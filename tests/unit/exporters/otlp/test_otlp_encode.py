@@ -8,8 +8,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from otelgpu.exporters.otlp import encode
-from otelgpu.exporters.otlp.encode import any_value, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, any_value, encode_bytes
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.semconv import PROCESS_PID
 from tests.unit.exporters.otlp.batches import START, T0, gpu_metrics, gpu_resource
 
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -21,6 +22,19 @@ def _attrs(kvs: object) -> dict[str, object]:
         field = kv.value.WhichOneof("value")
         out[kv.key] = getattr(kv.value, field)
     return out
+
+
+def _attr_list(kvs: object) -> list[tuple[str, object]]:
+    out: list[tuple[str, object]] = []
+    for kv in kvs:  # type: ignore[attr-defined]
+        out.append((kv.key, getattr(kv.value, kv.value.WhichOneof("value"))))
+    return out
+
+
+def _gauge(name: str, *points: NumberDataPoint) -> Metric:
+    return Metric(
+        name=name, unit="1", description=f"{name} d", kind=MetricKind.GAUGE, points=points
+    )
 
 
 def test_resource_scope_and_metric_descriptors() -> None:
@@ -36,6 +50,28 @@ def test_resource_scope_and_metric_descriptors() -> None:
         ("hw.gpu.utilization", "1", "Fraction of time the GPU was busy", "gauge"),
         ("hw.energy", "J", "Energy consumed since the driver loaded", "sum"),
         ("hw.gpu.memory.usage", "By", "GPU memory in use", "sum"),
+    ]
+
+
+def test_every_point_of_a_process_resource_carries_the_pid_once_its_own_where_it_has_one() -> None:
+    points = (
+        NumberDataPoint(attributes={}, time_unix_nano=T0, value=1),
+        NumberDataPoint(attributes={"cpu": "0"}, time_unix_nano=T0, value=2.5),
+        NumberDataPoint(attributes={"cpu": "1", PROCESS_PID: 7}, time_unix_nano=T0, value=3),
+    )
+    rm = ResourceMetrics(
+        resource={PROCESS_PID: 4242, "host.name": "h"}, metrics=(_gauge("m", *points),)
+    )
+    request = encode((rm,))
+    dps = request.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
+    assert [_attr_list(dp.attributes) for dp in dps] == [
+        [(PROCESS_PID, 4242)],
+        [("cpu", "0"), (PROCESS_PID, 4242)],
+        [("cpu", "1"), (PROCESS_PID, 7)],
+    ]
+    assert _attr_list(request.resource_metrics[0].resource.attributes) == [
+        (PROCESS_PID, 4242),
+        ("host.name", "h"),
     ]
 
 
@@ -82,6 +118,52 @@ def test_identical_attribute_sets_share_one_encoding_without_mixing_types() -> N
         "string_value",
     ]
     assert [_attrs(dp.attributes) for dp in dps[4:]] == [{"k": "same"}, {"k": "same"}]
+
+
+def test_the_descriptor_cache_stays_bounded_and_encoding_stays_correct_after_the_trim() -> None:
+    limit = 4
+    cache = AttributeCache(limit=limit)
+    point = NumberDataPoint(attributes={"k": "v"}, time_unix_nano=T0, value=1)
+    for batch in range(10):
+        metrics = tuple(_gauge(f"m{batch}.{i}", point) for i in range(limit + 2))
+        encode_bytes((ResourceMetrics(resource={}, metrics=metrics),), cache)
+    cache.begin_batch()
+    # `_descriptors` is AttributeCache's private (name, description, unit) → bytes cache.
+    assert len(cache._descriptors) <= limit
+
+    metrics = (_gauge("m0.0", point), _gauge("fresh", point))
+    batch_after = (ResourceMetrics(resource={}, metrics=metrics),)
+    body = encode_bytes(batch_after, cache)
+    assert body == encode_bytes(batch_after)
+    decoded = ExportMetricsServiceRequest.FromString(body)
+    described = [
+        (m.name, m.description, m.unit, _attr_list(m.gauge.data_points[0].attributes))
+        for m in decoded.resource_metrics[0].scope_metrics[0].metrics
+    ]
+    assert described == [
+        ("m0.0", "m0.0 d", "1", [("k", "v")]),
+        ("fresh", "fresh d", "1", [("k", "v")]),
+    ]
+
+
+def test_the_attribute_cache_turns_its_generation_past_its_limit() -> None:
+    """Pods come and go: encoded attribute sets past `limit` become the old generation, and a
+    set not seen again is gone at the next turn, so the cache never holds every set ever seen."""
+    limit = 4
+    cache = AttributeCache(limit=limit)
+    for batch in range(10):
+        points = tuple(
+            NumberDataPoint(attributes={"pod": f"p{batch}.{i}"}, time_unix_nano=T0, value=1)
+            for i in range(limit + 2)
+        )
+        cache.begin_batch()
+        encode_bytes((ResourceMetrics(resource={}, metrics=(_gauge("m", *points),)),), cache)
+    cache.begin_batch()
+    # `_by_content` and `_older` are AttributeCache's private generations (content → bytes).
+    assert len(cache._by_content) + len(cache._older) <= 2 * (limit + 2)
+    again = NumberDataPoint(attributes={"pod": "p0.0"}, time_unix_nano=T0, value=1)
+    batch_after = (ResourceMetrics(resource={}, metrics=(_gauge("m", again),)),)
+    assert encode_bytes(batch_after, cache) == encode_bytes(batch_after)  # re-encoded, the same
 
 
 def test_values_out_of_the_wire_range_do_not_fail_the_batch() -> None:

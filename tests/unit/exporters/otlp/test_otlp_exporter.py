@@ -23,7 +23,7 @@ from otelgpu.exporterhelper.config import RetryConfig
 from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
-from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
+from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter, Transport
 from otelgpu.exporters.otlp.resource import service_attributes
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
@@ -74,7 +74,7 @@ class ScriptedTransport:
 def make(
     telemetry: SelfTelemetry,
     clock: FakeClock,
-    transport: ScriptedTransport,
+    transport: Transport,
     *,
     sleep: Callable[[float], Awaitable[None]] | None = None,
     rand: Callable[[], float] = random.random,
@@ -90,6 +90,12 @@ def make(
         monotonic=clock.monotonic,
         rand=rand,
     )
+
+
+def _make_without_jitter(
+    telemetry: SelfTelemetry, clock: FakeClock, transport: Any, **options: Any
+) -> OtlpExporter:
+    return make(telemetry, clock, transport, rand=lambda: 0.5, **options)  # no jitter
 
 
 @pytest.fixture
@@ -222,6 +228,25 @@ async def test_retrying_stops_at_max_elapsed_time(
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 7)
 
 
+async def test_giving_up_after_retries_with_the_same_error_is_logged(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = ScriptedTransport(then=RETRYABLE)
+    retry = {"initial_interval": "4s", "max_interval": "4s", "max_elapsed_time": "10s"}
+    exporter = _make_without_jitter(telemetry, clock, transport, retry_on_failure=retry)
+    await exporter.start(FakeHost(telemetry))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await exporter.consume(numbered_batch(0, 7))
+        await clock.advance(100)
+    await exporter.shutdown()
+    # The retry line once (the error does not change), then the batch given up.
+    assert [r.getMessage() for r in caplog.records] == [
+        "export failed, retrying in 4s: gRPC UNAVAILABLE: down",
+        "export failed, dropping 7 points: gRPC UNAVAILABLE: down",
+    ]
+    assert failed(telemetry, ID) == 7
+
+
 async def test_the_server_sent_delay_is_honoured(
     started: Any, telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
@@ -321,6 +346,43 @@ async def test_shutdown_gives_up_at_the_drain_deadline(
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 6)  # in flight + queued
 
 
+def _shutdown_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("shutdown:")]
+
+
+async def test_a_batch_dropped_before_shutdown_is_not_in_the_shutdown_total(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    transport = ScriptedTransport(PERMANENT)
+    exporter = _make_without_jitter(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        await exporter.consume(numbered_batch(0, 4))
+        await clock.advance(0)
+        await exporter.consume(numbered_batch(1, 5))
+        await exporter.shutdown()  # the second batch is sent while draining
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (5, 4)
+    assert _shutdown_lines(caplog) == []
+
+
+async def test_a_batch_dropped_while_draining_is_in_the_shutdown_total(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    gate = asyncio.Event()
+    transport = ScriptedTransport(gate, PERMANENT)
+    exporter = _make_without_jitter(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    for seq in range(3):
+        await exporter.consume(numbered_batch(seq, seq + 1))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        stopping = asyncio.create_task(exporter.shutdown())
+        await clock.advance(0)
+        gate.set()  # the first request completes; the second is rejected while draining
+        await stopping
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (1 + 3, 2)
+    assert _shutdown_lines(caplog) == ["shutdown: 2 points could not be sent (counted as failed)"]
+
+
 async def test_without_a_queue_a_busy_exporter_drops_and_counts(
     started: Any, telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
@@ -349,6 +411,24 @@ async def test_lifecycle_edges(telemetry: SelfTelemetry, clock: FakeClock) -> No
     await exporter.consume(numbered_batch(0, 3))  # too late: counted, never queued
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 3)
     assert transport.opened and transport.closed and transport.requests == []
+
+
+async def test_shutdown_leaves_no_consumer_running(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    gate = asyncio.Event()
+    exporter = _make_without_jitter(
+        telemetry,
+        clock,
+        ScriptedTransport(gate),
+        sending_queue={"num_consumers": 3, "drain_timeout": "10ms"},
+    )
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(numbered_batch(0, 1))  # one consumer blocked in a request
+    await clock.advance(0)
+    await exporter.shutdown()
+    consumers = [t for t in asyncio.all_tasks() if t.get_name().startswith(f"{ID} consumer")]
+    assert consumers == []
 
 
 @pytest.mark.parametrize(
@@ -387,6 +467,24 @@ async def test_failures_are_logged_once_per_change_not_per_batch(
     assert sum("retrying" in m for m in messages) == 1
     assert sum("succeeded again" in m for m in messages) == 1
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (1, 5)
+
+
+async def test_a_drop_after_a_success_is_logged_even_with_no_message(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A success ends the dropping streak: the next batch given up is logged again, also when
+    the endpoint's error says nothing."""
+    silent = ExportError("", retryable=False)
+    transport = ScriptedTransport(silent, ExportResponse(), silent)
+    exporter = _make_without_jitter(telemetry, clock, transport)
+    await exporter.start(FakeHost(telemetry))
+    with caplog.at_level(logging.WARNING, logger="otelgpu"):
+        for seq in range(3):
+            await exporter.consume(numbered_batch(seq, 2))
+            await clock.advance(0)
+    await exporter.shutdown()
+    dropped = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert dropped == ["export failed, dropping 2 points: ", "export failed, dropping 2 points: "]
 
 
 async def test_a_permanent_error_while_draining_costs_only_its_own_batch(

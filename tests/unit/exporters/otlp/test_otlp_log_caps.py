@@ -6,16 +6,13 @@ import logging
 
 import pytest
 
-from otelgpu.component.component import Kind
 from otelgpu.component.errors import ExportError
 from otelgpu.component.log_limits import PEER_TEXT_LIMIT
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.otlp.config import OtlpExporterConfig
-from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
-from tests.conftest import make_settings
+from otelgpu.exporters.otlp.exporter import ExportResponse
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import numbered_batch
-from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
+from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport, make
 
 HUGE = "y" * 70_000
 
@@ -31,14 +28,7 @@ HUGE = "y" * 70_000
 async def test_peer_text_is_capped(
     telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture, outcome: object
 ) -> None:
-    config = OtlpExporterConfig.model_validate({})
-    exporter = OtlpExporter(
-        make_settings("otlp", Kind.EXPORTER, telemetry),
-        config,
-        ScriptedTransport(outcome),
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-    )
+    exporter = make(telemetry, clock, ScriptedTransport(outcome))
     await exporter.start(FakeHost(telemetry))
     with caplog.at_level(logging.WARNING, logger="otelgpu"):
         await exporter.consume(numbered_batch(0, 2))

@@ -46,7 +46,7 @@ from tests.unit.exporters.otlp.batches import (
     queue_size,
     sent,
 )
-from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
+from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport, make
 
 ID = "otlp_http"
 # Only turns a consumer that never waits to retry (a broken build) into a failure, not a hang.
@@ -184,11 +184,7 @@ async def test_a_queued_request_is_sent_as_it_was_encoded(
     """Held gzipped while it waits, a request reaches the transport byte for byte as encoded."""
     gate = asyncio.Event()
     transport = ScriptedTransport(gate)
-    config: Any = OtlpExporterConfig()
-    settings = make_settings("otlp", Kind.EXPORTER, telemetry)
-    exporter = OtlpExporter(
-        settings, config, transport, sleep=clock.sleep, monotonic=clock.monotonic
-    )
+    exporter = make(telemetry, clock, transport)
     await exporter.start(FakeHost(telemetry))
     await exporter.consume(pod_batch(0))  # handed over: sent as it is
     await exporter.consume(pod_batch(1))  # queued: gzipped
@@ -234,9 +230,7 @@ async def test_a_batch_waiting_to_retry_is_held_gzipped(
         await clock.sleep(seconds)
 
     transport = FailsOnce()
-    config: Any = OtlpExporterConfig()
-    settings = make_settings("otlp", Kind.EXPORTER, telemetry)
-    exporter = OtlpExporter(settings, config, transport, sleep=sleep, monotonic=clock.monotonic)
+    exporter = make(telemetry, clock, transport, sleep=sleep)
     await exporter.start(FakeHost(telemetry))
     batch = pod_batch(0, per_pod=250)
     request = len(encode_bytes(batch))

@@ -4,25 +4,22 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
-from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporterhelper.queue import BatchQueue, Item, by_points
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
-from otelgpu.exporters.otlp.exporter import OtlpExporter
-from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import (
     failed,
     numbered_batch,
     numbered_request,
     queue_size,
+    queued_item,
     sent,
 )
-from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
+from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport, make
 
 ID = "otlp"
 
@@ -43,14 +40,7 @@ async def test_a_points_sized_queue_refuses_what_would_pass_its_capacity(
 ) -> None:
     gate = asyncio.Event()
     transport = ScriptedTransport(gate)
-    config: Any = OtlpExporterConfig.model_validate({"sending_queue": {"queue_size": 10}})
-    exporter = OtlpExporter(
-        make_settings(ID, Kind.EXPORTER, telemetry),
-        config,
-        transport,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-    )
+    exporter = make(telemetry, clock, transport, sending_queue={"queue_size": 10})
     await exporter.start(FakeHost(telemetry))
     await exporter.consume(numbered_batch(0, 50))  # an idle consumer takes it: no queue room used
     await exporter.consume(numbered_batch(1, 6))  # queued: 6 of 10 points
@@ -63,6 +53,21 @@ async def test_a_points_sized_queue_refuses_what_would_pass_its_capacity(
     await exporter.shutdown()
     assert transport.seqs() == [0, 1, 3]
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (60, 5)
+
+
+def test_by_default_capacity_counts_batches_whatever_their_points() -> None:
+    queue = BatchQueue(2)
+    assert queue.offer(queued_item(0, 500)) and queue.offer(queued_item(1, 500))
+    assert queue.offer(queued_item(2, 1)) is False  # refused: a bool, as the exporter counts it
+    assert (len(queue), queue.size) == (2, 2)
+
+
+def test_points_weighed_queue_fills_exactly_to_capacity() -> None:
+    queue = BatchQueue(5, weigh=lambda i: i.points)
+    assert queue.offer(queued_item(0, 2))
+    assert queue.offer(queued_item(1, 3))  # 2 + 3 == 5: still fits
+    assert not queue.offer(queued_item(2, 1))
+    assert (len(queue), queue.size) == (2, 5)
 
 
 def test_the_queue_weighs_items_by_points_or_by_one() -> None:

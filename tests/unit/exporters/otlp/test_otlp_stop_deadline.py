@@ -11,31 +11,23 @@ import logging
 
 import pytest
 
-from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.exporters.otlp.config import OtlpExporterConfig
-from otelgpu.exporters.otlp.exporter import OtlpExporter
-from tests.conftest import make_settings
+from otelgpu.exporters.otlp.exporter import ExportResponse
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.exporters.otlp.batches import failed, numbered_batch, queue_size, sent
-from tests.unit.exporters.otlp.test_otlp_exporter import ScriptedTransport
-
-ID = "otlp"
+from tests.unit.exporters.otlp.test_otlp_exporter import ID, ScriptedTransport, make
 
 
 async def test_a_cancelled_drain_counts_in_flight_and_queued_points_and_logs_them(
     telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     transport = ScriptedTransport(then=asyncio.Event())  # the endpoint never answers
-    config = OtlpExporterConfig.model_validate(
-        {"timeout": "60s", "sending_queue": {"drain_timeout": "60s", "num_consumers": 2}}
-    )
-    exporter = OtlpExporter(
-        make_settings(ID, Kind.EXPORTER, telemetry),
-        config,
+    exporter = make(
+        telemetry,
+        clock,
         transport,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
+        timeout="60s",
+        sending_queue={"drain_timeout": "60s", "num_consumers": 2},
     )
     await exporter.start(FakeHost(telemetry))
     for seq in range(5):
@@ -57,19 +49,59 @@ async def test_a_cancelled_drain_counts_in_flight_and_queued_points_and_logs_the
     assert failed(telemetry, ID) == 15
 
 
+class _SlowToCancel:
+    """An endpoint that never answers, and whose request takes until `unwound` is set to
+    give up once cancelled."""
+
+    def __init__(self) -> None:
+        self.unwound = asyncio.Event()
+        self.closed = False
+
+    async def open(self) -> None:
+        pass
+
+    async def export(self, request: bytes, timeout: float) -> ExportResponse:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await self.unwound.wait()
+            raise
+        return ExportResponse()
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_cut_short_shutdown_does_not_wait_for_a_request_slow_to_unwind(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    transport = _SlowToCancel()
+    exporter = make(telemetry, clock, transport, sending_queue={"drain_timeout": "60s"})
+    await exporter.start(FakeHost(telemetry))
+    await exporter.consume(numbered_batch(0, 3))
+    await clock.advance(0)  # in flight, hanging
+    stopping = asyncio.create_task(exporter.shutdown())
+    await clock.advance(0)
+    stopping.cancel()  # the agent's stop deadline
+    try:
+        await clock.advance(0)
+        # Returned with the request still unwinding: counted, and the connection closed.
+        assert stopping.done() and transport.closed
+        assert failed(telemetry, ID) == 3
+    finally:
+        transport.unwound.set()
+        await clock.advance(0)
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (0, 3)
+
+
 async def test_a_batch_handed_to_a_consumer_that_never_ran_is_counted_once(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     """Between the queue's hand-over and the consumer resuming, a batch is in neither list."""
     transport = ScriptedTransport(then=asyncio.Event())
-    config = OtlpExporterConfig.model_validate({"sending_queue": {"drain_timeout": "60s"}})
-    exporter = OtlpExporter(
-        make_settings(ID, Kind.EXPORTER, telemetry),
-        config,
-        transport,
-        sleep=clock.sleep,
-        monotonic=clock.monotonic,
-    )
+    exporter = make(telemetry, clock, transport, sending_queue={"drain_timeout": "60s"})
     await exporter.start(FakeHost(telemetry))
     await exporter.consume(numbered_batch(0, 7))  # handed to the idle consumer, not yet run
     stopping = asyncio.create_task(exporter.shutdown())

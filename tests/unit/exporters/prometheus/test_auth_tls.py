@@ -18,9 +18,16 @@ from otelgpu.exporters.prometheus.config import (
     TLSServerConfig,
 )
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
+from otelgpu.exporters.prometheus.server import MetricsServer
 from tests.fakes import FakeHost
 from tests.peers.prometheus import self_signed_cert
-from tests.unit.exporters.prometheus.scrape_auth import HASH, PASSWORD, basic, prepared_checker
+from tests.unit.exporters.prometheus.scrape_auth import (
+    BODY,
+    HASH,
+    PASSWORD,
+    basic,
+    prepared_checker,
+)
 from tests.unit.exporters.prometheus.translators import nvml_settings
 
 
@@ -84,6 +91,37 @@ async def test_a_crafted_username_cannot_reuse_a_cached_success(
     # CVE-2022-46146 shape: shifting bytes between user and password must not hit the cache.
     assert not await authenticator.check(basic("proms3cret", "-scrape"))
     assert not await authenticator.check(basic("prom", PASSWORD + "x"))
+
+
+REMEMBERED = 256  # distinct (user, password) pairs that passed, remembered at most
+
+
+async def test_the_pairs_remembered_are_forgotten_once_more_than_256_have_passed(
+    authenticator: BasicAuthenticator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bcrypt is replaced by one that accepts every password (for the right user), so that
+    many distinct pairs can pass; the 257th to pass empties the memory, and an earlier pair
+    is checked by bcrypt again."""
+    checked: list[bytes] = []
+
+    def accepting(password: bytes, hashed: bytes) -> bool:
+        checked.append(password)
+        return True
+
+    monkeypatch.setattr(auth, "_checkpw", accepting)
+    headers = [basic("prom", f"password-{i}") for i in range(REMEMBERED + 1)]
+    for header in headers[:REMEMBERED]:
+        assert await authenticator.check(header, peer="127.0.0.2")
+    assert all(authenticator.remembers(header) for header in headers[:REMEMBERED])
+    assert await authenticator.check(headers[0], peer="127.0.0.2")
+    assert len(checked) == REMEMBERED  # still remembered: no check
+
+    assert await authenticator.check(headers[REMEMBERED], peer="127.0.0.2")
+    assert authenticator.remembers(headers[REMEMBERED])
+    assert not authenticator.remembers(headers[0])
+    assert await authenticator.check(headers[0], peer="127.0.0.2")
+    assert checked[-1] == b"password-0"  # checked again
+    assert len(checked) == REMEMBERED + 2
 
 
 @pytest.fixture
@@ -177,6 +215,43 @@ async def test_min_version_1_3_refuses_a_tls_1_2_client(
             await get(exp, client_context(cert[0], ssl.TLSVersion.TLSv1_2), None)
     finally:
         await exp.shutdown()
+
+
+@pytest.fixture
+async def server(
+    authenticator: BasicAuthenticator,
+) -> AsyncIterator[tuple[MetricsServer, list[int]]]:
+    answered: list[int] = []
+    metrics = MetricsServer(
+        host="127.0.0.1",
+        port=0,
+        current=lambda: BODY,
+        on_scrape=lambda status, _: answered.append(status),
+        authenticator=authenticator,
+    )
+    await metrics.start()
+    yield metrics, answered
+    await metrics.stop()
+
+
+@pytest.mark.parametrize("junk", ["!", ".", "*", " "])
+async def test_a_header_with_characters_outside_base64_is_refused_for_a_remembered_pair(
+    server: tuple[MetricsServer, list[int]], junk: str
+) -> None:
+    """Like Go's decoder (exporter-toolkit), a character outside the base64 alphabet makes
+    the header malformed: it is not skipped to read the right credentials from the rest."""
+    metrics, answered = server
+    url = f"http://127.0.0.1:{metrics.port}/metrics"
+    right = basic("prom", PASSWORD)
+    scheme, encoded = right.split(" ")
+    spoiled = f"{scheme} {encoded[:4]}{junk}{encoded[4:]}"
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, headers={"Authorization": right}) as response:
+            assert response.status == 200
+        async with session.get(url, headers={"Authorization": spoiled}) as response:
+            assert response.status == 401
+            assert response.headers["WWW-Authenticate"].startswith("Basic ")
+    assert answered == [200, 401]
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,13 @@
-"""The exporter end to end over HTTP: bodies, self-telemetry, expiry, bad data, lifecycle."""
+"""The exporter end to end over HTTP: the start line, bodies, self-telemetry, expiry, bad data,
+lifecycle."""
 
 from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -14,8 +17,10 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus import factory
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
-from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.fakes import FakeClock, FakeHost
+from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.prometheus.batches import batch, counter, gauge, gpu, held_by
 from tests.unit.exporters.prometheus.translators import nvml_settings
 
@@ -57,6 +62,31 @@ async def text(exp: PrometheusExporter) -> str:
     return (await scrape(exp))[1].decode()
 
 
+LOGGER = "otelgpu.exporter.prometheus"
+
+
+def served(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == LOGGER and r.getMessage().startswith("serving ")
+    ]
+
+
+def tls(cert: tuple[Path, Path]) -> dict[str, str]:
+    return {"cert_file": str(cert[0]), "key_file": str(cert[1])}
+
+
+def device(**labels: AttrValue) -> ResourceMetrics:
+    """GPU 0 as the nvml receiver names it (identity = UUID), with processor labels."""
+    resource = gpu(0, **labels)
+    return ResourceMetrics(
+        resource=resource,
+        metrics=(gauge("hw.power", "W", 300.0),),
+        identity=resource[semconv.HW_ID],
+    )
+
+
 async def test_serves_consumed_points_and_self_telemetry(exporter: PrometheusExporter) -> None:
     await exporter.consume(batch(gpu(0, **held_by("train-0")), gpu(1)))
     await exporter.refresh()
@@ -66,6 +96,26 @@ async def test_serves_consumed_points_and_self_telemetry(exporter: PrometheusExp
     assert "# TYPE hw_energy_joules_total counter" in body
     assert 'otelgpu_build_info{version="' in body
     assert 'otelgpu_exporter_sent_points_total{exporter="prometheus"} 16' in body
+
+
+async def test_the_start_line_names_the_plain_http_url_and_naming(
+    host: FakeHost, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    exporter = make(host.telemetry, clock, naming="dcgm")
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        await exporter.start(host)
+    await exporter.shutdown()
+    assert served(caplog) == ["serving http://127.0.0.1:0/metrics (dcgm naming)"]
+
+
+async def test_the_start_line_names_https_when_tls_is_set(
+    host: FakeHost, clock: FakeClock, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    exporter = make(host.telemetry, clock, tls=tls(self_signed_cert(tmp_path)))
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        await exporter.start(host)
+    await exporter.shutdown()
+    assert served(caplog) == ["serving https://127.0.0.1:0/metrics (otel naming)"]
 
 
 async def test_gzip_body_is_the_plain_body_compressed(exporter: PrometheusExporter) -> None:
@@ -121,6 +171,19 @@ async def test_scrapes_are_counted(exporter: PrometheusExporter) -> None:
         b'otelgpu_prometheus_scrapes_total{code="200",exporter="prometheus",format="text"} 2'
         in exporter.body.plain
     )
+
+
+async def test_series_replaced_by_a_relabelled_device_are_counted(
+    exporter: PrometheusExporter,
+) -> None:
+    await exporter.consume((device(),))
+    await exporter.consume((device(**held_by("train-0")),))  # its pod's labels arrive
+    await exporter.refresh()
+    body = await text(exporter)
+    # its unlabelled power line gave way to the labelled one
+    assert [x for x in body.splitlines() if x.startswith("otelgpu_prometheus_relabelled_")] == [
+        'otelgpu_prometheus_relabelled_series_total{exporter="prometheus"} 1'
+    ]
 
 
 async def test_bad_points_are_counted_and_dropped(

@@ -1,11 +1,13 @@
 """Series identity (SPEC "Shared GPUs and series identity"): a series belongs to its
 device or process; labels processors add are properties of it. The body never holds a device
-twice under two label sets, and a shared GPU's allocation series are replaced as a set."""
+twice under two label sets, and a shared GPU's allocation series are replaced as a set. Identity
+numbers (identities.py) are stable, forgotten only after a whole generation unseen, never reused."""
 
 from __future__ import annotations
 
 import pytest
 
+from otelgpu.exporters.prometheus.identities import Identities
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.exporters.prometheus.translate import Translator
@@ -166,8 +168,8 @@ def test_per_holder_copies_a_shared_gpu_once_per_holder_with_vgpu() -> None:
 
 def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     """The label cache and the identity numbers keep what is in use and let go of the rest
-    (without this test, a `rotate()` that does nothing survives mutation). The general path
-    only: a replayed resource's lines live in its plan, see test_replay."""
+    (a `rotate()` that did nothing would keep every label set and number forever). The general
+    path only: a replayed resource's lines live in its plan, see test_replay."""
     store, translator = SeriesStore(), make_translator("otel", replay=False)
     gone, kept = device(0, held_by("old")), device(1, held_by("x"))
     ingest(translator, store, (gone, kept))
@@ -182,6 +184,42 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     assert store.identities.key(gone.identity) != key  # forgotten: a new number, never the old one
     assert translator.labels.lines(tuple(gone.resource.items())) is not cached
     assert translator.labels.lines(tuple(kept.resource.items())) != {}
+
+
+def test_an_identity_keeps_its_number_and_others_get_their_own() -> None:
+    identities = Identities()
+    a, b = identities.key("gpu-a"), identities.key(("alloc", "gpu-a"))
+    assert a != b
+    assert (identities.key("gpu-a"), identities.key(("alloc", "gpu-a"))) == (a, b)
+
+
+def test_a_number_survives_one_rotation_and_is_forgotten_after_a_whole_generation() -> None:
+    identities = Identities()
+    a, b = identities.key("a"), identities.key("b")
+    assert list(identities.rotate()) == []  # nothing was retired before
+    assert identities.key("a") == a  # seen again in the next generation: same number
+    assert list(identities.rotate()) == [b]  # b unseen for a whole generation
+    assert identities.key("a") == a
+    assert identities.key("b") not in (a, b)  # b comes back as new; no number is reused
+
+
+def test_a_number_taken_back_from_the_old_generation_stays_taken() -> None:
+    identities = Identities()
+    a = identities.key("a")
+    identities.rotate()
+    assert identities.key("a") == a
+    assert identities.key("a") == a
+    assert list(identities.rotate()) == []  # a is current again: nothing to forget
+    assert list(identities.rotate()) == [a]
+
+
+def test_numbers_are_new_for_every_identity_ever_seen() -> None:
+    identities = Identities()
+    seen = []
+    for generation in range(3):
+        seen += [identities.key(("gen", generation, i)) for i in range(3)]
+        identities.rotate()
+    assert len(set(seen)) == len(seen)
 
 
 def test_update_times_are_kept_per_batch_and_trimmed_by_expiry() -> None:

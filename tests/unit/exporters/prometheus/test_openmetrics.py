@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Iterable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
@@ -164,6 +165,31 @@ def test_exposition_converts_once_and_keeps_it() -> None:
     assert exposition.converted and exposition.openmetrics() is first
     # A body made by hand has no render's layout: its text as it is, then `# EOF`.
     assert first.plain == b"# TYPE g gauge\ng 1\n# EOF\n" and first.series == 1
+
+
+def test_the_default_body_holds_its_plain_text() -> None:
+    """A plain scrape right after a render must not pay for inflating the gzip bytes."""
+    family = Family("g", "gauge", "")
+    family.write(1, "g", "1", 1)
+    body = render_openmetrics(render_chunks([family]))
+    assert body.holds_plain and body.plain.endswith(b"# EOF\n")
+
+
+def test_an_exposition_needs_a_classic_body_or_an_openmetrics_one_with_its_layout() -> None:
+    family = Family("g", "gauge", "")
+    family.write(1, "g", "1", 1)
+    rendered = render_chunks([family])
+    layout = layout_of(rendered)
+    openmetrics = render_openmetrics(rendered, True, layout)
+    message = "an exposition without its classic body needs the OpenMetrics one"
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        Exposition(None)
+    with pytest.raises(ValueError, match=message):
+        Exposition(None, openmetrics)  # no layout: the classic body cannot be made
+    with pytest.raises(ValueError, match=message):
+        Exposition(None, None, layout)
+    assert Exposition(None, openmetrics, layout).openmetrics() is openmetrics
+    assert Exposition(Body(b"g 1\n", b"", 1)).openmetrics()  # a classic body alone will do
 
 
 _NAMES = st.text(alphabet="abcXY_.:-/ 9é", min_size=1, max_size=12)

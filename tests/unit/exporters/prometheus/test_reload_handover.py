@@ -1,13 +1,19 @@
-"""A reload's new exporter takes the old one's running server and last body over."""
+"""A reload's new exporter takes the old one's running server and last body over; its start line
+says the listener was kept, and a certificate renewed at the same path is served."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import logging
+import shutil
 import socket
+import ssl
+from pathlib import Path
 
 import aiohttp
 import bcrypt
+import pytest
 
 from otelgpu.component.component import Kind
 from otelgpu.component.kept_listeners import KeptListeners
@@ -17,7 +23,9 @@ from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
 from tests.fakes import FakeClock, FakeHost
 from tests.peers.ports import free_port
+from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.prometheus.batches import batch, gpu
+from tests.unit.exporters.prometheus.test_exporter import LOGGER, served, tls
 from tests.unit.exporters.prometheus.translators import nvml_settings
 
 
@@ -66,6 +74,12 @@ def refused(port: int) -> bool:
     return False
 
 
+async def _scrape_tls(url: str, context: ssl.SSLContext) -> str:
+    async with aiohttp.ClientSession() as session, session.get(url, ssl=context) as response:
+        assert response.status == 200
+        return await response.text()
+
+
 async def test_the_new_instance_serves_the_old_body_on_the_same_socket_until_its_own(
     host: FakeHost, clock: FakeClock
 ) -> None:
@@ -93,6 +107,27 @@ async def test_the_new_instance_serves_the_old_body_on_the_same_socket_until_its
         await new.shutdown()
         await listeners.close_all()
     assert refused(port)
+
+
+async def test_the_start_line_says_when_a_reload_kept_the_listener(
+    host: FakeHost, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    listeners, port = KeptListeners(), free_port()
+    old = make(host.telemetry, clock, listeners, port)
+    new = make(host.telemetry, clock, listeners, port)
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        await old.start(host)
+        await old.shutdown()
+        await new.start(host)
+    try:
+        assert served(caplog) == [
+            f"serving http://127.0.0.1:{port}/metrics (otel naming)",
+            f"serving http://127.0.0.1:{port}/metrics (otel naming)"
+            " (listener kept through the reload)",
+        ]
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
 
 
 async def test_the_old_body_is_given_up_after_metric_expiration(
@@ -167,6 +202,30 @@ async def test_changed_basic_auth_applies_to_the_kept_listener(
         assert listeners.ports == []
         assert await status(port, "new", "pw2") == 200
         assert await status(port, "old", "pw1") == 401
+    finally:
+        await new.shutdown()
+        await listeners.close_all()
+
+
+async def test_a_reload_after_renewing_the_certificate_in_place_serves_the_new_one(
+    host: FakeHost, clock: FakeClock, tmp_path: Path
+) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    cert = self_signed_cert(tmp_path / "old")
+    renewed = self_signed_cert(tmp_path / "new")
+    listeners, port = KeptListeners(), free_port()
+    url = f"https://localhost:{port}/metrics"
+    old = make(host.telemetry, clock, listeners, port, tls=tls(cert))
+    await old.start(host)
+    await old.shutdown()  # parked, with the old certificate
+    shutil.copyfile(renewed[0], cert[0])  # the same paths now hold the renewed pair
+    shutil.copyfile(renewed[1], cert[1])
+    new = make(host.telemetry, clock, listeners, port, tls=tls(cert))
+    await new.start(host)
+    try:
+        context = ssl.create_default_context(cafile=str(renewed[0]))
+        assert "otelgpu_build_info" in await _scrape_tls(url, context)
     finally:
         await new.shutdown()
         await listeners.close_all()

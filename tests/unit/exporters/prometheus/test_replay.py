@@ -21,7 +21,7 @@ from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.translate import PLAN_SWEEP
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
-from tests.unit.exporters.prometheus.batches import gpu, held_by
+from tests.unit.exporters.prometheus.batches import gauge, gpu, held_by
 from tests.unit.exporters.prometheus.translators import make_translator
 
 TASKS = ({"hw.gpu.task": "general"}, {"hw.gpu.task": "encoder"}, {"hw.gpu.task": "decoder"})
@@ -206,6 +206,23 @@ def test_a_holder_leaving_a_shared_identity_leaves_at_once_when_the_other_replay
     assert len(lines) == 1 and 'k8s_pod_name="a"' in lines[0]
 
 
+def test_a_device_leaving_a_shared_identity_takes_its_info_series_along() -> None:
+    """Two devices report under one identity and both replay; then one is gone: its info
+    series leaves at once with its other lines, though the other device replays."""
+    store, translator = SeriesStore(), make_translator("otel")
+
+    def device(index: int) -> ResourceMetrics:
+        power = (gauge("hw.power", "W", 300.0 + index),)
+        return ResourceMetrics(resource=gpu(index), metrics=power, identity="shared")
+
+    for now in (1.0, 2.0):  # the general path, then both replayed
+        translator.ingest(store, (device(0), device(1)), now)
+    translator.ingest(store, (device(0),), 3.0)
+    text = render_text(store.families.values())[0]
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(lines) == 2 and all('hw_name="nvidia0"' in line for line in lines)
+
+
 def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     """Identity `b` (other attributes, the same rendered labels) writes the line `a`'s plan
     holds, then stops: `a`'s next replay must claim it back, not write a line `b` still owns
@@ -224,6 +241,29 @@ def test_a_line_taken_over_and_given_back_is_claimed_again() -> None:
     losses = dict(store.ledger.losses)
     translator.ingest(store, (a,), 5.0)  # owned again: a plain replay, nothing claimed
     assert store.ledger.losses == losses
+
+
+def test_a_plan_whose_lines_are_all_still_owned_replays_after_a_loss_elsewhere() -> None:
+    """Identity "s" loses the line of one of its two resources to another identity; the other
+    resource's plan still owns every line: it replays (only the first takes the general path)."""
+    store, translator = SeriesStore(), make_translator("otel")
+    power = (gauge("hw.power", "W", 300.0),)
+    first = ResourceMetrics(resource=gpu(0), metrics=power, identity="s")
+    second = ResourceMetrics(resource=gpu(1), metrics=power, identity="s")
+    alike = {**gpu(0), semconv.GPU_INDEX: 0}  # renders as `first` does
+    for now in (1.0, 2.0):
+        translator.ingest(store, (first, second), now)
+    translator.ingest(store, (ResourceMetrics(resource=alike, metrics=power, identity="o"),), 3.0)
+    written: list[object] = []
+    general = translator._general.write_resource
+
+    def spy(*args: object, **kwargs: object) -> tuple[int, int, bool]:
+        written.append(args[2])
+        return general(*args, **kwargs)  # type: ignore[arg-type]
+
+    translator._general.write_resource = spy  # type: ignore[method-assign]
+    translator.ingest(store, (first, second), 4.0)
+    assert written == [tuple(first.resource.items())]
 
 
 def test_plans_of_resources_gone_for_a_sweep_are_forgotten() -> None:

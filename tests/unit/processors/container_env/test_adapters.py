@@ -1,4 +1,5 @@
-"""The runtime adapters without a daemon: spec decoding, listing shapes, failures, read-only."""
+"""The runtime adapters without a daemon: spec decoding, listing shapes (creation times, the labels
+kept), failures, read-only, and the docker client closed with the runtime."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from otelgpu.processors.container_env.docker import DockerRuntime
 from otelgpu.processors.container_env.runtime import RuntimeUnavailable, decode_oci_spec, env_pairs
 
 pb = importlib.import_module("otelgpu.processors.container_env._proto.containers_pb2")
+tasks_pb = importlib.import_module("otelgpu.processors.container_env._proto.tasks_pb2")
 
 
 @pytest.mark.parametrize(
@@ -61,6 +63,49 @@ def test_containerd_record_decoding() -> None:
     assert ref.raw_spec == b'{"process": {"env": ["A=1"]}}'
     container.spec.type_url = "types.example/other"
     assert containerd_mod._ref(container).raw_spec == b""
+
+
+def _containerd_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, containers: list[object]
+) -> ContainerdRuntime:
+    """A client whose Containers/ListStream answers `containers` and whose Tasks/List is
+    empty."""
+
+    async def call(service: str, method: str, request: bytes) -> bytes:
+        assert service == containerd_mod.TASKS
+        return tasks_pb.ListTasksResponse().SerializeToString()
+
+    async def stream(service: str, method: str, request: bytes) -> AsyncIterator[bytes]:
+        for container in containers:
+            yield pb.ListContainerMessage(container=container).SerializeToString()
+
+    rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
+    monkeypatch.setattr(rt, "_call", call)
+    monkeypatch.setattr(rt, "_stream", stream)
+    return rt
+
+
+def _container(cid: str, seconds: int, nanos: int) -> object:
+    container = pb.Container(id=cid)
+    container.created_at.seconds, container.created_at.nanos = seconds, nanos
+    return container
+
+
+async def test_creation_time_adds_the_nanoseconds_to_the_seconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt = _containerd_listing(
+        tmp_path,
+        monkeypatch,
+        [
+            _container("early", 1_700_000_000, 250_000_000),
+            _container("late", 1_700_000_000, 750_000_000),
+        ],
+    )
+    created = {r.id: r.created for r in await rt.list_containers()}
+    assert created == {"early": 1_700_000_000.25, "late": 1_700_000_000.75}
+    # the later of two records created within one second is the newer one
+    assert created["late"] > created["early"]
 
 
 async def test_containerd_missing_socket_is_unavailable(tmp_path: Path) -> None:
@@ -124,6 +169,21 @@ def _docker(tmp_path: Path, client: FakeDockerClient) -> DockerRuntime:
     return DockerRuntime(str(sock), 1.0, lambda url, timeout: client)
 
 
+def _docker_opening(
+    tmp_path: Path, listing: list[dict[str, Any]], opened: list[FakeDockerClient]
+) -> DockerRuntime:
+    """A runtime on an existing socket path whose every new client answers `listing`."""
+    sock = tmp_path / "docker.sock"
+    sock.touch()
+
+    def factory(url: str, timeout: float) -> FakeDockerClient:
+        client = FakeDockerClient(listing, {})
+        opened.append(client)
+        return client
+
+    return DockerRuntime(str(sock), 1.0, factory)
+
+
 async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None:
     listing = [
         {
@@ -148,6 +208,16 @@ async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None
     assert dict(refs[1].labels) == {"annotation.kept": "as-is"}  # not a kubelet container
     spec = await rt.container_spec(refs[0], env=False)
     assert spec is not None and dict(spec.annotations) == {"owner": "alice"}
+
+
+async def test_labels_that_are_not_string_pairs_are_left_out_of_a_listed_container(
+    tmp_path: Path,
+) -> None:
+    labels: dict[Any, Any] = {"team": "vision", "gpus": 2, "owner": None, 7: "seven"}
+    rt = _docker(tmp_path, FakeDockerClient([{"Id": "c1", "Labels": labels}], {}))
+    (ref,) = await rt.list_containers()
+    assert dict(ref.labels) == {"team": "vision"}
+    await rt.close()
 
 
 async def test_docker_env_from_inspect(tmp_path: Path) -> None:
@@ -185,6 +255,21 @@ async def test_docker_failures_are_unavailable_and_drop_the_client(
     with pytest.raises(RuntimeUnavailable):
         await rt.list_containers()
     assert client.closed
+
+
+async def test_closing_the_runtime_closes_its_client_and_the_next_listing_opens_another(
+    tmp_path: Path,
+) -> None:
+    opened: list[FakeDockerClient] = []
+    rt = _docker_opening(tmp_path, [{"Id": "c1"}], opened)
+    assert [ref.id for ref in await rt.list_containers()] == ["c1"]
+    await rt.close()
+    assert [client.closed for client in opened] == [True]
+
+    assert [ref.id for ref in await rt.list_containers()] == ["c1"]
+    assert [client.closed for client in opened] == [True, False]
+    await rt.close()
+    assert [client.closed for client in opened] == [True, True]
 
 
 async def test_docker_unexpected_answer_is_unavailable(tmp_path: Path) -> None:
@@ -225,7 +310,6 @@ async def test_docker_running_is_the_listed_state(tmp_path: Path) -> None:
     }
 
 
-tasks_pb = importlib.import_module("otelgpu.processors.container_env._proto.tasks_pb2")
 task_pb = importlib.import_module("otelgpu.processors.container_env._proto.task_pb2")
 
 

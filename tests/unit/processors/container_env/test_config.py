@@ -26,6 +26,16 @@ def test_defaults() -> None:
     assert (cfg.max_value_length, cfg.max_attributes) == (256, 32)
 
 
+def test_a_runtime_request_is_limited_to_five_seconds_by_default() -> None:
+    assert config().timeout == 5.0
+    assert config(timeout="250ms").timeout == 0.25
+
+
+def test_workload_owners_are_added_unless_turned_off() -> None:
+    assert config().owners is True
+    assert config(owners=False).owners is False
+
+
 def test_full_config() -> None:
     cfg = config(
         runtime="docker",

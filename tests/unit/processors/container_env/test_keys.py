@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from otelgpu.config.secret_keys import FRAGMENTS, GLUED_EXCEPTIONS, WORDS, SecretKeyRules
+from otelgpu.config.secret_keys import (
+    FRAGMENTS,
+    GLUED_EXCEPTIONS,
+    WORDS,
+    SecretKeyRules,
+    is_safe_key,
+    key_refusal,
+    normalise,
+)
 from otelgpu.config.types import KeyFilter
-from otelgpu.processors.container_env.keys import KeySelector, looks_secret
+from otelgpu.processors.container_env.keys import KeySelector, looks_secret, refusal
+from tests.unit.processors.container_env.secret_vocabulary import COMMON_SECRET_KEYS
 
 
 def _selector(
@@ -46,20 +55,8 @@ def test_secret_like_keys(key: str) -> None:
 @pytest.mark.parametrize(
     "key",
     [
-        "MYSQL_PWD",
-        "DB_PASS",
-        "BASIC_AUTH",
-        "SENTRY_DSN",
-        "PRIVATE",
-        "TLS_CERT",
-        "PASSPHRASE",
-        "SESSION_COOKIE",
-        "JWT",
-        "BEARER",
-        "CONN_STR",
+        *COMMON_SECRET_KEYS,
         "CONNECTION_STRING",
-        "SIGNING_SALT",
-        "AUTH_HEADER",
         "dbPass",  # camelCase humps split words
         "example.com/jwt",  # label keys split on `.` and `/`
         "SSH_KEYS",  # plurals of short words
@@ -81,6 +78,36 @@ def test_common_secret_vocabularies(key: str) -> None:
     ],
 )
 def test_secret_words_are_matched_after_unicode_normalisation(key: str) -> None:
+    assert looks_secret(key)
+
+
+@pytest.mark.parametrize("key", ["MYSQL_P\u200bWD", "DB_P\u00adW", "J\u200dWT"])
+def test_invisible_characters_inside_a_short_word_are_removed_before_matching(key: str) -> None:
+    # Short markers match whole words only: an invisible character left in place would split
+    # `PWD` into `P` and `WD`, and the key would pass as ordinary.
+    assert looks_secret(key)
+
+
+def test_normalise_removes_format_characters() -> None:
+    assert normalise("A\u200bB\u00adC\u200dD") == "abcd"
+
+
+@pytest.mark.parametrize(
+    ("key", "plain"),
+    [
+        ("has\u0142o", "haslo"),
+        ("HAS\u0141O", "HASLO"),
+        ("pass\u00f8rd", "passord"),
+        ("PASS\u00d8RD", "PASSORD"),
+        ("db_pw\u0111", "db_pwd"),
+        ("DB_PW\u0110", "DB_PWD"),
+        ("t\u0153kn", "toekn"),
+        ("T\u0152KN", "TOEKN"),
+        ("pr\u0131vate", "private"),
+    ],
+)
+def test_letters_without_an_accent_to_remove_are_mapped_to_latin(key: str, plain: str) -> None:
+    assert normalise(key) == normalise(plain)
     assert looks_secret(key)
 
 
@@ -280,6 +307,13 @@ def test_glued_words_misspellings_and_accents_look_secret(key: str) -> None:
     assert looks_secret(key)
 
 
+@pytest.mark.parametrize("key", ["sshKey", "sslCert", "dbConn", "gitPat", "s3Sig", "caf\u00e9Key"])
+def test_camel_case_humps_split_words(key: str) -> None:
+    # `key`, `cert`, `conn`, `pat` and `sig` match whole words only: without the split at the
+    # hump, `sshkey` would be one ordinary word.
+    assert looks_secret(key)
+
+
 @pytest.mark.parametrize(
     "key",
     [
@@ -312,6 +346,24 @@ def test_include_exclude_globs_and_exact_keys() -> None:
     assert got.refused == []
 
 
+UNSAFE = "a=b"  # no credential, but not plainly safe: only a named key may export it
+
+
+def test_refusal_takes_a_key_as_named_unless_told_it_was_only_a_glob_match() -> None:
+    assert refusal("SETTING", UNSAFE) is None
+    assert refusal("SETTING", UNSAFE, named=True) is None
+    assert refusal("SETTING", UNSAFE, named=False) == "glob_unsafe_characters"
+
+
+def test_a_key_only_a_glob_matched_is_held_to_the_plain_value_rule() -> None:
+    got = _selector(["MLFLOW_RUN_ID", "MLFLOW_*"]).select(
+        [("MLFLOW_RUN_ID", UNSAFE), ("MLFLOW_EXPERIMENT", UNSAFE), ("MLFLOW_USER", "alice")]
+    )
+    assert got.values == {"MLFLOW_RUN_ID": UNSAFE, "MLFLOW_USER": "alice"}
+    assert got.refused == ["MLFLOW_EXPERIMENT"]
+    assert [getattr(k, "reason", None) for k in got.refused] == ["glob_unsafe_characters"]
+
+
 def test_secret_like_keys_refused_whatever_include_says() -> None:
     got = _selector(["*"]).select([("TEAM", "ml"), ("HF_TOKEN", "hf_canary"), ("db_Password", "p")])
     assert got.values == {"TEAM": "ml"}
@@ -334,6 +386,24 @@ def test_unsafe_keys_are_refused_even_when_secrets_are_allowed() -> None:
     ]
     reasons = _reasons(_selector(["*"], allow_secret_like_keys=True), pairs)
     assert reasons == {key: "unsafe_key" for key, _ in pairs}
+
+
+@pytest.mark.parametrize("key", ["!", "~", "A!~", "x-y_z.1/2"])
+def test_printable_ascii_keys_are_safe_to_both_ends_of_the_range(key: str) -> None:
+    assert is_safe_key(key)
+
+
+@pytest.mark.parametrize("key", [" ", "\x7f", "A\x1fB", "caf\u00e9"])
+def test_keys_outside_printable_ascii_are_unsafe(key: str) -> None:
+    assert not is_safe_key(key)
+
+
+def test_key_refusal_refuses_secret_like_keys_unless_allowed() -> None:
+    assert key_refusal("DB_PASSWORD") == "secret_key"
+    assert key_refusal("DB_PASSWORD", allow_secret_like_keys=True) is None
+    assert key_refusal("kapp.k14s.io/original", allow_secret_like_keys=True) == "spec_annotation"
+    assert key_refusal("TE\u0410M", allow_secret_like_keys=True) == "unsafe_key"
+    assert key_refusal("TEAM") is None
 
 
 def test_spec_carrying_annotations_are_never_exported() -> None:

@@ -1,9 +1,13 @@
 """A GPU process belongs to the container it runs in, never to its GPU's allocation, and a
-process outside its GPU's allocation is counted and logged."""
+process outside its GPU's allocation (a process series, or a process only listed on its GPU's
+own resource) is counted and logged once. Start waits for a runtime's first answer, or for its
+timeout."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -11,6 +15,7 @@ import pytest
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import ResourceMetrics
+from otelgpu.processors.container_env.runtime import ContainerRef
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import gpu, make_processor, one
@@ -19,6 +24,7 @@ SQUATTER = "a" * 64
 TRAINER = "b" * 64
 OUTSIDE = "otelgpu_gpu_processes_outside_allocation"
 HOLDERS = frozenset({("ml", "train-0", "trainer")})
+UNKNOWN = "f" * 64  # a container the runtime does not know
 
 
 def _runtime() -> FakeRuntime:
@@ -49,6 +55,11 @@ def _process(pid: int, container_id: str, holders: object, **resource: str) -> R
 def _gauge(telemetry: SelfTelemetry) -> float | None:
     values = [p.value for m in telemetry.collect().metrics if m.name == OUTSIDE for p in m.points]
     return values[0] if values else None
+
+
+def _listed(*processes: object, holders: object = HOLDERS) -> ResourceMetrics:
+    """A GPU's own resource with the processes the receiver listed on it (no process series)."""
+    return replace(gpu(1), notes={notes.GPU_HOLDERS: holders, notes.GPU_PROCESSES: processes})
 
 
 async def test_a_squatter_process_is_labelled_by_its_own_pod(telemetry, clock, caplog):
@@ -115,11 +126,71 @@ async def test_the_warning_is_logged_once_per_process(telemetry, clock, caplog):
     await proc.shutdown()
 
 
+async def test_processes_listed_on_a_gpu_are_checked_against_its_allocation(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    proc = await _started(telemetry, clock)
+    listed = ((4242, SQUATTER), (7, TRAINER), (9, ""), (5, UNKNOWN), ("malformed",), "x")
+    with caplog.at_level(logging.WARNING):
+        proc.process((_listed(*listed),))
+    assert _gauge(telemetry) == 2  # another pod's process and the host's; not the holder's
+    assert "process 4242 of other/squatter/main uses GPU GPU-0, which the kubelet" in caplog.text
+    assert "process 9 of the host uses GPU GPU-0, which the kubelet allocated to " in caplog.text
+    assert "process 7 " not in caplog.text and "process 5 " not in caplog.text
+    proc.process((_listed((4242, SQUATTER), holders=frozenset()),))
+    assert _gauge(telemetry) == 1
+    await proc.shutdown()
+
+
+async def test_each_squatter_is_logged_once_whatever_the_order(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    proc = await _started(telemetry, clock)
+    with caplog.at_level(logging.WARNING):
+        for _ in range(2):
+            proc.process((_process(4242, SQUATTER, HOLDERS),))
+            proc.process((_process(9, "", HOLDERS),))
+    assert caplog.text.count("process 4242 of other/squatter/main uses GPU GPU-0") == 1
+    assert caplog.text.count("process 9 of the host uses GPU GPU-0") == 1
+    await proc.shutdown()
+
+
 async def test_no_note_no_gauge(telemetry, clock):
     """Without k8s_attributes nothing is known about the allocation: nothing is claimed."""
     proc = await _started(telemetry, clock)
     proc.process((_process(4242, SQUATTER, None),))
     assert _gauge(telemetry) is None
+    await proc.shutdown()
+
+
+class _Silent(FakeRuntime):
+    """A runtime that never answers: every request runs into the processor's timeout."""
+
+    async def list_containers(self) -> Sequence[ContainerRef]:
+        self.list_calls += 1
+        await asyncio.Event().wait()
+        return []
+
+
+async def test_start_waits_past_a_runtimes_timeout_for_its_first_refresh(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    proc = make_processor(telemetry, [(_Silent(), False)], clock, timeout="50ms")
+    with caplog.at_level(logging.WARNING):
+        await proc.start(FakeHost(telemetry))
+        # The first refresh has ended (the runtime timed out) before start returns.
+        assert "no container runtime answered yet" in caplog.text
+        assert "container_env refresh" in {task.get_name() for task in asyncio.all_tasks()}
+    await proc.shutdown()
+
+
+async def test_no_warning_when_a_runtime_answers(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        proc = await _started(telemetry, clock)
+        await clock.advance(10.0)
+    assert "no container runtime answered" not in caplog.text
     await proc.shutdown()
 
 

@@ -1,4 +1,5 @@
-"""The processor over an in-memory runtime: matching, refresh, runtime loss and return."""
+"""The processor over an in-memory runtime: matching, refresh (early ones spaced and bounded),
+refused keys counted by section, runtime loss and return."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes
 from otelgpu.pdata.model import ResourceMetrics
+from otelgpu.processors.container_env.audit import REFUSED
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import (
@@ -141,6 +143,21 @@ async def test_sandbox_is_never_a_match_target(telemetry: SelfTelemetry, clock: 
     await proc.shutdown()
 
 
+async def test_refused_keys_are_counted_under_their_section(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    rt.sandbox("s3" * 32, "ml", "eval", labels={"api_token": "t"}, annotations={"db_password": "p"})
+    rt.workload("e" * 64, "ml", "eval", "main", labels={"secret_key": "k"}, env={"API_KEY": "v"})
+    sections = ("env", "labels", "pod_labels", "annotations")
+    keys = (["API_KEY"], ["secret_key"], ["api_token"], ["db_password"])
+    options = {section: {"include": k} for section, k in zip(sections, keys, strict=True)}
+    proc = await _started(telemetry, rt, clock, **options)
+    for section in sections:
+        assert counter(telemetry, REFUSED, section=section) == 1, section
+    await proc.shutdown()
+
+
 async def test_unknown_container_triggers_one_early_refresh(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
@@ -161,6 +178,52 @@ async def test_unknown_container_triggers_one_early_refresh(
     assert rt.list_calls == 3
     await clock.advance(5.0)
     assert rt.list_calls == 4
+    await proc.shutdown()
+
+
+async def test_early_refreshes_come_no_closer_than_a_second(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    assert rt.list_calls == 1
+    proc.process((by_id("f" * 64),))
+    await clock.advance(0.5)
+    assert rt.list_calls == 1
+    await clock.advance(0.5)
+    assert rt.list_calls == 2
+    await proc.shutdown()
+
+
+async def test_a_container_that_stays_unknown_asks_once_among_others(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    proc.process((by_id("d" * 64),))
+    await clock.advance(1.0)
+    proc.process((by_id("e" * 64),))
+    await clock.advance(1.0)
+    assert rt.list_calls == 3
+    proc.process((by_id("d" * 64),))  # asked already, whatever came between
+    await clock.advance(1.0)
+    assert rt.list_calls == 3
+    await proc.shutdown()
+
+
+async def test_the_unknown_containers_remembered_are_bounded(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    unknown = [f"{i:064x}" for i in range(4097)]
+    proc.process(tuple(by_id(cid) for cid in unknown))
+    await clock.advance(1.0)
+    assert rt.list_calls == 2
+    # Past 4096 of them the processor forgets which it asked for: the first asks again.
+    proc.process((by_id(unknown[0]),))
+    await clock.advance(1.0)
+    assert rt.list_calls == 3
     await proc.shutdown()
 
 

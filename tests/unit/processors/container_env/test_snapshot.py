@@ -114,6 +114,26 @@ async def test_plain_docker_container_matches_by_id_only(
     await proc.shutdown()
 
 
+@pytest.mark.parametrize(
+    ("label", "identity"),
+    [
+        ("io.kubernetes.pod.namespace", "k8s.namespace.name"),
+        ("io.kubernetes.pod.name", "k8s.pod.name"),
+    ],
+)
+async def test_a_container_naming_only_half_a_pod_matches_by_id_without_a_sandbox(
+    telemetry: SelfTelemetry, clock: FakeClock, label: str, identity: str
+) -> None:
+    rt = FakeRuntime("docker")
+    rt.add("half", {label: "ml", "team": "a"}, env={"TEAM": "a"})
+    proc = await _run(telemetry, rt, clock, env=ALL, labels={"include": ["team"]})
+    resource = one(proc.process((by_id("half"),)))
+    assert resource["container.env.TEAM"] == "a"
+    assert resource["container.label.team"] == "a"
+    assert resource[identity] == "ml"
+    await proc.shutdown()
+
+
 async def test_attribute_cap_counted_once_per_container(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:

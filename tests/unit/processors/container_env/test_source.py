@@ -143,6 +143,18 @@ async def test_a_slow_runtime_is_down_and_its_labels_stay(telemetry: SelfTelemet
     assert telemetry.sources["containerd"].last_error == "timed out"
 
 
+async def test_a_runtime_is_not_up_until_it_has_answered(telemetry: SelfTelemetry) -> None:
+    rt = _node()
+    source = _source(rt, telemetry, Clock())
+    assert not source.up  # nothing asked yet: not up, whatever the runtime would say
+    assert source.snapshot is None and source.age() is None
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 0
+
+    await source.refresh()
+    assert source.up and _team(source) == "ml"
+    assert counter(telemetry, "otelgpu_source_up", source="containerd") == 1
+
+
 async def test_no_snapshot_and_no_age_before_the_first_answer(
     telemetry: SelfTelemetry,
 ) -> None:

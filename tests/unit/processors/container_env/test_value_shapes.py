@@ -67,6 +67,23 @@ def test_credential_shapes_inside_text_are_found(value: str, reason: str) -> Non
 
 
 @pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("Server=db&#59;Password&#61;hunter2x", "credential_pair"),  # HTML entities
+        ("&#123;&quot;password&quot;: &quot;hunter2x&quot;&#125;", "credential_pair"),
+        ("Authorization&#58; Bearer abc", "credential_pair"),
+        ("Server=db\\u003bPassword\\u003dhunter2x", "credential_pair"),  # \uXXXX escapes
+        ("{\\u0022password\\u0022: \\u0022x\\u0022}", "credential_pair"),
+        ("tok\\u0065n=abc", "credential_pair"),
+    ],
+)
+def test_a_secret_that_shows_only_once_its_escapes_are_decoded_is_refused(
+    value: str, kind: str
+) -> None:
+    assert credential_kind(value) == kind
+
+
+@pytest.mark.parametrize(
     "key",
     [
         "DB_CREDS",

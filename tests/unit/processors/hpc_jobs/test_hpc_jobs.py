@@ -1,10 +1,13 @@
-"""The hpc_jobs processor over real job-mapping folders (dcgm-exporter's layout) in tmp dirs."""
+"""The hpc_jobs processor over real job-mapping folders (dcgm-exporter's layout) in tmp dirs,
+including folders and files that cannot be read: what is labelled, counted and logged."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -56,7 +59,7 @@ def jobs_of(out: tuple[ResourceMetrics, ...], uuid: str) -> list[object]:
 
 
 async def started(
-    telemetry: SelfTelemetry, folder: Path, clock: FakeClock | None = None, **config: object
+    telemetry: SelfTelemetry, folder: Path | str, clock: FakeClock | None = None, **config: object
 ) -> HpcJobsProcessor:
     settings = make_settings("hpc_jobs", Kind.PROCESSOR, telemetry)
     values = {"job_mapping_dir": str(folder), **config}
@@ -85,6 +88,26 @@ async def test_gpu_and_mig_files_label_their_series(telemetry, tmp_path):
         assert jobs_of(out, MIG) == ["4712"]
         (process,) = [rm for rm in out if semconv.PROCESS_PID in rm.resource]
         assert "hpc.job" not in process.resource  # its own cgroup says which job it is
+    finally:
+        await processor.shutdown()
+
+
+async def test_a_mig_instance_that_does_not_say_which_gets_none_of_its_gpus_jobs(
+    telemetry, tmp_path
+):
+    """A MIG series is labelled from `<index>.<GI>` only: one without its GPU instance ID is
+    never given the whole GPU's jobs, which may run on its sibling instances."""
+    (tmp_path / "1").write_text("4711\n")
+    (tmp_path / "1.2").write_text("4712\n")
+    processor = await started(telemetry, str(tmp_path))
+    try:
+        _, gpu1, mig, _ = batch()
+        anonymous = replace(
+            mig,
+            resource={k: v for k, v in mig.resource.items() if k != semconv.MIG_GPU_INSTANCE_ID},
+        )
+        out = processor.process((gpu1, mig, anonymous))
+        assert [rm.resource.get("hpc.job") for rm in out] == ["4711", "4712", None]
     finally:
         await processor.shutdown()
 
@@ -143,12 +166,76 @@ async def test_a_missing_folder_is_counted_and_logged_once_then_recovers(
         await processor.shutdown()
 
 
+def warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_a_job_mapping_path_that_is_no_folder_is_counted_and_named_in_the_log(
+    telemetry, tmp_path, caplog
+):
+    not_a_folder = tmp_path / "jobs"
+    not_a_folder.write_text("0\n")
+    with caplog.at_level(logging.WARNING):
+        processor = await started(telemetry, str(not_a_folder))
+    try:
+        assert series(telemetry, ERRORS, reason="unreadable_dir") == 1
+        assert warnings(caplog) == [f"HPC job files: {not_a_folder}: {os.strerror(errno.ENOTDIR)}"]
+        assert processor.process(batch()) == batch()
+    finally:
+        await processor.shutdown()
+
+
+async def test_a_job_file_that_cannot_be_opened_is_counted_and_the_other_gpus_keep_their_jobs(
+    telemetry, tmp_path, caplog
+):
+    os.symlink("0", tmp_path / "0")  # a link to itself: opening it fails (ELOOP), even as root
+    (tmp_path / "1").write_text("4712\n")
+    with caplog.at_level(logging.WARNING):
+        processor = await started(telemetry, str(tmp_path))
+    try:
+        assert series(telemetry, ERRORS, reason="unreadable_file") == 1
+        assert series(telemetry, ERRORS, reason="internal") is None
+        assert warnings(caplog) == [f"HPC job files: {tmp_path / '0'}: {os.strerror(errno.ELOOP)}"]
+        out = processor.process(batch())
+        assert jobs_of(out, GPU0) == [None]
+        assert jobs_of(out, GPU1) == ["4712"]
+    finally:
+        await processor.shutdown()
+
+
+async def test_a_path_the_os_refuses_is_counted_as_internal_and_logged_with_the_error(
+    telemetry, tmp_path, caplog
+):
+    with caplog.at_level(logging.WARNING):
+        processor = await started(telemetry, f"{tmp_path}/jobs\0")  # a NUL byte from YAML's "\0"
+    try:
+        assert series(telemetry, ERRORS, reason="internal") == 1
+        assert warnings(caplog) == ["HPC job files: ValueError: embedded null byte"]
+        assert processor.process(batch()) == batch()
+    finally:
+        await processor.shutdown()
+
+
 def test_too_many_jobs_are_cut_and_counted(tmp_path):
     (tmp_path / "0").write_text("".join(f"{n}\n" for n in range(10)))
     reading = JobFiles(str(tmp_path), max_jobs=3).read()
     assert reading.jobs == {("0", ""): ("0", "1", "2")}
     assert reading.errors == {"too_many_jobs": 1}
     assert "more than 3 jobs" in reading.problems[0]
+
+
+async def test_a_file_with_exactly_the_job_limit_is_neither_cut_nor_counted(
+    telemetry, tmp_path, caplog
+):
+    (tmp_path / "0").write_text("20\n10\n")
+    with caplog.at_level(logging.WARNING):
+        processor = await started(telemetry, str(tmp_path), max_jobs_per_gpu=2)
+    try:
+        assert jobs_of(processor.process(batch()), GPU0) == ["10,20"]
+        assert series(telemetry, ERRORS) is None
+        assert warnings(caplog) == []
+    finally:
+        await processor.shutdown()
 
 
 def test_folders_and_fifos_named_like_gpus_are_skipped(tmp_path):
@@ -169,6 +256,18 @@ async def test_the_folder_is_looked_at_every_refresh_interval(telemetry, tmp_pat
                 break
             await asyncio.sleep(0.01)
         assert jobs_of(processor.process(batch()), GPU0) == ["9"]
+    finally:
+        await processor.shutdown()
+
+
+async def test_each_completed_look_at_the_folder_is_counted_for_those_waiting_on_it(
+    telemetry, tmp_path
+):
+    processor = await started(telemetry, str(tmp_path))
+    try:
+        assert processor.refreshes == 1  # the look start makes before the first export
+        await processor.refresh()
+        assert processor.refreshes == 2
     finally:
         await processor.shutdown()
 

@@ -7,11 +7,13 @@ from dataclasses import replace
 
 import pytest
 
-from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import ResourceMetrics
 from otelgpu.processors.k8s_attributes._proto import podresources_pb2 as pb
-from otelgpu.processors.k8s_attributes.devices import parse_dra_device, resource_keys
+from otelgpu.processors.k8s_attributes.devices import (
+    parse_dra_device,
+    resource_keys,
+)
 from otelgpu.processors.k8s_attributes.pod_resources import (
     ClaimDevice,
     ContainerAllocation,
@@ -19,7 +21,7 @@ from otelgpu.processors.k8s_attributes.pod_resources import (
     parse_list,
 )
 from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, build_snapshot
-from tests.fakes import FakeClock, FakeHost
+from tests.fakes import FakeClock
 from tests.peers.kubelet import claim, claim_device
 from tests.peers.kubelet import container as pb_container
 from tests.peers.kubelet import pod as pb_pod
@@ -30,12 +32,10 @@ from tests.unit.processors.k8s_attributes.fakes import (
     UUID_A,
     UUID_B,
     FakePodResources,
-    allocatable,
     allocations_of,
     container,
     gpu,
     holders_of,
-    make_processor,
     mig,
     series,
 )
@@ -70,6 +70,16 @@ CLAIM_UID = "dab5ab50-1234-4bcd-8ef0-0123456789ab"
 )
 def test_dra_device_names(driver, device, cdi, expected):
     assert parse_dra_device(driver, device, cdi) == expected
+
+
+def test_cdi_names_are_read_only_when_the_kubelet_sent_neither_driver_nor_device() -> None:
+    cdi = ("k8s.gpu.nvidia.com/device=gpu-3",)
+    assert parse_dra_device("", "", cdi)[0] == ("minor", "3")  # a kubelet before 1.31
+    # A newer kubelet that names the driver but no device: the CDI name is not a second source.
+    key, reason = parse_dra_device("gpu.nvidia.com", "", cdi)
+    assert key is None and reason
+    key, _ = parse_dra_device("", "gpu-5", cdi)
+    assert key != ("minor", "3")
 
 
 def test_gpu_answers_to_its_minor_and_a_mig_instance_to_parent_minor_and_start():
@@ -148,22 +158,6 @@ def test_a_device_shared_by_two_pods_claims_is_shared():
     assert [share for _, share in found.holders] == [0.5, 0.5]
 
 
-@pytest.fixture
-def client() -> FakePodResources:
-    fake = FakePodResources()
-    fake.devices = allocatable({GPU: [UUID_B]})
-    return fake
-
-
-@pytest.fixture
-async def started(telemetry: SelfTelemetry, client: FakePodResources, clock: FakeClock):
-    processor = make_processor(telemetry, client, clock)
-    await processor.start(FakeHost(telemetry))
-    await clock.advance(0)
-    yield processor
-    await processor.shutdown()
-
-
 def _minor(rm: ResourceMetrics, minor: int, **extra: str) -> ResourceMetrics:
     """`rm` with the GPU's minor number (on a MIG instance: its parent's, as nvml sets it)."""
     return replace(rm, resource={**rm.resource, semconv.GPU_MINOR: str(minor), **extra})
@@ -239,17 +233,38 @@ async def test_idle_gpu_on_a_dra_node_is_not_allocated_rather_than_unknown(
     )
 
 
+async def _whole_gpu_claimed_with_mig_on(
+    client: FakePodResources, clock: FakeClock
+) -> tuple[ResourceMetrics, ...]:
+    """A pod whose DRA claim names GPU minor 1 whole, and a batch in which that GPU (UUID_A)
+    has MIG enabled: the GPU and one of its instances."""
+    client.set(_dra_pod("whole", _device("gpu-1")))
+    await clock.advance(10)
+    return (
+        _minor(gpu(UUID_A, 0), 1),
+        _minor(mig(MIG_1, UUID_A, 1), 1, **{semconv.MIG_PLACEMENT_START: "0"}),
+    )
+
+
+async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_is_logged_naming_the_gpu_once(
+    started, telemetry, client, clock, caplog
+):
+    batch = await _whole_gpu_claimed_with_mig_on(client, clock)
+    with caplog.at_level(logging.WARNING):
+        started.process(batch)
+        started.process(batch)
+    said = [r.getMessage() for r in caplog.records if "MIG enabled" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith(f"a whole-GPU DRA claim names GPU {UUID_A}, which has MIG enabled")
+    assert series(telemetry, UNMAPPED, reason="mig_enabled") == 2  # counted on every batch
+
+
 async def test_a_whole_gpu_claim_on_a_mig_enabled_gpu_labels_nothing(
     started, telemetry, client, clock, caplog
 ):
     """A MIG-enabled GPU is held through its instances: a whole-GPU claim naming it does not
     put a pod on the parent's series (it did), and is counted and logged as `mig_enabled`."""
-    client.set(_dra_pod("whole", _device("gpu-1")))
-    await clock.advance(10)
-    batch = (
-        _minor(gpu(UUID_A, 0), 1),
-        _minor(mig(MIG_1, UUID_A, 1), 1, **{semconv.MIG_PLACEMENT_START: "0"}),
-    )
+    batch = await _whole_gpu_claimed_with_mig_on(client, clock)
     with caplog.at_level(logging.WARNING):
         out = started.process(batch)
     assert holders_of(out, UUID_A) == [(None, None, None)]

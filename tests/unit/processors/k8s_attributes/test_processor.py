@@ -6,18 +6,15 @@ import logging
 
 import pytest
 
-from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes, semconv
 from otelgpu.processors.k8s_attributes.pod_resources import PodResourcesError
-from tests.fakes import FakeClock, FakeHost
+from tests.fakes import FakeHost
 from tests.unit.processors.k8s_attributes.fakes import (
     GPU,
     MIG_1,
     MIG_2,
     UUID_A,
     UUID_B,
-    FakePodResources,
-    allocatable,
     allocations_of,
     container,
     gpu,
@@ -30,22 +27,6 @@ from tests.unit.processors.k8s_attributes.fakes import (
 
 UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
 AGE = "otelgpu_pod_resources_snapshot_age_seconds"
-
-
-@pytest.fixture
-def client() -> FakePodResources:
-    fake = FakePodResources()
-    fake.devices = allocatable({GPU: [UUID_A, UUID_B]})
-    return fake
-
-
-@pytest.fixture
-async def started(telemetry: SelfTelemetry, client: FakePodResources, clock: FakeClock):
-    processor = make_processor(telemetry, client, clock)
-    await processor.start(FakeHost(telemetry))
-    await clock.advance(0)  # the first refresh runs at once
-    yield processor
-    await processor.shutdown()
 
 
 async def test_labels_the_gpu_with_the_container_that_holds_it(started, client, clock):

@@ -1,5 +1,5 @@
 """The composer's bookkeeping, checked directly: nesting bound at its edge, alias uses kept
-apart, explicit tags remembered (docs/dev/mutation.md)."""
+apart, explicit tags remembered."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A family target's defaults and a value's text, held directly (docs/dev/mutation.md): the
-scale, rounding and XID substitution each alone, and Go's spelling of every kind of value."""
+"""A family target's defaults and a value's text (value_text.py): the scale, rounding and XID
+substitution each alone, and Go's spelling of every kind of value."""
 
 from __future__ import annotations
 

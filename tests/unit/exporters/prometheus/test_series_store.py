@@ -1,6 +1,6 @@
-"""The series store's bookkeeping (series.py), held directly (docs/dev/mutation.md): owners,
-the losses each identity's lines count (a replay plan trusts its lines while they do not
-move), set replacement, an emptied identity and expiry."""
+"""The series store's bookkeeping (series.py): owners, the losses each identity's lines count (a
+replay plan trusts its lines while they do not move), set replacement, an emptied identity and
+expiry."""
 
 from __future__ import annotations
 

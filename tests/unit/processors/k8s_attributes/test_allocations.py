@@ -1,6 +1,6 @@
-"""The allocation series at the corners mutation testing showed no test held
-(docs/dev/mutation.md): what each point says of itself, when a device's series are rebuilt,
-the marker sent once when its last holder leaves, and the bound on what is kept."""
+"""The allocation series (allocations.py): what each point says of itself, when a device's
+series are rebuilt, the marker sent once when its last holder leaves, and the bound on what is
+kept."""
 
 from __future__ import annotations
 

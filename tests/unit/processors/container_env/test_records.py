@@ -1,16 +1,49 @@
 """Records read from each runtime marker on its own: a sandbox known by containerd's kind
 label or by the CRI spec annotation alone, a workload named only by its CRI spec annotations,
-and a dockershim container tied to the sandbox its label names."""
+and a dockershim container tied to the sandbox its label names; and each section's refusals
+counted under that section."""
 
 from __future__ import annotations
 
+import logging
+
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.processors.container_env.audit import REFUSED, Audit
+from otelgpu.processors.container_env.records import Selectors, extract
+from otelgpu.processors.container_env.runtime import ContainerRef, ContainerSpec
 from tests.fakes import FakeClock
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
-from tests.unit.processors.container_env.helpers import by_id, by_workload, one
+from tests.unit.processors.container_env.helpers import by_id, by_workload, counter, one
 from tests.unit.processors.container_env.test_snapshot import ALL, _run
+from tests.unit.processors.container_env.test_source import _selector as _section_selector
 
 TEAM = {"include": ["team"]}
+
+
+def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> None:
+    selectors = Selectors(
+        env=_section_selector("env", "HF_TOKEN"),
+        labels=_section_selector("labels", "team"),
+        pod_labels=_section_selector("pod_labels", "api_token"),
+        annotations=_section_selector("annotations", "example.com/owner"),
+    )
+    assert [s.section for s in (selectors.env, selectors.pod_labels)] == ["env", "pod_labels"]
+    telemetry = SelfTelemetry()
+    audit = Audit("container_env", telemetry, logging.getLogger("test.keys"))
+    sandbox = ContainerRef(
+        id="s",
+        labels={"io.cri-containerd.kind": "sandbox", "api_token": "t"},
+        revision="1",
+        running=True,
+    )
+    workload = ContainerRef(
+        id="w", labels={"io.cri-containerd.kind": "container"}, revision="1", running=True
+    )
+    extract(sandbox, ContainerSpec(), selectors, audit)
+    extract(workload, ContainerSpec(env=("HF_TOKEN=hf_x",)), selectors, audit)
+    assert counter(telemetry, REFUSED, section="pod_labels", reason="secret_key") == 1
+    assert counter(telemetry, REFUSED, section="env", reason="secret_key") == 1
+    assert counter(telemetry, REFUSED) == 2
 
 
 async def test_a_sandbox_with_a_malformed_spec_is_known_by_its_containerd_kind_label(

@@ -1,6 +1,7 @@
-"""What `Translator.ingest` reports and writes (translate.py), held directly
-(docs/dev/mutation.md): the (stored, dropped) counts on the general path and on a replay, an
-identity that says it has no series, the per-holder copies' info series, and replay by default."""
+"""What `Translator.ingest` reports and writes (translate.py): the (stored, dropped) counts on the
+general path and on a replay, a metric reported with no points, a name another type's family
+holds, an identity that says it has no series, the per-holder copies' info series, the agent's
+own metrics (no info series), and replay by default."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from otelgpu.exporters.prometheus.translate import PLAN_SWEEP, Translator
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import AttrValue, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.receivers.nvml.dcgm_names import NAMING
-from tests.unit.exporters.prometheus.batches import gauge, gpu, held_by
+from tests.unit.exporters.prometheus.batches import counter, gauge, gpu, held_by
 from tests.unit.exporters.prometheus.translators import make_translator
 
 
@@ -64,6 +65,32 @@ def test_a_resource_that_is_no_device_is_counted_too() -> None:
     rm = ResourceMetrics(resource={"service.name": "x"}, metrics=(power, bad))
     assert translator.ingest(store, (rm,), 1.0) == (1, 1)
     assert translator.ingest(store, (rm,), 2.0) == (1, 1)
+
+
+def test_a_metric_reported_with_no_points_takes_its_old_lines_away() -> None:
+    store, translate = SeriesStore(), make_translator("otel")
+    resource = gpu(0)
+    two = gauge("acme.queue.depth", "1", 3.0, {"queue": "a"})
+    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(two,)),), now=1.0)
+    assert [line for line in lines(store) if line.startswith("acme_queue_depth")]
+    empty = Metric(
+        name="acme.queue.depth", unit="1", description="", kind=MetricKind.GAUGE, points=()
+    )
+    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(empty,)),), now=2.0)
+    assert not [line for line in lines(store) if line.startswith("acme_queue_depth")]
+
+
+def test_a_name_held_by_a_family_of_another_type_stores_nothing_in_it() -> None:
+    store, translate = SeriesStore(), make_translator("otel")
+    first = gauge("acme.jobs.total", "", 3.0)  # a gauge whose name is `acme_jobs_total`
+    translate.ingest(store, (ResourceMetrics(resource=gpu(0), metrics=(first,)),), now=1.0)
+    clash = counter("acme.jobs", "1", ({}, 7.0))  # `acme_jobs_total` again, as a counter
+    translate.ingest(
+        store, (ResourceMetrics(resource=gpu(0), metrics=(first,)),
+                ResourceMetrics(resource=gpu(1), metrics=(clash,))), now=2.0,
+    )  # fmt: skip
+    jobs = [line for line in lines(store) if line.startswith("acme_jobs")]
+    assert len(jobs) == 1 and jobs[0].endswith(" 3.0"), jobs
 
 
 def test_an_identity_reported_without_metrics_loses_its_lines_at_once() -> None:
@@ -132,6 +159,13 @@ def test_a_steady_resource_keeps_its_plan_through_sweeps() -> None:
     for now in range(3 * PLAN_SWEEP + 2):
         assert translator.ingest(store, (resource,), float(now)) == (1, 0)
     assert len(calls) == 1
+
+
+def test_the_agents_own_metrics_get_no_info_series() -> None:
+    """Self-telemetry goes through the general path too, and is no device: no `hw_gpu_info`."""
+    own = ResourceMetrics(resource={}, metrics=(gauge("otelgpu.source.up", "", 1.0),))
+    families = make_translator("otel", const_labels={"cluster": "a"}).families(own, now=1.0)
+    assert [family.name for family in families] == ["otelgpu_source_up"]
 
 
 def test_self_telemetry_families_carry_the_points_labels_only() -> None:

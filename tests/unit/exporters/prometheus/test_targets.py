@@ -1,6 +1,6 @@
-"""Which family a metric's points go to (targets.py), held directly (docs/dev/mutation.md):
-the naming table only in dcgm naming and only in its unit, the remembered target per
-descriptor field, per-point targets of a split metric, and the samples' text and completeness."""
+"""Which family a metric's points go to (targets.py): the naming table only in dcgm naming and
+only in its unit, the remembered target per descriptor field, per-point targets of a split
+metric, and the samples' text and completeness."""
 
 from __future__ import annotations
 

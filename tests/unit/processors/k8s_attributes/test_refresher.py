@@ -1,7 +1,6 @@
-"""The refresher's schedule at the corners mutation testing showed no test held
-(docs/dev/mutation.md): when the kubelet is asked on a clock moved by hand, which back-off
-follows a failed first attempt, when a kubelet that never answers is given up on and what is
-then reported, and how refreshes are counted."""
+"""The refresher's schedule (refresher.py) on a clock moved by hand: when the kubelet is asked,
+which back-off follows a failed first attempt, when a kubelet that never answers is given up on
+and what is then reported, and how refreshes are counted."""
 
 from __future__ import annotations
 
