@@ -50,6 +50,7 @@ def test_print_config_shows_the_documented_defaults() -> None:
         "      hostname: Hostname\n"
         "      pod_uid: false\n"
         "      dra: false\n"
+        "    device_info: true\n"
         "    tls: null\n"
         "    basic_auth: null\n"
         "    namespace: ''\n"

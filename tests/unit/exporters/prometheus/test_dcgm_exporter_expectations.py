@@ -290,6 +290,7 @@ async def serving(host: FakeHost, **config: Any) -> AsyncIterator[str]:
         await exporter.consume(
             (ResourceMetrics(resource=gpu(0), metrics=(gauge("hw.power", "W", 300.0),)),)
         )
+        await exporter.refresh()  # published now, not at the background task's next turn
         yield f"http://127.0.0.1:{exporter.port}"
     finally:
         await exporter.shutdown()
