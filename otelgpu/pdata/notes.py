@@ -1,7 +1,8 @@
 """Names of the notes processors leave for each other on a resource (`ResourceMetrics.notes`).
 
 Notes travel with a resource through one pipeline and are never exported. They let a later
-processor check what an earlier one knew without either reaching into the other.
+processor check what an earlier one knew without either reaching into the other; one
+(`DCGM_LEFT_OUT`) is read by an exporter, never sent.
 """
 
 # On a GPU process's resource, from k8s_attributes: the containers the kubelet allocated the
@@ -14,6 +15,12 @@ GPU_HOLDERS = "gpu.holders"
 # id or "" for none found), so the squatter check runs without a series per process.
 # k8s_attributes adds GPU_HOLDERS beside it.
 GPU_PROCESSES = "gpu.processes"
+
+# On a GPU or MIG resource (and its processes'), from the nvml receiver: True where the
+# Prometheus exporter's `naming: dcgm` does not serve the device, so that it serves
+# dcgm-exporter's device set (`receivers::nvml::dcgm_devices`, its `-d`). Other namings and the
+# push exporters serve the device; absent when dcgm naming serves it.
+DCGM_LEFT_OUT = "dcgm.left_out"
 
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
 # k8s_attributes: since when (its clock's monotonic seconds) the kubelet lists that container on

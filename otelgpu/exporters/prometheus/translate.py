@@ -13,7 +13,9 @@ records the plan. `shared_gpu_series: per_holder` opts into dcgm-exporter's
 keep their device-level series and each holder (from the `nvidia.gpu.allocation` series
 k8s_attributes sends) gets its own from its processes' readings; its other series are copied
 once per holder, with the holder's labels and its replica ID, and sums over those copies count
-the GPU once per holder.
+the GPU once per holder. `naming: dcgm` serves dcgm-exporter's device set: a resource its
+receiver notes as left out of it (`notes.DCGM_LEFT_OUT`, e.g. a GPU its MIG instances stand
+for) writes no series.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from otelgpu.exporters.prometheus.replay import Descriptor, Plan, Recorder, Sett
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.targets import Targets
 from otelgpu.exporters.prometheus.value_text import Target
-from otelgpu.pdata import semconv
+from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import (
     Attributes,
     AttrValue,
@@ -74,6 +76,7 @@ class Translator:
         self._replay = replay  # False: the general path only (tests hold the two equal)
         # dcgm naming's `dcgm_labels.dra`: a device held whole through a DRA claim carries it
         self._dra = dra_labels and naming == "dcgm"
+        self._dcgm = naming == "dcgm"
         self._per_holder = shared_gpu_series == "per_holder"
         labels = {**names.dcgm_labels, **(dcgm.LABELS if dcgm_labels is None else dcgm_labels)}
         self.labels = LabelRenderer(naming, const_labels, labels)
@@ -97,6 +100,8 @@ class Translator:
         claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
         for rm in batch:
+            if self._dcgm and rm.notes and rm.notes.get(notes.DCGM_LEFT_OUT):
+                continue  # not in dcgm-exporter's device set
             resource = rm.resource
             items: AttrItems | None = None
             device = resource.get(semconv.HW_ID)

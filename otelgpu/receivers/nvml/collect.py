@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 from otelgpu import __version__
 from otelgpu.component.telemetry import SelfTelemetry
@@ -42,6 +43,15 @@ _STATUS = "hw.status"
 _XID = "nvidia.gpu.xid.errors"
 # Refused readings named in the INFO line per GPU model; a MIG instance refuses dozens.
 _LISTED = 4
+
+
+def _notes(device: Device, listed: tuple[tuple[int, str], ...] | None) -> dict[str, object] | None:
+    """The notes on a device's resource: the processes NVML lists on it (`listed`, read
+    without per-process series), and whether `naming: dcgm` leaves the device out."""
+    out: dict[str, object] = {} if listed is None else {notes.GPU_PROCESSES: listed}
+    if device.dcgm_left_out:
+        out[notes.DCGM_LEFT_OUT] = True
+    return out or None
 
 
 class Collector:
@@ -132,9 +142,12 @@ class Collector:
                         identity=device.uuid,
                         scope_version=__version__,
                         schema_url=semconv.SCHEMA_URL,
-                        notes=None if listed is None else {notes.GPU_PROCESSES: listed},
+                        notes=_notes(device, listed),
                     )
                 )
+            if device.dcgm_left_out:  # a device naming: dcgm leaves out, its processes too
+                left_out = {notes.DCGM_LEFT_OUT: True}
+                processes = [replace(p, notes={**(p.notes or {}), **left_out}) for p in processes]
             out.extend(processes)
             if was_up and not device.up:  # its readings and processes stop here: say so once
                 out.extend(gone_markers(device))

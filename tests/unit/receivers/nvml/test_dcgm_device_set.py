@@ -1,0 +1,127 @@
+"""Which devices `naming: dcgm` serves: dcgm-exporter's device set (`-d`, `--devices`), chosen by
+the nvml receiver's `dcgm_devices`; `naming: otel` serves every GPU and every MIG instance.
+
+Facts from NVIDIA/dcgm-exporter (`pkg/cmd/app.go` `parseDeviceOptions`,
+`internal/pkg/devicemonitoring` `GetMonitoredEntities`, its test "GPU Count 2, GPU Instance Count
+2 and 0, Flex = true"): the default `-d f` serves a GPU with MIG instances as its instances and
+leaves the GPU itself out, and serves a GPU without instances as itself; `g` serves every GPU and
+no instance; `i` every instance and no GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from otelgpu.component.errors import ConfigError
+from otelgpu.config import load_config
+from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.pdata.model import Batch
+from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from otelgpu.service.builtins import builtin_registry
+from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of
+from tests.unit.exporters.prometheus.translators import make_translator
+from tests.unit.receivers.nvml.conftest import MakeReceiver
+
+# GPU 0 has two MIG instances, GPU 1 none.
+NODE = {
+    "gpus": [
+        {"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}, {"uuid": "MIG-a2"}]},
+        {"uuid": "GPU-b"},
+    ]
+}
+WHOLE_GPU = "GPU-a"  # the MIG GPU itself
+INSTANCES = {("GPU-a", "1"), ("GPU-a", "2")}
+PLAIN_GPU = ("GPU-b", "")
+
+
+def dcgm_devices(batch: Batch) -> set[tuple[str, str]]:
+    """The devices (UUID, GPU_I_ID) with a DCGM_FI_DEV_FB_USED series in dcgm naming (it is on
+    GPUs and MIG instances alike)."""
+    lines = ingested(make_translator("dcgm"), SeriesStore(), batch)["DCGM_FI_DEV_FB_USED"]
+    return {(labels_of(line)["UUID"], labels_of(line).get("GPU_I_ID", "")) for line in lines}
+
+
+def otel_devices(batch: Batch) -> set[str]:
+    lines = ingested(make_translator("otel"), SeriesStore(), batch)["hw_gpu_memory_usage_bytes"]
+    return {labels_of(line)["hw_id"] for line in lines}
+
+
+async def test_dcgm_naming_serves_a_mig_gpu_as_its_instances_by_default(
+    make_receiver: MakeReceiver,
+) -> None:
+    batch = await make_receiver(simulated=NODE).scrape()
+
+    assert dcgm_devices(batch) == INSTANCES | {PLAIN_GPU}  # the MIG GPU itself is left out
+
+
+async def test_otel_naming_serves_every_gpu_and_instance_whatever_the_choice(
+    make_receiver: MakeReceiver,
+) -> None:
+    for choice in ("flex", "gpus", "instances", "all"):
+        batch = await make_receiver(simulated=NODE, dcgm_devices=choice).scrape()
+        assert otel_devices(batch) == {"GPU-a", "MIG-a1", "MIG-a2", "GPU-b"}, choice
+
+
+@pytest.mark.parametrize(
+    ("choice", "served"),
+    [
+        ("flex", INSTANCES | {PLAIN_GPU}),
+        ("gpus", {(WHOLE_GPU, ""), PLAIN_GPU}),  # dcgm-exporter's -d g
+        ("instances", INSTANCES),  # -d i: a GPU without MIG has no instance to serve
+        ("all", INSTANCES | {(WHOLE_GPU, ""), PLAIN_GPU}),
+    ],
+)
+async def test_dcgm_devices_chooses_dcgm_exporters_other_device_sets(
+    make_receiver: MakeReceiver, choice: str, served: set[tuple[str, str]]
+) -> None:
+    batch = await make_receiver(simulated=NODE, dcgm_devices=choice).scrape()
+
+    assert dcgm_devices(batch) == served
+
+
+async def test_a_left_out_device_keeps_no_series_in_dcgm_naming(
+    make_receiver: MakeReceiver,
+) -> None:
+    """Its health, info and XID series go with it: dcgm-exporter does not list the device."""
+    receiver = make_receiver(
+        simulated=NODE, metrics={"nvidia.gpu.xid.errors": {"enabled": True}}
+    )
+    batch = await receiver.scrape()
+    served = ingested(make_translator("dcgm"), SeriesStore(), batch)
+
+    for family, lines in served.items():
+        for line in lines:
+            labels = labels_of(line)
+            if labels.get("UUID") == WHOLE_GPU:
+                assert labels.get("GPU_I_ID"), f"{family}: {line}"
+
+
+@pytest.mark.parametrize(
+    ("written", "error"),
+    [
+        ("parent", 'must be one of: flex, gpus, instances, all (got "parent")'),
+        ('"g:0,1"', "'g:0,1' is dcgm-exporter's -d spelling: write gpus (GPU indexes and UUIDs "
+         "go in devices:)"),
+    ],
+)  # fmt: skip
+def test_an_unknown_choice_is_a_config_error_naming_the_valid_ones(
+    tmp_path: Path, written: str, error: str
+) -> None:
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "receivers:\n"
+        "  nvml:\n"
+        f"    dcgm_devices: {written}\n"
+        "exporters:\n"
+        "  debug: {}\n"
+        "service:\n"
+        "  pipelines:\n"
+        "    metrics: {receivers: [nvml], exporters: [debug]}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config([str(path)], builtin_registry())
+    assert [str(i) for i in info.value.issues] == [
+        f"{path}:3:19: receivers::nvml::dcgm_devices: {error}"
+    ]
+    assert NvmlReceiverConfig().dcgm_devices.value == "flex"
