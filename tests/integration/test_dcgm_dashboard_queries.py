@@ -28,6 +28,9 @@ async def gpu_batch(telemetry: SelfTelemetry, clock: FakeClock, sink: Sink) -> B
     config = NvmlReceiverConfig.model_validate(
         {
             "backend": "simulated",
+            # The MIG GPU's own series too (its temperature, its XID): the default, flex, serves
+            # it as its instance only, which NVML answers neither for.
+            "dcgm_devices": "all",
             "simulated": {
                 "gpus": [
                     {

@@ -84,9 +84,7 @@ async def test_a_left_out_device_keeps_no_series_in_dcgm_naming(
     make_receiver: MakeReceiver,
 ) -> None:
     """Its health, info and XID series go with it: dcgm-exporter does not list the device."""
-    receiver = make_receiver(
-        simulated=NODE, metrics={"nvidia.gpu.xid.errors": {"enabled": True}}
-    )
+    receiver = make_receiver(simulated=NODE, metrics={"nvidia.gpu.xid.errors": {"enabled": True}})
     batch = await receiver.scrape()
     served = ingested(make_translator("dcgm"), SeriesStore(), batch)
 
