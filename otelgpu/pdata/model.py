@@ -75,7 +75,7 @@ class ResourceMetrics:
     push exporter sends nothing for it. Producers send it once, when the identity goes.
     `notes` carries facts one processor leaves for a later one in the same pipeline (see
     `otelgpu.pdata.notes`; None when there are none); exporters never send them, and read
-    only `notes.DCGM_LEFT_OUT`.
+    only the dcgm device set's (`notes.DCGM_LEFT_OUT`, `notes.DCGM_FROM_GPU`).
     """
 
     resource: Attributes

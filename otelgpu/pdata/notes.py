@@ -1,8 +1,8 @@
 """Names of the notes processors leave for each other on a resource (`ResourceMetrics.notes`).
 
 Notes travel with a resource through one pipeline and are never exported. They let a later
-processor check what an earlier one knew without either reaching into the other; one
-(`DCGM_LEFT_OUT`) is read by an exporter, never sent.
+processor check what an earlier one knew without either reaching into the other; two
+(`DCGM_LEFT_OUT`, `DCGM_FROM_GPU`) are read by an exporter, never sent.
 """
 
 # On a GPU process's resource, from k8s_attributes: the containers the kubelet allocated the
@@ -21,6 +21,12 @@ GPU_PROCESSES = "gpu.processes"
 # dcgm-exporter's device set (`receivers::nvml::dcgm_devices`, its `-d`). Other namings and the
 # push exporters serve the device; absent when dcgm naming serves it.
 DCGM_LEFT_OUT = "dcgm.left_out"
+
+# On a MIG instance's resource, from the nvml receiver, where `naming: dcgm` serves the instance
+# in its GPU's place (DCGM_LEFT_OUT on the GPU): the GPU's readings dcgm-exporter serves on each
+# instance (temperature, power, clocks, XID, ...), as a tuple of Metric. That naming renders
+# them as the instance's own series; other namings and the push exporters never see them.
+DCGM_FROM_GPU = "dcgm.from_gpu"
 
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
 # k8s_attributes: since when (its clock's monotonic seconds) the kubelet lists that container on

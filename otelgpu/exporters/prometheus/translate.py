@@ -15,12 +15,14 @@ k8s_attributes sends) gets its own from its processes' readings; its other serie
 once per holder, with the holder's labels and its replica ID, and sums over those copies count
 the GPU once per holder. `naming: dcgm` serves dcgm-exporter's device set: a resource its
 receiver notes as left out of it (`notes.DCGM_LEFT_OUT`, e.g. a GPU its MIG instances stand
-for) writes no series.
+for) writes no series, and an instance standing for its GPU also carries the GPU's readings the
+receiver noted on it (`notes.DCGM_FROM_GPU`), as dcgm-exporter serves them on each instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Literal
 
 from otelgpu.exporters.prometheus import dcgm, device_info
@@ -100,8 +102,12 @@ class Translator:
         claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
         for rm in batch:
-            if self._dcgm and rm.notes and rm.notes.get(notes.DCGM_LEFT_OUT):
-                continue  # not in dcgm-exporter's device set
+            if self._dcgm and rm.notes:
+                if rm.notes.get(notes.DCGM_LEFT_OUT):
+                    continue  # not in dcgm-exporter's device set
+                from_gpu = rm.notes.get(notes.DCGM_FROM_GPU)
+                if isinstance(from_gpu, tuple) and rm.metrics:  # a MIG instance in its GPU's place
+                    rm = replace(rm, metrics=rm.metrics + from_gpu)
             resource = rm.resource
             items: AttrItems | None = None
             device = resource.get(semconv.HW_ID)

@@ -53,8 +53,9 @@ class DcgmDevices(Enum):
     instances as its instances, the GPU itself left out, and a GPU without instances as itself;
     `gpus` (`g`): every GPU, no instance; `instances` (`i`): every MIG instance, no GPU (a GPU
     without MIG has none to serve); `all`: every GPU and every instance, as `naming: otel`
-    serves them (dcgm-exporter has no such choice). `naming: otel` and the push exporters serve
-    every device whatever it says."""
+    serves them (dcgm-exporter has no such choice). An instance served in its GPU's place
+    carries the GPU's device-level readings there, as DCGM answers them for an instance.
+    `naming: otel` and the push exporters serve every device whatever it says."""
 
     FLEX = "flex"
     GPUS = "gpus"

@@ -21,7 +21,8 @@ from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.service.builtins import builtin_registry
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of
 from tests.unit.exporters.prometheus.translators import make_translator
-from tests.unit.receivers.nvml.conftest import MakeReceiver
+from tests.unit.receivers.nvml.conftest import MakeReceiver, sim
+from tests.unit.receivers.nvml.test_receiver import wait_for
 
 # GPU 0 has two MIG instances, GPU 1 none.
 NODE = {
@@ -53,6 +54,42 @@ async def test_dcgm_naming_serves_a_mig_gpu_as_its_instances_by_default(
     batch = await make_receiver(simulated=NODE).scrape()
 
     assert dcgm_devices(batch) == INSTANCES | {PLAIN_GPU}  # the MIG GPU itself is left out
+
+
+async def test_an_instance_in_its_gpus_place_carries_the_gpus_readings_as_dcgm_exporter(
+    make_receiver: MakeReceiver,
+) -> None:
+    """DCGM answers a device-level field for a GPU instance with its GPU's value: dcgm-exporter
+    serves the MIG GPU's temperature, power, clocks and XID on each instance (not its
+    utilization, which MIG does not support); otel naming keeps them on the GPU alone."""
+    receiver = make_receiver(simulated=NODE)
+    await receiver.scrape()
+    sim(receiver).inject_xid(0, 48)
+    xid = receiver._xid
+    assert xid is not None
+    await wait_for(lambda: bool(xid.snapshot()))
+    batch = await receiver.scrape()
+    served = ingested(make_translator("dcgm"), SeriesStore(), batch)
+
+    def devices(family: str) -> dict[tuple[str, str], str]:
+        return {
+            (labels_of(line)["UUID"], labels_of(line).get("GPU_I_ID", "")): line.split()[-1]
+            for line in served.get(family, [])
+        }
+
+    gpu_level = ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_SM_CLOCK")
+    for family in (*gpu_level, "DCGM_FI_DEV_XID_ERRORS"):
+        assert devices(family).keys() == INSTANCES | {PLAIN_GPU}, family
+        first, second = (devices(family)[i] for i in sorted(INSTANCES))
+        assert first == second, family  # the GPU's one reading
+    assert devices("DCGM_FI_DEV_XID_ERRORS")[("GPU-a", "1")] == "48"
+    assert devices("DCGM_FI_DEV_GPU_UTIL").keys() == {PLAIN_GPU}  # as under MIG: none
+    assert "hw_temperature_celsius" not in {
+        family
+        for family, lines in ingested(make_translator("otel"), SeriesStore(), batch).items()
+        for line in lines
+        if 'hw_id="MIG-a1"' in line
+    }
 
 
 async def test_otel_naming_serves_every_gpu_and_instance_whatever_the_choice(
