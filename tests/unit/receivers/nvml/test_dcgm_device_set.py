@@ -13,15 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from otelgpu.component.errors import ConfigError
-from otelgpu.config import load_config
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.pdata.model import Batch
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
-from otelgpu.service.builtins import builtin_registry
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of
 from tests.unit.exporters.prometheus.translators import make_translator
-from tests.unit.receivers.nvml.conftest import MakeReceiver, sim
+from tests.unit.receivers.nvml.conftest import MakeReceiver, config_issues, sim
 from tests.unit.receivers.nvml.test_receiver import wait_for
 
 # GPU 0 has two MIG instances, GPU 1 none.
@@ -143,20 +140,6 @@ async def test_a_left_out_device_keeps_no_series_in_dcgm_naming(
 def test_an_unknown_choice_is_a_config_error_naming_the_valid_ones(
     tmp_path: Path, written: str, error: str
 ) -> None:
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        "receivers:\n"
-        "  nvml:\n"
-        f"    dcgm_devices: {written}\n"
-        "exporters:\n"
-        "  debug: {}\n"
-        "service:\n"
-        "  pipelines:\n"
-        "    metrics: {receivers: [nvml], exporters: [debug]}\n"
-    )
-    with pytest.raises(ConfigError) as info:
-        load_config([str(path)], builtin_registry())
-    assert [str(i) for i in info.value.issues] == [
-        f"{path}:3:19: receivers::nvml::dcgm_devices: {error}"
-    ]
+    path, issues = config_issues(tmp_path, f"    dcgm_devices: {written}\n")
+    assert issues == [f"{path}:3:19: receivers::nvml::dcgm_devices: {error}"]
     assert NvmlReceiverConfig().dcgm_devices.value == "flex"
