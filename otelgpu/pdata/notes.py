@@ -23,9 +23,10 @@ GPU_PROCESSES = "gpu.processes"
 DCGM_LEFT_OUT = "dcgm.left_out"
 
 # On a MIG instance's resource, from the nvml receiver, where `naming: dcgm` serves the instance
-# in its GPU's place (DCGM_LEFT_OUT on the GPU): the GPU's readings dcgm-exporter serves on each
-# instance (temperature, power, clocks, XID, ...), as a tuple of Metric. That naming renders
-# them as the instance's own series; other namings and the push exporters never see them.
+# in its GPU's place (DCGM_LEFT_OUT on the GPU): (the GPU's identity, the names of the GPU's
+# metrics dcgm-exporter serves on each instance: temperature, power, clocks, XID, ...). That
+# naming renders those metrics of the GPU's resource in the same batch, as the pipeline left
+# them, as the instance's own series; other namings and the push exporters never do.
 DCGM_FROM_GPU = "dcgm.from_gpu"
 
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from

@@ -15,8 +15,9 @@ k8s_attributes sends) gets its own from its processes' readings; its other serie
 once per holder, with the holder's labels and its replica ID, and sums over those copies count
 the GPU once per holder. `naming: dcgm` serves dcgm-exporter's device set: a resource its
 receiver notes as left out of it (`notes.DCGM_LEFT_OUT`, e.g. a GPU its MIG instances stand
-for) writes no series, and an instance standing for its GPU also carries the GPU's readings the
-receiver noted on it (`notes.DCGM_FROM_GPU`), as dcgm-exporter serves them on each instance.
+for) writes no series, and an instance standing for its GPU also carries the readings of the
+GPU's resource in the same batch that the receiver names on it (`notes.DCGM_FROM_GPU`), as
+dcgm-exporter serves them on each instance.
 """
 
 from __future__ import annotations
@@ -101,13 +102,13 @@ class Translator:
         sums = process_sums(batch, holders) if holders else {}
         claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
+        left_out = _left_out(batch) if self._dcgm else {}
         for rm in batch:
             if self._dcgm and rm.notes:
                 if rm.notes.get(notes.DCGM_LEFT_OUT):
                     continue  # not in dcgm-exporter's device set
-                from_gpu = rm.notes.get(notes.DCGM_FROM_GPU)
-                if isinstance(from_gpu, tuple) and rm.metrics:  # a MIG instance in its GPU's place
-                    rm = replace(rm, metrics=rm.metrics + from_gpu)
+                if rm.metrics and notes.DCGM_FROM_GPU in rm.notes:
+                    rm = _with_gpu_readings(rm, left_out)  # a MIG instance in its GPU's place
             resource = rm.resource
             items: AttrItems | None = None
             device = resource.get(semconv.HW_ID)
@@ -191,6 +192,26 @@ class Translator:
         self._plans = {k: p for k, p in self._plans.items() if p.used > cutoff}
         live = {p.identity for p in self._plans.values()}
         self._settle.forget(live.__contains__)
+
+
+def _left_out(batch: Batch) -> dict[object, ResourceMetrics]:
+    """The resources of `batch` dcgm naming leaves out, by identity (`notes.DCGM_LEFT_OUT`)."""
+    return {rm.identity: rm for rm in batch if rm.notes and rm.notes.get(notes.DCGM_LEFT_OUT)}
+
+
+def _with_gpu_readings(
+    rm: ResourceMetrics, left_out: Mapping[object, ResourceMetrics]
+) -> ResourceMetrics:
+    """A MIG instance with the readings of its GPU it carries in dcgm naming
+    (`notes.DCGM_FROM_GPU`), taken from the GPU's resource in the same batch."""
+    noted = rm.notes.get(notes.DCGM_FROM_GPU) if rm.notes else None
+    if not isinstance(noted, tuple) or len(noted) != 2:
+        return rm
+    gpu = left_out.get(noted[0])
+    if gpu is None:
+        return rm
+    names = noted[1]
+    return replace(rm, metrics=rm.metrics + tuple(m for m in gpu.metrics if m.name in names))
 
 
 class _Split:

@@ -17,7 +17,7 @@ from dataclasses import replace
 from otelgpu import __version__
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes, semconv
-from otelgpu.pdata.model import Attributes, AttrValue, Batch, Metric, ResourceMetrics
+from otelgpu.pdata.model import Attributes, AttrValue, Batch, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
 from otelgpu.receivers.nvml.dcgm_fields import ON_MIG_FROM_GPU
@@ -46,19 +46,16 @@ _XID = "nvidia.gpu.xid.errors"
 _LISTED = 4
 
 
-def _notes(
-    device: Device,
-    listed: tuple[tuple[int, str], ...] | None,
-    from_gpu: tuple[Metric, ...] | None,
-) -> dict[str, object] | None:
+def _notes(device: Device, listed: tuple[tuple[int, str], ...] | None) -> dict[str, object] | None:
     """The notes on a device's resource: the processes NVML lists on it (`listed`, read
     without per-process series), whether `naming: dcgm` leaves the device out, and, on a MIG
-    instance that stands for its GPU there, the GPU's readings it carries (`from_gpu`)."""
+    instance that stands for its GPU there, which of the GPU's readings it carries."""
     out: dict[str, object] = {} if listed is None else {notes.GPU_PROCESSES: listed}
     if device.dcgm_left_out:
         out[notes.DCGM_LEFT_OUT] = True
-    if from_gpu:
-        out[notes.DCGM_FROM_GPU] = from_gpu
+    parent = device.parent
+    if parent is not None and parent.dcgm_left_out and not device.dcgm_left_out:
+        out[notes.DCGM_FROM_GPU] = (parent.uuid, ON_MIG_FROM_GPU)
     return out or None
 
 
@@ -110,8 +107,6 @@ class Collector:
         live_pids: list[int] = []
         refused: list[Device] = []  # devices NVML refused something new this cycle
         reader = self._processes
-        # Per MIG GPU naming: dcgm leaves out, its readings its instances carry there instead.
-        from_gpu: dict[str, tuple[Metric, ...]] = {}
         for device in devices:
             points: Points = {}
             processes: list[ResourceMetrics] = []
@@ -145,19 +140,14 @@ class Collector:
                     if not points[name]:
                         del points[name]
             if points:
-                metrics = metrics_of(points)
-                if device.has_mig and device.dcgm_left_out:
-                    from_gpu[device.uuid] = tuple(m for m in metrics if m.name in ON_MIG_FROM_GPU)
-                parent = device.parent
-                carried = from_gpu.get(parent.uuid) if parent and not device.dcgm_left_out else None
                 out.append(
                     ResourceMetrics(
                         resource=device.resource,
-                        metrics=metrics,
+                        metrics=metrics_of(points),
                         identity=device.uuid,
                         scope_version=__version__,
                         schema_url=semconv.SCHEMA_URL,
-                        notes=_notes(device, listed, carried),
+                        notes=_notes(device, listed),
                     )
                 )
             if device.dcgm_left_out:  # a device naming: dcgm leaves out, its processes too

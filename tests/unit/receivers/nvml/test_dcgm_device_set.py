@@ -13,9 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from otelgpu.component.component import Kind
+from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.pdata.model import Batch
+from otelgpu.processors.filter.config import FilterProcessorConfig
+from otelgpu.processors.filter.factory import FilterProcessor
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
+from tests.conftest import make_settings
 from tests.unit.exporters.prometheus.test_dcgm_labels import ingested, labels_of
 from tests.unit.exporters.prometheus.translators import make_translator
 from tests.unit.receivers.nvml.conftest import MakeReceiver, config_issues, sim
@@ -87,6 +92,20 @@ async def test_an_instance_in_its_gpus_place_carries_the_gpus_readings_as_dcgm_e
         for line in lines
         if 'hw_id="MIG-a1"' in line
     }
+
+
+async def test_the_gpus_readings_an_instance_carries_are_those_the_pipeline_left(
+    make_receiver: MakeReceiver, telemetry: SelfTelemetry
+) -> None:
+    """A processor that drops the GPU's temperature drops it from its instances too: they carry
+    the GPU's resource as it reaches the exporter, not a copy taken in the receiver."""
+    config = FilterProcessorConfig.model_validate({"metrics": {"exclude": ["hw.temperature"]}})
+    drop = FilterProcessor(make_settings("filter", Kind.PROCESSOR, telemetry), config)
+    batch = drop.process(await make_receiver(simulated=NODE).scrape())
+    served = ingested(make_translator("dcgm"), SeriesStore(), batch)
+
+    assert "DCGM_FI_DEV_GPU_TEMP" not in served
+    assert len(served["DCGM_FI_DEV_POWER_USAGE"]) == 3  # both instances and the plain GPU
 
 
 async def test_otel_naming_serves_every_gpu_and_instance_whatever_the_choice(
