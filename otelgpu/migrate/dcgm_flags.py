@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 BOOL, STRING, INT, LIST = "bool", "string", "int", "list"
 _TRUE = {"1", "t", "T", "true", "TRUE", "True"}  # Go's strconv.ParseBool
@@ -77,7 +78,8 @@ FLAGS: tuple[Flag, ...] = (
          ("DCGM_EXPORTER_KUBERNETES_POD_LABEL_ALLOWLIST_REGEX",),
          otelgpu="processors::container_env::pod_labels::include (globs, not regexes)"),
     Flag("devices", STRING, "f", ("DCGM_EXPORTER_DEVICES_STR",), ("d",),
-         otelgpu="receivers::nvml::devices (GPU indexes or UUIDs)"),
+         otelgpu="receivers::nvml::dcgm_devices (f: flex, the default; g: gpus; i: instances) "
+         "and receivers::nvml::devices (g's GPU indexes)"),
     Flag("no-hostname", BOOL, "false", ("DCGM_EXPORTER_NO_HOSTNAME",), ("n",),
          otelgpu="a resource processor deleting host.name"),
     Flag("switch-devices", STRING, "f", ("DCGM_EXPORTER_OTHER_DEVICES_STR",), ("s",),
@@ -150,6 +152,49 @@ class Given:
     flag: Flag
     value: str
     origin: str
+
+
+# `-d`'s letters (pkg/cmd/app.go, FlexKey, MajorKey, MinorKey) → receivers::nvml::dcgm_devices.
+DEVICE_SETS = {"f": "flex", "g": "gpus", "i": "instances"}
+
+
+def device_settings(given: Given) -> tuple[dict[str, Any], str]:
+    """`-d`'s value → the nvml receiver settings under which `naming: dcgm` serves the devices
+    dcgm-exporter would, and what to say about them. dcgm-exporter's `parseDeviceOptions`
+    reads `f`, or `g` / `i` with an optional `:` list of IDs and `A-B` ranges; what it refuses
+    is a ValueError here too. `g`'s IDs are DCGM GPU IDs, NVML's indexes; `i`'s are DCGM's
+    GPU-instance entity IDs, which NVML has no number for: every instance is served then."""
+    letter, has_ids, ids = given.value.partition(":")
+    where = f"{given.origin} {given.value!r}"
+    choice = DEVICE_SETS.get(letter)
+    if choice is None or ":" in ids:
+        raise ValueError(f"{where}: expected f, g[:IDS] or i[:IDS]")
+    if letter == "f" and has_ids:
+        raise ValueError(f"{where}: f takes no IDs (it serves every GPU or its instances)")
+    settings: dict[str, Any] = {"dcgm_devices": choice}
+    said = f"receivers::nvml::dcgm_devices: {choice}"
+    if has_ids:
+        indexes = _ids(ids, where)
+        if letter == "g":
+            settings["devices"] = indexes
+            return settings, f"{said}, receivers::nvml::devices: {indexes}"
+        return settings, (
+            f"{said}; the IDs are DCGM's GPU-instance entity IDs, which NVML does not number: "
+            "every MIG instance is served (drop the others in Prometheus)"
+        )
+    return settings, said
+
+
+def _ids(ids: str, where: str) -> list[int]:
+    """`0,2-4` → [0, 2, 3, 4], as dcgm-exporter reads a `-d` list."""
+    out: list[int] = []
+    for part in ids.split(","):
+        first, dash, last = part.partition("-")
+        try:
+            out.extend(range(int(first), int(last) + 1) if dash else [int(first)])
+        except ValueError:
+            raise ValueError(f"{where}: {part!r} is not an ID or a range") from None
+    return out
 
 
 def flag_names(argv: Sequence[str]) -> list[str]:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from otelgpu.migrate.dcgm_chart import DCGM_COUNTERS, mounted_counters
-from otelgpu.migrate.dcgm_flags import FLAGS, Flag, Given
+from otelgpu.migrate.dcgm_flags import FLAGS, Flag, Given, device_settings
 from otelgpu.migrate.dcgm_render import Migration, dump
 
 # Where otelgpu's chart mounts the counters CSV (templates/daemonset.yaml).
@@ -253,20 +253,9 @@ class Builder:
         self.said(g.flag, f"processors::k8s_attributes::device_id_type: {chosen}")
 
     def _devices(self, g: Given) -> None:
-        kind, _, ids = g.value.partition(":")
-        if kind in ("f", "g") and not ids:
-            self.nvml["devices"] = "all"
-            return self.said(g.flag, "receivers::nvml::devices: all (MIG instances included)")
-        if kind == "g":
-            self.nvml["devices"] = _ranges(ids, g)
-            return self.said(g.flag, f"receivers::nvml::devices: {self.nvml['devices']}")
-        if kind == "i":
-            return self.said(
-                g.flag,
-                "no equivalent: otelgpu selects GPUs (indexes, UUIDs) and reads every MIG "
-                "instance of a selected GPU; drop instances with a filter in Prometheus",
-            )
-        raise ValueError(f"{g.origin} {g.value!r}: expected f, g[:IDS] or i[:IDS]")
+        settings, said = device_settings(g)
+        self.nvml.update(settings)
+        self.said(g.flag, said)
 
     def _no_hostname(self, g: Given) -> None:
         if g.value != "true":
@@ -362,16 +351,3 @@ def _glob_of(regex: str) -> str | None:
     if not plain or any(c in plain for c in "\\[](){}|+?*^$"):
         return None
     return plain + "*" if star else plain
-
-
-def _ranges(ids: str, g: Given) -> list[int]:
-    out: list[int] = []
-    for part in ids.split(","):
-        first, dash, last = part.strip().partition("-")
-        try:
-            out.extend(range(int(first), int(last) + 1) if dash else [int(first)])
-        except ValueError:
-            raise ValueError(
-                f"{g.origin} {g.value!r}: {part!r} is not an index or a range"
-            ) from None
-    return out

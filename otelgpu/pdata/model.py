@@ -74,7 +74,8 @@ class ResourceMetrics:
     that keeps series drops every line of that identity the same batch did not write, and a
     push exporter sends nothing for it. Producers send it once, when the identity goes.
     `notes` carries facts one processor leaves for a later one in the same pipeline (see
-    `otelgpu.pdata.notes`; None when there are none); exporters never read or send them.
+    `otelgpu.pdata.notes`; None when there are none); exporters never send them, and read
+    only the dcgm device set's (`notes.DCGM_LEFT_OUT`, `notes.DCGM_FROM_GPU`).
     """
 
     resource: Attributes

@@ -1,7 +1,8 @@
 """Names of the notes processors leave for each other on a resource (`ResourceMetrics.notes`).
 
 Notes travel with a resource through one pipeline and are never exported. They let a later
-processor check what an earlier one knew without either reaching into the other.
+processor check what an earlier one knew without either reaching into the other; two
+(`DCGM_LEFT_OUT`, `DCGM_FROM_GPU`) are read by an exporter, never sent.
 
 Times in notes (`HOLDER_SINCE`, `HOLDERS_CONFIRMED`, `HOLDERS_CHANGED`) are monotonic seconds
 on the agent's clock (`otelgpu.component.clock.AGENT_CLOCK`, handed to every component as
@@ -20,6 +21,19 @@ GPU_HOLDERS = "gpu.holders"
 # id or "" for none found), so the squatter check runs without a series per process.
 # k8s_attributes adds GPU_HOLDERS beside it.
 GPU_PROCESSES = "gpu.processes"
+
+# On a GPU or MIG resource (and its processes'), from the nvml receiver: True where the
+# Prometheus exporter's `naming: dcgm` does not serve the device, so that it serves
+# dcgm-exporter's device set (`receivers::nvml::dcgm_devices`, its `-d`). Other namings and the
+# push exporters serve the device; absent when dcgm naming serves it.
+DCGM_LEFT_OUT = "dcgm.left_out"
+
+# On a MIG instance's resource, from the nvml receiver, where `naming: dcgm` serves the instance
+# in its GPU's place (DCGM_LEFT_OUT on the GPU): (the GPU's identity, the names of the GPU's
+# metrics dcgm-exporter serves on each instance: temperature, power, clocks, XID, ...). That
+# naming renders those metrics of the GPU's resource in the same batch, as the pipeline left
+# them, as the instance's own series; other namings and the push exporters never do.
+DCGM_FROM_GPU = "dcgm.from_gpu"
 
 # On a GPU or MIG resource labelled with its one holder, and on each allocation resource, from
 # k8s_attributes: since when (the agent clock's monotonic seconds) the kubelet lists that

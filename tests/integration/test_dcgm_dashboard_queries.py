@@ -81,7 +81,8 @@ async def test_dcgm_dashboard_queries_return_the_expected_series(
             Scrape(target=f"127.0.0.1:{lower.port}", job="dcgm_lower"),
         )
         async with prometheus(tmp_path, *scrapes) as prom:
-            await prom.wait_for("DCGM_FI_DEV_GPU_TEMP", lambda r: len(r) == 4)  # 2 GPUs, 2 jobs
+            # 2 GPUs (the first as its MIG instance, dcgm-exporter's device set), 2 jobs
+            await prom.wait_for("DCGM_FI_DEV_GPU_TEMP", lambda r: len(r) == 4)
 
             labels, value = one(
                 await prom.query('DCGM_FI_DEV_GPU_TEMP{gpu="0", Hostname="node-a"}')

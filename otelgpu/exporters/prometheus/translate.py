@@ -13,12 +13,17 @@ records the plan. `shared_gpu_series: per_holder` opts into dcgm-exporter's
 keep their device-level series and each holder (from the `nvidia.gpu.allocation` series
 k8s_attributes sends) gets its own from its processes' readings; its other series are copied
 once per holder, with the holder's labels and its replica ID, and sums over those copies count
-the GPU once per holder.
+the GPU once per holder. `naming: dcgm` serves dcgm-exporter's device set: a resource its
+receiver notes as left out of it (`notes.DCGM_LEFT_OUT`, e.g. a GPU its MIG instances stand
+for) writes no series, and an instance standing for its GPU also carries the readings of the
+GPU's resource in the same batch that the receiver names on it (`notes.DCGM_FROM_GPU`), as
+dcgm-exporter serves them on each instance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Literal
 
 from otelgpu.exporters.prometheus import dcgm, device_info
@@ -37,7 +42,7 @@ from otelgpu.exporters.prometheus.replay import Descriptor, Plan, Recorder, Sett
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.targets import Targets
 from otelgpu.exporters.prometheus.value_text import Target
-from otelgpu.pdata import semconv
+from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import (
     Attributes,
     AttrValue,
@@ -75,6 +80,7 @@ class Translator:
         self._replay = replay  # False: the general path only (tests hold the two equal)
         # dcgm naming's `dcgm_labels.dra`: a device held whole through a DRA claim carries it
         self._dra = dra_labels and naming == "dcgm"
+        self._dcgm = naming == "dcgm"
         self._per_holder = shared_gpu_series == "per_holder"
         self._info_series = info_series  # False: another exporter serves the info series
         labels = {**names.dcgm_labels, **(dcgm.LABELS if dcgm_labels is None else dcgm_labels)}
@@ -98,7 +104,13 @@ class Translator:
         sums = process_sums(batch, holders) if holders else {}
         claims = exclusive_claims(batch) if self._dra else {}
         plans, settle, general = self._plans, self._settle, self._general
+        left_out = _left_out(batch) if self._dcgm else {}
         for rm in batch:
+            if self._dcgm and rm.notes:
+                if rm.notes.get(notes.DCGM_LEFT_OUT):
+                    continue  # not in dcgm-exporter's device set
+                if rm.metrics and notes.DCGM_FROM_GPU in rm.notes:
+                    rm = _with_gpu_readings(rm, left_out)  # a MIG instance in its GPU's place
             resource = rm.resource
             items: AttrItems | None = None
             device = resource.get(semconv.HW_ID)
@@ -182,6 +194,26 @@ class Translator:
         self._plans = {k: p for k, p in self._plans.items() if p.used > cutoff}
         live = {p.identity for p in self._plans.values()}
         self._settle.forget(live.__contains__)
+
+
+def _left_out(batch: Batch) -> dict[object, ResourceMetrics]:
+    """The resources of `batch` dcgm naming leaves out, by identity (`notes.DCGM_LEFT_OUT`)."""
+    return {rm.identity: rm for rm in batch if rm.notes and rm.notes.get(notes.DCGM_LEFT_OUT)}
+
+
+def _with_gpu_readings(
+    rm: ResourceMetrics, left_out: Mapping[object, ResourceMetrics]
+) -> ResourceMetrics:
+    """A MIG instance with the readings of its GPU it carries in dcgm naming
+    (`notes.DCGM_FROM_GPU`), taken from the GPU's resource in the same batch."""
+    noted = rm.notes.get(notes.DCGM_FROM_GPU) if rm.notes else None
+    if not isinstance(noted, tuple) or len(noted) != 2:
+        return rm
+    gpu = left_out.get(noted[0])
+    if gpu is None:
+        return rm
+    names = noted[1]
+    return replace(rm, metrics=rm.metrics + tuple(m for m in gpu.metrics if m.name in names))
 
 
 class _Split:

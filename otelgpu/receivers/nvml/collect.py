@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 from otelgpu import __version__
 from otelgpu.component.telemetry import SelfTelemetry
@@ -19,6 +20,7 @@ from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import Attributes, AttrValue, Batch, ResourceMetrics
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.cgroup import ContainerResolver
+from otelgpu.receivers.nvml.dcgm_fields import ON_MIG_FROM_GPU
 from otelgpu.receivers.nvml.devices import Device
 from otelgpu.receivers.nvml.gpm import GpmReader
 from otelgpu.receivers.nvml.health import HealthSummary, status_points, summary_attributes
@@ -42,6 +44,19 @@ _STATUS = "hw.status"
 _XID = "nvidia.gpu.xid.errors"
 # Refused readings named in the INFO line per GPU model; a MIG instance refuses dozens.
 _LISTED = 4
+
+
+def _notes(device: Device, listed: tuple[tuple[int, str], ...] | None) -> dict[str, object] | None:
+    """The notes on a device's resource: the processes NVML lists on it (`listed`, read
+    without per-process series), whether `naming: dcgm` leaves the device out, and, on a MIG
+    instance that stands for its GPU there, which of the GPU's readings it carries."""
+    out: dict[str, object] = {} if listed is None else {notes.GPU_PROCESSES: listed}
+    if device.dcgm_left_out:
+        out[notes.DCGM_LEFT_OUT] = True
+    parent = device.parent
+    if parent is not None and parent.dcgm_left_out and not device.dcgm_left_out:
+        out[notes.DCGM_FROM_GPU] = (parent.uuid, ON_MIG_FROM_GPU)
+    return out or None
 
 
 class Collector:
@@ -132,9 +147,12 @@ class Collector:
                         identity=device.uuid,
                         scope_version=__version__,
                         schema_url=semconv.SCHEMA_URL,
-                        notes=None if listed is None else {notes.GPU_PROCESSES: listed},
+                        notes=_notes(device, listed),
                     )
                 )
+            if device.dcgm_left_out:  # a device naming: dcgm leaves out, its processes too
+                left_out = {notes.DCGM_LEFT_OUT: True}
+                processes = [replace(p, notes={**(p.notes or {}), **left_out}) for p in processes]
             out.extend(processes)
             if was_up and not device.up:  # its readings and processes stop here: say so once
                 out.extend(gone_markers(device))

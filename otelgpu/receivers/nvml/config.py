@@ -47,6 +47,26 @@ class Backend(Enum):
     REPLAY = "replay"
 
 
+class DcgmDevices(Enum):
+    """Which of the receiver's devices the Prometheus exporter's `naming: dcgm` serves, as
+    dcgm-exporter's `-d` (`--devices`) chooses them. `flex` (its default, `f`): a GPU with MIG
+    instances as its instances, the GPU itself left out, and a GPU without instances as itself;
+    `gpus` (`g`): every GPU, no instance; `instances` (`i`): every MIG instance, no GPU (a GPU
+    without MIG has none to serve); `all`: every GPU and every instance, as `naming: otel`
+    serves them (dcgm-exporter has no such choice). An instance served in its GPU's place
+    carries the GPU's device-level readings there, as DCGM answers them for an instance.
+    `naming: otel` and the push exporters serve every device whatever it says."""
+
+    FLEX = "flex"
+    GPUS = "gpus"
+    INSTANCES = "instances"
+    ALL = "all"
+
+
+# dcgm-exporter's `-d` letters and the choice each one is.
+_DCGM_LETTERS = {"f": "flex", "g": "gpus", "i": "instances"}
+
+
 class MetricSet(Enum):
     """Which catalog metrics are on before the per-metric `metrics` switches: `default` (the
     lean set, each metric's `enabled` in the catalog) or `all` (every metric)."""
@@ -186,6 +206,8 @@ class NvmlReceiverConfig(StrictModel):
     collection_interval: how often GPUs are read (10s).
     devices: `all`, or a list of NVML indexes and/or GPU UUIDs to read (one may be written
     without the list: `devices: 0`).
+    dcgm_devices: which of them `naming: dcgm` serves (`DcgmDevices`; `flex`, dcgm-exporter's
+    default).
     metric_set: `default` (the lean set: dcgm-exporter's default counters and health) or `all`
     (every catalog metric); `metrics` switches override it per metric.
     metrics: `{NAME: {enabled: bool}}` overrides of the metric set (docs/metrics.md).
@@ -203,6 +225,7 @@ class NvmlReceiverConfig(StrictModel):
 
     collection_interval: PositiveDuration = 10.0
     devices: Literal["all"] | list[int | str] = "all"
+    dcgm_devices: DcgmDevices = DcgmDevices.FLEX
     metric_set: MetricSet = MetricSet.DEFAULT
     metrics: dict[str, MetricToggle] = Field(default_factory=dict)
     counters_csv: CountersCsv | None = None
@@ -220,6 +243,19 @@ class NvmlReceiverConfig(StrictModel):
             return [value]
         if isinstance(value, str) and value != "all":
             return [value]
+        return value
+
+    @field_validator("dcgm_devices", mode="before")
+    @classmethod
+    def _dcgm_letters(cls, value: object) -> object:
+        """dcgm-exporter's own spelling (`f`, `g:0,1`) gets the choice it stands for named."""
+        letter = value.partition(":")[0] if isinstance(value, str) else None
+        if letter in _DCGM_LETTERS:
+            choice = _DCGM_LETTERS[letter]
+            raise ValueError(
+                f"{value!r} is dcgm-exporter's -d spelling: write {choice} (GPU indexes and "
+                "UUIDs go in devices:)"
+            )
         return value
 
     @field_validator("metrics")

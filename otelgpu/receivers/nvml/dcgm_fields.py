@@ -5,7 +5,8 @@ Facts from NVIDIA/dcgm-exporter: the fields its `etc/default-counters.csv` enabl
 (`DCGM_DEFAULT_COUNTERS`), the metrics it splits into a field per value of one attribute
 (`DCGM_SPLIT`), and its units
 (`dcgm_scale`: the factor from the catalog's unit). `dcgm_names.py` builds the naming table
-exporters render from these; `default_reason` gives the Default column of `docs/metrics.md`.
+exporters render from these; `default_reason` gives the Default column of `docs/metrics.md`;
+`ON_MIG_FROM_GPU` are the readings dcgm-exporter serves on a MIG GPU's instances in its place.
 """
 
 from __future__ import annotations
@@ -43,6 +44,24 @@ DCGM_DEFAULT_COUNTERS: frozenset[str] = frozenset(
         "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
     }
 )  # fmt: skip
+
+# The NVML calls a MIG instance answers for itself (its memory) and those MIG does not support
+# (the utilization rates: DCGM has no *_UTIL field on a GPU instance either, dcgm-exporter
+# issues 105 and 216).
+_MIG_OWN_OR_NONE = frozenset(
+    {"call:nvmlDeviceGetMemoryInfo", "call:nvmlDeviceGetUtilizationRates",
+     "call:nvmlDeviceGetEncoderUtilization", "call:nvmlDeviceGetDecoderUtilization"}
+)  # fmt: skip
+# The metrics dcgm-exporter serves on each GPU instance of a MIG GPU with the GPU's reading:
+# it watches the instances in the GPU's place (`-d f`), and DCGM answers a device-level field
+# for a GPU instance with its GPU's value. These are the catalog's readings of the whole GPU
+# (NVML fields, calls and XID events) but those above; GPM activity is read per instance.
+ON_MIG_FROM_GPU: frozenset[str] = frozenset(
+    spec.name
+    for spec in CATALOG
+    if spec.source_kind in ("field", "call", "event")
+    and not _MIG_OWN_OR_NONE.intersection(spec.sources)
+)
 
 # Metrics that dcgm-exporter splits into several fields, told apart here by one attribute.
 DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {

@@ -15,6 +15,7 @@ from typing import Any
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Attributes, AttrValue
 from otelgpu.receivers.nvml import nvml
+from otelgpu.receivers.nvml.config import DcgmDevices
 from otelgpu.receivers.nvml.nvml import Handle, MigInstance, NvmlClient, NvmlError
 
 IDENTITY_CACHE = 1024  # point attribute dicts a device keeps with its identity added
@@ -35,6 +36,7 @@ class Device:
     field_ids: list[int] | None = None  # the field IDs still worth asking, once known
     gpu_instance_id: int = -1  # MIG instances: their GPU instance (GPM samples by it)
     has_mig: bool = False  # MIG enabled with instances: processes are read per instance
+    dcgm_left_out: bool = False  # `naming: dcgm` does not serve it: `dcgm_device_set`
     gpm: bool = False
     gpm_samples: list[Any] = field(default_factory=list)  # [previous, current] buffers
     gpm_primed: bool = False
@@ -102,6 +104,19 @@ def discover(
         driver,
     )
     return found
+
+
+def dcgm_device_set(devices: list[Device], choice: DcgmDevices) -> None:
+    """Marks the devices `naming: dcgm` leaves out under `choice`, dcgm-exporter's `-d`: with
+    `flex` (its default) a GPU that has MIG instances (they stand for it); with `gpus` every
+    instance; with `instances` every GPU, MIG or not."""
+    for device in devices:
+        device.dcgm_left_out = {
+            DcgmDevices.FLEX: device.has_mig,
+            DcgmDevices.GPUS: device.is_mig,
+            DcgmDevices.INSTANCES: not device.is_mig,
+            DcgmDevices.ALL: False,
+        }[choice]
 
 
 def _count(n: int, one: str, many: str) -> str:

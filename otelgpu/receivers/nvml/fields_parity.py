@@ -5,7 +5,9 @@ GPM activity metrics (the health summary's rules are in `health.py`).
 
 Rows are plain tuples in `MetricSpec` field order (name, unit, kind, monotonic, description,
 enabled, source, dcgm, attributes) so this module does not import `metrics.py` (which imports
-it). Field IDs, per-field point attributes and dcgm unit facts for these rows live here too;
+it). A row is opt-in unless it carries one of dcgm-exporter's default counters
+(`dcgm_fields.DCGM_DEFAULT_COUNTERS`, the lean default; a test holds the two together).
+Field IDs, per-field point attributes and dcgm unit facts for these rows live here too;
 `sources.py`, the exporter's dcgm table and the simulated backend read them from here.
 """
 
@@ -149,13 +151,13 @@ def gpm_convert(name: str, value: float) -> float:
 
 
 def _g(
-    name: str, unit: str, source: str, dcgm: str, text: str, *attrs: str, on: bool = True
+    name: str, unit: str, source: str, dcgm: str, text: str, *attrs: str, on: bool = False
 ) -> Row:
     return (name, unit, GAUGE, False, text, on, source, dcgm, attrs)
 
 
 def _c(
-    name: str, unit: str, source: str, dcgm: str, text: str, *attrs: str, on: bool = True
+    name: str, unit: str, source: str, dcgm: str, text: str, *attrs: str, on: bool = False
 ) -> Row:
     return (name, unit, SUM, True, text, on, source, dcgm, attrs)
 
@@ -177,7 +179,6 @@ PARITY_ROWS: tuple[Row, ...] = (
         "call:nvmlDeviceGetCurrentClocksEventReasons", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         "The clock event reasons as NVML's bitmask (nvmlClocksEventReason*), as DCGM reports "
         "them; nvidia.gpu.clock.event.active is the same reading one series per reason.",
-        on=False,
     ),
     _c(
         "nvidia.gpu.clock.violation.time", "s", _fields(VIOLATIONS), "",
@@ -196,7 +197,7 @@ PARITY_ROWS: tuple[Row, ...] = (
         "nvidia.gpu.nvlink.link.errors", "{error}", "call:nvmlDeviceGetNvLinkErrorCounter", "",
         "NVLink errors per link (nvidia.gpu.nvlink.link); error.type as nvidia.gpu.nvlink.errors. "
         "Four NVML calls per link per cycle, hence off by default.",
-        NVLINK_LINK, ERROR_TYPE, on=False,
+        NVLINK_LINK, ERROR_TYPE,
     ),
     _g(
         "nvidia.gpu.nvlink.state", "{state}", "call:nvmlDeviceGetNvLinkState", "",
@@ -245,6 +246,7 @@ PARITY_ROWS: tuple[Row, ...] = (
         "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
         "1 when the vGPU guest holds a licence for an enabled feature, 0 when not; no series on "
         "bare metal (NVML reports no licensable features there).",
+        on=True,  # the one row carrying a default counter of dcgm-exporter's
     ),
     _g(
         "nvidia.gpu.sm.occupancy", "1", "gpm:NVML_GPM_METRIC_SM_OCCUPANCY",
@@ -267,11 +269,11 @@ PARITY_ROWS: tuple[Row, ...] = (
         "nvidia.gpu.gpm.pcie.tx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_TX_PER_SEC", "",
         "PCIe bytes sent per second, averaged over the collection interval (GPM), on MIG "
         "instances too; on a whole GPU with GPM the same reading as "
-        "nvidia.gpu.pcie.tx.throughput.", on=False,
+        "nvidia.gpu.pcie.tx.throughput.",
     ),
     _g(
         "nvidia.gpu.gpm.pcie.rx.throughput", "By/s", "gpm:NVML_GPM_METRIC_PCIE_RX_PER_SEC", "",
-        "PCIe bytes received per second, averaged over the collection interval (GPM).", on=False,
+        "PCIe bytes received per second, averaged over the collection interval (GPM).",
     ),
     _g(
         "nvidia.gpu.nvlink.tx.throughput", "By/s", "gpm:NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC",

@@ -35,7 +35,7 @@ health summary as a series per state. The health summary still reads the inputs 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from otelgpu.pdata.model import MetricKind
 from otelgpu.receivers.nvml.fields_parity import (
@@ -43,7 +43,6 @@ from otelgpu.receivers.nvml.fields_parity import (
     HEALTH_REASON,
     HW_STATE,
     PARITY_ROWS,
-    Row,
 )
 
 # Datapoint attribute keys this catalog adds (semconv.py holds resource attributes only;
@@ -148,16 +147,6 @@ HEALTH_INPUTS: frozenset[str] = frozenset(
         "nvidia.gpu.nvlink.state",
     }
 )
-# Of the dcgm-exporter parity rows (fields_parity.py), the ones on by default: those carrying
-# a default counter. The others are opt-in, whatever their row says.
-_PARITY_DEFAULT = frozenset({"nvidia.gpu.vgpu.license.status"})
-
-
-def _parity(row: Row) -> MetricSpec:
-    spec = MetricSpec(*row)
-    return spec if spec.name in _PARITY_DEFAULT else replace(spec, enabled=False)
-
-
 CATALOG: tuple[MetricSpec, ...] = (
     _gauge(
         "nvidia.gpu.up", "{state}", "agent:health", "",
@@ -326,7 +315,7 @@ CATALOG: tuple[MetricSpec, ...] = (
         "nvidia.gpu.dram.active", "1", "gpm:NVML_GPM_METRIC_DRAM_BW_UTIL",
         "DCGM_FI_PROF_DRAM_ACTIVE", "Fraction of peak DRAM bandwidth used (GPM).",
     ),
-    *(_parity(row) for row in PARITY_ROWS),  # fields_parity.py: dcgm-exporter parity
+    *(MetricSpec(*row) for row in PARITY_ROWS),  # fields_parity.py: dcgm-exporter parity
 )  # fmt: skip
 
 BY_NAME: Mapping[str, MetricSpec] = {spec.name: spec for spec in CATALOG}

@@ -205,5 +205,10 @@ class NvmlClient(Protocol):
     def event_wait(self, event_set: Any, timeout_ms: int) -> tuple[Handle, int]:
         """`nvmlEventSetWait_v2`: (device handle, XID code); NvmlError(ERROR_TIMEOUT) if none."""
 
+    def end_event_wait(self, event_set: Any) -> None:
+        """Ends a wait on `event_set` in progress, and makes later ones return at once, where
+        the backend can (the simulated and replayed ones): the XID watcher is stopping. NVML
+        has no such call; its wait ends within its timeout. Never frees the set."""
+
     def event_set_free(self, event_set: Any) -> None:
         """`nvmlEventSetFree`."""

@@ -154,6 +154,10 @@ class RecordingNvml:
 
         return recorded
 
+    def end_event_wait(self, event_set: Any) -> None:
+        """Passed on, not recorded: it asks the driver nothing (a replay answers it itself)."""
+        self.client.end_event_wait(event_set)
+
     def _learn(self, call: str, args: tuple[Any, ...], value: Any) -> None:
         """Names the handles an answer hands out."""
         if call == "device_handle":
@@ -307,6 +311,10 @@ class ProfileNvml:
         key = _key("event_wait", "", [])
         with self._lock:
             return self._turn.get(key, 0) >= len(self._answers.get(key, ()))
+
+    def end_event_wait(self, event_set: Any) -> None:
+        """Ends the event waits now (the watcher is stopping); not a recorded call."""
+        self._quiet.set()
 
     def close(self) -> None:
         """Ends any event wait now (the replayed board is being let go)."""

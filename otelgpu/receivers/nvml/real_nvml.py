@@ -245,6 +245,10 @@ class RealNvml:
         data = self._call("nvmlEventSetWait_v2", event_set, timeout_ms)
         return data.device, int(data.eventData)
 
+    def end_event_wait(self, event_set: Any) -> None:
+        """Nothing: NVML cannot end a wait early; `nvmlEventSetWait` returns within its
+        timeout (the watcher's 500 ms), and the watcher's thread then sees it is stopping."""
+
     def event_set_free(self, event_set: Any) -> None:
         self._call("nvmlEventSetFree", event_set)
 

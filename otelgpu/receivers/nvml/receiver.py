@@ -31,7 +31,7 @@ from otelgpu.receivers.nvml.config import (
     ReplayConfig,
     SimulatedConfig,
 )
-from otelgpu.receivers.nvml.devices import Device, discover, unmatched
+from otelgpu.receivers.nvml.devices import Device, dcgm_device_set, discover, unmatched
 from otelgpu.receivers.nvml.nvml import NvmlClient, NvmlError
 from otelgpu.receivers.nvml.reading import Cycle
 from otelgpu.receivers.nvml.real_nvml import RealNvml
@@ -174,6 +174,7 @@ class NvmlReceiver:
         try:
             devices = discover(self.client, self._config.devices, host_name(), log)
             self._check_devices(devices)
+            dcgm_device_set(devices, self._config.dcgm_devices)
             for device in devices if self._plan.gpm else ():
                 # A MIG instance is sampled through its GPU (nvmlGpmMigSampleGet).
                 parent = device.parent

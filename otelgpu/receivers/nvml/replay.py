@@ -107,6 +107,11 @@ class ReplayNvml:
         with contextlib.suppress(NvmlError):  # never raises, as the Protocol says
             self._call("shutdown")
 
+    def end_event_wait(self, event_set: Any) -> None:
+        profile = self._profile
+        if profile is not None:
+            profile.end_event_wait(event_set)
+
     def _call(self, call: str, *args: Any) -> Any:
         profile = self._profile
         if profile is None:

@@ -11,10 +11,10 @@ its name none. A simulated GPU runs on bare metal, so the vGPU licence is NOT_SU
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.nvml import NvmlError
+from otelgpu.receivers.nvml.simulated_gpus import SimGpu, SimHandle, SimulatedGpus
 
 # GPM: the simulated % (or MiB/s) at full load per metric id, beyond the base weights.
 PARITY_GPM_WEIGHTS: Mapping[int, float] = {
@@ -37,17 +37,8 @@ def nvlink_count(model: str) -> int:
     return 12 if "A100" in model else 18
 
 
-class ParitySimulation:
-    """Answers for the parity readings; `SimulatedNvml` supplies `_gpu`, `_load`, `_elapsed`."""
-
-    def _gpu(self, handle: Any, call: str) -> Any:
-        raise NotImplementedError
-
-    def _load(self, index: float) -> float:
-        raise NotImplementedError
-
-    def _elapsed(self) -> float:
-        raise NotImplementedError
+class ParitySimulation(SimulatedGpus):
+    """Answers for the parity readings (part of `SimulatedNvml`)."""
 
     def set_reading(self, gpu: int, name: str, value: int) -> None:
         """Overrides one reading of GPU `gpu`: an NVML field name (`NVML_FI_DEV_*`) or one of
@@ -88,7 +79,7 @@ class ParitySimulation:
                 values[name] = value
         return values
 
-    def clock_event_reasons(self, handle: Any) -> int:
+    def clock_event_reasons(self, handle: SimHandle) -> int:
         gpu = self._gpu(handle, "nvmlDeviceGetCurrentClocksEventReasons")
         forced = self._reading(gpu.index, "clock_event_reasons")
         if forced is not None:
@@ -96,29 +87,29 @@ class ParitySimulation:
         load = self._load(gpu.index)
         return _IDLE if load < 0.1 else _POWER_CAP if load > 0.9 else 0
 
-    def _link(self, handle: Any, call: str, link: int) -> Any:
+    def _link(self, handle: SimHandle, call: str, link: int) -> SimGpu:
         gpu = self._gpu(handle, call)
         if not 0 <= link < nvlink_count(gpu.spec.model):
             raise NvmlError(nvml.ERROR_NOT_SUPPORTED, "Not Supported")
         return gpu
 
-    def nvlink_state(self, handle: Any, link: int) -> bool:
+    def nvlink_state(self, handle: SimHandle, link: int) -> bool:
         gpu = self._link(handle, "nvmlDeviceGetNvLinkState", link)
         return self._reading(gpu.index, "nvlink_down") != link
 
-    def nvlink_error_counter(self, handle: Any, link: int, counter: int) -> int:
+    def nvlink_error_counter(self, handle: SimHandle, link: int, counter: int) -> int:
         gpu = self._link(handle, "nvmlDeviceGetNvLinkErrorCounter", link)
         t = self._elapsed()
         return int(t // 300) if counter == 0 and link == gpu.index % 18 else 0  # replays
 
-    def pcie_link(self, handle: Any) -> tuple[int, int, int, int]:
+    def pcie_link(self, handle: SimHandle) -> tuple[int, int, int, int]:
         gpu = self._gpu(handle, "nvmlDeviceGetCurrPcieLinkGeneration")
         self._gpu(handle, "nvmlDeviceGetCurrPcieLinkWidth")
         gen = self._reading(gpu.index, "pcie_generation")
         width = self._reading(gpu.index, "pcie_width")
         return (5 if gen is None else gen), 5, (16 if width is None else width), 16
 
-    def vgpu_licensed(self, handle: Any) -> bool:
+    def vgpu_licensed(self, handle: SimHandle) -> bool:
         gpu = self._gpu(handle, "nvmlDeviceGetGridLicensableFeatures")
         licensed = self._reading(gpu.index, "vgpu_licensed")
         if licensed is None:  # bare metal

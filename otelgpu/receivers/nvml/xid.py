@@ -2,11 +2,12 @@
 
 NVML reports XIDs as events (`nvmlEventTypeXidCriticalError`), not as a value to poll; a
 "last XID" gauge would lose every XID but the last between two scrapes. The thread blocks in
-`nvmlEventSetWait` with a short timeout so `stop` takes effect within that timeout. A GPU's
-codes are kept latest last (an XID seen again moves to the end), so the per-code counts also
-say which XID came last: dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS` is that code. `watched` are
-the GPUs registered for XID events (a GPU that refused has no XID metric, rather than a count
-of 0 that would claim it had none).
+`nvmlEventSetWait` with a short timeout (`WAIT_MS`) so `stop` takes effect within that timeout;
+`stop` also asks the backend to end the wait at once (`end_event_wait`: the simulated and
+replayed backends can, NVML cannot). A GPU's codes are kept latest last (an XID seen again
+moves to the end), so the per-code counts also say which XID came last: dcgm-exporter's
+`DCGM_FI_DEV_XID_ERRORS` is that code. `watched` are the GPUs registered for XID events (a GPU
+that refused has no XID metric, rather than a count of 0 that would claim it had none).
 
 Once the thread runs, it owns the event set and frees it as it exits: `stop` never frees it
 under a wait still in progress (a driver call that outlasts the join would otherwise read
@@ -77,6 +78,12 @@ class XidWatcher:
         if thread is None:
             self._free()
             return
+        event_set = self._event_set
+        if event_set is not None:
+            try:
+                self._client.end_event_wait(event_set)
+            except NvmlError as exc:
+                self._log.debug("ending the XID wait early failed: %s", exc)
         thread.join(timeout=self._join_timeout)
         if thread.is_alive():
             self._log.warning(

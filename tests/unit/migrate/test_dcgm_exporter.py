@@ -175,6 +175,22 @@ def test_pod_uid_and_dra_labels_become_the_dcgm_label_options(
     assert "dcgm_labels" in chart["pipeline"]["config"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "nvml"),
+    [
+        (["-d", "f"], {"dcgm_devices": "flex"}),
+        (["--devices", "g:0,2-3"], {"dcgm_devices": "gpus", "devices": [0, 2, 3]}),
+        (["-d", "i"], {"dcgm_devices": "instances"}),
+    ],
+)
+def test_the_device_set_becomes_the_receivers_dcgm_devices(
+    tmp_path: Path, argv: list[str], nvml: dict[str, Any]
+) -> None:
+    pipeline, _ = migrated(tmp_path, argv, {})
+    receiver = yaml.safe_load(pipeline)["receivers"]["nvml"]
+    assert {key: receiver.get(key) for key in nvml} == nvml
+
+
 def test_the_counters_dcgm_exporters_chart_mounts(tmp_path: Path) -> None:
     # Its default: the chart's copy of the default counters, which metric_set default is.
     pipeline, chart = migrated(tmp_path, [], values=DCGM_CHART_MOUNT)

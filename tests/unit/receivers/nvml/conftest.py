@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otelgpu.component.component import Kind
+from otelgpu.component.errors import ConfigError
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.config import load_config
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.processes import PROCESS_METRICS
 from otelgpu.receivers.nvml.receiver import NvmlReceiver
 from otelgpu.receivers.nvml.simulated import SimulatedNvml
+from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
 
@@ -73,3 +77,22 @@ def has_point(rm: ResourceMetrics, name: str, key: str, wanted: object) -> bool:
     """Whether metric `name` has a point whose attribute `key` is `wanted`."""
     found = metrics(rm).get(name)
     return found is not None and any(p.attributes.get(key) == wanted for p in found.points)
+
+
+def config_issues(tmp_path: Path, nvml: str) -> tuple[Path, list[str]]:
+    """The config errors the real loader reports for an agent file whose nvml receiver block
+    is `nvml` (its lines, indented under `nvml:` from line 3), and the file's path."""
+    path = tmp_path / "agent.yaml"
+    path.write_text(
+        "receivers:\n"
+        "  nvml:\n"
+        f"{nvml}"
+        "exporters:\n"
+        "  debug: {}\n"
+        "service:\n"
+        "  pipelines:\n"
+        "    metrics: {receivers: [nvml], exporters: [debug]}\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config([str(path)], builtin_registry())
+    return path, [str(i) for i in info.value.issues]

@@ -14,19 +14,16 @@ import pytest
 from pydantic import ValidationError
 
 from otelgpu.component.component import Kind
-from otelgpu.component.errors import ConfigError
 from otelgpu.component.telemetry import SelfTelemetry
-from otelgpu.config import load_config
 from otelgpu.pdata import semconv
 from otelgpu.receivers.nvml import nvml
 from otelgpu.receivers.nvml.config import NvmlReceiverConfig
 from otelgpu.receivers.nvml.nvml import NvmlError
 from otelgpu.receivers.nvml.receiver import NvmlReceiver, make_client
 from otelgpu.receivers.nvml.replay import BOARDS, ReplayNvml, shipped_boards
-from otelgpu.service.builtins import builtin_registry
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, Sink
-from tests.unit.receivers.nvml.conftest import by_id, metrics
+from tests.unit.receivers.nvml.conftest import by_id, config_issues, metrics
 
 
 def replay_config(**replay: Any) -> NvmlReceiverConfig:
@@ -179,22 +176,9 @@ async def test_a_record_gone_when_nvml_opens_is_a_missing_driver_until_it_is_bac
 
 
 def test_a_bad_replay_block_names_its_place_in_the_file(tmp_path: Path) -> None:
-    path = tmp_path / "agent.yaml"
-    path.write_text(
-        "receivers:\n"
-        "  nvml:\n"
-        "    backend: replay\n"
-        "    replay:\n"
-        "      board: nvidia-a100\n"
-        "exporters:\n"
-        "  debug: {}\n"
-        "service:\n"
-        "  pipelines:\n"
-        "    metrics: {receivers: [nvml], exporters: [debug]}\n"
-    )
-    with pytest.raises(ConfigError) as info:
-        load_config([str(path)], builtin_registry())
-    assert [str(i) for i in info.value.issues] == [
+    nvml = "    backend: replay\n    replay:\n      board: nvidia-a100\n"
+    path, issues = config_issues(tmp_path, nvml)
+    assert issues == [
         f"{path}:5:7: receivers::nvml::replay: unknown board 'nvidia-a100' (shipped: "
         "nvidia-h100, nvidia-h200); give path: for a record of your own"
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from otelgpu.receivers.nvml import nvml
@@ -85,6 +87,46 @@ def test_event_wait_times_out_like_nvml() -> None:
     client.inject_xid(0, 94)
     handle, code = client.event_wait(event_set, 1)
     assert (client.uuid(handle), code) == (client.uuid(client.device_handle(0)), 94)
+
+
+def test_event_wait_blocks_until_an_xid_comes_or_the_wait_is_ended() -> None:
+    """As NVML's `nvmlEventSetWait`: with no event a wait blocks (for its timeout, not a short
+    poll of the simulator's own), so an idle XID thread makes one wait per event; a watcher
+    that stops ends the wait at once (`end_event_wait`)."""
+    client = SimulatedNvml(SimulatedConfig(gpus=1), lambda: 0.0)
+    client.init()
+    event_set = client.event_set_create()
+    client.register_xid_events(client.device_handle(0), event_set)
+    answers: list[object] = []
+
+    def wait_for_events() -> None:
+        while True:
+            try:
+                handle, code = client.event_wait(event_set, 600_000)  # ten minutes
+            except nvml.NvmlError as exc:
+                answers.append(exc.code)
+                return
+            answers.append((client.uuid(handle), code))
+
+    def waits(n: int) -> None:  # until the thread is inside its n-th wait (bounded)
+        for _ in range(1000):
+            if client.calls["nvmlEventSetWait"] >= n:
+                return
+            threading.Event().wait(0.01)
+
+    waiter = threading.Thread(target=wait_for_events, daemon=True)
+    waiter.start()
+    waits(1)
+    client.inject_xid(0, 79)
+    waits(2)
+    client.end_event_wait(event_set)
+    waiter.join(30)
+    assert not waiter.is_alive()
+    gpu = client.uuid(client.device_handle(0))
+    assert answers == [(gpu, 79), nvml.ERROR_TIMEOUT]
+    assert client.calls["nvmlEventSetWait"] == 2  # one wait per event, and the ended one
+    with pytest.raises(nvml.NvmlError):  # an ended event set has no more waits to block
+        client.event_wait(event_set, 600_000)
 
 
 @pytest.mark.parametrize(

@@ -39,6 +39,9 @@ class SlowEvents:
             self.waiting -= 1
         raise NvmlError("timeout", nvml.ERROR_TIMEOUT)
 
+    def end_event_wait(self, event_set: Any) -> None:
+        pass  # as NVML: a wait in progress cannot be ended early
+
     def event_set_free(self, event_set: Any) -> None:
         with self.lock:
             self.freed.append(self.waiting)
