@@ -29,9 +29,14 @@ from __future__ import annotations
 
 from collections.abc import ItemsView, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from otelgpu.exporters.prometheus.identities import Identities
+
+# The Prometheus types a family can have: the pdata model has gauges and sums only
+# (`MetricKind`), a monotonic sum is a counter, and a dcgm field's declared type is one of
+# these (`DcgmField.type`). No histogram or summary family exists.
+FamilyType = Literal["gauge", "counter"]
 
 
 class Ledger:
@@ -76,9 +81,11 @@ class Family:
         "type",
     )
 
-    def __init__(self, name: str, type_: str, help_: str, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self, name: str, type_: FamilyType, help_: str, ledger: Ledger | None = None
+    ) -> None:
         self.name = name
-        self.type = type_  # "gauge" | "counter"
+        self.type = type_
         self.help = help_
         self._ledger = ledger if ledger is not None else Ledger()
         self._values: dict[str, str] = {}  # line prefix `name{labels} ` → `value\n`
@@ -223,7 +230,7 @@ class SeriesStore:
         for key in self.identities.rotate():
             losses.pop(key, None)
 
-    def family(self, name: str, type_: str, help_: str) -> Family | None:
+    def family(self, name: str, type_: FamilyType, help_: str) -> Family | None:
         """The family `name`, created on first use; None when it exists with another type
         (two OTel metrics that translate to one name: the first one keeps it)."""
         found = self.families.get(name)

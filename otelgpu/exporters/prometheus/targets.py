@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.labels import AttrItems, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
+from otelgpu.exporters.prometheus.series import FamilyType
 from otelgpu.exporters.prometheus.value_text import Target, sample_line, value_line
 from otelgpu.pdata.model import Attributes, AttrValue, Metric, MetricKind
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
@@ -163,7 +164,7 @@ class Targets:
 
     def _target(self, metric: Metric, attributes: Attributes) -> Target:
         counter = metric.kind is MetricKind.SUM and metric.monotonic
-        type_ = "counter" if counter else "gauge"
+        type_: FamilyType = "counter" if counter else "gauge"
         names = self._names(metric)
         found: DcgmField | None = names.of(attributes) if names is not None else None
         if names is not None and found is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from otelgpu.exporters.prometheus.series import FamilyType
 from otelgpu.pdata.model import Attributes
 
 
@@ -21,7 +22,7 @@ class Target:
     `value_from` instead)."""
 
     name: str
-    type: str
+    type: FamilyType
     help: str
     scale: float = 1.0
     drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
