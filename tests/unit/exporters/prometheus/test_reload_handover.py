@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import socket
+import threading
 
 import aiohttp
 import bcrypt
@@ -93,6 +94,29 @@ async def test_the_new_instance_serves_the_old_body_on_the_same_socket_until_its
         await new.shutdown()
         await listeners.close_all()
     assert refused(port)
+
+
+async def test_an_instance_that_could_not_bind_parks_nothing(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    """A server that never listened is stopped with its password checker's thread, not parked
+    for the next instance to take over."""
+    listeners = KeptListeners()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        exporter = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("u", "p"))
+        try:
+            await exporter.start(host)
+        except OSError:
+            pass
+        else:
+            raise AssertionError("bound a port another socket listens on")
+        await exporter.shutdown()
+    assert listeners.ports == []
+    left = [t.name for t in threading.enumerate() if "basic auth" in t.name or f":{port}" in t.name]
+    assert left == []
 
 
 async def test_the_old_body_is_given_up_after_metric_expiration(
