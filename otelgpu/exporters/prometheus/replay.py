@@ -42,9 +42,9 @@ Descriptor = tuple[str, str, MetricKind, bool]
 # A metric of one point whose value is written as it is (the common case), as a plain tuple:
 # its descriptor's four parts, the point's attributes, its line, its family's value and stamp
 # maps (`Family.cells`) to write it in, and the family. A plain tuple, not a NamedTuple: the
-# replay unpacks it in one instruction (CPython's fast path for exact tuples; a NamedTuple is
-# unpacked through an iterator, ~5 % of a replay at 10k series). The other steps are not
-# tuples, so `type(step) is tuple` tells a One apart.
+# replay unpacks it once per point, and CPython unpacks an exact tuple in one step, a
+# NamedTuple through an iterator, item by item. The other steps are not tuples, so
+# `type(step) is tuple` tells a One apart.
 One = tuple[str, str, MetricKind, bool, Attributes, str, dict[str, str], dict[str, int], Family]
 
 
@@ -147,7 +147,8 @@ class Recorder:
         points = 0
         for step in steps:
             if type(step) is tuple:
-                families[id(step[-1])] = step[-1]
+                family = step[8]  # see `One`
+                families[id(family)] = family
                 points += 1
             elif isinstance(step, Several):
                 families[id(step.family)] = step.family
@@ -239,7 +240,8 @@ def _owned(plan: Plan) -> bool:
         return False
     for step in plan.steps:
         if type(step) is tuple:
-            if not step[-1].owns(identity, step[5]):
+            line, family = step[5], step[8]  # see `One`
+            if not family.owns(identity, line):
                 return False
         elif isinstance(step, Several):
             family = step.family
