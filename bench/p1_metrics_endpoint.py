@@ -23,7 +23,8 @@ the scrape under a running pipeline).
 
 `--callgrind` counts each side's instructions per update instead of its CPU time: each side
 runs in its own child under callgrind (`bench/callgrind.py`), set up and warmed up as above,
-instrumented for `--updates` updates only (their batches built beforehand). Instruction counts
+instrumented for `--updates` updates only (their batches built beforehand), and ours' ingest
+alone the same way (the `ingest` figure, part of `ours`). Instruction counts
 are stable on a busy machine; CPU time also pays for cache misses and a neighbour's load, so
 the two ratios differ: both are printed, the CPU one is the target's.
 
@@ -179,19 +180,24 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f} ms"
 
 
-SIDES = ("ours", "client", "cached")  # measured under --callgrind
+SIDES = ("ours", "ingest", "client", "cached")  # measured under --callgrind
 
 
 def child(side: str, series: int, updates: int) -> None:
     """One side's updates, counted by the parent (`bench/callgrind.py`): `ours` (ingest,
-    render, gzip), `client` (generate_latest + gzip at our level), `cached` (Gauge.set per
-    series, render, gzip)."""
+    render, gzip), `ingest` (ours' ingest alone), `client` (generate_latest + gzip at our
+    level), `cached` (Gauge.set per series, render, gzip)."""
     first = make_batch(series, 0)
     batches = [make_batch(series, cycle) for cycle in range(1, updates + 1)]
-    if side == "ours":
+    if side in ("ours", "ingest"):
         ours = Ours()
         ours.update(first)  # warm-up: label sets, families, plans
         work: Callable[[Batch], object] = ours.update
+        if side == "ingest":
+
+            def work(batch: Batch) -> object:
+                ours.now += 1.0
+                return ours.translator.ingest(ours.store, batch, ours.now)
     elif side == "client":
         registry = CollectorRegistry()
         collector = BatchCollector(first)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from otelgpu.pdata.model import AttrValue
 
@@ -39,7 +40,7 @@ class DcgmField:
     name: str
     scale: float = 1.0
     integer: bool = False
-    type: str = ""
+    type: Literal["", "gauge", "counter"] = ""
     value_from: str = ""
     help: str = ""
     latest: bool = False

@@ -21,12 +21,13 @@ identity, so it comes, goes and expires with the device's other series.
 
 from __future__ import annotations
 
+from otelgpu.exporters.prometheus.series import FamilyType
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Attributes
 
 # The family (before `namespace`), its type and help text.
 INFO_NAME = "hw_gpu_info"
-INFO_TYPE = "gauge"
+INFO_TYPE: FamilyType = "gauge"
 INFO_HELP = (
     "Static facts of a GPU or MIG instance (serial, VBIOS, driver, minor number, vendor), "
     "value 1: join them onto a series with * on (hw_id) group_left (...) hw_gpu_info "

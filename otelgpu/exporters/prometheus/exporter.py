@@ -46,6 +46,7 @@ from otelgpu.config.types import split_endpoint
 from otelgpu.exporters.prometheus import dcgm
 from otelgpu.exporters.prometheus.auth import BasicAuthenticator, server_ssl_context
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig, TLSServerConfig
+from otelgpu.exporters.prometheus.demand import PLAIN, Demand, Formats
 from otelgpu.exporters.prometheus.openmetrics import (
     Exposition,
     Layout,
@@ -61,18 +62,11 @@ from otelgpu.exporters.prometheus.render import (
     render_text,
 )
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
-from otelgpu.exporters.prometheus.server import OPENMETRICS, TEXT, MetricsServer
+from otelgpu.exporters.prometheus.server import OPENMETRICS, MetricsServer
 from otelgpu.exporters.prometheus.translate import Translator
 from otelgpu.pdata.model import Batch
 
 _MAX_REFRESH_INTERVAL = 5.0  # seconds between expiry / self-telemetry checks
-# Seconds after the last scrape of a format during which new bodies are rendered in it: longer
-# than any sane scrape interval, short enough that a one-off `curl` does not make every body
-# be rendered and held twice for long.
-FORMAT_WANTED = 600.0
-# Plain (not gzip) bodies are held for this long after a plain scrape had to inflate one; the
-# rest of the time only the gzip bytes are (at 10k series the plain ones are 2.6 to 7 MB).
-PLAIN_WANTED = 600.0
 # How much lower the render thread's CPU priority (nice) is than the agent's: the gzip of a 10k
 # body is tens of milliseconds of CPU that no one waits for, while a scrape is waited for; on a
 # busy node (or a container with little CPU) the scheduler should run the scrape first.
@@ -113,13 +107,10 @@ class PrometheusExporter:
         )
         self._store = SeriesStore()
         self._exposition = Exposition(EMPTY, layout=Layout())
-        self._openmetrics_asked: float | None = None  # clock() of the last OpenMetrics scrape
-        self._text_asked: float | None = None  # clock() of the last classic text scrape
-        self._plain_asked: float | None = None  # clock() when a plain scrape last inflated a body
+        self._demand = Demand()  # when scrapers last asked for each format
         self._stale = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._server: MetricsServer | None = None
-        self._serving = False  # the server listens (a server that failed to start is not parked)
+        self._server: MetricsServer | None = None  # set once it listens (taken over or started)
         self._setup: Hashable = None
         self._inherited_until: float | None = None  # serving the previous instance's body until
         self._authenticator: BasicAuthenticator | None = None
@@ -127,8 +118,7 @@ class PrometheusExporter:
         # hung socket must not delay the next body.
         self._executor: ThreadPoolExecutor | None = None
         self._host: Host | None = None
-        self._refresh_failing = False
-        self._changed = True  # the store changed since the last body
+        self._rendered: int | None = None  # the store's batch number the last body was made at
         self._own_text: str | None = None  # self-telemetry as the last body rendered it
         self._rotated = clock()
         # Renders often enough that a series outlives `metric_expiration` by at most half of it.
@@ -185,18 +175,18 @@ class PrometheusExporter:
         if listeners is not None:
             kept = await listeners.take(address, port, self._setup, MetricsServer)
         if kept is not None:
-            self._server, self._serving = kept, True  # first: if anything below fails, parked again
+            self._server = kept  # first: if anything below fails, parked again
             self._exposition = kept.current()
             self._inherited_until = self._clock() + self._config.metric_expiration
             if self._exposition.converted:  # a scraper wanted OpenMetrics: render it for it
-                self._openmetrics_asked = self._clock()
+                self._demand.asked(OPENMETRICS, self._clock())
             self._authenticator = None
             await kept.serve(lambda: self._exposition, self.scraped, authenticator)
             await self.refresh()
             return True
         await self.refresh()  # before binding: the first scrape gets a body
         self._authenticator = None
-        self._server = MetricsServer(
+        server = MetricsServer(
             host=address,
             port=port,
             current=lambda: self._exposition,
@@ -204,24 +194,23 @@ class PrometheusExporter:
             ssl_context=ssl_context,
             authenticator=authenticator,
         )
-        await self._server.start()
-        self._serving = True
+        try:
+            await server.start()
+        except BaseException:  # not listening: nothing to park, the authenticator closed
+            await server.stop()
+            raise
+        self._server = server
         return False
 
     async def shutdown(self) -> None:
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(*tasks)
         server, self._server = self._server, None
-        serving, self._serving = self._serving, False
         listeners = self._settings.listeners
         if server is not None:
             address, port = split_endpoint(self._config.endpoint)
             # Parked, it goes on answering with our last body until the next instance takes it.
-            if not (
-                serving
-                and listeners is not None
-                and listeners.park(address, port, self._setup, server)
-            ):
+            if listeners is None or not listeners.park(address, port, self._setup, server):
                 await server.stop()
         # Both threads are gone when shutdown returns (a render or bcrypt check in progress is
         # waited for, off the event loop: each takes milliseconds).
@@ -244,8 +233,7 @@ class PrometheusExporter:
                 store.replaced - before,
                 exporter=self._id,
             )
-        self._changed = True
-        self._stale.set()
+        self._stale.set()  # the store's batch number moved: the body is stale
 
     async def refresh(self) -> None:
         """Expires old series and, when the body would differ from the last one, renders and
@@ -264,27 +252,22 @@ class PrometheusExporter:
         own = self._own_families(now)
         own_text = render_text(own)[0]  # ~100 lines: cheap next to the 10k it may spare
         inheriting = self._inherited_until is not None  # `_publish` decides when that ends
-        if not (self._changed or expired or inheriting or own_text != self._own_text):
+        batch = self._store.batch  # a batch consumed while this renders moves it again
+        changed = batch != self._rendered
+        if not (changed or expired or inheriting or own_text != self._own_text):
             return  # the body would be the same bytes
-        self._changed = False  # a batch consumed while this renders sets it again
         if self._exposition.inflated():
-            self._plain_asked = now  # someone scrapes without gzip: keep plain bodies a while
-        keep_plain = self._plain_asked is not None and now - self._plain_asked < PLAIN_WANTED
-        openmetrics = _recent(self._openmetrics_asked, now)
-        text = _recent(self._text_asked, now) or not openmetrics
-        try:
-            exposition = await self._render(own, text, openmetrics, keep_plain)
-        except BaseException:
-            self._changed = True  # not published: the next check renders again
-            raise
-        self._own_text = own_text
+            self._demand.asked(PLAIN, now)  # someone scrapes without gzip: keep plain bodies
+        formats, plain = self._demand.formats(now), self._demand.plain(now)
+        # Should it raise, `_rendered` keeps the last body's number: the next check renders.
+        exposition = await self._render(own, formats, plain)
+        self._rendered, self._own_text = batch, own_text
         self._publish(exposition, now)
 
-    async def _render(
-        self, own: list[Family], text: bool, openmetrics: bool, plain: bool
-    ) -> Exposition:
+    async def _render(self, own: list[Family], formats: Formats, plain: bool) -> Exposition:
         # In small chunks on this loop (no long hold of the GIL), gzipped in the render thread
         rendered = render_chunks([*self._store.families.values(), *own])
+        text, openmetrics = formats.text, formats.openmetrics
         if self._executor is None:
             return _encode(rendered, text, openmetrics, plain)
         loop = asyncio.get_running_loop()
@@ -309,17 +292,18 @@ class PrometheusExporter:
         self._exposition = exposition
 
     async def _render_loop(self) -> None:
+        failing = False  # in a streak of failed renders (logged once per streak)
         while True:
             await self._stale.wait()
             self._stale.clear()
             try:
                 await self.refresh()
             except Exception:  # never let rendering die: log once per failing streak
-                if not self._refresh_failing:
+                if not failing:
                     self._settings.logger.exception("rendering /metrics failed")
-                self._refresh_failing = True
+                failing = True
             else:
-                self._refresh_failing = False
+                failing = False
 
     async def _timer(self) -> None:
         while True:
@@ -329,13 +313,10 @@ class PrometheusExporter:
     def scraped(self, status: int, format_: str) -> None:
         """What the server reports after each answer to `/metrics`: its status and the format
         negotiated. Counted; a served one makes the bodies of the next `FORMAT_WANTED` seconds
-        be rendered in its format. Called from the server's thread (a float store is atomic;
-        telemetry is locked)."""
+        be rendered in its format. Called from the server's thread (`Demand.asked` is one
+        dict store, atomic; telemetry is locked)."""
         if status == 200:
-            if format_ == OPENMETRICS:
-                self._openmetrics_asked = self._clock()
-            elif format_ == TEXT:
-                self._text_asked = self._clock()
+            self._demand.asked(format_, self._clock())
         self._settings.telemetry.count(
             SCRAPES,
             1,
@@ -343,10 +324,6 @@ class PrometheusExporter:
             code=str(status),
             format=format_,
         )
-
-
-def _recent(asked: float | None, now: float) -> bool:
-    return asked is not None and now - asked < FORMAT_WANTED
 
 
 def _encode(rendered: Rendered, text: bool, openmetrics: bool, plain: bool) -> Exposition:

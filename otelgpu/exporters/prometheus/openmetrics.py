@@ -14,7 +14,8 @@ in one format is turned into the other by swapping heads, without parsing. What 
   name dashboards query stays the same (`rate()` works on it as before; only the metadata
   type differs). The same happens to a `_total` counter whose family name would clash with
   another family (`foo` next to `foo_total`) or whose value is negative or NaN.
-- other types than gauge and counter are `unknown`; gauges stay gauges.
+- gauges stay gauges (a family is a gauge or a counter, `series.FamilyType`: the pdata model
+  has no histogram or summary).
 - HELP: OpenMetrics also escapes `"` (classic text escapes only `\\` and newline).
 - no `# UNIT` (optional in OpenMetrics; a wrong one fails the whole scrape in Prometheus 3).
 - `# EOF` ends the body.
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.render import Body, Rendered, body_of_chunks, gzip_body
+from otelgpu.exporters.prometheus.series import FamilyType
 
 CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 EOF = b"# EOF\n"
@@ -124,33 +126,26 @@ def render_openmetrics(
 _NOT_COUNTABLE_BYTES = re.compile(rb" (?:-[^ \n]*|NaN)\n")
 
 
-def _head(name: str, type_: str, help_: str | None, names: set[str], countable: bool) -> str:
+def _head(name: str, type_: FamilyType, help_: str | None, names: set[str], countable: bool) -> str:
     """A family's OpenMetrics metadata lines, from its classic name, type and HELP text (as
     the classic format escapes it). `countable`: no sample value OpenMetrics refuses in a
     counter (negative, NaN)."""
-    name, type_ = _metadata(name, type_, names, countable)
-    head = f"# TYPE {name} {type_}\n"
+    name, exposed = _metadata(name, type_, names, countable)
+    head = f"# TYPE {name} {exposed}\n"
     if help_:
         escaped = help_.replace('"', _QUOTE)
         head += f"# HELP {name} {escaped}\n"
     return head
 
 
-def _metadata(name: str, type_: str, names: set[str], countable: bool) -> tuple[str, str]:
+def _metadata(name: str, type_: FamilyType, names: set[str], countable: bool) -> tuple[str, str]:
     """The OpenMetrics family name and type of a classic family."""
-    if type_ == "counter":
-        base = name[: -len(_TOTAL)]
-        if (
-            name.endswith(_TOTAL)
-            and base
-            and base not in names
-            and base + "_created" not in names
-            and countable
-        ):
-            return base, "counter"
-        return name, "unknown"
-    if type_ in ("gauge", "histogram", "summary"):
-        return name, type_
+    if type_ == "gauge":
+        return name, "gauge"
+    base = name[: -len(_TOTAL)]
+    clash = base in names or base + "_created" in names  # `foo` beside `foo_total`
+    if name.endswith(_TOTAL) and base and not clash and countable:
+        return base, "counter"
     return name, "unknown"
 
 

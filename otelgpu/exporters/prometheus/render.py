@@ -17,7 +17,7 @@ from typing import NamedTuple, cast
 
 from otelgpu.confighttp.compression import gunzip_bytes, gzip_bytes, gzip_chunks
 from otelgpu.exporters.prometheus.labels import replace_unsafe
-from otelgpu.exporters.prometheus.series import Family
+from otelgpu.exporters.prometheus.series import Family, FamilyType
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Level 1 compresses 10k series (2.6 MB) to ~160 to 180 kB in ~1.3 ms (ISA-L) or ~5 ms (zlib, see
@@ -85,7 +85,7 @@ class Span(NamedTuple):
     the classic format escapes it, "" for none)."""
 
     name: str
-    type: str
+    type: FamilyType
     help: str
     head: int
     end: int

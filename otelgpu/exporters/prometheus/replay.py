@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.series import Family, SeriesStore
 from otelgpu.exporters.prometheus.targets import Samples
-from otelgpu.exporters.prometheus.value_text import Target, format_sample
+from otelgpu.exporters.prometheus.value_text import Target, sample_line, value_line
 from otelgpu.pdata.model import Attributes, Metric, MetricKind
 
 # What chose a metric's family: (name, unit, kind, monotonic). The description is its HELP,
@@ -39,19 +39,17 @@ from otelgpu.pdata.model import Attributes, Metric, MetricKind
 Descriptor = tuple[str, str, MetricKind, bool]
 
 
-class One(NamedTuple):
-    """A metric of one point whose value is written as it is (the common case): its line, and
-    its family's value and stamp maps (`Family.cells`) to write it in."""
-
-    descriptor: Descriptor
-    family: Family
-    attributes: Attributes
-    line: str
-    values: dict[str, str]
-    stamps: dict[str, int]
+# A metric of one point whose value is written as it is (the common case), as a plain tuple:
+# its descriptor's four parts, the point's attributes, its line, its family's value and stamp
+# maps (`Family.cells`) to write it in, and the family. A plain tuple, not a NamedTuple: the
+# replay unpacks it once per point, and CPython unpacks an exact tuple in one step, a
+# NamedTuple through an iterator, item by item. The other steps are not tuples, so
+# `type(step) is tuple` tells a One apart.
+One = tuple[str, str, MetricKind, bool, Attributes, str, dict[str, str], dict[str, int], Family]
 
 
-class Several(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Several:
     """A metric of any number of points, or whose values `target` scales or converts."""
 
     descriptor: Descriptor
@@ -63,7 +61,8 @@ class Several(NamedTuple):
     stamps: dict[str, int]
 
 
-class Split(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Split:
     """A metric whose family depends on a point attribute (dcgm's split fields): the general
     path writes it on every replay too."""
 
@@ -130,7 +129,9 @@ class Recorder:
             values, stamps = family.cells
             if len(points) == 1 and target.plain:
                 attributes = points[0].attributes
-                self.steps.append(One(descriptor, family, attributes, lines[0], values, stamps))
+                name, unit, kind, monotonic = descriptor
+                one = (name, unit, kind, monotonic, attributes, lines[0], values, stamps, family)
+                self.steps.append(one)
             else:
                 several = tuple(p.attributes for p in points)
                 lines_ = tuple(lines)
@@ -142,19 +143,25 @@ class Recorder:
     def plan(self, identity: int, used: int, losses: int) -> Plan:
         """The plan of what was recorded."""
         steps = tuple(self.steps)
-        families = {id(s.family): s.family for s in steps if not isinstance(s, Split)}
+        families = {}
+        points = 0
+        for step in steps:
+            if type(step) is tuple:
+                family = step[8]  # see `One`
+                families[id(family)] = family
+                points += 1
+            elif isinstance(step, Several):
+                families[id(step.family)] = step.family
+                points += len(step.lines)
         if self.info is not None:
             families[id(self.info[0])] = self.info[0]
-        points = sum(
-            1 if isinstance(s, One) else len(s.lines) for s in steps if not isinstance(s, Split)
-        )
         splits = any(isinstance(s, Split) for s in steps)
         return Plan(
             identity, steps, points, tuple(families.values()), splits, self.info, used, losses
         )
 
     def _descriptor(self, metric: Metric) -> Descriptor:
-        key = (metric.name, metric.unit, metric.kind, metric.monotonic)
+        key = _descriptor(metric)
         return self._descriptors.setdefault(key, key)
 
 
@@ -187,45 +194,43 @@ def replay(
         values[line] = "1\n"
         stamps[line] = batch
     for metric, step in zip(metrics, steps, strict=True):
-        if type(step) is One:  # the common case, inlined: no loop, no call
-            descriptor, _, attrs, line, values, stamps = step
+        if type(step) is tuple:  # One, the common case, inlined: no call but the value's text
+            name, unit, kind, monotonic, attrs, line, values, stamps, _ = step
             if (
-                metric.name != descriptor[0]
-                or metric.unit != descriptor[1]
-                or metric.kind is not descriptor[2]
-                or metric.monotonic is not descriptor[3]
+                metric.name != name
+                or metric.unit != unit
+                or metric.kind is not kind
+                or metric.monotonic is not monotonic
             ):
                 return None
-            points = metric.points
-            if len(points) != 1:
-                return None
-            point = points[0]
-            attributes = point.attributes
-            if attributes is not attrs and attributes != attrs:
-                return None
-            # `format_value`'s common cases inlined: an int, a finite float (repr is its text)
-            value = point.value
-            kind = value.__class__
-            if kind is int or (kind is float and value - value == 0.0):
-                values[line] = repr(value) + "\n"
-            elif (text := _text(value, attributes, _AS_IS)) is not None:
-                values[line] = text
-            else:
+            try:
+                (point,) = metric.points  # ValueError unless exactly one
+                attributes = point.attributes
+                if attributes is not attrs and attributes != attrs:
+                    return None
+                values[line] = value_line(point.value)
+            except (TypeError, ValueError, OverflowError):  # not a number, or not one point
                 return None
             stamps[line] = batch
-        elif (metric.name, metric.unit, metric.kind, metric.monotonic) != step.descriptor:
-            return None
         elif type(step) is Several:
-            if not _several(step, metric, batch):
+            if _descriptor(metric) != step.descriptor or not _several(step, metric, batch):
                 return None
-        elif split_path is not None:  # dcgm's split fields: the general path, every time
+        elif (
+            type(step) is Split
+            and _descriptor(metric) == step.descriptor
+            and split_path is not None  # dcgm's split fields: the general path, every time
+        ):
             total += len(metric.points)
             stored += split_path(metric)
         else:
-            return None  # a Split step without the general path to hand it to
+            return None  # another metric, or a Split step without the general path to take it
     settle.reported(identity, plan, plan.used)
     plan.used = batch
     return stored, total
+
+
+def _descriptor(metric: Metric) -> Descriptor:
+    return (metric.name, metric.unit, metric.kind, metric.monotonic)
 
 
 def _owned(plan: Plan) -> bool:
@@ -234,8 +239,9 @@ def _owned(plan: Plan) -> bool:
     if plan.info is not None and not plan.info[0].owns(identity, plan.info[1]):
         return False
     for step in plan.steps:
-        if isinstance(step, One):
-            if not step.family.owns(identity, step.line):
+        if type(step) is tuple:
+            line, family = step[5], step[8]  # see `One`
+            if not family.owns(identity, line):
                 return False
         elif isinstance(step, Several):
             family = step.family
@@ -246,7 +252,13 @@ def _owned(plan: Plan) -> bool:
 
 def _several(step: Several, metric: Metric, batch: int) -> bool:
     """A Several step; False where the general path must take over."""
-    _, _, attrs, lines, target, values, stamps = step
+    attrs, lines, target, values, stamps = (
+        step.attributes,
+        step.lines,
+        step.target,
+        step.values,
+        step.stamps,
+    )
     points = metric.points
     if len(points) != len(lines):
         return False
@@ -255,28 +267,15 @@ def _several(step: Several, metric: Metric, batch: int) -> bool:
         attributes = point.attributes
         if attributes is not expected and attributes != expected:
             return False
-        value = point.value
-        kind = value.__class__
-        if plain and (kind is int or (kind is float and value - value == 0.0)):
-            values[line] = repr(value) + "\n"
-        elif (text := _text(value, attributes, target)) is not None:
-            values[line] = text
-        else:
+        try:
+            if plain:
+                values[line] = value_line(point.value)
+            else:
+                values[line] = sample_line(point.value, attributes, target)
+        except (TypeError, ValueError, OverflowError):  # not a number: the general path drops it
             return False
         stamps[line] = batch
     return True
-
-
-def _text(value: float, attributes: Attributes, target: Target) -> str | None:
-    """One value's line text, as the general path writes it; None when it is not a number
-    (the general path then drops it)."""
-    try:
-        return format_sample(value, attributes, target) + "\n"
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-_AS_IS = Target("", "", "")
 
 
 class Settle:

@@ -29,9 +29,14 @@ from __future__ import annotations
 
 from collections.abc import ItemsView, Mapping
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from otelgpu.exporters.prometheus.identities import Identities
+
+# The Prometheus types a family can have: the pdata model has gauges and sums only
+# (`MetricKind`), a monotonic sum is a counter, and a dcgm field's declared type is one of
+# these (`DcgmField.type`). No histogram or summary family exists.
+FamilyType = Literal["gauge", "counter"]
 
 
 class Ledger:
@@ -64,7 +69,6 @@ class Family:
     compares small ints, whatever shape a receiver's identity has."""
 
     __slots__ = (
-        "_groups",
         "_ledger",
         "_owners",
         "_stamps",
@@ -76,15 +80,16 @@ class Family:
         "type",
     )
 
-    def __init__(self, name: str, type_: str, help_: str, ledger: Ledger | None = None) -> None:
+    def __init__(
+        self, name: str, type_: FamilyType, help_: str, ledger: Ledger | None = None
+    ) -> None:
         self.name = name
-        self.type = type_  # "gauge" | "counter"
+        self.type = type_
         self.help = help_
         self._ledger = ledger if ledger is not None else Ledger()
         self._values: dict[str, str] = {}  # line prefix `name{labels} ` → `value\n`
         self._owners: dict[str, int] = {}  # line prefix → the identity that last wrote it
         self._stamps: dict[str, int] = {}  # line prefix → the batch that last wrote it
-        self._groups: dict[int, list[str]] = {}  # identity → the prefixes it claimed
         self._touched: dict[int, None] = {}  # identities the batch being ingested reported
         # The value and stamp maps, for replay plans (`replay.py`): a plan writes the values
         # of lines its identity owns while the store's ledger says it lost none since it
@@ -116,8 +121,8 @@ class Family:
         return self._stamps.get(prefix)
 
     def holds(self, identity: int) -> bool:
-        """Whether `identity` has claimed lines here (some may have been taken since)."""
-        return identity in self._groups
+        """Whether `identity` owns a line here."""
+        return identity in self._owners.values()
 
     def owned(self) -> dict[int, list[str]]:
         """The lines each identity owns, sorted."""
@@ -143,30 +148,32 @@ class Family:
 
     def settle(self, batch: int) -> int:
         """Removes the lines each identity reported in `batch` wrote before and not now; how
-        many lines left."""
-        removed = 0
-        values, owners, stamps, groups = self._values, self._owners, self._stamps, self._groups
-        for key in self._touched:
-            prefixes = groups.get(key, ())
-            for prefix in prefixes:
-                if stamps.get(prefix) != batch:
-                    break
-            else:
-                continue  # the usual case: it wrote exactly what it wrote before
-            keep = []
-            for prefix in prefixes:
-                if owners.get(prefix) != key:
-                    continue  # another identity wrote this line since: it is theirs now
-                if stamps.get(prefix) == batch:
-                    keep.append(prefix)
-                else:
-                    del values[prefix], owners[prefix], stamps[prefix]
-                    removed += 1
-            if len(keep) != len(prefixes):
-                self._ledger.lost(key)
-            groups[key] = keep
-        self._touched.clear()
-        return removed
+        many lines left.
+
+        Which lines an identity holds is read from the owners map, in one pass over the
+        family, not kept beside it: a second map that must agree with the owners is one that
+        can drift from them. The pass costs a third of rendering the family (0.8 ms against
+        2.5 ms for 10k lines), and runs only for a family whose lines a batch wrote through the
+        general path or whose identity changed its resources (a replayed batch settles
+        nothing)."""
+        touched = self._touched
+        if not touched:
+            return 0
+        values, owners, stamps = self._values, self._owners, self._stamps
+        left = [p for p, key in owners.items() if key in touched and stamps[p] != batch]
+        losers: set[int] = set()
+        for prefix in left:
+            del values[prefix], stamps[prefix]
+            losers.add(owners.pop(prefix))
+        for key in losers:  # once per identity: a replay plan only asks whether it moved
+            self._ledger.lost(key)
+        touched.clear()
+        return len(left)
+
+    def touch_owners(self, keys: set[int]) -> None:
+        """Marks each identity of `keys` that owns a line here as reported (see `touch`)."""
+        for key in keys.intersection(self._owners.values()):
+            self.touch(key)
 
     def expire(self, old: set[int]) -> int:
         """Removes the lines last written in one of the `old` batches; how many."""
@@ -177,12 +184,6 @@ class Family:
             owner = owners.pop(prefix, None)
             if owner is not None:
                 self._ledger.lost(owner)
-        if stale:
-            self._groups = {
-                identity: kept
-                for identity, prefixes in self._groups.items()
-                if (kept := [p for p in prefixes if owners.get(p) == identity])
-            }
         return len(stale)
 
     def _claim(self, identity: int, prefix: str) -> None:
@@ -191,11 +192,6 @@ class Family:
         if previous is not None:
             self._ledger.lost(previous)
         self._owners[prefix] = identity
-        group = self._groups.get(identity)
-        if group is None:
-            self._groups[identity] = [prefix]
-        else:
-            group.append(prefix)
 
 
 class SeriesStore:
@@ -223,7 +219,7 @@ class SeriesStore:
         for key in self.identities.rotate():
             losses.pop(key, None)
 
-    def family(self, name: str, type_: str, help_: str) -> Family | None:
+    def family(self, name: str, type_: FamilyType, help_: str) -> Family | None:
         """The family `name`, created on first use; None when it exists with another type
         (two OTel metrics that translate to one name: the first one keeps it)."""
         found = self.families.get(name)
@@ -246,10 +242,9 @@ class SeriesStore:
     def commit(self) -> None:
         """Ends a batch: every identity it reported now holds exactly the lines it wrote."""
         if self._emptied:
+            emptied = set(self._emptied)
             for family in self.families.values():
-                for key in self._emptied:
-                    if family.holds(key):
-                        family.touch(key)
+                family.touch_owners(emptied)
             self._emptied.clear()
         touched = self.ledger.touched
         for name, family in touched.items():

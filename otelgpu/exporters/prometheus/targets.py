@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from otelgpu.exporters.prometheus.labels import AttrItems, Naming
 from otelgpu.exporters.prometheus.naming import metric_name, namespaced
-from otelgpu.exporters.prometheus.value_text import Target, format_sample
+from otelgpu.exporters.prometheus.series import FamilyType
+from otelgpu.exporters.prometheus.value_text import Target, sample_line, value_line
 from otelgpu.pdata.model import Attributes, AttrValue, Metric, MetricKind
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 
@@ -77,16 +78,15 @@ class Targets:
                 plain = target.plain
                 samples: list[Sample] = []
                 for point in points:
-                    value = point.value
-                    if plain and value.__class__ is float and value - value == 0.0:
-                        text = repr(value)  # format_value's common case (finite), no call
-                    else:
-                        try:
-                            text = format_sample(value, point.attributes, target)
-                        except (TypeError, ValueError, OverflowError):
-                            continue  # not a number: counted as dropped by the caller
+                    try:
+                        if plain:
+                            text = value_line(point.value)
+                        else:
+                            text = sample_line(point.value, point.attributes, target)
+                    except (TypeError, ValueError, OverflowError):
+                        continue  # not a number: counted as dropped by the caller
                     attributes = tuple(point.attributes.items()) if point.attributes else ()
-                    samples.append(Sample(target, attributes, text + "\n"))
+                    samples.append(Sample(target, attributes, text))
                 out.append(Samples(metric, target, samples, len(samples) == len(points)))
             except (TypeError, ValueError, AttributeError):  # bad data: never raised
                 out.append(Samples(metric, None, [], False))
@@ -97,10 +97,10 @@ class Targets:
         for point in metric.points:
             target = self.of_point(metric, point.attributes)
             try:
-                text = format_sample(point.value, point.attributes, target)
+                text = sample_line(point.value, point.attributes, target)
             except (TypeError, ValueError, OverflowError):
                 continue
-            samples.append(Sample(target, tuple(point.attributes.items()), text + "\n"))
+            samples.append(Sample(target, tuple(point.attributes.items()), text))
         return samples
 
     def _latest(self, metric: Metric) -> list[Sample] | None:
@@ -117,10 +117,10 @@ class Targets:
         else:
             value, attributes = 0, {field.value_from: 0}
         try:
-            text = format_sample(value, attributes, target)
+            text = sample_line(value, attributes, target)
         except (TypeError, ValueError, OverflowError):
             return []
-        return [Sample(target, tuple(attributes.items()), text + "\n")]
+        return [Sample(target, tuple(attributes.items()), text)]
 
     def is_split(self, metric: Metric) -> bool:
         """Whether the family of `metric`'s points is chosen apart from its descriptor (a
@@ -164,7 +164,7 @@ class Targets:
 
     def _target(self, metric: Metric, attributes: Attributes) -> Target:
         counter = metric.kind is MetricKind.SUM and metric.monotonic
-        type_ = "counter" if counter else "gauge"
+        type_: FamilyType = "counter" if counter else "gauge"
         names = self._names(metric)
         found: DcgmField | None = names.of(attributes) if names is not None else None
         if names is not None and found is not None:

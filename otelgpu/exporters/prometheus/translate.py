@@ -137,8 +137,8 @@ class Translator:
                     store.empty(identity)
                     continue
             else:  # no identity from the receiver: its attributes as they are here are it
-                items = tuple(resource.items())
-                identity = store.identities.key(items)
+                attributes = shape if shape is not None else (*resource, *resource.values())
+                identity = store.identities.key(attributes)
             if shape is not None:
                 plan = plans.get(shape) if self._replay else None
                 if plan is not None and plan.identity == identity:

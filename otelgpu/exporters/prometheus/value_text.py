@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from otelgpu.exporters.prometheus.series import FamilyType
 from otelgpu.pdata.model import Attributes
 
 
@@ -21,7 +22,7 @@ class Target:
     `value_from` instead)."""
 
     name: str
-    type: str
+    type: FamilyType
     help: str
     scale: float = 1.0
     drop: str = ""  # an attribute not rendered as a label (the one that chose a dcgm field)
@@ -36,27 +37,34 @@ class Target:
         object.__setattr__(self, "plain", plain)
 
 
-def format_sample(value: float, attributes: Attributes, target: Target) -> str:
-    """A point's sample text as `target` writes it (`format_value`'s spelling). Raises
-    TypeError, ValueError or OverflowError when the value is not a number."""
+def sample_line(value: float, attributes: Attributes, target: Target) -> str:
+    """A point's sample text as `target` writes it, with the line's newline (`value_line`'s
+    spelling). Raises TypeError, ValueError or OverflowError when the value is not a number."""
     if target.value_from:  # dcgm's XID field: the code is the value
-        return format_value(int(attributes.get(target.value_from, 0)))
+        return value_line(int(attributes.get(target.value_from, 0)))
     if target.scale != 1.0:
         value = value * target.scale
     if target.integer:
         value = round(value)
     elif target.fixed and math.isfinite(value):
-        return f"{value:f}"
-    return format_value(value)
+        return f"{value:f}\n"
+    return value_line(value)
 
 
-def format_value(value: float) -> str:
-    """A sample value as the text format writes it (Go's spelling of NaN and infinities)."""
-    if type(value) is int:
-        return str(value)
-    number = float(value)
-    if math.isfinite(number):
-        return repr(number)
-    if math.isnan(number):
-        return "NaN"
-    return "+Inf" if number > 0 else "-Inf"
+def value_line(value: float) -> str:
+    """A sample value as the text format writes it, with the line's newline: the one spelling
+    of every store write, general path and replay alike (Go's spelling of NaN and the
+    infinities). An int is written whole, a finite float by its shortest round-trip text
+    (`repr`), anything else as the float it converts to (a bool is 1.0 or 0.0). Raises
+    TypeError, ValueError or OverflowError when the value is not a number (an int too long to
+    write is a ValueError)."""
+    kind = type(value)
+    if kind is float:
+        if value - value == 0.0:  # finite (inf - inf and nan - nan are nan)
+            return f"{value!r}\n"
+        if value != value:
+            return "NaN\n"
+        return "+Inf\n" if value > 0 else "-Inf\n"
+    if kind is int:
+        return f"{value!r}\n"
+    return value_line(float(value))

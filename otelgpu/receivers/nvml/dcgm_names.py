@@ -20,6 +20,7 @@ watches until its first one.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from otelgpu.pdata.naming import DcgmField, DcgmNames, NamingTable
 from otelgpu.receivers.nvml import fields_parity
@@ -75,7 +76,7 @@ XID_FIELD = "DCGM_FI_DEV_XID_ERRORS"
 # `etc/dcp-metrics-included.csv`) is not the one the catalog metric's kind gives: the CSV's
 # type is what its users' queries and recording rules were written for. The pages pending
 # retirement are a level (the catalog's gauge), but the CSV declares a counter.
-DCGM_TYPES: Mapping[str, str] = {
+DCGM_TYPES: Mapping[str, Literal["gauge", "counter"]] = {
     "DCGM_FI_DEV_RETIRED_PENDING": "counter",
 }
 

@@ -15,7 +15,8 @@ from collections.abc import AsyncIterator
 import pytest
 from hypothesis import given, settings
 
-from otelgpu.exporters.prometheus.exporter import FORMAT_WANTED, PrometheusExporter
+from otelgpu.exporters.prometheus.demand import FORMAT_WANTED, PLAIN, PLAIN_WANTED, Demand
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.openmetrics import Exposition, layout_of, render_openmetrics
 from otelgpu.exporters.prometheus.render import Body, render_chunks, render_text
 from otelgpu.exporters.prometheus.series import Family
@@ -102,6 +103,32 @@ async def test_refused_scrapes_do_not_choose_what_is_rendered(
     await exporter.consume(batch(gpu(0)))
     await exporter.refresh()
     assert not exporter.exposition.holds_classic
+
+
+ASKED = ["never", "lately", "long ago"]  # within the window, or just past it
+
+
+@pytest.mark.parametrize("openmetrics", ASKED)
+@pytest.mark.parametrize("text", ASKED)
+@pytest.mark.parametrize("plain", ASKED)
+def test_a_body_is_made_in_the_formats_asked_for_lately_and_never_in_none(
+    openmetrics: str, text: str, plain: str
+) -> None:
+    """What a new body is made in is derived from when each format was last asked for: the
+    formats asked for within `FORMAT_WANTED`, classic text when OpenMetrics was not; plain
+    bytes kept within `PLAIN_WANTED` of a plain scrape that inflated a body."""
+    demand, now = Demand(), 10_000.0
+    for what, when, window in (
+        (OPENMETRICS, openmetrics, FORMAT_WANTED),
+        (TEXT, text, FORMAT_WANTED),
+        (PLAIN, plain, PLAIN_WANTED),
+    ):
+        if when != "never":
+            demand.asked(what, now - 1.0 if when == "lately" else now - window)
+    formats = demand.formats(now)
+    assert formats.openmetrics == (openmetrics == "lately")
+    assert formats.text == (text == "lately" or openmetrics != "lately")
+    assert demand.plain(now) == (plain == "lately")
 
 
 @settings(max_examples=150, deadline=None)

@@ -78,7 +78,7 @@ def test_a_device_that_stops_reporting_still_expires() -> None:
     assert f'hw_id="{gpu(1)[semconv.HW_ID]}"' in line
     family = store.families["hw_power_watts"]
     assert family.holds(store.identities.key(gpu(1)[semconv.HW_ID]))
-    assert not family.holds(store.identities.key(gpu(0)[semconv.HW_ID]))  # GPU 0's group went too
+    assert not family.holds(store.identities.key(gpu(0)[semconv.HW_ID]))  # its lines went too
 
 
 def test_allocation_series_are_replaced_as_a_set() -> None:

@@ -9,7 +9,8 @@ import aiohttp
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
 
-from otelgpu.exporters.prometheus.exporter import FORMAT_WANTED, PrometheusExporter
+from otelgpu.exporters.prometheus.demand import FORMAT_WANTED
+from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import (
     NEGOTIATED,
     OPENMETRICS,

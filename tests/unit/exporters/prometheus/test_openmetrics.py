@@ -8,6 +8,7 @@ import asyncio
 import math
 import re
 from collections.abc import Iterable
+from typing import get_args
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,9 +22,11 @@ from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.openmetrics import Exposition, layout_of, render_openmetrics
 from otelgpu.exporters.prometheus.render import CHUNK_SERIES, Body, render_chunks, render_text
-from otelgpu.exporters.prometheus.series import Family
+from otelgpu.exporters.prometheus.series import Family, FamilyType
 from otelgpu.exporters.prometheus.server import OPENMETRICS
+from otelgpu.exporters.prometheus.targets import Targets
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.receivers.nvml.dcgm_names import NAMING
 from tests.fakes import FakeHost
 from tests.unit.exporters.prometheus.batches import batch, gpu, held_by
 from tests.unit.exporters.prometheus.translators import nvml_settings
@@ -110,6 +113,28 @@ def test_dcgm_counters_keep_their_names_as_unknown() -> None:
     om = body.decode()
     assert types["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] == "unknown"
     assert "\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in om
+
+
+def test_every_family_the_translation_makes_is_a_gauge_or_a_counter() -> None:
+    """Why OpenMetrics needs no histogram or summary heads: the model has gauges and sums only,
+    and every target of either naming (each dcgm field, split ones and declared types included)
+    is a gauge or a counter (`series.FamilyType`, which mypy holds every family to)."""
+    assert set(MetricKind) == {MetricKind.GAUGE, MetricKind.SUM}
+    assert get_args(FamilyType) == ("gauge", "counter")
+    types = set()
+    for naming in ("otel", "dcgm"):
+        targets = Targets(naming, "", NAMING)  # type: ignore[arg-type]
+        for name, names in NAMING.dcgm.items():
+            for kind, monotonic in [(k, m) for k in MetricKind for m in (False, True)]:
+                metric = Metric(
+                    name=name, unit=names.unit, description="d", kind=kind, points=(),
+                    monotonic=monotonic,
+                )  # fmt: skip
+                for value in names.splits or [None]:
+                    attributes = {names.split_by: value} if names.split_by else {}
+                    types.add(targets.of_point(metric, attributes).type)
+                types.add(targets.of(metric).type)
+    assert types == {"gauge", "counter"}
 
 
 def test_help_quotes_are_escaped() -> None:

@@ -9,6 +9,7 @@ import logging
 import shutil
 import socket
 import ssl
+import threading
 from pathlib import Path
 
 import aiohttp
@@ -128,6 +129,29 @@ async def test_the_start_line_says_when_a_reload_kept_the_listener(
     finally:
         await new.shutdown()
         await listeners.close_all()
+
+
+async def test_an_instance_that_could_not_bind_parks_nothing(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    """A server that never listened is stopped with its password checker's thread, not parked
+    for the next instance to take over."""
+    listeners = KeptListeners()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        exporter = make(host.telemetry, clock, listeners, port, basic_auth=basic_auth("u", "p"))
+        try:
+            await exporter.start(host)
+        except OSError:
+            pass
+        else:
+            raise AssertionError("bound a port another socket listens on")
+        await exporter.shutdown()
+    assert listeners.ports == []
+    left = [t.name for t in threading.enumerate() if "basic auth" in t.name or f":{port}" in t.name]
+    assert left == []
 
 
 async def test_the_old_body_is_given_up_after_metric_expiration(

@@ -383,7 +383,7 @@ def test_a_holder_leaving_while_another_joins_leaves_at_once() -> None:
 
 
 def test_replayed_values_are_spelled_as_the_format_wants() -> None:
-    """NaN and the infinities are Go's spelling on a replay too (`format_value`), one point
+    """NaN and the infinities are Go's spelling on a replay too (`value_line`), one point
     or several; ints stay ints; booleans are numbers."""
     store, translator = SeriesStore(), make_translator("otel")
 
@@ -428,7 +428,7 @@ def test_a_scaled_step_without_a_conversion_replays_scaled_values() -> None:
     # Today every dcgm field with a unit factor is also an integer field, but a step scaled
     # without rounding must still be written scaled, never as the raw number.
     from otelgpu.exporters.prometheus import replay as replay_module
-    from otelgpu.exporters.prometheus.targets import Target, format_sample
+    from otelgpu.exporters.prometheus.value_text import Target, sample_line
 
     family = Family("DCGM_FI_DEV_SM_CLOCK", "gauge", "h")
     prefixes = ('DCGM_FI_DEV_SM_CLOCK{gpu="0"} ', 'DCGM_FI_DEV_SM_CLOCK{gpu="1"} ')
@@ -442,8 +442,8 @@ def test_a_scaled_step_without_a_conversion_replays_scaled_values() -> None:
     step = replay_module.Several(descriptor, family, attrs, prefixes, target, *family.cells)
     assert replay_module._several(step, metric, 3)
     assert [value for _, value in family.lines()] == [
-        format_sample(1.5e9, {}, target) + "\n",
-        format_sample(7, {}, target) + "\n",
+        sample_line(1.5e9, {}, target),
+        sample_line(7, {}, target),
     ]
     assert family.stamp(prefixes[0]) == family.stamp(prefixes[1]) == 3
     assert dict(family.lines())[prefixes[0]].startswith("1500")  # MHz, not the 1.5e9 Hz

@@ -23,7 +23,8 @@ from email.message import Message
 
 import pytest
 
-from otelgpu.exporters.prometheus.exporter import PLAIN_WANTED, RENDER_NICE, PrometheusExporter
+from otelgpu.exporters.prometheus.demand import PLAIN_WANTED
+from otelgpu.exporters.prometheus.exporter import RENDER_NICE, PrometheusExporter
 from otelgpu.exporters.prometheus.render import Body
 from otelgpu.exporters.prometheus.server import MetricsServer
 from tests.fakes import FakeClock, FakeHost

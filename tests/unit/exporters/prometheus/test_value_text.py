@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from otelgpu.exporters.prometheus.value_text import Target, format_sample, format_value
+from otelgpu.exporters.prometheus.value_text import Target, sample_line, value_line
 
 
 def test_a_target_writes_values_as_they_come_by_default() -> None:
@@ -30,28 +30,28 @@ def test_a_scaled_rounded_or_substituted_target_is_not_plain(target: Target) -> 
 
 def test_an_unscaled_value_keeps_its_type() -> None:
     plain = Target("a", "gauge", "h")
-    assert format_sample(7, {}, plain) == "7"
-    assert format_sample(2.5, {}, plain) == "2.5"
+    assert sample_line(7, {}, plain) == "7\n"
+    assert sample_line(2.5, {}, plain) == "2.5\n"
 
 
 def test_a_scaled_value_is_multiplied() -> None:
-    assert format_sample(3, {}, Target("a", "gauge", "h", scale=0.5)) == "1.5"
+    assert sample_line(3, {}, Target("a", "gauge", "h", scale=0.5)) == "1.5\n"
 
 
 def test_an_integer_target_rounds() -> None:
-    assert format_sample(2.6, {}, Target("a", "gauge", "h", integer=True)) == "3"
-    assert format_sample(2.6, {}, Target("a", "gauge", "h")) == "2.6"
+    assert sample_line(2.6, {}, Target("a", "gauge", "h", integer=True)) == "3\n"
+    assert sample_line(2.6, {}, Target("a", "gauge", "h")) == "2.6\n"
 
 
 def test_a_scaled_integer_target_scales_then_rounds() -> None:
     target = Target("a", "gauge", "h", scale=1 / 1048576, integer=True)
-    assert format_sample(3 * 1048576 + 1, {}, target) == "3"
+    assert sample_line(3 * 1048576 + 1, {}, target) == "3\n"
 
 
 def test_the_value_from_an_attribute_replaces_the_point_value() -> None:
     target = Target("DCGM_FI_DEV_XID_ERRORS", "gauge", "h", value_from="xid")
-    assert format_sample(1.0, {"xid": 79}, target) == "79"
-    assert format_sample(1.0, {}, target) == "0"  # no code on the point: 0, as dcgm-exporter
+    assert sample_line(1.0, {"xid": 79}, target) == "79\n"
+    assert sample_line(1.0, {}, target) == "0\n"  # no code on the point: 0, as dcgm-exporter
 
 
 @pytest.mark.parametrize(
@@ -68,4 +68,4 @@ def test_the_value_from_an_attribute_replaces_the_point_value() -> None:
     ],
 )
 def test_values_are_written_in_go_spelling(value: float, text: str) -> None:
-    assert format_value(value) == text
+    assert value_line(value) == text + "\n"
