@@ -108,7 +108,10 @@ class Translator:
         for rm in batch:
             if self._dcgm and rm.notes:
                 if rm.notes.get(notes.DCGM_LEFT_OUT):
-                    continue  # not in dcgm-exporter's device set
+                    # not in dcgm-exporter's device set: only otelgpu's own health stays
+                    rm = replace(rm, metrics=_health_only(rm))
+                    if not rm.metrics:
+                        continue
                 if rm.metrics and notes.DCGM_FROM_GPU in rm.notes:
                     rm = _with_gpu_readings(rm, left_out)  # a MIG instance in its GPU's place
             resource = rm.resource
@@ -199,6 +202,17 @@ class Translator:
 def _left_out(batch: Batch) -> dict[object, ResourceMetrics]:
     """The resources of `batch` dcgm naming leaves out, by identity (`notes.DCGM_LEFT_OUT`)."""
     return {rm.identity: rm for rm in batch if rm.notes and rm.notes.get(notes.DCGM_LEFT_OUT)}
+
+
+# otelgpu's own health families. dcgm-exporter has no field for them, so its device set (which
+# leaves a MIG GPU out in favour of its instances) does not govern them: a MIG GPU's health
+# reasons (XIDs, row remapping, slowdowns) are the GPU's alone, and its instances do not repeat
+# them. The GPU's info series comes with them.
+_KEPT_WHEN_LEFT_OUT = frozenset({"nvidia.gpu.up", "hw.status"})
+
+
+def _health_only(rm: ResourceMetrics) -> tuple[Metric, ...]:
+    return tuple(m for m in rm.metrics if m.name in _KEPT_WHEN_LEFT_OUT)
 
 
 def _with_gpu_readings(

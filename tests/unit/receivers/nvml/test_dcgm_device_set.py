@@ -133,19 +133,51 @@ async def test_dcgm_devices_chooses_dcgm_exporters_other_device_sets(
     assert dcgm_devices(batch) == served
 
 
-async def test_a_left_out_device_keeps_no_series_in_dcgm_naming(
+# otelgpu's own health and info families: dcgm-exporter has no field for them, so its device set
+# does not govern them, and a MIG GPU's health reasons (XIDs, row remapping, slowdowns) are the
+# GPU's alone.
+KEPT_ON_THE_GPU = {"nvidia_gpu_up", "hw_status", "hw_gpu_info"}
+
+
+async def test_a_left_out_device_keeps_only_its_health_and_info_in_dcgm_naming(
     make_receiver: MakeReceiver,
 ) -> None:
-    """Its health, info and XID series go with it: dcgm-exporter does not list the device."""
-    receiver = make_receiver(simulated=NODE, metrics={"nvidia.gpu.xid.errors": {"enabled": True}})
+    """Its readings and XID series go with it (dcgm-exporter does not list the device); its
+    health and info stay."""
+    receiver = make_receiver(
+        simulated=NODE,
+        metrics={"nvidia.gpu.xid.errors": {"enabled": True}, "hw.status": {"enabled": True}},
+    )
     batch = await receiver.scrape()
     served = ingested(make_translator("dcgm"), SeriesStore(), batch)
 
-    for family, lines in served.items():
-        for line in lines:
-            labels = labels_of(line)
-            if labels.get("UUID") == WHOLE_GPU:
-                assert labels.get("GPU_I_ID"), f"{family}: {line}"
+    on_the_gpu = {
+        family
+        for family, lines in served.items()
+        for line in lines
+        if labels_of(line).get("UUID") == WHOLE_GPU and not labels_of(line).get("GPU_I_ID")
+    }
+    assert on_the_gpu == KEPT_ON_THE_GPU
+
+
+async def test_a_failed_mig_gpu_says_so_in_dcgm_naming(make_receiver: MakeReceiver) -> None:
+    """An XID 79 on a MIG GPU fails the GPU: the health alerts read `nvidia_gpu_up`'s
+    `hw_state` on the GPU itself, which its instances (healthy or lost) do not repeat."""
+    receiver = make_receiver(simulated=NODE)
+    await receiver.scrape()
+    sim(receiver).inject_xid(0, 79)
+    xid = receiver._xid
+    assert xid is not None
+    await wait_for(lambda: bool(xid.snapshot()))
+    batch = await receiver.scrape()
+    served = ingested(make_translator("dcgm"), SeriesStore(), batch)
+
+    states = {
+        (labels_of(line)["UUID"], labels_of(line).get("GPU_I_ID", "")): labels_of(line)["hw_state"]
+        for line in served["nvidia_gpu_up"]
+    }
+    assert states[(WHOLE_GPU, "")] == "failed"
+    assert states[PLAIN_GPU] == "ok"
 
 
 @pytest.mark.parametrize(
