@@ -33,6 +33,7 @@ class ReadMark:
     source: str
     answered_before: int
     asked_by_end: int
+    failures: int = 0  # the source's failures when the read began
 
 
 @dataclass(slots=True)
@@ -42,6 +43,7 @@ class _Source:
     since: dict[PodName, int] = field(default_factory=dict)  # pod → first answer of its run
     pods: frozenset[PodName] = frozenset()  # what the installed answer listed
     newest: int = 0  # the latest start of a run among them (most reads began after it)
+    failures: int = 0  # requests failed so far: a read that spans one is never judged
 
 
 class PodListings:
@@ -79,6 +81,7 @@ class PodListings:
         entry = self._sources.get(source)
         if entry is not None:
             entry.since, entry.answered, entry.pods, entry.newest = {}, 0, frozenset(), 0
+            entry.failures += 1
 
     # --- the components that check against it --------------------------------------------
 
@@ -89,21 +92,27 @@ class PodListings:
         if entry is None or entry[1].answered == 0:
             return None
         source, state = entry
-        return ReadMark(source, state.answered, 0)
+        return ReadMark(source, state.answered, 0, state.failures)
 
     def ended(self, mark: ReadMark) -> ReadMark:
         """`mark` with the tickets taken by the time the read ended."""
         state = self._sources.get(mark.source)
-        return ReadMark(mark.source, mark.answered_before, state.tickets if state else 0)
+        tickets = state.tickets if state else 0
+        return ReadMark(mark.source, mark.answered_before, tickets, mark.failures)
+
+    def lost(self, mark: ReadMark) -> bool:
+        """Whether what was listed throughout the read begun at `mark` can no longer be known
+        (its source failed since, or is no longer the only one): the read is never judged."""
+        entry = self._only()
+        return entry is None or entry[0] != mark.source or entry[1].failures != mark.failures
 
     def listed_throughout(self, mark: ReadMark) -> frozenset[PodName] | None:
         """The pods listed by an answer before the read began and by every answer since, up
         to one to a request sent after it ended; None while no such answer has come (or the
         listing was lost since: the read is never judged then)."""
-        entry = self._only()
-        if entry is None or entry[0] != mark.source:
+        if self.lost(mark):
             return None
-        state = entry[1]
+        state = self._sources[mark.source]
         if state.answered <= mark.asked_by_end:
             return None
         if state.newest <= mark.answered_before:  # every run began before the read

@@ -13,7 +13,8 @@ against every pod listed there (every pod the kubelet runs, with or without a GP
   a pod-level group, `pod`, `container` or `volume`, is enabled).
 
 Counted in `otelgpu_kubelet_missed_pods_total{receiver,reason}` per judged read (a pod missed
-on every read adds one each time), each pod logged once while pod-resources lists it.
+on every read adds one each time), each pod logged once while pod-resources lists it (one line per read
+and reason names the first five and counts the rest).
 
 A read is judged only against pods listed by an answer before it began and by every answer
 up to one to a request sent after it ended: a pod created or deleted while it ran is not
@@ -35,6 +36,7 @@ from otelgpu.component.pod_listing import PodListings, PodName, ReadMark
 MISSED_PODS = "otelgpu_kubelet_missed_pods_total"
 NOT_IN_SUMMARY = "not_in_summary"
 NO_STATS_YET = "no_stats_yet"
+LOGGED_NAMES = 5  # pods named in one log line; the rest are counted
 PENDING_MAX = 4  # reads awaiting an answer after them; older ones are dropped, not counted
 _MEANS = {
     NOT_IN_SUMMARY: "the kubelet summary has no entry for it, so it has no CPU, memory, "
@@ -81,6 +83,8 @@ class MissedPods:
             return
         waiting = []
         for read in self._pending:
+            if self._listings.lost(read.mark):
+                continue  # the source failed (or changed) since it began: never judged
             listed = self._listings.listed_throughout(read.mark)
             if listed is None:
                 waiting.append(read)
@@ -95,25 +99,32 @@ class MissedPods:
             empty = (pod for pod, has_series in pods.items() if not has_series)
             missed += [(pod, NO_STATS_YET) for pod in empty if pod in listed]
         counts = {NOT_IN_SUMMARY: 0, NO_STATS_YET: 0}
+        new: dict[str, list[PodName]] = {NOT_IN_SUMMARY: [], NO_STATS_YET: []}
         for pod, reason in sorted(missed):
             counts[reason] += 1
-            self._log(pod, reason)
+            if (pod, reason) not in self._logged:
+                self._logged.add((pod, reason))
+                new[reason].append(pod)
         for reason, n in counts.items():
             self._settings.telemetry.count(MISSED_PODS, n, receiver=self._receiver, reason=reason)
+            if new[reason]:
+                self._log(new[reason], reason)
         if self._logged:  # remembered while listed: memory stays bounded by the node's pods
             self._logged = {(pod, reason) for pod, reason in self._logged if pod in listed}
 
-    def _log(self, pod: PodName, reason: str) -> None:
-        if (pod, reason) in self._logged:
-            return
-        self._logged.add((pod, reason))
+    def _log(self, pods: list[PodName], reason: str) -> None:
+        """One line per read and reason for the pods not logged before: a node-wide failure
+        misses every pod, and names a few of them with the count."""
         level = logging.INFO if reason == NO_STATS_YET else logging.WARNING
+        named = ", ".join(f"{ns}/{name}" for ns, name in pods[:LOGGED_NAMES])
+        more = f" and {len(pods) - LOGGED_NAMES} more" if len(pods) > LOGGED_NAMES else ""
         self._settings.logger.log(
             level,
-            "pod %s/%s: the kubelet's pod-resources API lists it, the summary misses it "
-            "(%s): %s (logged once per pod)",
-            pod[0],
-            pod[1],
+            "%d pods the kubelet's pod-resources API lists, the summary misses (%s): %s%s: %s "
+            "(each pod logged once while listed)",
+            len(pods),
             reason,
+            named,
+            more,
             _MEANS[reason],
         )

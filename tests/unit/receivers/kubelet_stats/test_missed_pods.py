@@ -74,7 +74,7 @@ async def test_a_listed_pod_missing_from_the_summary_is_counted_once_listed_afte
         answer(listings, [TRAINER, PENDING, GHOST])
         await recv.scrape()  # the second
     assert missed(telemetry) == {"not_in_summary": 2, "no_stats_yet": 2}
-    said = [r.getMessage() for r in caplog.records if "pod-resources API lists it" in r.message]
+    said = [r.getMessage() for r in caplog.records if "pod-resources API lists" in r.message]
     assert len(said) == 2, said  # once per pod, however many reads miss it
     assert any("ml/ghost-gpu" in m and "(not_in_summary)" in m for m in said)
     assert any("ml/pending-1" in m and "(no_stats_yet)" in m for m in said)
@@ -136,6 +136,60 @@ async def test_a_read_the_source_failed_after_is_not_judged_by_later_answers(
     answer(listings, [GHOST])
     await recv.scrape()  # the second read began after an answer of the new run
     assert missed(telemetry) == {"not_in_summary": 1}
+
+
+async def test_a_pod_missed_before_and_after_an_outage_of_the_source_is_logged_once(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read that spans a pod-resources failure is dropped, not judged against an empty
+    listing (which would forget the pods already logged, and log them all again)."""
+    listings = PodListings()
+    recv, _ = receiver(telemetry, listings)
+    with caplog.at_level(logging.INFO):
+        answer(listings, [GHOST])
+        await recv.scrape()
+        answer(listings, [GHOST])
+        await recv.scrape()  # judges the first read: ghost missed, logged
+        listings.failed(SOCKET)
+        answer(listings, [GHOST])
+        await recv.scrape()  # the second read spans the failure: dropped
+        answer(listings, [GHOST])
+        await recv.scrape()  # the third began after the new run's first answer: judged
+    said = [r.getMessage() for r in caplog.records if "ml/ghost-gpu" in r.getMessage()]
+    assert len(said) == 1, said
+    assert missed(telemetry) == {"not_in_summary": 2}
+
+
+def test_a_read_spanning_a_failure_of_the_source_is_never_judged() -> None:
+    listings = PodListings()
+    answer(listings, [GHOST])
+    mark = listings.began()
+    assert mark is not None
+    mark = listings.ended(mark)
+    listings.failed(SOCKET)
+    answer(listings, [GHOST])
+    answer(listings, [GHOST])
+    assert listings.listed_throughout(mark) is None
+    assert listings.lost(mark)
+
+
+async def test_many_pods_missed_at_once_take_one_line_per_reason(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node-wide cAdvisor failure misses every pod: one line per read and reason names a
+    few of them and the count, not one line per pod."""
+    listings = PodListings()
+    recv, _ = receiver(telemetry, listings)
+    ghosts = [("ml", f"ghost-{n}") for n in range(50)]
+    answer(listings, ghosts)
+    await recv.scrape()
+    with caplog.at_level(logging.INFO):
+        answer(listings, ghosts)
+        await recv.scrape()
+    said = [r.getMessage() for r in caplog.records if "pod-resources API lists" in r.message]
+    assert len(said) == 1, said
+    assert "50 pods" in said[0] and "ml/ghost-0" in said[0]
+    assert missed(telemetry) == {"not_in_summary": 50}
 
 
 async def test_a_failed_summary_read_is_not_judged(telemetry: SelfTelemetry) -> None:
