@@ -106,13 +106,14 @@ class Translator:
         plans, settle, general = self._plans, self._settle, self._general
         left_out = _left_out(batch) if self._dcgm else {}
         for rm in batch:
-            if self._dcgm and rm.notes:
-                if rm.notes.get(notes.DCGM_LEFT_OUT):
+            noted = rm.notes
+            if self._dcgm and noted:
+                if noted.get(notes.DCGM_LEFT_OUT):
                     # not in dcgm-exporter's device set: only otelgpu's own health stays
                     rm = replace(rm, metrics=_health_only(rm))
                     if not rm.metrics:
                         continue
-                if rm.metrics and notes.DCGM_FROM_GPU in rm.notes:
+                elif rm.metrics and notes.DCGM_FROM_GPU in noted:
                     rm = _with_gpu_readings(rm, left_out)  # a MIG instance in its GPU's place
             resource = rm.resource
             items: AttrItems | None = None

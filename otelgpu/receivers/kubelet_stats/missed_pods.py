@@ -13,8 +13,8 @@ against every pod listed there (every pod the kubelet runs, with or without a GP
   a pod-level group, `pod`, `container` or `volume`, is enabled).
 
 Counted in `otelgpu_kubelet_missed_pods_total{receiver,reason}` per judged read (a pod missed
-on every read adds one each time), each pod logged once while pod-resources lists it (one line per read
-and reason names the first five and counts the rest).
+on every read adds one each time), each pod logged once while pod-resources lists it (one
+line per read and reason names the first five and counts the rest).
 
 A read is judged only against pods listed by an answer before it began and by every answer
 up to one to a request sent after it ended: a pod created or deleted while it ran is not
