@@ -46,8 +46,7 @@ DCGM_DEFAULT_COUNTERS: frozenset[str] = frozenset(
 )  # fmt: skip
 
 # The NVML calls a MIG instance answers for itself (its memory) and those MIG does not support
-# (the utilization rates: DCGM has no *_UTIL field on a GPU instance either, dcgm-exporter
-# issues 105 and 216).
+# (the utilization rates: DCGM has no *_UTIL field on a GPU instance either).
 _MIG_OWN_OR_NONE = frozenset(
     {"call:nvmlDeviceGetMemoryInfo", "call:nvmlDeviceGetUtilizationRates",
      "call:nvmlDeviceGetEncoderUtilization", "call:nvmlDeviceGetDecoderUtilization"}
