@@ -32,29 +32,29 @@ class ListingHistory:
         self._listed_from = float("-inf")
         self._appeared: dict[str, float] = {}  # container ID → when first listed
         # per (namespace, pod, container): each pod uid listed under it → [when the listing
-        # that first showed it began, when the first complete listing without it began (inf:
-        # still listed)]; per container: when the last complete listing before the one that
-        # first showed it began (`held_by_other_uid`)
+        # that first showed it began, when the last listing that showed it began]; per
+        # container: when the last complete listing before the one that first showed it began
+        # (`held_by_other_uid`)
         self._uids_of_name: dict[WorkloadKey, dict[str, list[float]]] = {}
         self._unseen_at: dict[str, float] = {}
 
     def listed(self, snapshot: Snapshot, started: float, *, complete: bool) -> None:
         """A listing that began at `started` gave `snapshot`; `complete` when every runtime
-        answered it (only then does it say what is gone)."""
+        answered it (only then is it the snapshot's, and says which containers are new)."""
         listed_before = self._appeared
         self._appeared = {cid: self._appeared.get(cid, started) for cid in snapshot.by_id}
-        now = started if complete else -math.inf
-        self._note_uids(snapshot, listed_before, previous=self._listed_from, now=now)
+        self._note_uids(snapshot, listed_before, previous=self._listed_from, seen=started)
         if complete:  # the snapshot is this listing's only when every runtime answered
             self._listed_from = started
 
     def _note_uids(
-        self, snapshot: Snapshot, listed_before: Collection[str], previous: float, now: float
+        self, snapshot: Snapshot, listed_before: Collection[str], previous: float, seen: float
     ) -> None:
         """Notes which pod uids each (namespace, pod, container) is listed under, from when
-        to when, and for each container listed for the first time the start of the last
-        complete listing before (`previous`). Only a complete listing (`now` set) says a
-        uid is gone."""
+        to when (the start of the first and of the last listing that showed one of its
+        running containers: any listing that shows it says it ran then), and for each
+        container listed for the first time the start of the last complete listing before
+        (`previous`)."""
         # name → uid → when the listing that first showed one of its containers began
         listed: dict[WorkloadKey, dict[str, float]] = {}
         unseen_at: dict[str, float] = {}
@@ -70,14 +70,10 @@ class ListingHistory:
                 self._uids_of_name.clear()  # bounds memory if names churn
             known = self._uids_of_name.setdefault(name, {})
             for uid, first in uids.items():
-                known.setdefault(uid, [first, math.inf])[1] = math.inf
+                interval = known.setdefault(uid, [first, seen])
+                interval[1] = max(interval[1], seen)
             while len(known) > _UIDS_PER_NAME:  # the oldest go first
                 del known[min(known, key=lambda uid: known[uid][0])]
-        if now != -math.inf:
-            for name, known in self._uids_of_name.items():
-                for uid, interval in known.items():
-                    if interval[1] == math.inf and uid not in listed.get(name, ()):
-                        interval[1] = now
 
     def newer_than_snapshot(self, rm: ResourceMetrics) -> float | None:
         """Since when the resource's holder is listed, when that is newer than the runtime
@@ -111,12 +107,15 @@ class ListingHistory:
 
         The kubelet names pods, not pod uids, and its answer can lag the runtime: a pod
         deleted and created again under its name (a StatefulSet's pod) on another GPU can
-        still be listed on the old pod's GPU. A pair listed since before an older pod uid's
-        container under the name was last listed belongs to that older uid: the newer
-        container's labels wait until what the kubelet lists for the pod changes after the
-        newer container may have started (the start of the last complete listing without
-        it), or the pair goes. A pair first listed after the older uid's containers were gone
-        is the newer one's."""
+        still be listed on the old pod's GPU. A pair listed since before (or when) the last
+        listing that showed an older pod uid's container under the name began belongs to that
+        older uid: the newer container's labels wait until what the kubelet lists for the pod
+        changes after the newer container may have started (the start of the last complete
+        listing without it), or the pair goes. A pair first listed after that listing is the
+        newer one's: the kubelet never gives a running container other devices, so a pair it
+        lists only once the older container had stopped running comes from the newer pod,
+        however long that pod takes to start its container (an image pull) and however late
+        the runtime's next listing shows the older one gone."""
         since = rm.notes.get(notes.HOLDER_SINCE) if rm.notes else None
         changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
         if not (isinstance(since, float) and isinstance(changed, float)) or not match.pod_uid:
@@ -129,8 +128,8 @@ class ListingHistory:
         if mine is None:
             return False
         return any(
-            first < mine[0] and gone > since
-            for uid, (first, gone) in uids.items()
+            first < mine[0] and since <= last
+            for uid, (first, last) in uids.items()
             if uid != match.pod_uid
         )
 

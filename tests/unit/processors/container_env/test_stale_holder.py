@@ -58,11 +58,12 @@ async def test_a_pair_listed_while_the_old_uid_ran_waits_for_a_changed_answer(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     proc, t = await _recreated(telemetry, clock)
-    assert TEAM not in one(proc.process((_held(since=t + 0.5, changed=t + 0.5),)))
+    # listed since the listing at t, which showed uid-a running: uid-a's
+    assert TEAM not in one(proc.process((_held(since=t, changed=t),)))
     # changed at the start of the last listing without the new container: not after it
-    assert TEAM not in one(proc.process((_held(since=t + 0.5, changed=t + 1),)))
+    assert TEAM not in one(proc.process((_held(since=t, changed=t + 1),)))
     assert counter(telemetry, UNMATCHED, reason="holder_stale") == 4
-    assert one(proc.process((_held(since=t + 0.5, changed=t + 1.5),)))[TEAM] == "new"
+    assert one(proc.process((_held(since=t, changed=t + 1.5),)))[TEAM] == "new"
     await proc.shutdown()
 
 
@@ -72,6 +73,19 @@ async def test_a_pair_first_listed_once_the_old_uid_was_gone_is_the_new_pods(
     proc, t = await _recreated(telemetry, clock)
     # the listing at t + 1 no longer showed uid-a: a pair listed since then is not uid-a's
     assert one(proc.process((_held(since=t + 1, changed=t + 1),)))[TEAM] == "new"
+    await proc.shutdown()
+
+
+async def test_a_pair_first_listed_after_the_last_listing_showing_the_old_uid_is_the_new_pods(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """Listed after the listing at t (the last that showed uid-a running) and before the one at
+    t + 1 told it gone: the kubelet never gives a running container other devices, so a pair
+    it first lists then comes from the new pod, even though the new container appears later
+    (an image pull) and the kubelet's answer never changes again."""
+    proc, t = await _recreated(telemetry, clock)
+    assert one(proc.process((_held(since=t + 0.5, changed=t + 0.5),)))[TEAM] == "new"
+    assert counter(telemetry, UNMATCHED, reason="holder_stale") == 0
     await proc.shutdown()
 
 
