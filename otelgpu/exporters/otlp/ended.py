@@ -53,7 +53,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter, sub
+from operator import attrgetter, itemgetter
 from typing import Any, NamedTuple
 
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
@@ -269,6 +269,8 @@ class EndedSeries:
         self._inherited_from: int | None = None  # wall time of the first batch after it
         # Whole batches that sent exactly what is remembered, by their identities (`_Shape`)
         self._shapes: dict[tuple[Hashable, ...], _Shape] = {}
+        # The shape whose last steady batch its entries do not hold yet (`_catch_up`)
+        self._pending: _Shape | None = None
         self._last_key: tuple[Hashable, ...] | None = None  # the last batch's identities
 
     def __len__(self) -> int:
@@ -308,10 +310,17 @@ class EndedSeries:
                 key = None
             shape = shapes.get(key) if shapes and key is not None else None
             if shape is not None and shape.took(batch, wall):
+                if self._pending is not shape:
+                    self._catch_up()
+                    self._pending = shape
                 rest, key = shape.rest_of(batch), None
                 if not rest:
                     self._forget(wall)
                     return (), ()
+            else:
+                self._catch_up()
+        else:
+            self._catch_up()
         # identity → its one resource (the usual case: no list built) or its resources
         grouped: dict[Hashable, ResourceMetrics | list[ResourceMetrics]] = {}
         for rm in rest:
@@ -345,7 +354,7 @@ class EndedSeries:
             else:
                 rms = [found]
             if shapes and before is not None and before.order is not None:
-                shapes.clear()  # a shape may list it: what it holds changes now
+                self._drop_shapes()  # a shape may list it: what it holds changes now
             now = self._metrics(rms, wall)
             if inherited and identity in inherited:
                 self._renewed_after_reload(identity, rms)
@@ -404,7 +413,7 @@ class EndedSeries:
     def inherit(self) -> None:
         """This memory now serves a new exporter (a reload): every series remembered is
         closed if the new configuration does not send it again in time."""
-        self._shapes.clear()
+        self._drop_shapes()
         self._inherited = {i: set(entry.metrics) for i, entry in self._sent.items()}
         self._inherited_from = None
         # Whatever the old exporter's requests still carried is over: all owed go again.
@@ -524,25 +533,37 @@ class EndedSeries:
         if not shaped:
             return
         if len(self._shapes) >= _SHAPES:
-            self._shapes.clear()
+            self._drop_shapes()
         picked = [entries[index] for index in shaped]
         assert all(entry is not None for entry in picked)
         self._shapes[key] = _Shape(len(batch), shaped, batch, picked)  # type: ignore[arg-type]
+
+    def _catch_up(self) -> None:
+        """Has the entries of the pending shape take what its last steady batch sent."""
+        if self._pending is not None:
+            self._pending.settle()
+            self._pending = None
+
+    def _drop_shapes(self) -> None:
+        """Forgets every shape (what one lists is about to change), settled first."""
+        self._catch_up()
+        self._shapes.clear()
 
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those
         unreported for `FORGET_AFTER` and points owed that long."""
         sent = self._sent
         if len(sent) > self._limit:
-            self._shapes.clear()
+            self._drop_shapes()
             while len(sent) > self._limit:
                 del sent[next(iter(sent))]
         if wall - self._swept < _SWEEP:
             return
         self._swept = wall
+        self._catch_up()  # the times each identity was seen, as of now
         forgotten = [i for i, e in sent.items() if wall - e.seen > FORGET_AFTER]
         if forgotten:
-            self._shapes.clear()
+            self._drop_shapes()
         for identity in forgotten:
             del sent[identity]
         for point in [p for p in self._owed.values() if wall - p.since > FORGET_AFTER]:
@@ -556,9 +577,8 @@ _POINTS = attrgetter("points")
 _DESCRIPTOR_FIELDS = tuple(map(attrgetter, _Descriptor._fields))
 _FIRST_TIME = attrgetter("time_unix_nano")
 _FIRST = itemgetter(0)
-_SEEN = attrgetter("seen")
-_GAP = attrgetter("gap")
 _HEAD_FIELDS = ("resource", "scope", "scope_version", "schema_url")
+_HEAD_GETTERS = tuple(map(attrgetter, _HEAD_FIELDS))
 
 
 def _consume(iterator: Iterator[object]) -> None:
@@ -571,23 +591,32 @@ class _Shape:
     positions), as flat lists of what a steady cycle shares with the last one: each
     resource's metric count, each metric's descriptor and point count, each point's attribute
     mapping. The same resources of the next batch with the same identities are compared with
-    them in C, element by element (by identity first), and when they match the memory takes
-    their times and resources in C too: no Python code runs per identity or point. The other
-    resources (an identity sent from several, a metric without points) go the usual way.
+    them in C, element by element (by identity first): no Python code runs per identity or
+    point. The other resources (an identity sent from several, a metric without points) go
+    the usual way.
+
+    A steady batch changes no set, only what the closing points would be sent with: each
+    metric's time, each identity's resource, when each identity was seen. Those are kept as
+    flat lists here (`took`), not written into the entries, and the report times as three
+    numbers; the entries take them (`settle`) only when the memory next looks at them: a
+    batch that is not steady, a sweep, a reload. A steady cycle writes no entry.
 
     Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
-    whenever an identity with an order (one a shape may list) is told apart the slow way,
-    forgotten, or inherited."""
+    (settled first) whenever an identity with an order (one a shape may list) is told apart
+    the slow way, forgotten, or inherited."""
 
     __slots__ = (
         "attributes",
         "counts",
         "descriptors",
         "entries",
+        "heads",
         "pick",
         "point_counts",
         "rest",
         "sents",
+        "times",
+        "walls",
     )
 
     def __init__(
@@ -604,14 +633,20 @@ class _Shape:
         metrics = list(chain.from_iterable(map(_METRICS, picked)))
         self.point_counts = list(map(len, map(_POINTS, metrics)))
         self.attributes = list(map(_ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
+        # Not settled yet (None: nothing pending): each sent metric's time, each entry's
+        # resource fields (`_HEAD_FIELDS`, a list each), and the wall times of the first and
+        # last steady batch with the longest time between two of them.
+        self.times: list[int] | None = None
+        self.heads: list[list[Any]] = []
+        self.walls = (0, 0, 0)
 
     def rest_of(self, batch: Batch) -> Batch:
         """The resources of `batch` that go the usual way."""
         return self.rest(batch)
 
     def took(self, batch: Batch, wall: int) -> bool:
-        """Whether `batch`'s shaped resources send exactly what this shape holds; if so, their
-        identities take their times and resources (what `_renewed` does for each)."""
+        """Whether `batch`'s shaped resources send exactly what this shape holds; if so, what
+        their identities would take from them is kept until `settle`."""
         picked = self.pick(batch)
         if list(map(len, map(_METRICS, picked))) != self.counts:
             return False
@@ -624,15 +659,30 @@ class _Shape:
             return False
         if list(map(_ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
             return False
-        first_times = map(_FIRST_TIME, map(_FIRST, points))
-        _consume(map(setattr, self.sents, repeat("time"), first_times))
-        entries = self.entries
-        for field in _HEAD_FIELDS:
-            _consume(map(setattr, entries, repeat(field), map(attrgetter(field), picked)))
-        gaps = map(max, map(_GAP, entries), map(sub, repeat(wall), map(_SEEN, entries)))
-        _consume(map(setattr, entries, repeat("gap"), gaps))
-        _consume(map(setattr, entries, repeat("seen"), repeat(wall)))
+        self.heads = [list(map(getter, picked)) for getter in _HEAD_GETTERS]
+        if self.times is None:
+            self.walls = (wall, wall, 0)
+        else:
+            first, last, step = self.walls
+            self.walls = (first, wall, max(step, wall - last))
+        self.times = list(map(_FIRST_TIME, map(_FIRST, points)))
         return True
+
+    def settle(self) -> None:
+        """The entries take what the steady batches since the last settle sent (what
+        `_renewed` and `_Identity.reported` do for each)."""
+        times = self.times
+        if times is None:
+            return
+        entries = self.entries
+        _consume(map(setattr, self.sents, repeat("time"), times))
+        for field, values in zip(_HEAD_FIELDS, self.heads, strict=True):
+            _consume(map(setattr, entries, repeat(field), values))
+        first, last, step = self.walls
+        for entry in entries:
+            entry.gap = max(entry.gap, first - entry.seen, step)
+            entry.seen = last
+        self.times, self.heads = None, []
 
 
 def _picker(indices: list[int]) -> Callable[[Batch], Batch]:

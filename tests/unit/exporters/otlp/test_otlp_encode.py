@@ -8,8 +8,9 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from otelgpu.exporters.otlp import encode
-from otelgpu.exporters.otlp.encode import any_value, encode_bytes
+from otelgpu.exporters.otlp.encode import AttributeCache, any_value, encode_bytes
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from otelgpu.pdata.semconv import PROCESS_PID
 from tests.unit.exporters.otlp.batches import START, T0, gpu_metrics, gpu_resource
 
 CUMULATIVE = AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -82,6 +83,22 @@ def test_identical_attribute_sets_share_one_encoding_without_mixing_types() -> N
         "string_value",
     ]
     assert [_attrs(dp.attributes) for dp in dps[4:]] == [{"k": "same"}, {"k": "same"}]
+
+
+def test_a_resources_pid_on_its_points_keeps_its_type_across_batches() -> None:
+    # The pid's point field is cached per pid: keyed on the value alone, a process whose pid
+    # came as `True` after one whose pid was `1` would be sent as an int.
+    cache = AttributeCache()
+    kinds = []
+    for pid in (1, True, 1.0, "1", 1):
+        point = NumberDataPoint(attributes={"k": "v"}, time_unix_nano=T0, value=1)
+        metric = Metric(name="m", unit="", description="", kind=MetricKind.GAUGE, points=(point,))
+        rm = ResourceMetrics(resource={PROCESS_PID: pid}, metrics=(metric,))
+        request = ExportMetricsServiceRequest.FromString(encode_bytes((rm,), cache))
+        (dp,) = request.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
+        assert _attrs(dp.attributes) == {"k": "v", PROCESS_PID: pid}
+        kinds.append(dp.attributes[1].value.WhichOneof("value"))
+    assert kinds == ["int_value", "bool_value", "double_value", "string_value", "int_value"]
 
 
 def test_values_out_of_the_wire_range_do_not_fail_the_batch() -> None:
