@@ -227,8 +227,36 @@ EXPORTER_TARGETS: dict[str, Target] = {
         ],
     ),
     "otlp_ended": (
-        "otelgpu/exporters/otlp/ended.py",
-        [f"{OTLP}/test_otlp_ended.py"],
+        "otelgpu/exporters/otlp/ended/memory.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_sent": (
+        "otelgpu/exporters/otlp/ended/sent.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_steady": (
+        "otelgpu/exporters/otlp/ended/steady.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_closing": (
+        "otelgpu/exporters/otlp/ended/closing.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
     ),
     "otlp_exporter": (
         "otelgpu/exporters/otlp/exporter.py",

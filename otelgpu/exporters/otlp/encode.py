@@ -90,7 +90,7 @@ def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
 
 
 def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
-    """The request body of `batch` with every point written as a closing point (`ended.py`):
+    """The request body of `batch` with every point written as a closing point (`ended/`):
     its time, a NaN `as_double`, its attributes and `flags` = FLAG_NO_RECORDED_VALUE. Two
     encoded requests joined are one request holding both (a repeated field, concatenated).
     Written after a batch's `encode_bytes` with the same cache, it does not trim the cache

@@ -15,7 +15,7 @@ Every resource sent carries the agent's `service.name`, `service.instance.id` an
 `service.version` (`resource.py`) unless it has its own; a resource without metrics (an
 exporter's "this identity is now empty" marker) is not sent, but it closes what that identity
 sent before: each series an identity stops sending gets one point flagged "no recorded value"
-(`ended.py`), so a backend fed by OTLP ends it at once instead of serving its last value.
+(`ended/`), so a backend fed by OTLP ends it at once instead of serving its last value.
 Those closing points are owed until a request carrying them is accepted: a request refused by
 the queue, given up, or left unsent at shutdown leaves them to the next request. On a reload
 (Settings.listeners set) the memory of what was sent, and what is owed, is parked for the
@@ -202,7 +202,7 @@ class OtlpExporter:
         """Encodes `batch`, queues its request and returns at once; a full queue refuses it and
         counts its points. Resources without metrics are left out (a batch of nothing else is
         not queued). The request also closes the series the batch's identities stopped sending
-        (`ended.py`); those closing points are not counted as points."""
+        (`ended/`); those closing points are not counted as points."""
         if self._stopped:  # a late batch during the service's shutdown: counted, not queued
             if points := point_count(batch):
                 self._telemetry.exporter_result(self._id, 0, points)
