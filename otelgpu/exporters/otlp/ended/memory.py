@@ -70,10 +70,11 @@ class EndedSeries:
         Each metric's point attribute mappings (shared by receivers and processors from one
         cycle to the next) are compared with the last ones; only when they differ are the
         series told apart one by one. An identity that sent the same series as last time is
-        updated in place: a steady cycle stores no new objects (nothing for the cyclic
-        garbage collector to scan). When a batch has the same identities as the last two, the
-        resources that each renewed an identity alone last time (`Shape`) are checked and
-        taken together, in C, not identity by identity; the others go the usual way."""
+        updated in place, and no object per identity or series is made (nothing for the
+        cyclic garbage collector to scan). When a batch has the same identities as the last
+        two, the resources that each renewed an identity alone last time (`Shape`) are checked
+        together, in C, not identity by identity, and what they would update is kept as a few
+        flat lists until the memory next looks (`_catch_up`); the others go the usual way."""
         wall = self._wall()
         shapes = self._shapes
         rest = batch
