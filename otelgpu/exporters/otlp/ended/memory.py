@@ -293,7 +293,7 @@ class EndedSeries:
 
     def _remember_shape(self, batch: Batch, key: tuple[Hashable, ...]) -> None:
         """Remembers which resources of `batch` (whose identities are `key`) sent alone what
-        their identity holds now, in the order it holds it, each metric with points."""
+        their identity holds now, in the order it holds it."""
         once: dict[Hashable, int] = {}
         for identity in key:
             once[identity] = once.get(identity, 0) + 1
@@ -305,7 +305,6 @@ class EndedSeries:
             and entry is not None
             and entry.order is not None
             and len(entry.order) == len(rm.metrics)
-            and all(metric.points for metric in rm.metrics)
         ]
         if not shaped:
             return

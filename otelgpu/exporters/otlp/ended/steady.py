@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
@@ -33,8 +33,8 @@ class Shape:
     resource's metric count, each metric's descriptor and point count, each point's attribute
     mapping. The same resources of the next batch with the same identities are compared with
     them in C, element by element (by identity first): no Python code runs per identity or
-    point. The other resources (an identity sent from several, a metric without points) go
-    the usual way.
+    point. The other resources (an identity sent from several, one that sent something else
+    the last time) go the usual way.
 
     A steady batch changes no set, only what the closing points would be sent with: each
     metric's time, each identity's resource, when each identity was seen. Those are kept as
@@ -56,8 +56,10 @@ class Shape:
         "point_counts",
         "rest",
         "sents",
+        "timed",
         "times",
         "walls",
+        "with_points",
     )
 
     def __init__(
@@ -74,6 +76,12 @@ class Shape:
         metrics = list(chain.from_iterable(map(_METRICS, picked)))
         self.point_counts = list(map(len, map(_POINTS, metrics)))
         self.attributes = list(map(ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
+        # Which metrics have points (None: all) and their records (`timed`), each of which
+        # takes its first point's time. A metric without points has no series to close: its
+        # time is never read.
+        flags = list(map(bool, self.point_counts))
+        self.with_points = None if all(flags) else flags
+        self.timed = self.sents if self.with_points is None else list(compress(self.sents, flags))
         # Not settled yet (None: nothing pending): each sent metric's time, each entry's
         # resource fields (`_HEAD_FIELDS`, a list each), and the wall times of the first and
         # last steady batch with the longest time between two of them.
@@ -106,7 +114,8 @@ class Shape:
         else:
             first, last, step = self.walls
             self.walls = (first, wall, max(step, wall - last))
-        self.times = list(map(_FIRST_TIME, map(_FIRST, points)))
+        timed = points if self.with_points is None else compress(points, self.with_points)
+        self.times = list(map(_FIRST_TIME, map(_FIRST, timed)))
         return True
 
     def settle(self) -> None:
@@ -116,7 +125,7 @@ class Shape:
         if times is None:
             return
         entries = self.entries
-        _consume(map(setattr, self.sents, repeat("time"), times))
+        _consume(map(setattr, self.timed, repeat("time"), times))
         for field, values in zip(_HEAD_FIELDS, self.heads, strict=True):
             _consume(map(setattr, entries, repeat(field), values))
         first, last, step = self.walls

@@ -76,8 +76,19 @@ def _history() -> list[Batch]:
     steady(4, lambda t: (*holders(t, "a", "c"), _gpu(t, UP_OK), _process(t, 4)))
     steady(4, lambda t: (*holders(t, "a"), _gpu(t, UP_OK), _process(t, 4)))
     steady(3, lambda t: (*holders(t, "a"), _gpu(t, UP_DEGRADED), _process(t, 4)))
+    # a metric without points beside the others (taken whole too), then with a point, then
+    # without again: the point is closed at the time it was last sent
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK)), _process(t, 4)))
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK), (DEVICE, 2.0)), _process(t, 4)))
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK)), _process(t, 4)))
     steady(3, lambda t: (_gpu(t, UP_OK),))
     return out
+
+
+def _extra(rm: ResourceMetrics, *points: tuple[dict[str, Any], float]) -> ResourceMetrics:
+    """`rm` with one more metric, first, holding `points` (maybe none)."""
+    time = rm.metrics[0].points[0].time_unix_nano
+    return replace(rm, metrics=(_gauge("nvidia.gpu.extra", time, *points), *rm.metrics))
 
 
 def _closings(ended: EndedSeries, batches: list[Batch]) -> list[list[tuple[Any, ...]]]:
@@ -105,7 +116,7 @@ def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> Non
     wall = [T0]
     whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
     expected = _closings(one_by_one, history)
-    assert sum(map(len, expected)) >= 7  # the history does close series
+    assert sum(map(len, expected)) >= 8  # the history does close series
     assert _closings(whole, history) == expected
 
 
