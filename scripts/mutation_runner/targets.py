@@ -184,6 +184,10 @@ TRANSPORT_TARGETS: dict[str, Target] = {
         "otelgpu/exporterhelper/retry.py",
         ["tests/unit/exporterhelper/test_retry.py", f"{OTLP}/test_otlp_exporter.py"],
     ),
+    "sender": (
+        "otelgpu/exporterhelper/sender.py",
+        ["tests/unit/exporterhelper/test_retry_sender.py", f"{OTLP}/test_otlp_exporter.py"],
+    ),
     "exporterhelper_config": (
         "otelgpu/exporterhelper/config.py",
         [
