@@ -187,3 +187,27 @@ async def test_nothing_the_failed_attempt_held_is_kept_while_waiting(clock: Fake
     while not task.done():
         await clock.advance(1)
     assert task.result() == "ok"
+
+
+@pytest.mark.parametrize("ended_by", ["its time", "the drain"])
+async def test_a_wait_leaves_nothing_running_once_it_ends(clock: FakeClock, ended_by: str) -> None:
+    # A wait runs the sleep and the drain's event side by side: whichever ends it, the other
+    # is cancelled and finished before the next attempt, not left for the loop to reap (an
+    # outage retries for hours).
+    s = sender(clock)
+    left: list[set[asyncio.Task[Any]]] = []
+
+    async def attempt() -> str:
+        left.append(asyncio.all_tasks() - {asyncio.current_task()})  # type: ignore[operator]
+        if len(left) == 1:
+            raise ExportError("gRPC UNAVAILABLE", retryable=True)
+        return "ok"
+
+    task = asyncio.create_task(s.send(attempt, lambda error, delay: None))
+    await clock.advance(0)
+    if ended_by == "the drain":
+        s.drain()
+    while not task.done():
+        await clock.advance(1)
+    assert task.result() == "ok"
+    assert left[1] == left[0]  # no task the wait started is still there
