@@ -177,6 +177,10 @@ TRANSPORT_TARGETS: dict[str, Target] = {
         "otelgpu/exporterhelper/retry.py",
         ["tests/unit/exporterhelper/test_retry.py", f"{OTLP}/test_otlp_exporter.py"],
     ),
+    "sender": (
+        "otelgpu/exporterhelper/sender.py",
+        ["tests/unit/exporterhelper/test_retry_sender.py", f"{OTLP}/test_otlp_exporter.py"],
+    ),
     "exporterhelper_config": (
         "otelgpu/exporterhelper/config.py",
         [
@@ -218,8 +222,36 @@ EXPORTER_TARGETS: dict[str, Target] = {
         ],
     ),
     "otlp_ended": (
-        "otelgpu/exporters/otlp/ended.py",
-        [f"{OTLP}/test_otlp_ended.py"],
+        "otelgpu/exporters/otlp/ended/memory.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_sent": (
+        "otelgpu/exporters/otlp/ended/sent.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_steady": (
+        "otelgpu/exporters/otlp/ended/steady.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
+    ),
+    "otlp_ended_closing": (
+        "otelgpu/exporters/otlp/ended/closing.py",
+        [
+            f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+        ],
     ),
     "otlp_exporter": (
         "otelgpu/exporters/otlp/exporter.py",

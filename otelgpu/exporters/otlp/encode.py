@@ -90,7 +90,7 @@ def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
 
 
 def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
-    """The request body of `batch` with every point written as a closing point (`ended.py`):
+    """The request body of `batch` with every point written as a closing point (`ended/`):
     its time, a NaN `as_double`, its attributes and `flags` = FLAG_NO_RECORDED_VALUE. Two
     encoded requests joined are one request holding both (a repeated field, concatenated).
     Written after a batch's `encode_bytes` with the same cache, it does not trim the cache
@@ -114,7 +114,7 @@ def _request(
         scope = cache.scope(rm.scope, rm.scope_version)
         metrics = [scope]
         pid = rm.resource.get(PROCESS_PID)
-        extra = b"" if pid is None else _attribute_fields(_POINT_ATTRIBUTES, {PROCESS_PID: pid})
+        extra = b"" if pid is None else cache.pid(pid)
         for metric in rm.metrics:
             body = write(metric, cache, extra)
             metrics += (_FIELD_2, _length(len(body)), body)
@@ -297,6 +297,7 @@ class AttributeCache:
         "_descriptors",
         "_limit",
         "_older",
+        "_pids",
         "_scopes",
     )
     _by_id: dict[int, dict[int, tuple[Mapping[str, Any], bytes]]]
@@ -309,6 +310,8 @@ class AttributeCache:
         self._older: dict[tuple[Any, ...], bytes] = {}  # the generation before
         self._descriptors: dict[tuple[str, str, str], bytes] = {}
         self._scopes: dict[tuple[str, str], bytes] = {}
+        # (pid, its type) → the pid as a point attribute field: one per GPU process, every cycle
+        self._pids: dict[tuple[Any, type], bytes] = {}
         self._limit = limit
         # key → its encoded Resource.attributes field
         self._defaults = {
@@ -323,6 +326,8 @@ class AttributeCache:
             self._older, self._by_content = self._by_content, {}
         if len(self._descriptors) > self._limit:
             self._descriptors.clear()
+        if len(self._pids) > self._limit:  # processes come and go
+            self._pids.clear()
 
     def end_batch(self) -> None:
         """Lets go of the batch's attribute mappings (held only to keep their ids unique while
@@ -373,6 +378,15 @@ class AttributeCache:
                 + _string(_FIELD_2, metric.description)
                 + _string(b"\x1a", metric.unit)
             )
+        return found
+
+    def pid(self, pid: Any) -> bytes:
+        """A resource's `process.pid` as a point attribute field (`_POINT_ATTRIBUTES`). Keyed
+        with its type: `True == 1`, but not on the wire."""
+        key = (pid, pid.__class__)
+        found = self._pids.get(key)
+        if found is None:
+            found = self._pids[key] = _attribute_fields(_POINT_ATTRIBUTES, {PROCESS_PID: pid})
         return found
 
     def scope(self, name: str, version: str) -> bytes:

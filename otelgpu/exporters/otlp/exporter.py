@@ -1,4 +1,5 @@
-"""The OTLP exporter core shared by both transports: sending queue, retries, lifecycle.
+"""The OTLP exporter core shared by both transports: sending queue, retries (the shared
+`exporterhelper` sender), lifecycle.
 
 Every point handed to `consume` ends up counted exactly once, as sent or as failed:
 refused by a full queue, given up after retries, rejected by the server (partial success),
@@ -14,7 +15,7 @@ Every resource sent carries the agent's `service.name`, `service.instance.id` an
 `service.version` (`resource.py`) unless it has its own; a resource without metrics (an
 exporter's "this identity is now empty" marker) is not sent, but it closes what that identity
 sent before: each series an identity stops sending gets one point flagged "no recorded value"
-(`ended.py`), so a backend fed by OTLP ends it at once instead of serving its last value.
+(`ended/`), so a backend fed by OTLP ends it at once instead of serving its last value.
 Those closing points are owed until a request carrying them is accepted: a request refused by
 the queue, given up, or left unsent at shutdown leaves them to the next request. On a reload
 (Settings.listeners set) the memory of what was sent, and what is owed, is parked for the
@@ -37,7 +38,7 @@ from otelgpu.component.errors import ExportError
 from otelgpu.component.log_limits import capped
 from otelgpu.confighttp.compression import gunzip_bytes, gzip_bytes
 from otelgpu.exporterhelper.queue import BatchQueue, Item, by_bytes, by_points, by_request
-from otelgpu.exporterhelper.retry import Backoff
+from otelgpu.exporterhelper.sender import GIVEN_UP, RetrySender
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
@@ -96,18 +97,17 @@ class OtlpExporter:
         self._telemetry = settings.telemetry
         self._config = config
         self._transport = transport
-        self._sleep = sleep
-        self._monotonic = monotonic
-        self._rand = rand  # the retries' jitter, a number in [0, 1)
         self._environ = environ  # None: the process's (read in `start`)
         queue = config.sending_queue
         self._queue = BatchQueue(
             queue.queue_size if queue.enabled else 0, weigh=_SIZERS[queue.sizer], pack=_packed
         )
+        # Retries; shutdown's drain cuts their waits short (`sender.py`)
+        self._sender = RetrySender(
+            config.retry_on_failure, sleep=sleep, monotonic=monotonic, rand=rand
+        )
         self._tasks: list[asyncio.Task[None]] = []
-        self._closing = asyncio.Event()
         self._stopped = False
-        self._abandon = False  # the drain found the endpoint failing: count the rest unsent
         self._last_error = ""  # logged failures: once per change, never per batch
         self._dropping = False
         self._overflowing = False
@@ -156,7 +156,7 @@ class OtlpExporter:
         if self._stopped:
             return
         self._stopped = True
-        self._closing.set()
+        self._sender.drain()
         self._queue.close()
         try:
             if self._tasks:
@@ -202,7 +202,7 @@ class OtlpExporter:
         """Encodes `batch`, queues its request and returns at once; a full queue refuses it and
         counts its points. Resources without metrics are left out (a batch of nothing else is
         not queued). The request also closes the series the batch's identities stopped sending
-        (`ended.py`); those closing points are not counted as points."""
+        (`ended/`); those closing points are not counted as points."""
         if self._stopped:  # a late batch during the service's shutdown: counted, not queued
             if points := point_count(batch):
                 self._telemetry.exporter_result(self._id, 0, points)
@@ -234,8 +234,7 @@ class OtlpExporter:
             self._publish_size()
             sent, failed, accepted = 0, points, False
             try:
-                if not self._abandon:
-                    sent, failed, accepted = await self._deliver(flight)
+                sent, failed, accepted = await self._deliver(flight)
             except Exception:  # a bug must not stop the consumer; the batch is counted
                 self._log.exception("export failed unexpectedly")
             finally:  # also on cancellation, unless shutdown already counted it
@@ -245,54 +244,36 @@ class OtlpExporter:
                     else:
                         self._ended.refused(flight.item.receipt)
                     self._telemetry.exporter_result(self._id, sent, failed)
-                    if self._closing.is_set():
+                    if self._sender.draining:
                         self._unsent_at_shutdown += failed
             # Not kept alive while the loop waits for the next batch (a whole cycle's batch).
             del flight
 
     async def _deliver(self, flight: _Flight) -> tuple[int, int, bool]:
-        """Sends one batch with retries; returns (sent, failed) points and whether the server
-        accepted the request (partly, maybe). Between attempts the batch waits gzipped, as in
-        the queue: an outage holds no protobuf bytes."""
+        """Sends one batch with retries (`RetrySender`); returns (sent, failed) points and
+        whether the server accepted the request (partly, maybe). Between attempts the batch
+        waits gzipped, as in the queue: an outage holds no protobuf bytes."""
         points = flight.item.points
-        request = _unpacked(flight.item)
-        backoff = Backoff(self._config.retry_on_failure, self._monotonic(), rand=self._rand)
-        while True:
-            try:
-                response = await self._transport.export(request, self._config.timeout)
-            except ExportError as err:
-                delay = backoff.next_delay(err, self._monotonic())
-                if delay is not None and self._closing.is_set():
-                    # Draining, and the endpoint still fails: waiting would only delay the
-                    # exit, so this batch and everything queued behind it are counted now.
-                    self._abandon, delay = True, None
-                self._failed(err, points, delay)
-            else:
-                self._succeeded()
-                rejected = min(max(response.rejected, 0), points)
-                if rejected:
-                    self._partial(rejected, response.message)
-                return points - rejected, rejected, True
-            if delay is None:
-                return 0, points, False
-            # Out of the `except`: the error's traceback (the transport's frame, which holds
-            # the request) is let go, and so are the protobuf bytes while it waits.
+        timeout = self._config.timeout
+
+        async def attempt() -> ExportResponse:
+            return await self._transport.export(_unpacked(flight.item), timeout)
+
+        def failed(err: ExportError, delay: float | None) -> None:
+            self._failed(err, points, delay)
+
+        def waiting() -> None:
             if not flight.item.packed:
                 flight.item = _packed(flight.item)
-            del request
-            await self._wait(delay)  # shutdown cuts it short: one last attempt at once
-            request = _unpacked(flight.item)
 
-    async def _wait(self, delay: float) -> None:
-        """Sleeps `delay` seconds, or less if shutdown begins meanwhile."""
-        sleeper = asyncio.ensure_future(self._sleep(delay))
-        closing = asyncio.ensure_future(self._closing.wait())
-        try:
-            await asyncio.wait((sleeper, closing), return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleeper.cancel()
-            closing.cancel()
-            await asyncio.gather(sleeper, closing, return_exceptions=True)
+        response = await self._sender.send(attempt, failed, waiting=waiting)
+        if response is GIVEN_UP:
+            return 0, points, False
+        self._succeeded()
+        rejected = min(max(response.rejected, 0), points)
+        if rejected:
+            self._partial(rejected, response.message)
+        return points - rejected, rejected, True
 
     # --- reporting (logs once per change of state, never per batch) ------------------------
 

@@ -166,6 +166,22 @@ def test_the_attribute_cache_turns_its_generation_past_its_limit() -> None:
     assert encode_bytes(batch_after, cache) == encode_bytes(batch_after)  # re-encoded, the same
 
 
+def test_a_resources_pid_on_its_points_keeps_its_type_across_batches() -> None:
+    # The pid's point field is cached per pid: keyed on the value alone, a process whose pid
+    # came as `True` after one whose pid was `1` would be sent as an int.
+    cache = AttributeCache()
+    kinds = []
+    for pid in (1, True, 1.0, "1", 1):
+        point = NumberDataPoint(attributes={"k": "v"}, time_unix_nano=T0, value=1)
+        metric = Metric(name="m", unit="", description="", kind=MetricKind.GAUGE, points=(point,))
+        rm = ResourceMetrics(resource={PROCESS_PID: pid}, metrics=(metric,))
+        request = ExportMetricsServiceRequest.FromString(encode_bytes((rm,), cache))
+        (dp,) = request.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
+        assert _attrs(dp.attributes) == {"k": "v", PROCESS_PID: pid}
+        kinds.append(dp.attributes[1].value.WhichOneof("value"))
+    assert kinds == ["int_value", "bool_value", "double_value", "string_value", "int_value"]
+
+
 def test_values_out_of_the_wire_range_do_not_fail_the_batch() -> None:
     metric = Metric(
         name="big",

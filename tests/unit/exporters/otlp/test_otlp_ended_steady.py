@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.otlp.ended import FORGET_AFTER, EndedSeries
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, ResourceMetrics
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
@@ -76,8 +76,19 @@ def _history() -> list[Batch]:
     steady(4, lambda t: (*holders(t, "a", "c"), _gpu(t, UP_OK), _process(t, 4)))
     steady(4, lambda t: (*holders(t, "a"), _gpu(t, UP_OK), _process(t, 4)))
     steady(3, lambda t: (*holders(t, "a"), _gpu(t, UP_DEGRADED), _process(t, 4)))
+    # a metric without points beside the others (taken whole too), then with a point, then
+    # without again: the point is closed at the time it was last sent
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK)), _process(t, 4)))
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK), (DEVICE, 2.0)), _process(t, 4)))
+    steady(3, lambda t: (_extra(_gpu(t, UP_OK)), _process(t, 4)))
     steady(3, lambda t: (_gpu(t, UP_OK),))
     return out
+
+
+def _extra(rm: ResourceMetrics, *points: tuple[dict[str, Any], float]) -> ResourceMetrics:
+    """`rm` with one more metric, first, holding `points` (maybe none)."""
+    time = rm.metrics[0].points[0].time_unix_nano
+    return replace(rm, metrics=(_gauge("nvidia.gpu.extra", time, *points), *rm.metrics))
 
 
 def _closings(ended: EndedSeries, batches: list[Batch]) -> list[list[tuple[Any, ...]]]:
@@ -105,7 +116,7 @@ def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> Non
     wall = [T0]
     whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
     expected = _closings(one_by_one, history)
-    assert sum(map(len, expected)) >= 7  # the history does close series
+    assert sum(map(len, expected)) >= 8  # the history does close series
     assert _closings(whole, history) == expected
 
 
@@ -133,3 +144,65 @@ def test_a_steady_batch_takes_the_latest_resource_for_later_closing_points(cycle
         (ResourceMetrics(resource={}, metrics=(), identity=GPU),)  # the GPU is gone
     )
     assert closed.resource[semconv.K8S_POD_NAME] == f"pod-{cycles - 1}"
+
+
+def _steady_then(ended: EndedSeries, wall: list[int], gaps: list[int]) -> list[list[Any]]:
+    """Steady batches `gaps` apart on the wall clock (their points at those times), then a
+    reload and batches of the GPU alone every 10 s until the processes are closed as overdue,
+    then a sweep after they have been quiet for `FORGET_AFTER`: what each batch closed."""
+    out: list[list[Any]] = []
+    for gap in gaps:
+        wall[0] += gap
+        out += _closings(
+            ended, [(_gpu(wall[0], UP_OK), _process(wall[0], 1), _process(wall[0], 2))]
+        )
+    ended.inherit()
+    while not any(out[len(gaps) :]):
+        wall[0] += 10 * 10**9
+        out += _closings(ended, [(_gpu(wall[0], UP_OK),)])
+    wall[0] += FORGET_AFTER + 120 * 10**9
+    out += _closings(ended, [(_gpu(wall[0], UP_OK),)])
+    assert len(ended) == 1  # the processes were forgotten, the GPU is remembered
+    return out
+
+
+@pytest.mark.parametrize(
+    "gaps",
+    [
+        [10, 10, 10, 10, 10, 10],
+        [10, 10, 10, 40, 10, 10],
+        [10, 10, 50, 10, 10, 10],
+        [10, 5, 10, 10, 10, 70],
+    ],
+    ids=["regular", "a-long-gap-among-steady-batches", "the-longest-gap-first", "last"],
+)
+def test_steady_batches_leave_the_same_times_and_gaps_as_identity_by_identity(
+    gaps: list[int],
+) -> None:
+    # Steady batches leave their report times to be taken later: when the reload's
+    # overdue series close depends on the longest gap among them, their time on the last.
+    gaps = [gap * 10**9 for gap in gaps]
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = _steady_then(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall, gaps)
+    whole = EndedSeries(wall=lambda: whole_wall[0])
+    assert _steady_then(whole, whole_wall, gaps) == expected
+    assert sum(map(len, expected)) == 2  # both processes closed once, as overdue
+
+
+def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -> None:
+    # The sweep looks at when each identity was last seen: steady batches must have told it.
+    def history(ended: EndedSeries, wall: list[int]) -> tuple[list[list[Any]], list[int]]:
+        out: list[list[Any]] = []
+        remembered = []  # identities remembered after each batch
+        for _ in range(2 * FORGET_AFTER // INTERVAL):
+            wall[0] += INTERVAL
+            out += _closings(ended, [(_gpu(wall[0], UP_OK), _process(wall[0], 1))])
+            remembered.append(len(ended))
+        wall[0] += INTERVAL
+        gone = ResourceMetrics(resource={}, metrics=(), identity=1)  # the process ended
+        return out + _closings(ended, [(_gpu(wall[0], UP_OK), gone)]), remembered
+
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = history(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
+    assert set(expected[1]) == {2} and sum(map(len, expected[0])) == 1
+    assert history(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected

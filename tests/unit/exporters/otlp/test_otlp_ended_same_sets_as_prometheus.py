@@ -1,0 +1,124 @@
+"""The ended-series memory and the Prometheus exporter's store apply one identity-set rule: on
+the same batch histories, the series the OTLP memory closes are exactly the lines the
+Prometheus ingest (translation, replay plans, series store) drops.
+
+The rule (`otelgpu/exporters/otlp/ended/__init__.py` says why each keeps its own copy): per
+identity and metric, the series written in a batch replace that identity's previous set; a
+metric the identity does not report is left alone; an identity reported with no metrics closes
+everything the same batch does not send for it. Histories here keep each identity's resource
+attributes fixed and apart from the others' (where the two deliberately differ: the OTLP memory
+tells series apart by point attributes alone, a backend's labels), so one Prometheus line is one
+OTLP series.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.prometheus.series import SeriesStore
+from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
+from tests.unit.exporters.otlp.batches import INTERVAL, T0
+from tests.unit.exporters.prometheus.translators import make_translator
+
+IDENTITIES = ("gpu-0", "gpu-1", "proc-7")
+METRICS = ("test.alpha", "test.beta")
+VALUES = ("x", "y", "z")
+# What one identity does in one batch: not reported, reported with no metrics (gone), or
+# reporting some metrics, each with the attribute values of its points (maybe none), maybe with
+# the gone marker beside them in another resource of the same batch.
+Report = tuple[str, dict[str, frozenset[str]]]
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+reports = st.one_of(
+    st.just(("absent", {})),
+    st.just(("gone", {})),
+    st.tuples(
+        st.sampled_from(["reports", "reports and gone"]),
+        st.dictionaries(
+            st.sampled_from(METRICS),
+            st.frozensets(st.sampled_from(VALUES)),  # none: a metric without points
+            min_size=1,
+        ),
+    ),
+)
+batches = st.fixed_dictionaries({identity: reports for identity in IDENTITIES})
+# A history repeats batches (the steady cycles both sides take a faster path for) among changes
+histories = st.lists(
+    st.tuples(batches, st.integers(min_value=1, max_value=3)), min_size=1, max_size=8
+)
+
+
+def _resource(identity: str, metrics: tuple[Metric, ...]) -> ResourceMetrics:
+    return ResourceMetrics(resource={"res": identity}, metrics=metrics, identity=identity)
+
+
+def _batch(reported: dict[str, Report], time: int, mappings: dict[Any, Any]) -> Batch:
+    """The batch; each point's attribute mapping shared with every batch before, as the
+    receivers share theirs."""
+    out = []
+    for identity, (what, metrics) in reported.items():
+        if what in ("gone", "reports and gone"):
+            out.append(_resource(identity, ()))
+        if what.startswith("reports"):
+            built = tuple(
+                Metric(
+                    name=name,
+                    unit="",
+                    description="",
+                    kind=MetricKind.GAUGE,
+                    points=tuple(
+                        NumberDataPoint(
+                            attributes=mappings.setdefault((identity, name, v), {"k": v}),
+                            time_unix_nano=time,
+                            value=1.0,
+                        )
+                        for v in sorted(values)
+                    ),
+                )
+                for name, values in metrics.items()
+            )
+            out.append(_resource(identity, built))
+    return tuple(out)
+
+
+def _prometheus_lines(store: SeriesStore) -> set[tuple[str, frozenset[tuple[str, str]]]]:
+    """Every line of the store as (family, labels)."""
+    return {
+        (name, frozenset(_LABEL.findall(prefix)))
+        for name, family in store.families.items()
+        for prefix in family.series
+    }
+
+
+def _closed(closing: Batch) -> set[tuple[str, frozenset[tuple[str, str]]]]:
+    """Every closing point as the line it ends: (family, point and resource labels)."""
+    return {
+        (metric.name.replace(".", "_"), frozenset({**point.attributes, **rm.resource}.items()))
+        for rm in closing
+        for metric in rm.metrics
+        for point in metric.points
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories)
+def test_what_otlp_closes_is_what_the_prometheus_store_drops(
+    history: list[tuple[dict[str, Report], int]],
+) -> None:
+    wall = [T0]
+    ended = EndedSeries(wall=lambda: wall[0])
+    translator, store = make_translator("otel"), SeriesStore()
+    mappings: dict[Any, Any] = {}
+    for reported, times in history:
+        for _ in range(times):
+            wall[0] += INTERVAL
+            batch = _batch(reported, wall[0], mappings)
+            before = _prometheus_lines(store)
+            translator.ingest(store, batch, wall[0] / 1e9)
+            dropped = before - _prometheus_lines(store)
+            assert _closed(ended.closing(batch)) == dropped
