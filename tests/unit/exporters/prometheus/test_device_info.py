@@ -121,9 +121,9 @@ def test_static_facts_are_on_the_info_series_only(node: Batch, naming: str) -> N
     assert others
     for line in others:
         assert not FACT_LABELS[naming] & set(labels_of(line)), line
-    # One per device (two GPUs and a MIG instance; not per process), each with its facts; dcgm
-    # naming serves dcgm-exporter's device set, where a MIG GPU is its instances only.
-    assert len(info) == (3 if naming == "otel" else 2)
+    # One per device (two GPUs and a MIG instance; not per process), each with its facts; in
+    # dcgm naming a MIG GPU left out of dcgm-exporter's device set keeps its health and info.
+    assert len(info) == 3
     for line in info:
         assert line.endswith("} 1")
         found = labels_of(line)
