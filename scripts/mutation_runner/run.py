@@ -157,7 +157,7 @@ def _child(sandbox: Path, tests: list[str]) -> None:
 
 def run_module(name: str, args: argparse.Namespace, deadline: float) -> Outcome | None:
     module, tests = TARGETS[name]
-    tests = [t for t in tests if (ROOT / t).exists()]
+    tests = [t for t in [*tests, *args.also_test] if (ROOT / t).exists()]
     if not (ROOT / module).exists():  # moved or removed: targets.py needs updating
         print(f"{name}: {module} does not exist; skipped", flush=True)
         return None
@@ -279,6 +279,14 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda path: survivors_of(Path(path)),
         metavar="LOG",
         help="run only the mutants a previous run's output (LOG) lists as survivors",
+    )
+    parser.add_argument(
+        "--also-test",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a test file to run after the module's own (targets.py), e.g. one just written "
+        "to kill survivors before targets.py lists it; repeatable",
     )
     parser.add_argument(
         "--record",
