@@ -95,7 +95,7 @@ def _constant_mutations(node: ast.Constant) -> list[Mutation]:
         return [Mutation(f"{value} -> {flipped}", _replace_with(lambda _: ast.Constant(flipped)))]
     if isinstance(value, int):
         return [
-            Mutation(f"{value} -> {new}", _replace_with(lambda _, new=new: ast.Constant(new)))
+            Mutation(f"{value} -> {new}", _replace_with(_constant(new)))
             for new in _integer_moves(value)
         ]
     if isinstance(value, float):
@@ -107,6 +107,10 @@ def _constant_mutations(node: ast.Constant) -> list[Mutation]:
             return [Mutation(f"{shown!r} -> ''", _replace_with(lambda _: ast.Constant("")))]
         return [Mutation("'' -> 'XX'", _replace_with(lambda _: ast.Constant("XX")))]
     return []
+
+
+def _constant(value: int) -> Callable[[ast.AST], ast.AST]:
+    return lambda _: ast.Constant(value)
 
 
 def _integer_moves(value: int) -> list[int]:

@@ -43,6 +43,9 @@ class Record:
     not_run: int = 0  # left when the time budget ran out
     survivors: list[Survivor] = field(default_factory=list)
     timeouts: list[str] = field(default_factory=list)
+    # survivors of the run that a rerun with tests added later killed (counted in `killed`
+    # or `timed_out`): the gaps the run found and the tests closed
+    killed_by_rerun: list[str] = field(default_factory=list)
 
     @property
     def ran(self) -> int:
@@ -139,4 +142,5 @@ def merge_rerun(old: Record, rerun: Record, ran: set[str]) -> Record:
         not_run=old.not_run,
         survivors=[s for s in old.survivors if s.mutant not in gone],
         timeouts=[*old.timeouts, *timed],
+        killed_by_rerun=[*old.killed_by_rerun, *gone],
     )

@@ -208,9 +208,7 @@ def survivors_of(log: Path) -> set[str]:
     or, for a record (`.json`), its survivors that are not equivalent."""
     if log.suffix == ".json":
         record = records.from_json(log.read_text())
-        return {
-            f"{record.module}:{s.mutant}" for s in record.survivors if s.equivalent is None
-        }
+        return {f"{record.module}:{s.mutant}" for s in record.survivors if s.equivalent is None}
     found = set()
     for line in log.read_text().splitlines():
         kind, _, where = line.strip().partition(" ")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +113,23 @@ def _recorded_row(root: Path, record: Record) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+_FIGURE = re.compile(r"(\d+)/(\d+)( sampled)?")
+_COUNT = re.compile(r"\d+")
+
+
 def _unrecorded_row(row: Unrecorded) -> str:
+    """The cells as written; where they give `k/n` killed and an equivalent count, the
+    survivors not equivalent, and for a sample the 95 % interval of the killed share of its
+    non-equivalent mutants."""
+    not_killed, share = "", row.share
+    figure, equivalent = _FIGURE.match(row.killed), _COUNT.match(row.equivalent)
+    if figure and equivalent:
+        killed, judged = int(figure[1]), int(figure[2]) - int(equivalent[0])
+        if 0 <= killed <= judged:
+            not_killed = str(judged - killed)
+            if figure[3]:
+                low, high = wilson(killed, judged)
+                share += f"; 95 % interval {_percent(low)} to {_percent(high)} ({killed}/{judged})"
     cells = [
         f"`{row.target}`",
         row.module.removeprefix("otelgpu/"),
@@ -120,8 +137,8 @@ def _unrecorded_row(row: Unrecorded) -> str:
         "unrecorded (figure from an earlier run, module hash unknown)",
         row.killed,
         row.equivalent,
-        "",
-        row.share,
+        not_killed,
+        share,
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -152,25 +169,45 @@ def render_results(root: Path) -> str:
         if u.module not in modules  # a recorded run of the module replaces earlier figures
     ]
     lines = [_HEAD, *(row for _, _, row in sorted(rows))]
-    survivors = [
-        (r.target, s.mutant, s.equivalent) for r in recorded for s in r.survivors
+    fates = [
+        (r.target, s.mutant, f"equivalent: {s.equivalent}" if s.equivalent else "**not killed**")
+        for r in recorded
+        for s in r.survivors
     ]
-    if survivors:
+    fates += [
+        (r.target, mutant, "killed by a test added after the run (a rerun)")
+        for r in recorded
+        for mutant in r.killed_by_rerun
+    ]
+    if fates:
         lines += [
             "",
-            "Survivors of the recorded runs (a survivor that is not equivalent is a gap in the "
-            "tests):",
+            "Every survivor of the recorded runs and its fate (one not killed and not "
+            "equivalent is a gap in the tests):",
             "",
             "| short name | mutant (`line:col: mutation`) | fate |",
             "|---|---|---|",
         ]
         lines += [
-            f"| `{target}` | `{mutant}` | "
-            + (f"equivalent: {reason}" if reason else "**not killed**")
-            + " |"
-            for target, mutant, reason in survivors
+            f"| `{t}` | {_code(m)} | {fate.replace('|', chr(92) + '|')} |"
+            for t, m, fate in sorted(fates, key=_by_place)
         ]
     return "\n".join(lines)
+
+
+def _code(text: str) -> str:
+    """`text` as a code span in a table cell: `|` escaped (it would end the cell), and a
+    longer fence around text that holds a backtick."""
+    text = text.replace("|", "\\|")
+    return f"`` {text} ``" if "`" in text else f"`{text}`"
+
+
+def _by_place(fate: tuple[str, str, str]) -> tuple[str, int, int, str]:
+    """Target, then line and column of `line:col: mutation`, then the mutation."""
+    target, mutant, _ = fate
+    place, _, describe = mutant.partition(": ")
+    line, _, col = place.partition(":")
+    return target, int(line), int(col), describe
 
 
 def render_doc(root: Path, doc: str) -> str:

@@ -36,7 +36,9 @@ def repo(tmp_path: Path) -> Path:
     (tmp_path / "otelgpu").mkdir()
     (tmp_path / MODULE).write_text("LIMIT = 64\n")
     (tmp_path / table.DOC).parent.mkdir(parents=True)
-    (tmp_path / table.DOC).write_text(f"# Prose\n\n{table.BEGIN}\nold\n{table.END}\n\nMore prose.\n")
+    (tmp_path / table.DOC).write_text(
+        f"# Prose\n\n{table.BEGIN}\nold\n{table.END}\n\nMore prose.\n"
+    )
     return tmp_path
 
 
@@ -47,7 +49,10 @@ def test_a_record_round_trips_through_its_json(repo: Path) -> None:
     saved = json.loads((repo / "docs/dev/mutation/records/guard.json").read_text())
     assert saved["sha256"] == records.source_hash(repo / MODULE)
     assert saved["sample"] == "full"
-    assert not any("date" in key or "time" == key for key in saved)
+    assert set(saved) == {  # what the run was of and what it found; no date
+        "target", "module", "sha256", "operators", "tests", "mutants", "sample", "killed",
+        "timed_out", "not_run", "survivors", "timeouts", "killed_by_rerun",
+    }  # fmt: skip
 
 
 def test_counts_separate_equivalent_survivors_from_gaps(repo: Path) -> None:
@@ -70,6 +75,7 @@ def test_a_rerun_moves_the_survivors_it_killed_into_the_counts(repo: Path) -> No
     assert [s.mutant for s in merged.survivors] == ["3:0: c"]
     assert merged.timeouts == ["9:0: statement deleted", "2:0: b"]
     assert merged.tests[-1] == "tests/unit/test_guard_bounds.py"
+    assert merged.killed_by_rerun == ["1:0: a", "2:0: b"]
     assert merged.ran == old.ran
 
 
@@ -178,7 +184,11 @@ def test_unrecorded_rows_say_so_and_give_way_to_a_record(repo: Path) -> None:
     (repo / table.UNRECORDED).write_text(json.dumps(rows))
     found = rendered_rows(repo)
     assert "unrecorded (figure from an earlier run, module hash unknown)" in found["| `other`"]
-    assert "| 29/30 sampled of 90 (96.7 %) | 1 |" in found["| `other`"]
+    low, high = table.wilson(29, 29)  # the sample's 30 less its one equivalent mutant
+    assert found["| `other`"].endswith(
+        f"| 29/30 sampled of 90 (96.7 %) | 1 | 0 | 100 %; 95 % interval {100 * low:.1f} % to "
+        f"{100 * high:.1f} % (29/29) |"
+    )
     records.save(repo, record(repo))
     found = rendered_rows(repo)
     assert "| `old_guard`" not in found  # the module's recorded run replaces its old figure
@@ -190,6 +200,13 @@ def test_each_recorded_survivor_is_listed_with_its_fate(repo: Path) -> None:
     text = table.render_results(repo)
     assert "| `guard` | `3:4: 64 -> 65` | **not killed** |" in text
     assert "| `guard` | `5:8: < -> <=` | equivalent: a cache size |" in text
+    records.save(repo, record(repo, killed_by_rerun=["1:0: c"]))
+    text = table.render_results(repo)
+    assert text.endswith(
+        "| `guard` | `1:0: c` | killed by a test added after the run (a rerun) |\n"
+        "| `guard` | `3:4: 64 -> 65` | **not killed** |\n"
+        "| `guard` | `5:8: < -> <=` | equivalent: a cache size |"
+    )
 
 
 def test_write_replaces_only_the_text_between_the_markers(repo: Path) -> None:
@@ -204,3 +221,25 @@ def test_write_replaces_only_the_text_between_the_markers(repo: Path) -> None:
 def test_a_doc_without_markers_is_refused(repo: Path) -> None:
     with pytest.raises(ValueError, match="lacks the marker lines"):
         table.render_doc(repo, "# no table here\n")
+
+
+def test_an_unrecorded_full_figure_gets_no_interval_and_free_text_is_kept(repo: Path) -> None:
+    rows = [
+        {"target": "full", "module": MODULE, "tests": "t", "killed": "161/165 (97.6 %)",
+         "equivalent": "4", "share": "100 %"},
+        {"target": "prose", "module": "otelgpu/b.py", "tests": "t", "killed": "see below",
+         "equivalent": "some", "share": "n/a"},
+    ]  # fmt: skip
+    (repo / table.UNRECORDED).parent.mkdir(parents=True)
+    (repo / table.UNRECORDED).write_text(json.dumps(rows))
+    found = rendered_rows(repo)
+    assert found["| `full`"].endswith("| 161/165 (97.6 %) | 4 | 0 | 100 % |")
+    assert found["| `prose`"].endswith("| see below | some |  | n/a |")
+
+
+def test_a_mutant_with_a_pipe_or_a_backtick_keeps_the_table_whole(repo: Path) -> None:
+    survivors = [Survivor("1:0: | -> &"), Survivor("2:0: '[`|]' -> ''", "a | b")]
+    records.save(repo, record(repo, survivors=survivors))
+    text = table.render_results(repo)
+    assert "| `guard` | `1:0: \\| -> &` | **not killed** |" in text
+    assert "| `guard` | `` 2:0: '[`\\|]' -> '' `` | equivalent: a \\| b |" in text
