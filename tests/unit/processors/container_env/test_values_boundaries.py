@@ -70,19 +70,6 @@ def test_what_inflates_past_the_bound_is_not_read() -> None:
     assert found != "credential_url"
 
 
-@pytest.mark.parametrize(
-    ("text", "encoded"),
-    [
-        ("password=hunter2xyz", "cGFzc3dvcm\nQ9aHVudGVy\nMnh5eg=="),
-        ("postgres://app:hunter2@db/x", "cG9zdGdyZXM6 Ly9hcHA6aHVu dGVyMkBkYi94"),
-    ],
-)
-def test_base64_wrapped_in_short_lines_is_joined_and_read(text: str, encoded: str) -> None:
-    # each line is under the 16 characters a base64 run needs: only the join shows the pair
-    assert "".join(encoded.split()) == b64(text)
-    assert credential_kind(encoded) in ("credential_pair", "credential_url")
-
-
 def test_a_random_run_needs_an_alphanumeric_stretch_of_twelve() -> None:
     # the same random characters, cut by base64's `-` into stretches of 12 and 11, then of
     # 11, 11 and 4: the first holds a stretch long enough to be a token's, the second not
@@ -100,3 +87,49 @@ def test_a_repetitive_stretch_is_below_the_plain_entropy_bar(value: str) -> None
     # Letters and digits switching often, but from a handful of symbols: below
     # 0.75 x log2(min(length, alphabet)) bits per character, so not random.
     assert plain_refusal(value) is None
+
+
+# A run of 32 characters, one of them 4 times, eight twice and twelve once: 4.25 bits per
+# character, exactly the bar 0.85 x log2(32) (both exact in binary floating point).
+AT_THE_BAR = "Xb7KdX3MpRXQ9wT2zXb7Kd3MpRY5nV8s"
+# 64 characters, 29 of them twice and 6 once: 5.09375 bits per character, under the bar
+# 0.85 x log2(64) = 5.1 of a run of 64 or more.
+UNDER_THE_LONG_BAR = "Aa0Bb1Cc2Dd3Ea4Fb5Gc6Hd7Jm8Kn9Lp0M1N2P3Q4A5B6C7D8E9FGHJKLMNPQRST"
+
+
+def test_a_run_whose_entropy_equals_the_bar_is_random() -> None:
+    assert len(AT_THE_BAR) == 32
+    assert credential_kind(AT_THE_BAR) == "high_entropy"
+
+
+def test_a_run_of_sixty_four_is_held_to_the_bar_of_sixty_four_symbols() -> None:
+    # the bar stops growing at 64 characters (the base64 alphabet): a long run just under
+    # it is no random run (as 0.85 x log2(63) would have it)
+    assert len(UNDER_THE_LONG_BAR) == 64
+    assert credential_kind(UNDER_THE_LONG_BAR) is None
+
+
+@pytest.mark.parametrize(
+    ("segment", "refused"),
+    [
+        # hex: the alphabet is 16, the bar 0.75 x 4 = 3 bits
+        ("0a1b2c3d0a1b2c3d0a1b2c3d0a1b2c3d", True),  # 32, eight digits 4 times: 3.0 bits
+        ("0a0a0b1b1c2c2d33", False),  # 16: 2.95 bits, under 3
+        # upper case and digits, or lower case and digits: 36 symbols, 3.877 bits for 40
+        ("0G1H2J3K4M5N0G1H2J3K4M5N0G1H2J3K4M5N6P7Q", True),  # 3.896 bits
+        ("0G1H2J3K4M5G0H1J2K3M4G5H0J1K2M3N4P5Q7NPQ", False),  # 3.864 bits
+        ("0g1h2j3k4m5n0g1h2j3k4m5n0g1h2j3k4m5n6p7q", True),
+        ("0g1h2j3k4m5g0h1j2k3m4g5h0j1k2m3n4p5q7npq", False),
+    ],
+)
+def test_the_plain_entropy_bar_is_of_the_alphabet_the_stretch_uses(
+    segment: str, refused: bool
+) -> None:
+    # 0.75 x log2(min(length, alphabet)): each alphabet's bar, held just above and below
+    assert plain_refusal(segment) == ("glob_random_value" if refused else None)
+
+
+def test_a_stretch_that_is_sixty_percent_words_is_not_random() -> None:
+    # `Model`, `Data` and `Run` cover 12 of 20 characters, and it switches between letters
+    # and digits once: a name, however many other letters it has
+    assert plain_refusal("ModelDataRunXQZK7942") is None
