@@ -71,11 +71,17 @@ class Outcome:
 
 
 def all_mutants(source: str) -> list[Mutant]:
-    return [
-        Mutant(site.index, choice, site.line, site.col, mutation.describe)
-        for site in sites(ast.parse(source))
-        for choice, mutation in enumerate(site.mutations)
-    ]
+    """Every mutant of `source`, each named uniquely: two alike at one place (the inner and
+    outer `+` of `a + b + c` start at the same column) are told apart by a count, `(#2)`."""
+    out: list[Mutant] = []
+    seen: dict[tuple[int, int, str], int] = {}
+    for site in sites(ast.parse(source)):
+        for choice, mutation in enumerate(site.mutations):
+            key = (site.line, site.col, mutation.describe)
+            seen[key] = seen.get(key, 0) + 1
+            describe = mutation.describe + (f" (#{seen[key]})" if seen[key] > 1 else "")
+            out.append(Mutant(site.index, choice, site.line, site.col, describe))
+    return out
 
 
 def sample(mutants: list[Mutant], limit: int | None, seed: int) -> list[Mutant]:
