@@ -5,6 +5,11 @@ mutations that apply to it). `mutate(source, site_index, choice)` parses the sou
 walks it in the same order and applies one mutation, returning the mutated source text.
 Docstrings, annotations, decorators and `__all__` are not mutated: changing them changes no
 behaviour.
+
+A threshold can be wrong in two directions: one refuses (or waits, or keeps) more than it
+should, the other lets through more. Integer constants therefore move by +1, -1 and x2, and
+an ordering comparison's boundary moves one step each way (`<` -> `<=` and `a < b - 1`, ...).
+`VERSION` names this operator set: a recorded run says which set made its mutants.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+VERSION = 2  # bump when the mutants of the same source change
 
 # Comparison swaps: each operator to the one a slip of the keyboard (or of thought) gives.
 _COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -87,8 +94,10 @@ def _constant_mutations(node: ast.Constant) -> list[Mutation]:
         flipped = not value
         return [Mutation(f"{value} -> {flipped}", _replace_with(lambda _: ast.Constant(flipped)))]
     if isinstance(value, int):
-        new = {0: 1, 1: 0}.get(value, value + 1)
-        return [Mutation(f"{value} -> {new}", _replace_with(lambda _: ast.Constant(new)))]
+        return [
+            Mutation(f"{value} -> {new}", _replace_with(_constant(new)))
+            for new in _integer_moves(value)
+        ]
     if isinstance(value, float):
         new_f = 0.0 if value else 1.0
         return [Mutation(f"{value} -> {new_f}", _replace_with(lambda _: ast.Constant(new_f)))]
@@ -98,6 +107,54 @@ def _constant_mutations(node: ast.Constant) -> list[Mutation]:
             return [Mutation(f"{shown!r} -> ''", _replace_with(lambda _: ast.Constant("")))]
         return [Mutation("'' -> 'XX'", _replace_with(lambda _: ast.Constant("XX")))]
     return []
+
+
+def _constant(value: int) -> Callable[[ast.AST], ast.AST]:
+    return lambda _: ast.Constant(value)
+
+
+def _integer_moves(value: int) -> list[int]:
+    """`value` + 1, - 1 and x 2, each once and none equal to `value` (0 gives 1 and -1; 1
+    gives 2 and 0): a bound off by one either way, or far off."""
+    moves: list[int] = []
+    for new in (value + 1, value - 1, value * 2):
+        if new != value and new not in moves:
+            moves.append(new)
+    return moves
+
+
+# The ordering comparisons, and which way `<`/`<=` (or `>`/`>=`) already moves the boundary:
+# the swap moves it one way, a shift of the right-hand side by one the other way.
+_SHIFT_OTHER_WAY: dict[type[ast.cmpop], int] = {ast.Lt: -1, ast.LtE: +1, ast.Gt: +1, ast.GtE: -1}
+
+
+def _shift_comparator(position: int, step: int) -> Callable[[ast.AST], None]:
+    def apply(node: ast.AST) -> None:
+        comparators = node.comparators  # type: ignore[attr-defined]
+        op = ast.Add() if step > 0 else ast.Sub()
+        comparators[position] = ast.BinOp(comparators[position], op, ast.Constant(abs(step)))
+
+    return apply
+
+
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str | bytes)
+
+
+def _boundary_moves(node: ast.Compare) -> list[Mutation]:
+    """For each ordering comparison (not of string constants), its boundary moved the way the
+    `<`/`<=` swap does not: `a < b` -> `a < b - 1`, `a <= b` -> `a <= b + 1`, `a > b` ->
+    `a > b + 1`, `a >= b` -> `a >= b - 1`."""
+    out: list[Mutation] = []
+    operands = [node.left, *node.comparators]
+    for i, op in enumerate(node.ops):
+        step = _SHIFT_OTHER_WAY.get(type(op))
+        if step is None or _is_text(operands[i]) or _is_text(operands[i + 1]):
+            continue
+        symbol = _SYMBOL[type(op)]
+        shifted = f"b + {step}" if step > 0 else f"b - {-step}"
+        out.append(Mutation(f"{symbol} b -> {symbol} {shifted}", _shift_comparator(i, step)))
+    return out
 
 
 def _node_mutations(node: ast.AST) -> list[Mutation]:
@@ -110,6 +167,7 @@ def _node_mutations(node: ast.AST) -> list[Mutation]:
                 out.append(
                     Mutation(f"{_SYMBOL[type(op)]} -> {swapped}", _swap_op("ops", _COMPARE, i))
                 )
+        out.extend(_boundary_moves(node))
     elif isinstance(node, ast.BinOp | ast.AugAssign) and type(node.op) in _BINARY:
         new = _BINARY[type(node.op)]
         out.append(Mutation(f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[new]}", _swap_op("op", _BINARY)))

@@ -6,8 +6,12 @@ temporary copy of the repository (the worktree is never touched), then run that 
 files there with `pytest -x -q -p no:cacheprovider` under a per-mutant timeout. A failing run
 kills the mutant; a passing one lets it survive. Modules run one at a time, mutants one at a
 time (the tests are the slow part, and the machine is shared); `--time-budget` stops the run.
+`--record` writes each module's outcome to its record (records.py); `--write-doc` renders
+docs/dev/mutation.md's table from the records, `--check` lists the records whose module
+changed since their run.
 
-Usage: scripts/mutation [MODULE ...] [--max-mutants N] [--time-budget S] [--seed N]
+Usage: scripts/mutation [MODULE ...] [--max-mutants N] [--time-budget S] [--seed N] [--record]
+       scripts/mutation --write-doc | --check
 See docs/dev/mutation.md.
 """
 
@@ -26,7 +30,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts.mutation_runner.operators import mutate, sites
+from scripts.mutation_runner import records, table
+from scripts.mutation_runner.operators import VERSION, mutate, sites
+from scripts.mutation_runner.records import Record, Survivor
 from scripts.mutation_runner.targets import TARGETS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,9 +47,19 @@ class Mutant:
     col: int
     describe: str
 
+    @property
+    def name(self) -> str:
+        """How a record names it: `line:col: mutation`."""
+        return f"{self.line}:{self.col}: {self.describe}"
+
 
 @dataclass
 class Outcome:
+    module: str
+    sha256: str
+    tests: list[str]
+    mutants: int  # all of the module's mutants
+    chosen: list[Mutant] = field(default_factory=list)  # those this run was to run
     killed: int = 0
     survived: list[Mutant] = field(default_factory=list)
     timeouts: list[Mutant] = field(default_factory=list)
@@ -141,14 +157,16 @@ def _child(sandbox: Path, tests: list[str]) -> None:
 
 def run_module(name: str, args: argparse.Namespace, deadline: float) -> Outcome | None:
     module, tests = TARGETS[name]
-    tests = [t for t in tests if (ROOT / t).exists()]
+    tests = [t for t in [*tests, *args.also_test] if (ROOT / t).exists()]
     if not (ROOT / module).exists():  # moved or removed: targets.py needs updating
         print(f"{name}: {module} does not exist; skipped", flush=True)
         return None
     source = (ROOT / module).read_text()
-    mutants = sample(all_mutants(source), args.max_mutants, args.seed)
-    if args.rerun is not None:
-        mutants = [m for m in mutants if _where(module, m) in args.rerun]
+    every = all_mutants(source)
+    if args.rerun is not None:  # by name: the sample that first chose them does not matter
+        mutants = [m for m in every if _where(module, m) in args.rerun]
+    else:
+        mutants = sample(every, args.max_mutants, args.seed)
     sandbox = make_sandbox()
     target = sandbox / module
     target.unlink()  # a fresh file, so the linked/copied original is never written through
@@ -160,7 +178,8 @@ def run_module(name: str, args: argparse.Namespace, deadline: float) -> Outcome 
             return None
         timeout = max(args.timeout, 5 * (time.monotonic() - started))
         print(f"== {name}: {len(mutants)} mutants, tests: {' '.join(tests)}", flush=True)
-        outcome = Outcome()
+        digest = records.source_hash(ROOT / module) or ""
+        outcome = Outcome(module, digest, tests, len(every), mutants)
         for n, mutant in enumerate(mutants):
             if time.monotonic() > deadline:
                 outcome.not_run = len(mutants) - n
@@ -185,13 +204,48 @@ def _where(module: str, mutant: Mutant) -> str:
 
 
 def survivors_of(log: Path) -> set[str]:
-    """The mutants a previous run's output lists as survived (a timeout is a kill: not rerun)."""
+    """The mutants a previous run's output lists as survived (a timeout is a kill: not rerun),
+    or, for a record (`.json`), its survivors that are not equivalent."""
+    if log.suffix == ".json":
+        record = records.from_json(log.read_text())
+        return {f"{record.module}:{s.mutant}" for s in record.survivors if s.equivalent is None}
     found = set()
     for line in log.read_text().splitlines():
         kind, _, where = line.strip().partition(" ")
         if kind == "survived":
             found.add(where.strip())
     return found
+
+
+def record(name: str, outcome: Outcome, args: argparse.Namespace) -> Path:
+    """Writes the module's record: a new one for a run, the old one updated for a rerun."""
+    run = Record(
+        target=name,
+        module=outcome.module,
+        sha256=outcome.sha256,
+        operators=VERSION,
+        tests=outcome.tests,
+        mutants=outcome.mutants,
+        sample=(
+            records.FULL
+            if args.max_mutants is None or args.max_mutants >= outcome.mutants
+            else {"size": args.max_mutants, "seed": args.seed}
+        ),
+        killed=outcome.killed,
+        timed_out=len(outcome.timeouts),
+        not_run=outcome.not_run,
+        survivors=[Survivor(m.name) for m in outcome.survived],
+        timeouts=[m.name for m in outcome.timeouts],
+    )
+    old = records.load(ROOT, name)
+    if args.rerun is not None:
+        if old is None:
+            raise SystemExit(f"{name}: no record to update with a rerun; run it with --record")
+        ran = {m.name for m in outcome.chosen[: len(outcome.chosen) - outcome.not_run]}
+        run = records.merge_rerun(old, run, ran)
+    else:
+        run = records.keep_reasons(run, old)
+    return records.save(ROOT, run)
 
 
 def report(name: str, outcome: Outcome) -> None:
@@ -224,8 +278,36 @@ def main(argv: list[str] | None = None) -> int:
         metavar="LOG",
         help="run only the mutants a previous run's output (LOG) lists as survivors",
     )
+    parser.add_argument(
+        "--also-test",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a test file to run after the module's own (targets.py), e.g. one just written "
+        "to kill survivors before targets.py lists it; repeatable",
+    )
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"write each module's outcome to {records.RECORDS}/<module>.json",
+    )
+    parser.add_argument(
+        "--write-doc", action="store_true", help=f"render {table.DOC}'s table from the records"
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="list the records whose module changed since their run, and whether the doc is "
+        "as the records render it (exit 1 if either)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every mutant")
     args = parser.parse_args(argv)
+    if args.write_doc:
+        table.write(ROOT)
+        print(f"wrote {table.DOC}")
+        return 0
+    if args.check:
+        return table.check(ROOT)
     names = args.modules or list(TARGETS)
     unknown = [n for n in names if n not in TARGETS]
     if unknown:
@@ -246,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_module(name, args, deadline)
         if outcome is not None:
             report(name, outcome)
+            if args.record:
+                print(f"{name}: recorded in {record(name, outcome, args).relative_to(ROOT)}")
             totals[0] += outcome.killed + len(outcome.timeouts)
             totals[1] += outcome.total
     if totals[1]:
