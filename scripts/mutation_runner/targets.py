@@ -445,6 +445,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_secret_properties.py",
         ],
     ),
+    "ce_listing_history": (
+        "otelgpu/processors/container_env/listing_history.py",
+        [f"{CE}/test_stale_holder.py", f"{CE}/test_processor.py"],  # the stale-holder checks
+    ),
     "ce_owners": (
         "otelgpu/processors/container_env/owners.py",
         [f"{CE}/test_owners.py"],
@@ -521,9 +525,27 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         # test_dra: the DRA device-name rules that live in this module too
         [f"{K8S}/test_devices.py", f"{K8S}/test_dra.py"],
     ),
+    "k8s_dra_report": (
+        "otelgpu/processors/k8s_attributes/dra_report.py",
+        [
+            f"{K8S}/test_dra_warnings.py",  # what each warning says
+            f"{K8S}/test_dra.py",  # counts by reason
+            f"{K8S}/test_dra_claims.py",
+        ],
+    ),
     "k8s_factory": (
         "otelgpu/processors/k8s_attributes/factory.py",
         [*FACTORIES, f"{K8S}/test_config.py", f"{K8S}/test_processor.py"],
+    ),
+    "k8s_holder_times": (
+        "otelgpu/processors/k8s_attributes/holder_times.py",
+        [  # the notes' times: since when each holder and each holder's pod are listed
+            f"{K8S}/test_holder_times.py",
+            f"{K8S}/test_stale_kubelet.py",
+            f"{K8S}/test_allocation_since.py",
+            f"{K8S}/test_allocations.py",
+            f"{K8S}/test_processor.py",
+        ],
     ),
     "k8s_pod_resources": (
         "otelgpu/processors/k8s_attributes/pod_resources.py",
