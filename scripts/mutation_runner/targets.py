@@ -447,7 +447,11 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "ce_listing_history": (
         "otelgpu/processors/container_env/listing_history.py",
-        [f"{CE}/test_stale_holder.py", f"{CE}/test_processor.py"],  # the stale-holder checks
+        [
+            f"{CE}/test_listing_history.py",  # each check's bounds, what is remembered
+            f"{CE}/test_stale_holder.py",  # the stale-holder checks through the processor
+            f"{CE}/test_processor.py",
+        ],
     ),
     "ce_owners": (
         "otelgpu/processors/container_env/owners.py",
