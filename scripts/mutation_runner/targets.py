@@ -562,7 +562,15 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "k8s_processor": (
         "otelgpu/processors/k8s_attributes/processor.py",
-        [*K8S_PROCESSOR, f"{K8S}/test_dra.py"],
+        [
+            f"{K8S}/test_kubelet_answers.py",  # large answers, ID forms, unknown devices
+            f"{K8S}/test_notes_and_reasons.py",  # notes for container_env, unmatched reasons
+            f"{K8S}/test_allocation_ends.py",  # the marker that empties a device's series
+            f"{K8S}/test_dra_warnings.py",
+            *K8S_PROCESSOR,
+            f"{K8S}/test_dra.py",
+            f"{K8S}/test_start_and_shutdown.py",  # one waits out a silent kubelet (about 1 s)
+        ],
     ),
     "k8s_refresher": (
         "otelgpu/processors/k8s_attributes/refresher.py",

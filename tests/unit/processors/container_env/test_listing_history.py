@@ -22,7 +22,10 @@ NAME = {
 
 def _container(cid: str, uid: str = "", identity: dict[str, str] | None = None) -> Match:
     return Match(
-        attributes={}, identity=NAME if identity is None else identity, pod_uid=uid, container_id=cid
+        attributes={},
+        identity=NAME if identity is None else identity,
+        pod_uid=uid,
+        container_id=cid,
     )
 
 
@@ -30,7 +33,9 @@ def _listing(*containers: Match) -> Snapshot:
     return Snapshot(by_id={m.container_id: m for m in containers})
 
 
-def _pair(since: float, *, confirmed: float = math.inf, changed: float = -math.inf):  # type: ignore[no-untyped-def]
+def _pair(
+    since: float, *, confirmed: float = math.inf, changed: float = -math.inf
+) -> ResourceMetrics:
     """A GPU resource whose kubelet pair is listed since `since`, the kubelet last answered at
     `confirmed` and lists the pod as it does now since `changed` (k8s_attributes' notes)."""
     return ResourceMetrics(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from otelgpu.processors.k8s_attributes.holder_times import HolderTimes
-from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, build_snapshot
+from otelgpu.processors.k8s_attributes.pod_resources import PodAllocation
+from otelgpu.processors.k8s_attributes.snapshot import ResourceFilter, Snapshot, build_snapshot
 from tests.unit.processors.k8s_attributes.fakes import GPU, UUID_A, container, pod
 
 KEY_A = ("id", UUID_A)  # the key the kubelet's ID of GPU A gives
@@ -22,5 +23,5 @@ def test_a_device_nobody_holds_any_more_has_no_holder_times() -> None:
     assert times.of(KEY_A) == ((), ())
 
 
-def _snapshot(pods):  # type: ignore[no-untyped-def]
+def _snapshot(pods: tuple[PodAllocation, ...]) -> Snapshot:
     return build_snapshot(pods, None, wanted=ResourceFilter([GPU]), id_type="auto", node_name="")

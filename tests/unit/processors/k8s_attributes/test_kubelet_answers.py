@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
 import pytest
 
 from otelgpu.component.telemetry import SelfTelemetry
+from otelgpu.pdata.model import ResourceMetrics
 from otelgpu.processors.k8s_attributes import processor as processor_module
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
-from otelgpu.processors.k8s_attributes.snapshot import Snapshot
+from otelgpu.processors.k8s_attributes.snapshot import Snapshot, build_snapshot
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.k8s_attributes.fakes import (
     GPU,
@@ -37,11 +39,10 @@ async def test_answers_of_more_than_200_pods_are_indexed_off_the_event_loop(
     off_loop: bool,
 ) -> None:
     threads: list[threading.Thread] = []
-    build = processor_module.build_snapshot
 
-    def recorded(*args: object, **kwargs: object) -> Snapshot:
+    def recorded(*args: Any, **kwargs: Any) -> Snapshot:
         threads.append(threading.current_thread())
-        return build(*args, **kwargs)  # type: ignore[arg-type]
+        return build_snapshot(*args, **kwargs)
 
     monkeypatch.setattr(processor_module, "build_snapshot", recorded)
     client.set(*(pod("ml", f"p{i}", container("c", {GPU: [UUID_A]})) for i in range(pods)))
@@ -65,7 +66,7 @@ async def test_new_answers_with_the_same_id_forms_log_them_once(
     assert lines == [f"{FORMS} (device_id_type=auto): gpu-uuid=1"]
 
 
-def _unknown(i: int):  # type: ignore[no-untyped-def]
+def _unknown(i: int) -> ResourceMetrics:
     return gpu(f"GPU-unknown-{i}", 10 + i, points=1)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from otelgpu.component.component import Kind
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.processors.k8s_attributes.config import K8sAttributesProcessorConfig
+from otelgpu.processors.k8s_attributes.pod_resources import PodAllocation
 from otelgpu.processors.k8s_attributes.processor import K8sAttributesProcessor
 from tests.conftest import make_settings
 from tests.fakes import FakeClock, FakeHost
@@ -27,9 +29,14 @@ NO_NODE = "K8S_NODE_NAME is not set: no k8s.node.name"
 
 
 async def _started(
-    telemetry: SelfTelemetry, client: FakePodResources, clock: FakeClock, **kwargs: object
+    telemetry: SelfTelemetry,
+    client: FakePodResources,
+    clock: FakeClock,
+    *,
+    environ: Mapping[str, str] | None = None,
+    **config: object,
 ) -> K8sAttributesProcessor:
-    processor = make_processor(telemetry, client, clock, **kwargs)  # type: ignore[arg-type]
+    processor = make_processor(telemetry, client, clock, environ=environ, **config)
     await processor.start(FakeHost(telemetry))
     return processor
 
@@ -83,7 +90,7 @@ async def test_without_a_client_given_it_asks_the_configured_socket(
 class _SilentKubelet(FakePodResources):
     """A kubelet that accepts the request and never answers."""
 
-    async def list(self) -> tuple:  # type: ignore[type-arg]
+    async def list(self) -> tuple[PodAllocation, ...]:
         self.list_calls += 1
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
@@ -93,7 +100,7 @@ async def test_start_returns_only_once_a_silent_kubelet_has_been_given_up_on(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
     """The first export waits for the first refresh's end, however it ends: start outwaits
-    the refresh's own bound (2 × timeout + 1 s), so a kubelet that never answers has been
+    the refresh's own bound (twice the timeout, plus 1 s), so a kubelet that never answers has been
     counted as failed (and the batch goes out unlabelled) by the time start returns."""
     client = _SilentKubelet()
     processor = await _started(telemetry, client, clock, timeout="50ms")
