@@ -477,6 +477,14 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_secret_properties.py",
         ],
     ),
+    "ce_listing_history": (
+        "otelgpu/processors/container_env/listing_history.py",
+        [
+            f"{CE}/test_listing_history.py",  # each check's bounds, what is remembered
+            f"{CE}/test_stale_holder.py",  # the stale-holder checks through the processor
+            f"{CE}/test_processor.py",
+        ],
+    ),
     "ce_owners": (
         "otelgpu/processors/container_env/owners.py",
         [f"{CE}/test_owners.py"],
@@ -553,9 +561,27 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         # test_dra: the DRA device-name rules that live in this module too
         [f"{K8S}/test_devices.py", f"{K8S}/test_dra.py"],
     ),
+    "k8s_dra_report": (
+        "otelgpu/processors/k8s_attributes/dra_report.py",
+        [
+            f"{K8S}/test_dra_warnings.py",  # what each warning says
+            f"{K8S}/test_dra.py",  # counts by reason
+            f"{K8S}/test_dra_claims.py",
+        ],
+    ),
     "k8s_factory": (
         "otelgpu/processors/k8s_attributes/factory.py",
         [*FACTORIES, f"{K8S}/test_config.py", f"{K8S}/test_processor.py"],
+    ),
+    "k8s_holder_times": (
+        "otelgpu/processors/k8s_attributes/holder_times.py",
+        [  # the notes' times: since when each holder and each holder's pod are listed
+            f"{K8S}/test_holder_times.py",
+            f"{K8S}/test_stale_kubelet.py",
+            f"{K8S}/test_allocation_since.py",
+            f"{K8S}/test_allocations.py",
+            f"{K8S}/test_processor.py",
+        ],
     ),
     "k8s_pod_resources": (
         "otelgpu/processors/k8s_attributes/pod_resources.py",
@@ -568,7 +594,15 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "k8s_processor": (
         "otelgpu/processors/k8s_attributes/processor.py",
-        [*K8S_PROCESSOR, f"{K8S}/test_dra.py"],
+        [
+            f"{K8S}/test_kubelet_answers.py",  # large answers, ID forms, unknown devices
+            f"{K8S}/test_notes_and_reasons.py",  # notes for container_env, unmatched reasons
+            f"{K8S}/test_allocation_ends.py",  # the marker that empties a device's series
+            f"{K8S}/test_dra_warnings.py",
+            *K8S_PROCESSOR,
+            f"{K8S}/test_dra.py",
+            f"{K8S}/test_start_and_shutdown.py",  # one waits out a silent kubelet (about 1 s)
+        ],
     ),
     "k8s_refresher": (
         "otelgpu/processors/k8s_attributes/refresher.py",
