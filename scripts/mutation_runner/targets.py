@@ -472,6 +472,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         "otelgpu/processors/container_env/keys.py",
         [
             f"{CE}/test_keys.py",
+            f"{CE}/test_keys_boundaries.py",  # the check span, the length cap, glob characters
             f"{CE}/test_records.py",  # each section's refusals counted under it
             f"{CE}/test_audit.py",
             f"{CE}/test_secret_properties.py",
@@ -524,6 +525,8 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_value_shapes.py",  # secrets behind escapes among the shapes
             f"{CE}/test_credential_rules.py",
             f"{CE}/test_glob_values.py",
+            f"{CE}/test_value_decoding.py",  # layers, readings, inflated bytes
+            f"{CE}/test_values_boundaries.py",  # random stretches and entropy bars, both sides
         ],
     ),
     "secret_values": (  # the same module, against the corpus and shape tests too
@@ -533,6 +536,17 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_credential_rules.py",
             f"{CE}/test_value_shapes.py",
             f"{CE}/test_glob_values.py",
+            f"{CE}/test_secret_corpus.py",
+            f"{CE}/test_value_decoding.py",
+            f"{CE}/test_values_boundaries.py",
+        ],
+    ),
+    "ce_tokens": (  # the published token formats
+        "otelgpu/processors/container_env/tokens.py",
+        [
+            f"{CE}/test_credential_rules.py",
+            f"{CE}/test_values.py",
+            f"{CE}/test_value_shapes.py",
             f"{CE}/test_secret_corpus.py",
         ],
     ),

@@ -98,15 +98,19 @@ def test_a_pair_listed_while_the_older_uid_ran_is_the_older_uids() -> None:
     history = ListingHistory()
     new = _container("c-b", "uid-b")
     _recreated(history, _container("c-a", "uid-a"), new)
-    assert history.held_by_other_uid(_pair(1.5), new)
-    assert not history.held_by_other_uid(_pair(2.0), new)  # first listed once it was gone
+    assert history.held_by_other_uid(_pair(1.0), new)  # listed when uid-a was last listed
+    # first listed after the last listing that showed uid-a running (the kubelet never gives
+    # a running container other devices), or once it was gone: the new uid's
+    assert not history.held_by_other_uid(_pair(1.001), new)
+    assert not history.held_by_other_uid(_pair(1.5), new)
+    assert not history.held_by_other_uid(_pair(2.0), new)
 
 
 def test_containers_whose_pod_uid_the_runtime_does_not_say_are_not_remembered() -> None:
     history = ListingHistory()
     new = _container("c-b", "uid-b")
     _recreated(history, _container("c-a", ""), new)
-    assert not history.held_by_other_uid(_pair(1.5), new)
+    assert not history.held_by_other_uid(_pair(1.0), new)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +122,7 @@ def test_containers_missing_a_part_of_their_name_are_not_remembered(missing: str
     history = ListingHistory()
     new = _container("c-b", "uid-b", partial)
     _recreated(history, _container("c-a", "uid-a", partial), new)
-    assert not history.held_by_other_uid(_pair(1.5), new)
+    assert not history.held_by_other_uid(_pair(1.0), new)
 
 
 def test_a_name_remembers_its_four_first_listed_pod_uids_at_most() -> None:
@@ -127,9 +131,9 @@ def test_a_name_remembers_its_four_first_listed_pod_uids_at_most() -> None:
     second = _container("c2", "uid-2")
     for t in (1, 2, 3, 4):
         history.listed(_listing(_container(f"c{t}", f"uid-{t}")), float(t), complete=True)
-    assert history.held_by_other_uid(_pair(1.5), second)  # uid-1 was listed until 2
+    assert history.held_by_other_uid(_pair(1.0), second)  # uid-1 was last listed at 1
     history.listed(_listing(_container("c5", "uid-5")), 5.0, complete=True)
-    assert not history.held_by_other_uid(_pair(1.5), second)  # uid-1 forgotten
+    assert not history.held_by_other_uid(_pair(1.0), second)  # uid-1 forgotten
 
 
 def test_the_first_listed_pod_uid_is_forgotten_first_even_while_still_listed() -> None:
@@ -155,13 +159,13 @@ def _two_listings(history: ListingHistory, names: int, *, newcomer: bool) -> Mat
 def test_the_uids_of_4096_names_are_remembered() -> None:
     history = ListingHistory()
     new = _two_listings(history, 4096, newcomer=False)
-    assert history.held_by_other_uid(_pair(1.5), new)
+    assert history.held_by_other_uid(_pair(1.0), new)
 
 
 def test_a_4097th_name_starts_the_memory_afresh() -> None:
     history = ListingHistory()
     new = _two_listings(history, 4096, newcomer=True)
-    assert not history.held_by_other_uid(_pair(1.5), new)  # uid-a forgotten
+    assert not history.held_by_other_uid(_pair(1.0), new)  # uid-a forgotten
 
 
 def test_a_pair_whose_pod_is_listed_anew_since_the_container_may_have_started_is_its() -> None:
@@ -170,8 +174,8 @@ def test_a_pair_whose_pod_is_listed_anew_since_the_container_may_have_started_is
     history = ListingHistory()
     new = _container("c-b", "uid-b")
     _recreated(history, _container("c-a", "uid-a"), new)
-    assert history.held_by_other_uid(_pair(1.5, changed=2.0), new)
-    assert history.held_by_other_uid(_pair(1.5, changed=2.5), new) is False
+    assert history.held_by_other_uid(_pair(1.0, changed=2.0), new)
+    assert history.held_by_other_uid(_pair(1.0, changed=2.5), new) is False
 
 
 def test_without_k8s_attributes_notes_the_checks_answer_no() -> None:
