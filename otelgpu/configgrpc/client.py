@@ -5,6 +5,7 @@ List answer is split before any pod is parsed)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator, Sequence
 
@@ -23,10 +24,14 @@ Metadata = tuple[tuple[str, str | bytes], ...]
 # DEADLINE_EXCEEDED: nothing came back in time on it; INTERNAL: it broke the protocol.)
 REDIAL = frozenset({StatusCode.UNAVAILABLE, StatusCode.DEADLINE_EXCEEDED, StatusCode.INTERNAL})
 # A stream the server reset with REFUSED_STREAM was never processed (RFC 9113 8.7): a server
-# at its stream limit answers so when a new stream overtakes the close of the last one. grpcio's
-# own transparent retry is off (policy.py: it has no bound), so the call is sent again here, on
-# the same connection, at most this many times; a server refusing every stream costs three.
-REFUSED_RETRIES = 2
+# at its stream limit answers so when a new stream overtakes the close of the last one, and on
+# a busy machine that can happen to one call several times in a row while other calls take the
+# freed stream. grpcio's own transparent retry is off (policy.py: it has no bound), so the call
+# is sent again here, on the same connection, at most this many times, after a pause that
+# doubles from REFUSED_PAUSE (5, 10, ... 160 ms: 315 ms in all) and only while the call's
+# deadline leaves room for it: a server refusing every stream costs seven streams per call.
+REFUSED_RETRIES = 6
+REFUSED_PAUSE = 0.005
 # grpcio's status detail for a stream reset with REFUSED_STREAM (HTTP/2 error code 7).
 _REFUSED = "RST_STREAM with error code 7"
 # BoringSSL's reason when the first bytes back from the server are no TLS record at all: the
@@ -84,7 +89,10 @@ class Client:
         """The answer's bytes to `request` on `method` (`/package.Service/Method`); raises
         `RpcError` for any other outcome, DEADLINE_EXCEEDED when `timeout` seconds pass first."""
         deadline = time.monotonic() + timeout
+        pause = 0.0
         for attempt in range(REFUSED_RETRIES + 1):
+            if pause:
+                await asyncio.sleep(pause)
             channel = self._connected()
             self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
             try:
@@ -98,7 +106,8 @@ class Client:
             except grpc.aio.AioRpcError as exc:
                 details = exc.details() or ""
                 refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
-                if refused and attempt < REFUSED_RETRIES:
+                pause = _resend_pause(attempt, deadline) if refused else 0.0
+                if pause:
                     continue  # never processed: sent again on the same connection
                 if exc.code() in REDIAL:
                     self._retire(channel)
@@ -119,7 +128,10 @@ class Client:
         call is cancelled, the connection kept. A refused stream is sent again as a unary call
         is: the server refused it before any message, so nothing was read twice."""
         deadline = time.monotonic() + timeout
+        pause = 0.0
         for attempt in range(REFUSED_RETRIES + 1):
+            if pause:
+                await asyncio.sleep(pause)
             channel = self._connected()
             self._in_flight[channel] = self._in_flight.get(channel, 0) + 1
             call = channel.unary_stream(method)(
@@ -141,7 +153,8 @@ class Client:
             except grpc.aio.AioRpcError as exc:
                 details = exc.details() or ""
                 refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
-                if refused and not received and attempt < REFUSED_RETRIES:
+                pause = _resend_pause(attempt, deadline) if refused and not received else 0.0
+                if pause:
                     continue  # never processed: sent again on the same connection
                 if exc.code() in REDIAL:
                     self._retire(channel)
@@ -209,3 +222,12 @@ def _metadata(metadata: object) -> Metadata:
         key, value = item
         pairs.append((str(key), value if isinstance(value, bytes) else str(value)))
     return tuple(pairs)
+
+
+def _resend_pause(attempt: int, deadline: float) -> float:
+    """How long to wait before sending a refused call again (0: not again): the attempt's
+    pause when another attempt is allowed and the deadline leaves room for it."""
+    if attempt >= REFUSED_RETRIES:
+        return 0.0
+    pause = REFUSED_PAUSE * 2**attempt
+    return pause if time.monotonic() + pause < deadline else 0.0

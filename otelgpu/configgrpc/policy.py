@@ -9,8 +9,9 @@ set on purpose (grpcio's defaults are part of our behaviour under attack too).
   grows by gigabytes in seconds. Without it such a call fails UNAVAILABLE at once. With
   retries off grpcio keeps no retry buffer, so `grpc.per_rpc_retry_buffer_size` is moot. The
   one retry that stays is bounded and ours: a stream the server reset with REFUSED_STREAM
-  (never processed; a server at its stream limit does so) is sent again at most twice
-  (`client.REFUSED_RETRIES`).
+  (never processed; a server at its stream limit does so) is sent again at most six times,
+  after doubling pauses of 5 to 160 ms, while the call's deadline leaves room
+  (`client.REFUSED_RETRIES`, `client.REFUSED_PAUSE`).
 - **Answer size**: `max_receive` per peer, sized to what that peer can legitimately send in
   one message (a streamed answer's limit holds for each of its messages).
   grpcio checks a message's declared length before reading it and checks a compressed one

@@ -264,6 +264,22 @@ async def test_a_server_refusing_every_stream_fails_the_call_after_a_bounded_num
         await client.close()
 
 
+async def test_a_refused_call_is_sent_again_only_while_its_deadline_leaves_room(
+    hostile: HostileServer,
+) -> None:
+    # The pauses before each resend double from REFUSED_PAUSE (5, 10, 20 ms, ...): within a
+    # 20 ms deadline no more than two of them fit, whatever the machine's speed.
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        assert await client.unary(METHOD, b"up", timeout=30) == b"up"  # connected
+        hostile.mode = "refused"
+        with pytest.raises(RpcError):
+            await client.unary(METHOD, b"never", timeout=0.02)
+        assert 1 <= hostile.refused <= 3 < 1 + REFUSED_RETRIES
+    finally:
+        await client.close()
+
+
 async def test_a_peer_gone_silent_is_dropped_by_keepalive_and_dialled_again(
     hostile: HostileServer,
 ) -> None:
