@@ -387,6 +387,55 @@ def test_a_metric_spanning_resources_closes_after_its_latest_part() -> None:
     assert rm.metrics[0].points[0].time_unix_nano == T0 + 3 * INTERVAL + 1_000_000
 
 
+def test_a_metric_spanning_resources_closes_each_point_under_its_own_resource() -> None:
+    """A shared GPU's allocation: holder b's series closes under b's resource, not a's."""
+    ended = EndedSeries()
+    ended.closing(holders(T0, "a", "b"))
+    closed = ended.closing((gone((semconv.GPU_ALLOCATION, GPU)),))
+    sent_under = sorted(
+        (rm.resource[semconv.K8S_POD_NAME], point.attributes[semconv.K8S_POD_NAME])
+        for rm in closed
+        for metric in rm.metrics
+        for point in metric.points
+    )
+    assert sent_under == [("a", "a"), ("b", "b")]
+
+
+def test_a_metric_sent_under_a_new_name_is_remembered_beside_the_old_one() -> None:
+    """The same points under another name (descriptor and attributes otherwise unchanged):
+    the old name is left alone, the new one is remembered; both close when the GPU goes."""
+    ended = EndedSeries()
+
+    def named(name: str, time: int) -> Batch:
+        return (
+            ResourceMetrics(
+                resource=gpu_resource(0),
+                metrics=(_gauge(name, time, ({semconv.HW_ID: GPU}, 0.5)),),
+                identity=GPU,
+            ),
+        )
+
+    ended.closing(named("old.name", T0))
+    ended.closing(named("old.name", T0 + INTERVAL))
+    assert ended.closing(named("new.name", T0 + 2 * INTERVAL)) == ()
+    closed = ended.closing((gone(GPU),))
+    assert sorted(m.name for rm in closed for m in rm.metrics) == ["new.name", "old.name"]
+
+
+def test_an_identity_whose_series_changed_closes_under_the_resource_it_changed_with() -> None:
+    """The GPU's up state and its pod changed in one report (told apart series by series):
+    what it holds then closes under that report's resource, the pod's."""
+    ended = EndedSeries()
+    ended.closing(gpu(T0, "ok", pod="a"))
+    ended.closing(gpu(T0 + INTERVAL, "degraded", pod="b"))
+    closed = ended.closing((gone(GPU),))
+    assert [rm.resource.get(semconv.K8S_POD_NAME) for rm in closed] == ["b"]
+    assert sorted(m.name for rm in closed for m in rm.metrics) == [
+        "hw.gpu.utilization",
+        "nvidia.gpu.up",
+    ]
+
+
 def test_a_gone_marker_closes_after_the_last_point_whatever_the_clock() -> None:
     ended = EndedSeries(wall=lambda: T0)  # the agent's clock behind the points' time
     ended.closing((_one(_gauge("m", T0 + INTERVAL, ({"a": "1"}, 1.0)), identity="p"),))

@@ -7,10 +7,13 @@ not renewed in place)."""
 from __future__ import annotations
 
 from otelgpu.exporters.otlp.ended import EndedSeries
-from otelgpu.pdata.model import Batch
-from tests.unit.exporters.otlp.batches import T0, holders
+from otelgpu.pdata import semconv
+from otelgpu.pdata.model import Batch, ResourceMetrics
+from tests.unit.exporters.otlp.batches import T0, gauge, gpu_resource, holders
 
 SECOND = 1_000_000_000
+DEVICE = {semconv.HW_ID: gpu_resource(0)[semconv.HW_ID]}
+GPU = DEVICE[semconv.HW_ID]
 
 
 def _memory() -> tuple[EndedSeries, list[int]]:
@@ -57,3 +60,32 @@ def test_the_overdue_wait_is_twice_the_longest_gap_between_two_reports() -> None
     longest = 20 * SECOND + 1
     walls = [since, since + 2 * longest - 1, since + 2 * longest]
     assert _closed_at(ended, now, walls) == [since + 2 * longest]
+
+
+def _gpu(time: int, *names: str) -> Batch:
+    """A GPU reporting the metrics `names`, one point each."""
+    return (
+        ResourceMetrics(
+            resource=gpu_resource(0),
+            metrics=tuple(gauge(name, time, (DEVICE, 1.0)) for name in names),
+            identity=GPU,
+        ),
+    )
+
+
+def test_a_metric_left_alone_before_a_reload_is_closed_once_overdue() -> None:
+    # The GPU stopped reporting `b` (left alone: not closed) and the new configuration sends
+    # `a` alone: `b` is one of the series it does not send again.
+    ended, now = _memory()
+    wall = T0
+    for names in [("a", "b"), ("a",), ("a",)]:
+        now[0] = wall
+        assert ended.closing(_gpu(wall, *names)) == ()
+        wall += 10 * SECOND
+    ended.inherit()
+    closed = []
+    for _ in range(4):  # overdue 20 s after the first batch: twice its 10 s gap
+        now[0] = wall
+        closed.append([m.name for rm in ended.closing(_gpu(wall, "a")) for m in rm.metrics])
+        wall += 10 * SECOND
+    assert closed == [[], [], ["b"], []]

@@ -206,3 +206,24 @@ def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -
     expected = history(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
     assert set(expected[1]) == {2} and sum(map(len, expected[0])) == 1
     assert history(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected
+
+
+def _two_times(time: int) -> ResourceMetrics:
+    """A GPU whose one metric has two points, the second taken 5 s after the first."""
+    metric = _gauge("hw.gpu.utilization", time, (UP_OK, 0.5), (UP_DEGRADED, 0.25))
+    late = replace(metric.points[1], time_unix_nano=time + 5 * 10**9)
+    return ResourceMetrics(
+        resource=gpu_resource(0),
+        metrics=(replace(metric, points=(metric.points[0], late)),),
+        identity=GPU,
+    )
+
+
+def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity() -> None:
+    # The closing points come a millisecond after the metric's time: the clock stands at T0.
+    batches: list[Batch] = [(_two_times(T0 + cycle * INTERVAL),) for cycle in range(5)]
+    batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    last = T0 + 4 * INTERVAL
+    assert {point[3] for point in expected[-1]} == {last + 1_000_000}
