@@ -212,6 +212,26 @@ async def test_a_metric_reported_with_no_points_closes_what_it_had() -> None:
     ]
 
 
+def test_a_metric_reported_with_no_points_closes_at_its_resource_s_first_point() -> None:
+    """The report's first point (of its first metric with points) is the time of a metric
+    without points: what it had closes then, not at a later point of the report."""
+    ended = EndedSeries(wall=lambda: T0)
+    first = {semconv.HW_ID: GPU, "hw.state": "ok"}
+    later = {semconv.HW_ID: GPU, "hw.state": "degraded"}
+
+    def report(time: int, with_points: bool) -> Batch:
+        up = _gauge("nvidia.gpu.up", time, (first, 1.0), (later, 0.0))
+        up = replace(up, points=(up.points[0], replace(up.points[1], time_unix_nano=time + 5)))
+        util = _gauge("hw.gpu.utilization", time, *([({semconv.HW_ID: GPU}, 0.5)] * with_points))
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=(up, util), identity=GPU),)
+
+    ended.closing(report(T0, True))
+    closed = ended.closing(report(T0 + INTERVAL, False))
+    assert [(m.name, m.points[0].time_unix_nano) for rm in closed for m in rm.metrics] == [
+        ("hw.gpu.utilization", T0 + INTERVAL)
+    ]
+
+
 async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() -> None:
     """Two pipelines send one GPU's metrics to one exporter, each its own: neither batch closes
     the other's series (as the Prometheus exporter's sets, a batch replaces the metrics it
