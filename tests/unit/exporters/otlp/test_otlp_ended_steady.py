@@ -208,22 +208,74 @@ def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -
     assert history(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected
 
 
-def _two_times(time: int) -> ResourceMetrics:
-    """A GPU whose one metric has two points, the second taken 5 s after the first."""
+def _two_times(time: int, empty_first: bool = False) -> ResourceMetrics:
+    """A GPU whose metric has two points, the second taken 5 s after the first (after a
+    metric reported without points, with `empty_first`)."""
     metric = _gauge("hw.gpu.utilization", time, (UP_OK, 0.5), (UP_DEGRADED, 0.25))
     late = replace(metric.points[1], time_unix_nano=time + 5 * 10**9)
+    empty = (_gauge("nvidia.gpu.idle", time),) if empty_first else ()
     return ResourceMetrics(
         resource=gpu_resource(0),
-        metrics=(replace(metric, points=(metric.points[0], late)),),
+        metrics=(*empty, replace(metric, points=(metric.points[0], late))),
         identity=GPU,
     )
 
 
-def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity() -> None:
+@pytest.mark.parametrize("empty_first", [False, True], ids=["points-only", "a-metric-without"])
+def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity(
+    empty_first: bool,
+) -> None:
     # The closing points come a millisecond after the metric's time: the clock stands at T0.
-    batches: list[Batch] = [(_two_times(T0 + cycle * INTERVAL),) for cycle in range(5)]
+    batches: list[Batch] = [(_two_times(T0 + cycle * INTERVAL, empty_first),) for cycle in range(5)]
     batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
     expected = _closings(Identitywise(wall=lambda: T0), batches)
     assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
     last = T0 + 4 * INTERVAL
     assert {point[3] for point in expected[-1]} == {last + 1_000_000}
+
+
+def _moved(time: int, first: tuple[int, ...], second: tuple[int, ...]) -> Batch:
+    """Two identities ("x", "y") of one metric each, the points `first` and `second` of the
+    same three attribute mappings: one batch and the next may list the same points, in the
+    same order, split otherwise between them."""
+    shared = [{"n": str(n)} for n in range(3)]
+
+    def rm(identity: str, indices: tuple[int, ...]) -> ResourceMetrics:
+        metric = _gauge("m", time, *((shared[index], 1.0) for index in indices))
+        return ResourceMetrics(resource={"id": identity}, metrics=(metric,), identity=identity)
+
+    return (rm("x", first), rm("y", second))
+
+
+def _metrics_moved(time: int, moved: bool) -> Batch:
+    """Two identities with metrics a and b, and c: then a, and b and c (the same descriptors
+    and points in the same order, split otherwise between them)."""
+
+    def rm(identity: str, names: tuple[str, ...]) -> ResourceMetrics:
+        metrics = tuple(_gauge(name, time, (DEVICE, 1.0)) for name in names)
+        return ResourceMetrics(resource={"id": identity}, metrics=metrics, identity=identity)
+
+    if moved:
+        return (rm("x", ("a",)), rm("y", ("b", "c")))
+    return (rm("x", ("a", "b")), rm("y", ("c",)))
+
+
+@pytest.mark.parametrize("what", ["points", "metrics"])
+def test_a_batch_splitting_the_same_series_otherwise_is_not_taken_for_a_steady_one(
+    what: str,
+) -> None:
+    def batch(cycle: int, moved: bool) -> Batch:
+        time = T0 + cycle * INTERVAL
+        if what == "points":
+            return _moved(time, (0,), (1, 2)) if moved else _moved(time, (0, 1), (2,))
+        return _metrics_moved(time, moved)
+
+    batches = [batch(cycle, moved=False) for cycle in range(4)]
+    batches += [batch(cycle, moved=True) for cycle in range(4, 6)]
+    batches.append(
+        tuple(ResourceMetrics(resource={}, metrics=(), identity=i) for i in ("x", "y"))
+    )  # both gone: each closes what it holds
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    # each of the four series (x's and y's, and the one that moved from x to y) closes once
+    assert sum(map(len, expected)) == 4
