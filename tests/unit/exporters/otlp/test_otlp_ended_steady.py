@@ -12,7 +12,7 @@ import pytest
 
 from otelgpu.exporters.otlp.ended import FORGET_AFTER, EndedSeries
 from otelgpu.pdata import semconv
-from otelgpu.pdata.model import Batch, ResourceMetrics
+from otelgpu.pdata.model import Batch, MetricKind, ResourceMetrics
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
 from tests.unit.exporters.otlp.batches import gauge as _gauge
 
@@ -279,3 +279,55 @@ def test_a_batch_splitting_the_same_series_otherwise_is_not_taken_for_a_steady_o
     assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
     # each of the four series (x's and y's, and the one that moved from x to y) closes once
     assert sum(map(len, expected)) == 4
+
+
+def _reload_after(ended: EndedSeries, wall: list[int], batches: list[Batch]) -> list[list[Any]]:
+    """`batches` 10 s apart, a reload, then the GPU alone every 10 s: what each batch closed."""
+    out: list[list[Any]] = []
+    for batch in batches:
+        wall[0] += 10 * 10**9
+        out += _closings(ended, [batch])
+    ended.inherit()
+    for _ in range(5):
+        wall[0] += 10 * 10**9
+        out += _closings(ended, [(_gpu(wall[0], UP_OK),)])
+    return out
+
+
+def test_a_shape_taken_again_after_another_batch_counts_only_its_own_gaps() -> None:
+    # The batch of other identities in between is 10 s from each of its neighbours: the
+    # processes' longest gap stays 10 s, and they close 20 s after the reload's first batch.
+    def batch(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        three = (_process(t, 3),) if cycle == 4 else ()
+        return (_gpu(t, UP_OK), _process(t, 1), _process(t, 2), *three)
+
+    batches = [batch(cycle) for cycle in range(8)]
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = _reload_after(
+        Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall, batches
+    )
+    assert _reload_after(EndedSeries(wall=lambda: whole_wall[0]), whole_wall, batches) == expected
+    closed_per_batch = list(map(len, expected[len(batches) :]))
+    assert closed_per_batch == [0, 0, 2, 1, 0]  # processes 1 and 2 after 20 s, 3 after 30 s
+
+
+def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_one() -> None:
+    def report(time: int, changed: bool) -> Batch:
+        metric = _gauge("hw.gpu.utilization", time, (DEVICE, 0.5))
+        if changed:
+            metric = replace(
+                metric,
+                name="hw.gpu.busy",
+                unit="%",
+                description="busy",
+                kind=MetricKind.SUM,
+                monotonic=True,
+            )
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=(metric,), identity=GPU),)
+
+    batches = [report(T0 + cycle * INTERVAL, changed=cycle >= 4) for cycle in range(6)]
+    batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    assert sorted(point[0] for point in expected[-1]) == ["hw.gpu.busy", "hw.gpu.utilization"]
