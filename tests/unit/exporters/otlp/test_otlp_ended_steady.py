@@ -331,3 +331,22 @@ def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_on
     expected = _closings(Identitywise(wall=lambda: T0), batches)
     assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
     assert sorted(point[0] for point in expected[-1]) == ["hw.gpu.busy", "hw.gpu.utilization"]
+
+
+def test_steady_batches_at_one_wall_time_leave_no_gap() -> None:
+    # A coarse wall clock: every batch before the reload at one wall time. The processes have
+    # no known gap, so they wait twice 15 s after the reload's first batch, as if reported once.
+    def run(ended: EndedSeries, wall: list[int]) -> list[int]:
+        for cycle in range(5):
+            t = T0 + cycle * INTERVAL
+            ended.closing((_gpu(t, UP_OK), _process(t, 1), _process(t, 2)))
+        ended.inherit()
+        closed = []
+        for step in [0, 1, 29 * 10**9, 10**9]:
+            wall[0] += step
+            closed.append(len(ended.closing((_gpu(wall[0], UP_OK),))))
+        return closed
+
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = run(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
+    assert run(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected == [0, 0, 0, 2]
