@@ -222,7 +222,8 @@ def test_a_metric_reported_with_no_points_closes_at_its_resource_s_first_point()
     def report(time: int, with_points: bool) -> Batch:
         up = _gauge("nvidia.gpu.up", time, (first, 1.0), (later, 0.0))
         up = replace(up, points=(up.points[0], replace(up.points[1], time_unix_nano=time + 5)))
-        util = _gauge("hw.gpu.utilization", time, *([({semconv.HW_ID: GPU}, 0.5)] * with_points))
+        held = [({semconv.HW_ID: GPU}, 0.5)] if with_points else []
+        util = _gauge("hw.gpu.utilization", time, *held)
         return (ResourceMetrics(resource=gpu_resource(0), metrics=(up, util), identity=GPU),)
 
     ended.closing(report(T0, True))

@@ -1,8 +1,8 @@
 """After a reload, an identity the new configuration does not send is closed once it is overdue:
 not reported within twice its longest gap between two reports (15 s when it was reported once),
 counted from the new exporter's first batch. These drive the memory directly with a wall clock
-of their own, through identities of several resources (each report told apart series by series,
-not renewed in place)."""
+of their own; the gaps are measured on a shared GPU's identity of several resources, whose
+reports are told apart series by series, never renewed in place."""
 
 from __future__ import annotations
 
