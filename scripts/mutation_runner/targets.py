@@ -54,6 +54,20 @@ OTLP_CORE = [  # the exporter core over a scripted transport
     f"{OTLP}/test_otlp_log_caps.py",
     f"{OTLP}/test_otlp_stop_deadline.py",
 ]
+# the OTLP exporter's memory of the series it sent: which ended, when to close them, what a
+# delivery failure or a restart does to them; the exporter and the processors that feed it
+OTLP_ENDED_TESTS = [
+    f"{OTLP}/test_otlp_ended.py",
+    f"{OTLP}/test_otlp_ended_steady.py",
+    f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+    f"{OTLP}/test_otlp_ended_overdue_after_reload.py",
+    f"{OTLP}/test_otlp_ended_delivery.py",
+    f"{OTLP}/test_otlp_holder_labels.py",
+    f"{OTLP}/test_otlp_resource_identity.py",
+    f"{OTLP}/test_otlp_exporter.py",
+    "tests/unit/receivers/kubelet_stats/test_one_true_set.py",
+    "tests/unit/processors/hpc_jobs/test_hpc_jobs_gone.py",
+]
 # every factory's type, kind and config; the `components` listing shows each one's description
 FACTORIES = [
     f"{CORE}/test_component_and_registry.py",
@@ -231,27 +245,15 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "otlp_ended_sent": (
         "otelgpu/exporters/otlp/ended/sent.py",
-        [
-            f"{OTLP}/test_otlp_ended.py",
-            f"{OTLP}/test_otlp_ended_steady.py",
-            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
-        ],
+        [*OTLP_ENDED_TESTS],
     ),
     "otlp_ended_steady": (
         "otelgpu/exporters/otlp/ended/steady.py",
-        [
-            f"{OTLP}/test_otlp_ended.py",
-            f"{OTLP}/test_otlp_ended_steady.py",
-            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
-        ],
+        [*OTLP_ENDED_TESTS],
     ),
     "otlp_ended_closing": (
         "otelgpu/exporters/otlp/ended/closing.py",
-        [
-            f"{OTLP}/test_otlp_ended.py",
-            f"{OTLP}/test_otlp_ended_steady.py",
-            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
-        ],
+        [*OTLP_ENDED_TESTS],
     ),
     "otlp_exporter": (
         "otelgpu/exporters/otlp/exporter.py",

@@ -212,6 +212,27 @@ async def test_a_metric_reported_with_no_points_closes_what_it_had() -> None:
     ]
 
 
+def test_a_metric_reported_with_no_points_closes_at_its_resource_s_first_point() -> None:
+    """The report's first point (of its first metric with points) is the time of a metric
+    without points: what it had closes then, not at a later point of the report."""
+    ended = EndedSeries(wall=lambda: T0)
+    first = {semconv.HW_ID: GPU, "hw.state": "ok"}
+    later = {semconv.HW_ID: GPU, "hw.state": "degraded"}
+
+    def report(time: int, with_points: bool) -> Batch:
+        up = _gauge("nvidia.gpu.up", time, (first, 1.0), (later, 0.0))
+        up = replace(up, points=(up.points[0], replace(up.points[1], time_unix_nano=time + 5)))
+        held = [({semconv.HW_ID: GPU}, 0.5)] if with_points else []
+        util = _gauge("hw.gpu.utilization", time, *held)
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=(up, util), identity=GPU),)
+
+    ended.closing(report(T0, True))
+    closed = ended.closing(report(T0 + INTERVAL, False))
+    assert [(m.name, m.points[0].time_unix_nano) for rm in closed for m in rm.metrics] == [
+        ("hw.gpu.utilization", T0 + INTERVAL)
+    ]
+
+
 async def test_a_metric_an_identity_does_not_report_this_time_is_left_alone() -> None:
     """Two pipelines send one GPU's metrics to one exporter, each its own: neither batch closes
     the other's series (as the Prometheus exporter's sets, a batch replaces the metrics it
@@ -385,6 +406,55 @@ def test_a_metric_spanning_resources_closes_after_its_latest_part() -> None:
     ended.closing((holders(T0, "a")[0], late))
     (rm,) = ended.closing(holders(T0 + INTERVAL, "a"))
     assert rm.metrics[0].points[0].time_unix_nano == T0 + 3 * INTERVAL + 1_000_000
+
+
+def test_a_metric_spanning_resources_closes_each_point_under_its_own_resource() -> None:
+    """A shared GPU's allocation: holder b's series closes under b's resource, not a's."""
+    ended = EndedSeries()
+    ended.closing(holders(T0, "a", "b"))
+    closed = ended.closing((gone((semconv.GPU_ALLOCATION, GPU)),))
+    sent_under = sorted(
+        (rm.resource[semconv.K8S_POD_NAME], point.attributes[semconv.K8S_POD_NAME])
+        for rm in closed
+        for metric in rm.metrics
+        for point in metric.points
+    )
+    assert sent_under == [("a", "a"), ("b", "b")]
+
+
+def test_a_metric_sent_under_a_new_name_is_remembered_beside_the_old_one() -> None:
+    """The same points under another name (descriptor and attributes otherwise unchanged):
+    the old name is left alone, the new one is remembered; both close when the GPU goes."""
+    ended = EndedSeries()
+
+    def named(name: str, time: int) -> Batch:
+        return (
+            ResourceMetrics(
+                resource=gpu_resource(0),
+                metrics=(_gauge(name, time, ({semconv.HW_ID: GPU}, 0.5)),),
+                identity=GPU,
+            ),
+        )
+
+    ended.closing(named("old.name", T0))
+    ended.closing(named("old.name", T0 + INTERVAL))
+    assert ended.closing(named("new.name", T0 + 2 * INTERVAL)) == ()
+    closed = ended.closing((gone(GPU),))
+    assert sorted(m.name for rm in closed for m in rm.metrics) == ["new.name", "old.name"]
+
+
+def test_an_identity_whose_series_changed_closes_under_the_resource_it_changed_with() -> None:
+    """The GPU's up state and its pod changed in one report (told apart series by series):
+    what it holds then closes under that report's resource, the pod's."""
+    ended = EndedSeries()
+    ended.closing(gpu(T0, "ok", pod="a"))
+    ended.closing(gpu(T0 + INTERVAL, "degraded", pod="b"))
+    closed = ended.closing((gone(GPU),))
+    assert [rm.resource.get(semconv.K8S_POD_NAME) for rm in closed] == ["b"]
+    assert sorted(m.name for rm in closed for m in rm.metrics) == [
+        "hw.gpu.utilization",
+        "nvidia.gpu.up",
+    ]
 
 
 def test_a_gone_marker_closes_after_the_last_point_whatever_the_clock() -> None:

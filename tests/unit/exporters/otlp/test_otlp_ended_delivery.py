@@ -18,6 +18,7 @@ from otelgpu.component.errors import ExportError
 from otelgpu.component.kept_listeners import KeptListeners
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
+from otelgpu.exporters.otlp.ended import EndedSeries
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, ResourceMetrics
@@ -313,3 +314,16 @@ async def test_mig_instances_gone_after_a_reconfiguration_are_closed_by_the_new_
         [],
         [(metric, {semconv.HW_ID: "MIG-old-1"}), (metric, {semconv.HW_ID: "MIG-old-2"})],
     ]
+
+
+def test_a_closing_point_sent_again_is_owed_no_more_once_that_request_is_accepted() -> None:
+    ended = EndedSeries()
+    _, receipt = ended.closes(holders(T0, "a", "b"))
+    ended.accepted(receipt)
+    _, receipt = ended.closes(holders(T0 + INTERVAL, "a"))  # b left: its closing point
+    ended.refused(receipt)
+    closed, receipt = ended.closes(holders(T0 + 2 * INTERVAL, "a"))  # carries it again
+    assert [m.points[0].attributes for rm in closed for m in rm.metrics] == [B]
+    ended.accepted(receipt)
+    assert ended.owed == 0
+    assert ended.closing(holders(T0 + 3 * INTERVAL, "a")) == ()

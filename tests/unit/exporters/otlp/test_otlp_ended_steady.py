@@ -12,7 +12,7 @@ import pytest
 
 from otelgpu.exporters.otlp.ended import FORGET_AFTER, EndedSeries
 from otelgpu.pdata import semconv
-from otelgpu.pdata.model import Batch, ResourceMetrics
+from otelgpu.pdata.model import Batch, MetricKind, ResourceMetrics
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
 from tests.unit.exporters.otlp.batches import gauge as _gauge
 
@@ -206,3 +206,147 @@ def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -
     expected = history(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
     assert set(expected[1]) == {2} and sum(map(len, expected[0])) == 1
     assert history(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected
+
+
+def _two_times(time: int, empty_first: bool = False) -> ResourceMetrics:
+    """A GPU whose metric has two points, the second taken 5 s after the first (after a
+    metric reported without points, with `empty_first`)."""
+    metric = _gauge("hw.gpu.utilization", time, (UP_OK, 0.5), (UP_DEGRADED, 0.25))
+    late = replace(metric.points[1], time_unix_nano=time + 5 * 10**9)
+    empty = (_gauge("nvidia.gpu.idle", time),) if empty_first else ()
+    return ResourceMetrics(
+        resource=gpu_resource(0),
+        metrics=(*empty, replace(metric, points=(metric.points[0], late))),
+        identity=GPU,
+    )
+
+
+@pytest.mark.parametrize("empty_first", [False, True], ids=["points-only", "a-metric-without"])
+def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity(
+    empty_first: bool,
+) -> None:
+    # The closing points come a millisecond after the metric's time: the clock stands at T0.
+    batches: list[Batch] = [(_two_times(T0 + cycle * INTERVAL, empty_first),) for cycle in range(5)]
+    batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    last = T0 + 4 * INTERVAL
+    assert {point[3] for point in expected[-1]} == {last + 1_000_000}
+
+
+def _moved(time: int, first: tuple[int, ...], second: tuple[int, ...]) -> Batch:
+    """Two identities ("x", "y") of one metric each, the points `first` and `second` of the
+    same three attribute mappings: one batch and the next may list the same points, in the
+    same order, split otherwise between them."""
+    shared = [{"n": str(n)} for n in range(3)]
+
+    def rm(identity: str, indices: tuple[int, ...]) -> ResourceMetrics:
+        metric = _gauge("m", time, *((shared[index], 1.0) for index in indices))
+        return ResourceMetrics(resource={"id": identity}, metrics=(metric,), identity=identity)
+
+    return (rm("x", first), rm("y", second))
+
+
+def _metrics_moved(time: int, moved: bool) -> Batch:
+    """Two identities with metrics a and b, and c: then a, and b and c (the same descriptors
+    and points in the same order, split otherwise between them)."""
+
+    def rm(identity: str, names: tuple[str, ...]) -> ResourceMetrics:
+        metrics = tuple(_gauge(name, time, (DEVICE, 1.0)) for name in names)
+        return ResourceMetrics(resource={"id": identity}, metrics=metrics, identity=identity)
+
+    if moved:
+        return (rm("x", ("a",)), rm("y", ("b", "c")))
+    return (rm("x", ("a", "b")), rm("y", ("c",)))
+
+
+@pytest.mark.parametrize("what", ["points", "metrics"])
+def test_a_batch_splitting_the_same_series_otherwise_is_not_taken_for_a_steady_one(
+    what: str,
+) -> None:
+    def batch(cycle: int, moved: bool) -> Batch:
+        time = T0 + cycle * INTERVAL
+        if what == "points":
+            return _moved(time, (0,), (1, 2)) if moved else _moved(time, (0, 1), (2,))
+        return _metrics_moved(time, moved)
+
+    batches = [batch(cycle, moved=False) for cycle in range(4)]
+    batches += [batch(cycle, moved=True) for cycle in range(4, 6)]
+    batches.append(
+        tuple(ResourceMetrics(resource={}, metrics=(), identity=i) for i in ("x", "y"))
+    )  # both gone: each closes what it holds
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    # each of the four series (x's and y's, and the one that moved from x to y) closes once
+    assert sum(map(len, expected)) == 4
+
+
+def _reload_after(ended: EndedSeries, wall: list[int], batches: list[Batch]) -> list[list[Any]]:
+    """`batches` 10 s apart, a reload, then the GPU alone every 10 s: what each batch closed."""
+    out: list[list[Any]] = []
+    for batch in batches:
+        wall[0] += 10 * 10**9
+        out += _closings(ended, [batch])
+    ended.inherit()
+    for _ in range(5):
+        wall[0] += 10 * 10**9
+        out += _closings(ended, [(_gpu(wall[0], UP_OK),)])
+    return out
+
+
+def test_a_shape_taken_again_after_another_batch_counts_only_its_own_gaps() -> None:
+    # The batch of other identities in between is 10 s from each of its neighbours: the
+    # processes' longest gap stays 10 s, and they close 20 s after the reload's first batch.
+    def batch(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        three = (_process(t, 3),) if cycle == 4 else ()
+        return (_gpu(t, UP_OK), _process(t, 1), _process(t, 2), *three)
+
+    batches = [batch(cycle) for cycle in range(8)]
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = _reload_after(
+        Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall, batches
+    )
+    assert _reload_after(EndedSeries(wall=lambda: whole_wall[0]), whole_wall, batches) == expected
+    closed_per_batch = list(map(len, expected[len(batches) :]))
+    assert closed_per_batch == [0, 0, 2, 1, 0]  # processes 1 and 2 after 20 s, 3 after 30 s
+
+
+def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_one() -> None:
+    def report(time: int, changed: bool) -> Batch:
+        metric = _gauge("hw.gpu.utilization", time, (DEVICE, 0.5))
+        if changed:
+            metric = replace(
+                metric,
+                name="hw.gpu.busy",
+                unit="%",
+                description="busy",
+                kind=MetricKind.SUM,
+                monotonic=True,
+            )
+        return (ResourceMetrics(resource=gpu_resource(0), metrics=(metric,), identity=GPU),)
+
+    batches = [report(T0 + cycle * INTERVAL, changed=cycle >= 4) for cycle in range(6)]
+    batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
+    expected = _closings(Identitywise(wall=lambda: T0), batches)
+    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    assert sorted(point[0] for point in expected[-1]) == ["hw.gpu.busy", "hw.gpu.utilization"]
+
+
+def test_steady_batches_at_one_wall_time_leave_no_gap() -> None:
+    # A coarse wall clock: every batch before the reload at one wall time. The processes have
+    # no known gap, so they wait twice 15 s after the reload's first batch, as if reported once.
+    def run(ended: EndedSeries, wall: list[int]) -> list[int]:
+        for cycle in range(5):
+            t = T0 + cycle * INTERVAL
+            ended.closing((_gpu(t, UP_OK), _process(t, 1), _process(t, 2)))
+        ended.inherit()
+        closed = []
+        for step in [0, 1, 29 * 10**9, 10**9]:
+            wall[0] += step
+            closed.append(len(ended.closing((_gpu(wall[0], UP_OK),))))
+        return closed
+
+    whole_wall, one_by_one_wall = [T0], [T0]
+    expected = run(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
+    assert run(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected == [0, 0, 0, 2]

@@ -101,6 +101,25 @@ def test_a_family_nothing_was_written_to_is_dropped_at_commit() -> None:
     assert store.families == {}
 
 
+def test_a_family_nothing_was_written_to_replaces_no_line() -> None:
+    store = SeriesStore()
+    batch(store, (1, "a "))
+    store.begin(2.0)
+    assert store.family("g", "gauge", "h") is not None  # made, nothing written
+    store.commit()
+    assert store.replaced == 0
+
+
+def test_a_commit_leaves_the_next_batch_no_touched_family() -> None:
+    store = SeriesStore()
+    batch(store, (1, "a "))
+    store.begin(2.0)
+    assert store.family("g", "gauge", "h") is not None  # made and dropped at commit
+    store.commit()
+    # a dropped family stays unreferenced, and the next commit settles only what its batch touched
+    assert store.ledger.touched == {}
+
+
 def test_an_emptied_identity_that_reports_again_keeps_its_lines_until_they_expire() -> None:
     store = SeriesStore()
     batch(store, (1, "a "))
