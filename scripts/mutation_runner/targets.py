@@ -235,14 +235,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
     ),
-    "otlp_ended": (
-        "otelgpu/exporters/otlp/ended/memory.py",
-        [
-            f"{OTLP}/test_otlp_ended.py",
-            f"{OTLP}/test_otlp_ended_steady.py",
-            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
-        ],
-    ),
+    "otlp_ended": ("otelgpu/exporters/otlp/ended/memory.py", OTLP_ENDED_TESTS),
     "otlp_ended_sent": (
         "otelgpu/exporters/otlp/ended/sent.py",
         [*OTLP_ENDED_TESTS],
