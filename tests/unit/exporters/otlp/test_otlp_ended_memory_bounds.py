@@ -192,3 +192,33 @@ def test_an_identity_that_kept_a_metric_over_a_reload_still_closes_it_later() ->
     assert len(ended) == 1
     gone = (ResourceMetrics(resource={}, metrics=(), identity="gpu"),)
     assert [name for name, _ in _closed(ended.closing(gone))] == ["kept"]
+
+
+def test_an_identity_whose_owed_points_are_all_accepted_leaves_no_count_behind() -> None:
+    """The count of points each identity owes is memory too: it goes with the last of them."""
+    ended = EndedSeries(wall=lambda: T0)
+    metrics = (_gauge("a", T0, ({"s": "1"}, 1.0)), _gauge("b", T0, ({"s": "1"}, 1.0)))
+    ended.closes((ResourceMetrics(resource={}, metrics=metrics, identity="gpu"),))
+    closed, receipt = ended.closes((ResourceMetrics(resource={}, metrics=(), identity="gpu"),))
+    assert len(_closed(closed)) == 2
+    ended.accepted(receipt)
+    assert ended.owed == 0
+    assert ended._owing == {}
+
+
+def test_the_descriptors_remembered_are_bounded_by_the_memory_s_limit() -> None:
+    ended = EndedSeries(wall=lambda: T0, limit=2)
+    for name in ("a", "b", "c", "d"):
+        metric = _gauge(name, T0, ({}, 1.0))
+        ended.closing((ResourceMetrics(resource={}, metrics=(metric,), identity=name),))
+        assert len(ended._descriptors) <= 2
+
+
+def test_the_steady_batches_remembered_are_bounded() -> None:
+    """One shape per pipeline usually; batches of ever new identities do not pile them up."""
+    ended = EndedSeries(wall=lambda: T0)
+    for index in range(6):
+        batch = _reports(f"gpu-{index}", T0)
+        for _ in range(3):
+            ended.closing(batch)
+        assert len(ended._shapes) <= 4
