@@ -222,3 +222,30 @@ def test_the_steady_batches_remembered_are_bounded() -> None:
         for _ in range(3):
             ended.closing(batch)
         assert len(ended._shapes) <= 4
+
+
+def _gone(identity: str) -> Batch:
+    return (ResourceMetrics(resource={}, metrics=(), identity=identity),)
+
+
+def test_a_steady_identity_forgotten_after_five_minutes_is_remembered_when_it_returns() -> None:
+    clock = _Clock()
+    ended = EndedSeries(wall=clock)
+    for _ in range(3):  # a steady batch
+        ended.closing(_reports("gpu", T0))
+    clock.now = T0 + FORGET_AFTER + 1
+    ended.closing(_reports("other", clock.now))  # the look forgets gpu
+    assert len(ended) == 1
+    for _ in range(2):  # gpu comes back with its old batch
+        ended.closing(_reports("gpu", T0))
+    assert _closed(ended.closing(_gone("gpu"))) == [("nvidia.gpu.up", {"hw.state": "ok"})]
+
+
+def test_a_steady_identity_dropped_past_the_limit_is_remembered_when_it_returns() -> None:
+    ended = EndedSeries(wall=lambda: T0, limit=1)
+    for _ in range(3):  # a steady batch
+        ended.closing(_reports("gpu", T0))
+    ended.closing(_reports("other", T0))  # past the limit: gpu is dropped
+    for _ in range(2):  # gpu comes back with its old batch
+        ended.closing(_reports("gpu", T0))
+    assert _closed(ended.closing(_gone("gpu"))) == [("nvidia.gpu.up", {"hw.state": "ok"})]
