@@ -249,3 +249,29 @@ def test_a_steady_identity_dropped_past_the_limit_is_remembered_when_it_returns(
     for _ in range(2):  # gpu comes back with its old batch
         ended.closing(_reports("gpu", T0))
     assert _closed(ended.closing(_gone("gpu"))) == [("nvidia.gpu.up", {"hw.state": "ok"})]
+
+
+def test_after_a_reload_an_identity_is_waited_for_twice_its_longest_gap_to_the_nanosecond() -> None:
+    clock = _Clock()
+    ended = EndedSeries(wall=clock)
+    second = 10**9
+    # gpu reports ten seconds apart, then ten seconds and a nanosecond (other reports between)
+    for at, identity in [
+        (0, "gpu"),
+        (1, "other"),
+        (10 * second, "gpu"),
+        (10 * second + 1, "other"),
+        (20 * second + 1, "gpu"),
+    ]:
+        clock.now = T0 + at
+        ended.closing(_reports(identity, clock.now))
+    ended.inherit()
+    since = T0 + 30 * second
+    clock.now = since
+    ended.closing(_reports("other", clock.now))
+    clock.now = since + 2 * (10 * second + 1) - 1
+    assert _closed(ended.closing(_reports("other", clock.now))) == []
+    clock.now = since + 2 * (10 * second + 1)
+    assert _closed(ended.closing(_reports("other", clock.now))) == [
+        ("nvidia.gpu.up", {"hw.state": "ok"})
+    ]
