@@ -275,3 +275,12 @@ def test_after_a_reload_an_identity_is_waited_for_twice_its_longest_gap_to_the_n
     assert _closed(ended.closing(_reports("other", clock.now))) == [
         ("nvidia.gpu.up", {"hw.state": "ok"})
     ]
+
+
+def test_a_closing_point_in_flight_at_a_reload_is_carried_by_the_next_request() -> None:
+    """Whatever became of the old exporter's request, the new exporter's first one carries
+    what it carried."""
+    ended, _ = _owing_one()
+    ended.inherit()
+    closed, _ = ended.closes(_reports("gpu", T0, "ok"))
+    assert _closed(closed) == [("nvidia.gpu.up", {"hw.state": "degraded"})]
