@@ -284,3 +284,21 @@ def test_a_closing_point_in_flight_at_a_reload_is_carried_by_the_next_request() 
     ended.inherit()
     closed, _ = ended.closes(_reports("gpu", T0, "ok"))
     assert _closed(closed) == [("nvidia.gpu.up", {"hw.state": "degraded"})]
+
+
+def test_a_steady_identity_closed_after_a_reload_is_remembered_when_it_returns() -> None:
+    clock = _Clock()
+    ended = EndedSeries(wall=clock)
+    steady = _reports("gpu", T0)
+    for at in (0, 1, 2):  # a steady batch, ten seconds apart
+        clock.now = T0 + at * 10**10
+        ended.closing(steady)
+    ended.inherit()
+    for at in (3, 6):  # the new configuration does not send gpu: closed when overdue
+        clock.now = T0 + at * 10**10
+        ended.closing(_reports("other", clock.now))
+    assert len(ended) == 1
+    for at in (7, 8):  # gpu comes back with its old batch
+        clock.now = T0 + at * 10**10
+        ended.closing(steady)
+    assert _closed(ended.closing(_gone("gpu"))) == [("nvidia.gpu.up", {"hw.state": "ok"})]
