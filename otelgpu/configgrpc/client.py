@@ -104,14 +104,7 @@ class Client:
                 )
                 break
             except grpc.aio.AioRpcError as exc:
-                details = exc.details() or ""
-                refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
-                pause = _resend_pause(attempt, deadline) if refused else 0.0
-                if pause:
-                    continue  # never processed: sent again on the same connection
-                if exc.code() in REDIAL:
-                    self._retire(channel)
-                raise RpcError(exc.code(), details, _metadata(exc.trailing_metadata())) from None
+                pause = self._resend_or_raise(exc, channel, attempt, deadline, unread=True)
             finally:
                 await self._release(channel)
         if not isinstance(answer, bytes):  # no deserializer: grpcio hands the bytes over
@@ -151,17 +144,31 @@ class Client:
                     yield answer
                 return
             except grpc.aio.AioRpcError as exc:
-                details = exc.details() or ""
-                refused = exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
-                pause = _resend_pause(attempt, deadline) if refused and not received else 0.0
-                if pause:
-                    continue  # never processed: sent again on the same connection
-                if exc.code() in REDIAL:
-                    self._retire(channel)
-                raise RpcError(exc.code(), details, _metadata(exc.trailing_metadata())) from None
+                pause = self._resend_or_raise(exc, channel, attempt, deadline, unread=not received)
             finally:
                 call.cancel()  # a no-op once the call has ended
                 await self._release(channel)
+
+    def _resend_or_raise(
+        self,
+        exc: grpc.aio.AioRpcError,
+        channel: grpc.aio.Channel,
+        attempt: int,
+        deadline: float,
+        *,
+        unread: bool,
+    ) -> float:
+        """The pause before sending a call again that the server refused `unread` (never
+        processed: sent again on the same connection); for any other failure, retires the
+        channel where `REDIAL` says so and raises it as `RpcError`."""
+        details = exc.details() or ""
+        refused = unread and exc.code() is StatusCode.UNAVAILABLE and _REFUSED in details
+        pause = _resend_pause(attempt, deadline) if refused else 0.0
+        if pause:
+            return pause
+        if exc.code() in REDIAL:
+            self._retire(channel)
+        raise RpcError(exc.code(), details, _metadata(exc.trailing_metadata())) from None
 
     async def close(self) -> None:
         """Closes the channel and any retired one (calls in flight are cancelled); the next
