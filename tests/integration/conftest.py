@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.agent_process import AgentProcess
+from tests.peers.runtime import Containerd
 
 
 @pytest.fixture
@@ -16,3 +17,14 @@ def agents() -> Iterator[list[AgentProcess]]:
     yield started
     for agent in started:
         agent.kill()
+
+
+@pytest.fixture(scope="module")
+def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
+    """A real containerd, one per test module (its tests plant and stop their own pods)."""
+    daemon = Containerd(tmp_path_factory.mktemp("containerd"))
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.stop()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,6 @@ from tests.peers.runtime import Containerd
 from tests.unit.processors.container_env.helpers import by_id, by_workload, counter, one
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
-    daemon = Containerd(tmp_path_factory.mktemp("containerd"))
-    daemon.start()
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
 
 
 async def _processor(

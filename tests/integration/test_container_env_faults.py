@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -33,16 +32,6 @@ pytestmark = pytest.mark.integration
 
 UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
 AGE = "otelgpu_container_env_snapshot_age_seconds"
-
-
-@pytest.fixture(scope="module")
-def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
-    daemon = Containerd(tmp_path_factory.mktemp("containerd"))
-    daemon.start()
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ records the kubelet would write for a Deployment's pod and a CronJob's pod."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,16 +19,6 @@ from tests.peers.runtime import Containerd
 from tests.unit.processors.container_env.helpers import by_id, by_workload, one
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
-    daemon = Containerd(tmp_path_factory.mktemp("containerd"))
-    daemon.start()
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
 
 
 async def _processor(telemetry: SelfTelemetry, socket: Path) -> ContainerEnvProcessor:

@@ -8,7 +8,6 @@ compare times. Waits are on events (the server counting the answers it gave), ne
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,16 +36,6 @@ pytestmark = pytest.mark.integration
 GPU = "nvidia.com/gpu"
 TEAM = "container.env.TEAM"
 UNMATCHED = "otelgpu_enrichment_unmatched_points_total"
-
-
-@pytest.fixture(scope="module")
-def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
-    daemon = Containerd(tmp_path_factory.mktemp("containerd"))
-    daemon.start()
-    try:
-        yield daemon
-    finally:
-        daemon.stop()
 
 
 async def _answers(kubelet: FakeKubelet, n: int, timeout: float = 10.0) -> None:
