@@ -20,7 +20,7 @@ the new one until it expires.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import Enum
 
 AttrValue = str | int | float | bool
@@ -106,9 +106,30 @@ def with_resource(
     if not extra:
         return rm
     merged = {**rm.resource, **extra} if override else {**extra, **rm.resource}
-    return replace(rm, resource=merged)
+    return _rebuilt(rm, merged, rm.metrics)
 
 
 def keep_metrics(rm: ResourceMetrics, metrics: Iterable[Metric]) -> ResourceMetrics:
     """Returns `rm` holding only `metrics` (used by filtering processors)."""
-    return replace(rm, metrics=tuple(metrics))
+    return _rebuilt(rm, rm.resource, tuple(metrics))
+
+
+def _rebuilt(
+    rm: ResourceMetrics, resource: Attributes, metrics: tuple[Metric, ...]
+) -> ResourceMetrics:
+    """`rm` with a new resource and metrics, every other field carried over.
+
+    Built field by field rather than with `dataclasses.replace`, which costs nearly three times
+    as much (it walks the class's fields and their defaults on every call); these two run for
+    every resource of every batch. A field added to `ResourceMetrics` must be added here: the
+    test that gives every field a value of its own fails until it is.
+    """
+    return ResourceMetrics(
+        resource=resource,
+        metrics=metrics,
+        scope=rm.scope,
+        scope_version=rm.scope_version,
+        identity=rm.identity,
+        notes=rm.notes,
+        schema_url=rm.schema_url,
+    )
