@@ -47,7 +47,9 @@ HOLDER_SINCE = "holder.since"
 HOLDERS_CONFIRMED = "holders.confirmed"
 
 # Beside HOLDER_SINCE: since when the kubelet lists the holder's pod (namespace and name) as it
-# does now (the same clock; -inf for its first answer after a start). The kubelet names pods, not
+# does now (the same clock; -inf for what the first answer installed since a start lists, even
+# one that came only after failures: a pair of such a pod may have been listed for any time
+# before, whatever its HOLDER_SINCE). The kubelet names pods, not
 # pod uids, and its answer can lag the runtime: a pod recreated under its name may still be
 # listed on its old pod's devices. container_env gives a pair listed while an older pod uid ran
 # under the name to that uid: the newer pod's labels wait until what the kubelet lists for the

@@ -120,6 +120,11 @@ class ListingHistory:
         changed = rm.notes.get(notes.HOLDERS_CHANGED) if rm.notes else None
         if not (isinstance(since, float) and isinstance(changed, float)) or not match.pod_uid:
             return False
+        if changed == -math.inf:
+            # What the kubelet lists for the pod is as its first answer since k8s_attributes
+            # started listed it, so the pair may have been listed for any time before that
+            # answer (one that came after failures notes the pair since it came).
+            since = -math.inf
         cid = match.container_id
         if not cid or changed > self._unseen_at.get(cid, float("inf")):
             return False

@@ -23,10 +23,12 @@ class HolderTimes:
         self._since: dict[tuple[Key, Holder], float] = {}
         self._since_by_key: dict[Key, tuple[float, ...]] = {}
         # per pod name, what the kubelet lists for it and since when (`notes.HOLDERS_CHANGED`;
-        # -inf: its first answer after a start); per key, its holders' in the allocation's order
+        # -inf: the first answer installed since the start listed it so); per key, its holders'
+        # in the allocation's order
         self._listings: dict[PodName, frozenset[PodAllocation]] = {}
         self._listed_since: dict[PodName, float] = {}
         self._changed_by_key: dict[Key, tuple[float, ...]] = {}
+        self._answered = False  # whether an answer was installed since the start
 
     def of(self, key: Key) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """Since when each holder of the device `key` is listed on it, and since when the
@@ -36,8 +38,14 @@ class HolderTimes:
     def installed(self, snapshot: Snapshot, pods: tuple[PodAllocation, ...], now: float) -> None:
         """Notes since when each (device, holder) is listed, and since when the kubelet lists
         each holder's pod as it does now: new in this answer, since `now` (-inf for the answer
-        to the first request after a start: the runtime is listed afresh at start too)."""
-        self._pods_since(pods, now)
+        to the first request after a start: the runtime is listed afresh at start too).
+
+        What the first answer installed since the start lists for a pod is noted as listed
+        since always (-inf), whenever that answer came: an answer that came only after failures
+        says nothing of how long the kubelet had listed it (its pairs keep `now`, the latest
+        they can be new: a runtime listing older than that may predate them)."""
+        self._pods_since(pods, now if self._answered else float("-inf"))
+        self._answered = True
         since: dict[tuple[Key, Holder], float] = {}
         by_key: dict[Key, tuple[float, ...]] = {}
         changed_by_key: dict[Key, tuple[float, ...]] = {}

@@ -34,10 +34,12 @@ def _listing(*containers: Match) -> Snapshot:
 
 
 def _pair(
-    since: float, *, confirmed: float = math.inf, changed: float = -math.inf
+    since: float, *, confirmed: float = math.inf, changed: float | None = None
 ) -> ResourceMetrics:
     """A GPU resource whose kubelet pair is listed since `since`, the kubelet last answered at
-    `confirmed` and lists the pod as it does now since `changed` (k8s_attributes' notes)."""
+    `confirmed` and lists the pod as it does now since `changed` (k8s_attributes' notes; by
+    default `since`: the pod's listing changed when the pair came)."""
+    changed = since if changed is None else changed
     return ResourceMetrics(
         resource={},
         metrics=(),
@@ -84,7 +86,7 @@ def test_an_older_uid_first_listed_less_than_a_second_before_is_told_apart() -> 
     old, new = _container("c-a", "uid-a"), _container("c-b", "uid-b")
     history.listed(_listing(old), 1.0, complete=True)
     history.listed(_listing(old, new), 1.5, complete=True)
-    assert history.held_by_other_uid(_pair(1.2), new)
+    assert history.held_by_other_uid(_pair(1.2, changed=1.0), new)
 
 
 def _recreated(history: ListingHistory, old: Match, new: Match) -> None:
@@ -186,3 +188,13 @@ def test_without_k8s_attributes_notes_the_checks_answer_no() -> None:
     assert history.newer_than_snapshot(bare) is None
     assert history.unconfirmed(bare, new) is False
     assert history.held_by_other_uid(bare, new) is False
+
+
+def test_a_pair_of_a_pod_listed_as_in_the_kubelets_first_answer_may_be_the_older_uids() -> None:
+    """k8s_attributes' first answer after a start (`changed` -inf) may have come only after
+    failures, so its pairs, noted since it came, may have been listed for any time before."""
+    history = ListingHistory()
+    new = _container("c-b", "uid-b")
+    _recreated(history, _container("c-a", "uid-a"), new)
+    assert history.held_by_other_uid(_pair(5.0, changed=-math.inf), new)
+    assert not history.held_by_other_uid(_pair(5.0), new)  # first listed once uid-a was gone

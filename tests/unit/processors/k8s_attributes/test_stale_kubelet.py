@@ -12,6 +12,7 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.pdata import notes, semconv
 from otelgpu.pdata.model import Batch
 from otelgpu.processors.container_env.processor import ContainerEnvProcessor
+from otelgpu.processors.k8s_attributes.pod_resources import PodResourcesError
 from tests.fakes import FakeClock, FakeHost
 from tests.unit.processors.container_env.fake_runtime import FakeRuntime
 from tests.unit.processors.container_env.helpers import make_processor as make_container_env
@@ -98,6 +99,37 @@ async def test_a_stale_kubelet_lends_no_recreated_pods_labels_to_the_old_gpu(
     await clock.advance(1)
     seen = node.cycle()
     assert TEAM not in seen[UUID_A] and semconv.K8S_POD_NAME not in seen[UUID_A]
+    assert seen[UUID_B][TEAM] == "new-team"
+    await node.shutdown()
+
+
+async def test_a_stale_first_answer_after_failures_lends_nothing(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """The kubelet fails from the agent's start while the runtime runs the old pod, which is
+    then recreated on GPU B; the kubelet's first answer, late and stale, lists the name on GPU
+    A. The agent never saw that pair before, but that says nothing of how long the kubelet has
+    listed it: it may be the old pod's, whose container the runtime listed."""
+    node = _Node(telemetry, clock)
+    _run(node.runtime, OLD_SANDBOX, OLD_CID, "uid-old", "old-team", 1.0)
+    node.kubelet.error = PodResourcesError("UNAVAILABLE", "kubelet restarting")
+    await node.start(telemetry)
+    await clock.advance(2)  # container_env lists the old pod's container
+    node.runtime.stop(OLD_CID)
+    node.runtime.stop(OLD_SANDBOX)
+    _run(node.runtime, NEW_SANDBOX, NEW_CID, "uid-new", "new-team", 5.0)
+    await clock.advance(2)
+    node.kubelet.error = None
+    node.lists(UUID_A)
+    for _ in range(5):
+        await clock.advance(1)
+        seen = node.cycle()
+        assert seen[UUID_A][semconv.K8S_POD_NAME] == "train-0"
+        assert TEAM not in seen[UUID_A], "the new pod's labels on the old pod's GPU"
+    node.lists(UUID_B)  # caught up
+    await clock.advance(1)
+    seen = node.cycle()
+    assert TEAM not in seen[UUID_A]
     assert seen[UUID_B][TEAM] == "new-team"
     await node.shutdown()
 
