@@ -75,6 +75,18 @@ FACTORIES = [
     f"{CORE}/test_cli.py",
 ]
 PROCESSORS = [f"{CORE}/test_processors.py"]  # attributes, filter, resource and their actions
+# the value rules (values.py and the shape, decoding, randomness and plain-value modules it
+# composes): every rule is held through `credential_kind` and `plain_refusal`, so each module
+# runs the same files, the corpus and the shape tests among them
+VALUE_RULES = [
+    f"{CE}/test_values.py",
+    f"{CE}/test_credential_rules.py",
+    f"{CE}/test_value_shapes.py",
+    f"{CE}/test_glob_values.py",
+    f"{CE}/test_secret_corpus.py",
+    f"{CE}/test_value_decoding.py",
+    f"{CE}/test_values_boundaries.py",
+]
 CE_RUNTIMES = [f"{CE}/test_adapters.py", f"{CE}/test_stubs.py", f"{CE}/test_fuzz.py"]
 CE_PROCESSOR = [
     f"{CE}/test_processor.py",
@@ -526,16 +538,15 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "secret_values": (  # the same module, against the corpus and shape tests too
         "otelgpu/processors/container_env/values.py",
-        [
-            f"{CE}/test_values.py",
-            f"{CE}/test_credential_rules.py",
-            f"{CE}/test_value_shapes.py",
-            f"{CE}/test_glob_values.py",
-            f"{CE}/test_secret_corpus.py",
-            f"{CE}/test_value_decoding.py",
-            f"{CE}/test_values_boundaries.py",
-        ],
+        VALUE_RULES,
     ),
+    "ce_value_shapes": ("otelgpu/processors/container_env/value_shapes.py", VALUE_RULES),
+    "ce_value_decoding": ("otelgpu/processors/container_env/value_decoding.py", VALUE_RULES),
+    "ce_value_randomness": (
+        "otelgpu/processors/container_env/value_randomness.py",
+        VALUE_RULES,
+    ),
+    "ce_glob_values": ("otelgpu/processors/container_env/glob_values.py", VALUE_RULES),
     "ce_tokens": (  # the published token formats
         "otelgpu/processors/container_env/tokens.py",
         [
