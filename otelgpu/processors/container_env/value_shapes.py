@@ -85,6 +85,18 @@ _PASSWORD_OPTION = re.compile(rf"(?<![{_NAME_CHARS}])-p(?:\S|[ \t]+[^\s/.~0-9\-]
 _USER_OPTION = re.compile(
     rf"(?<![{_NAME_CHARS}])(?:-u[ \t]*|--user[ \t=]+)(?![0-9:]+(?:\s|$))[^\s:@/]+:[^\s@]"
 )
+# Options that are a password only to the tool before them on the same command line: redis-cli's
+# `-a`, SQL Server tools' `-P`, the OpenLDAP clients' `-w` and smbclient's `-U user%password`
+# (a value after the option, not another option, within 256 characters of the name: bounds the
+# cost of a value full of tool names; openssl's `pass:x` is a pair).
+_TOOL_PASSWORD = re.compile(
+    rf"(?<![{_NAME_CHARS}])(?:"
+    r"redis-cli\b[^\n;|&]{0,256}?[ \t]-a[ \t]+(?!-)\S"
+    r"|(?:sqlcmd|bcp|osql|isql)\b[^\n;|&]{0,256}?[ \t]-P[ \t]*(?!-)\S"
+    r"|ldap[a-z]{3,9}\b[^\n;|&]{0,256}?[ \t]-w[ \t]*(?!-)\S"
+    r"|smbclient\b[^\n;|&]{0,256}?[ \t](?:-U|--user)[ \t=]*[^\s%]+%\S"
+    r")"
+)
 
 _AUTH_TOKEN = re.compile(r"(?i)(?<![a-z0-9])(?:bearer|negotiate|ntlm)[ \t]+[a-z0-9._~+/=\-]{6,}")
 _AUTH_BASIC = re.compile(r"(?i)(?<![a-z0-9])basic[ \t]+([a-z0-9+/]{8,}={0,2})")
@@ -185,7 +197,7 @@ def _credential_pair(text: str) -> bool:
 def _credential_flag(text: str) -> bool:
     if "-" not in text:
         return False
-    if _PASSWORD_OPTION.search(text) or _USER_OPTION.search(text):
+    if _PASSWORD_OPTION.search(text) or _USER_OPTION.search(text) or _TOOL_PASSWORD.search(text):
         return True
     return any(looks_secret(option) for option in _OPTION.findall(text))
 

@@ -171,6 +171,51 @@ def test_ordinary_values_that_resemble_credentials_pass(value: str) -> None:
     assert credential_kind(value) is None
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "redis-cli -a hunter2 ping",
+        "redis-cli -h cache -p 6379 -a hunter2",
+        "/usr/bin/redis-cli --pass hunter2",
+        "sqlcmd -S db -U sa -PHunter2",
+        "sqlcmd -S db -U sa -P Hunter2",
+        "bcp out t.dat -U sa -P hunter2",
+        "ldapsearch -x -D cn=admin -w hunter2",
+        "ldapmodify -D cn=admin -whunter2 -f x.ldif",
+        "smbclient //fs/share -U app%hunter2",
+    ],
+)
+def test_known_tools_password_options_are_refused(value: str) -> None:
+    """Options that are a password only for the tool they follow (`-a` to redis-cli, `-P` to
+    sqlcmd, `-w` to ldapsearch, `-U user%pass` to smbclient; openssl's `pass:x` is a pair)."""
+    assert credential_kind(value) == "credential_flag", value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "train.py -a adam -w 0.01",  # `-a`, `-w` to another program
+        "redis-cli -a",  # the option with nothing after it
+        "redis-cli -h cache ping",
+        "ls -P /data",
+        "sqlcmd -S db -E",  # Windows authentication: no password
+        "ldapsearch -x -W -D cn=admin",  # `-W`: prompt for it
+        "openssl rand -hex 16",
+        "smbclient -L fs -U app",
+    ],
+)
+def test_the_same_options_elsewhere_pass(value: str) -> None:
+    assert credential_kind(value) is None, value
+
+
+@pytest.mark.parametrize(("gap", "refused"), [(256, True), (257, False)])
+def test_a_tools_password_option_is_read_within_256_characters_of_its_name(
+    gap: int, refused: bool
+) -> None:
+    value = "redis-cli" + " " + "x" * (gap - 1) + " -a hunter2"
+    assert (credential_kind(value) == "credential_flag") is refused
+
+
 def test_digests_and_ids_are_never_read_as_key_material() -> None:
     """Hex and base64 of random bytes decode to no text and, but for about one in ten
     million, to no DER header: seeded, so the count is exact."""
