@@ -62,6 +62,10 @@ NOT_SERVED: Mapping[str, str] = {
         "served as DCGM_FI_PROF_PCIE_RX_BYTES (nvidia.gpu.pcie.rx.throughput); list that field"
     ),
     "DCGM_FI_DEV_FB_USED_PERCENT": ("otel naming only: hw.gpu.memory.utilization (a ratio 0..1)"),
+    "DCGM_FI_DEV_MEM_MAX_OP_TEMP": (
+        "the memory's maximum operating temperature is not read (hw.temperature.limit has the "
+        "GPU's own limits: DCGM_FI_DEV_GPU_MAX_OP_TEMP, _SLOWDOWN_TEMP, _SHUTDOWN_TEMP)"
+    ),
     "DCGM_FI_NVML_VERSION": "otelgpu does not read this static field",
     "DCGM_FI_DEV_BRAND": "otelgpu does not read this static field",
     "DCGM_FI_DEV_OEM_INFOROM_VER": "otelgpu does not read this static field",
