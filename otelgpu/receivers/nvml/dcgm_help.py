@@ -42,7 +42,7 @@ DCGM_HELP: Mapping[str, str] = {
     ),
     "DCGM_FI_DEV_GPU_MAX_OP_TEMP": "The GPU's maximum operating temperature, in degrees Celsius.",
     "DCGM_FI_DEV_GPU_TEMP_LIMIT": (
-        "Degrees Celsius the GPU is below its T.Limit (negative past it)."
+        "How far the GPU is below its T.Limit, in degrees Celsius (negative past it)."
     ),
     "DCGM_FI_DEV_POWER_USAGE": "Power draw, in W.",
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": "Power management limit in force, in W.",
