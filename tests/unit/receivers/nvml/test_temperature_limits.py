@@ -161,3 +161,16 @@ def test_dcgm_names_and_counters_csv_select_the_limits_and_the_margin() -> None:
     assert verdict("DCGM_FI_DEV_GPU_TEMP_LIMIT").metric == MARGIN
     memory = verdict("DCGM_FI_DEV_MEM_MAX_OP_TEMP")
     assert not memory.served and "memory" in memory.reason
+
+
+async def test_a_counters_csv_listing_the_slowdown_limit_serves_that_limit_alone(
+    make_receiver: MakeReceiver, tmp_path: Path
+) -> None:
+    path = tmp_path / "counters.csv"
+    path.write_text(
+        "DCGM_FI_DEV_SLOWDOWN_TEMP, gauge, slowdown\nDCGM_FI_DEV_GPU_TEMP_LIMIT, gauge, margin\n"
+    )
+    receiver = make_receiver(counters_csv=str(path), simulated={"gpus": [{"model": A100}]})
+    (gpu,) = by_id(await receiver.scrape()).values()
+    assert set(metrics(gpu)) == {LIMIT, MARGIN}
+    assert _limits(gpu) == {"high.degraded": 89.0}
