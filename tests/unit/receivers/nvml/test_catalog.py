@@ -10,8 +10,8 @@ import pytest
 
 from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, dcgm_name, dcgm_scale, fields_of
 from otelgpu.receivers.nvml.docs import render_markdown
-from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.limits import LIMIT_READERS
+from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 from otelgpu.receivers.nvml.sources import (
     CALL_READERS,
