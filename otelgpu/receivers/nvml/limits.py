@@ -1,10 +1,10 @@
 """The GPU's own temperature limits (`hw.temperature.limit`), read once per GPU.
 
 NVML answers each limit through `nvmlDeviceGetTemperatureThreshold(device, threshold)`. Which
-thresholds a board answers differs by board: an A100 or an L40S answers its shutdown,
-slowdown and maximum operating temperatures; on Hopper, nvidia-smi shows none of them, only
-margins to the GPU's T.Limit (`nvidia.gpu.temperature.margin`), so these calls may be refused
-there (`scripts/nvml_record` records what a board answers). Each threshold is its own call: one
+thresholds a board answers differs by board: nvidia-smi shows an A100's or an L40S's shutdown,
+slowdown and maximum operating temperatures; on Hopper it shows none of them, only margins to
+the GPU's T.Limit (`nvidia.gpu.temperature.margin`), so these calls may be refused there
+(`scripts/nvml_record` records what a board answers). Each threshold is its own call: one
 refused (NOT_SUPPORTED, FUNCTION_NOT_FOUND) is remembered per device as
 `nvmlDeviceGetTemperatureThreshold(<NAME>)` and never asked again, and when the board refuses
 every one the whole reader is refused. The limits are facts of the board: the collector keeps

@@ -174,3 +174,26 @@ async def test_a_counters_csv_listing_the_slowdown_limit_serves_that_limit_alone
     (gpu,) = by_id(await receiver.scrape()).values()
     assert set(metrics(gpu)) == {LIMIT, MARGIN}
     assert _limits(gpu) == {"high.degraded": 89.0}
+
+
+async def test_a_board_refusing_one_threshold_serves_the_others_and_names_it_once(
+    make_receiver: MakeReceiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    receiver = make_receiver(metrics=ON, simulated={"gpus": [{"model": A100}]})
+    client = sim(receiver)
+    real = client.temperature_threshold
+
+    def threshold(handle: SimHandle, which: int) -> int:
+        if which == nvml.TEMPERATURE_THRESHOLD_GPU_MAX:
+            raise nvml.NvmlError(nvml.ERROR_NOT_SUPPORTED)
+        return real(handle, which)
+
+    client.temperature_threshold = threshold  # type: ignore[method-assign]
+    for _ in range(3):
+        (gpu,) = by_id(await receiver.scrape()).values()
+    assert _limits(gpu) == {"high.critical": 92.0, "high.degraded": 89.0}
+    told = [r.message for r in caplog.records if "nvmlDeviceGetTemperatureThreshold" in r.message]
+    assert len(told) == 1 and "(index 0): not supported, not asked again" in told[0]
+    assert "nvmlDeviceGetTemperatureThreshold(GPU_MAX)" in told[0]
+    assert "(SLOWDOWN)" not in told[0] and "(SHUTDOWN)" not in told[0]
