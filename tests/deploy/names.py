@@ -30,6 +30,19 @@ from otelgpu.receivers.nvml.metrics import CATALOG
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTERNAL = frozenset({"up", "kube_node_labels"})
+# The GPU's own temperature limits, in both namings (hw.temperature.limit and
+# nvidia.gpu.temperature.margin, both opt-in). A default rule may read them to judge each GPU by
+# its own limits, because it falls back to a fixed line on a GPU that serves none (its promtool
+# tests show both): they are never a rule's need.
+OWN_LIMITS = frozenset(
+    {
+        "hw_temperature_limit_celsius",
+        "nvidia_gpu_temperature_margin_celsius",
+        "DCGM_FI_DEV_GPU_MAX_OP_TEMP",
+        "DCGM_FI_DEV_SLOWDOWN_TEMP",
+        "DCGM_FI_DEV_GPU_TEMP_LIMIT",
+    }
+)
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _MATCHERS = re.compile(r"\{[^{}]*\}")

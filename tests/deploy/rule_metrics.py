@@ -10,7 +10,8 @@ counters CSV, only the rules whose series the CSV selects (`templates/prometheus
   receiver emit what the rule reads of it (`[]`: none; only `metrics: {M: {enabled: true}}`
   does). A recorded series stands for the needs of its rule; the allocation series (the
   k8s_attributes processor's), the agent's own (`otelgpu_*`), `up` and `kube_node_labels` need
-  no field.
+  no field, and neither do the GPU's own temperature limits (`names.OWN_LIMITS`: a rule that
+  reads them falls back to a fixed line without them).
 
 The nvml receiver's own rules decide what a field selects (`counters_select.SERVED`, the
 naming table), so this file follows the agent.
@@ -34,7 +35,7 @@ from otelgpu.receivers.nvml.counters_csv import LEGACY_NAMES
 from otelgpu.receivers.nvml.counters_select import SERVED
 from otelgpu.receivers.nvml.dcgm_names import NAMING
 from otelgpu.receivers.nvml.metrics import CATALOG
-from tests.deploy.names import EXTERNAL, metrics_in, self_telemetry_names
+from tests.deploy.names import EXTERNAL, OWN_LIMITS, metrics_in, self_telemetry_names
 
 Need = tuple[str, tuple[str, ...]]  # (metric, fields any one of which selects what is read)
 
@@ -98,7 +99,9 @@ def _needs_of(expr: str, naming: str, recorded: Mapping[str, list[Need]]) -> lis
         if name in recorded:
             needs += recorded[name]
             continue
-        if name in EXTERNAL or name in own or name == "nvidia_gpu_allocation_ratio":
+        if name in EXTERNAL or name in own or name in OWN_LIMITS:
+            continue
+        if name == "nvidia_gpu_allocation_ratio":
             continue
         if name not in series:
             raise ValueError(f"{name}: neither a GPU series, the agent's own nor recorded")

@@ -93,6 +93,32 @@ def test_batched_field_values_answer_per_field(real_nvml: RealNvml) -> None:
     assert all(a.code in (nvml.SUCCESS, *nvml.UNSUPPORTED_CODES) for a in answer)
 
 
+def test_temperature_limits_answer_or_are_refused_and_agree(real_nvml: RealNvml) -> None:
+    """Each threshold and the T.Limit margin are answered or refused for good (never another
+    error), and what is answered is plausible: limits above the GPU's temperature, in the order
+    max operating <= slowdown <= shutdown, and a margin a running GPU can have (-20..90 °C)."""
+    handle = real_nvml.device_handle(0)
+    temperature = real_nvml.temperature(handle)
+    limits: dict[int, int] = {}
+    for threshold in (
+        nvml.TEMPERATURE_THRESHOLD_GPU_MAX,
+        nvml.TEMPERATURE_THRESHOLD_SLOWDOWN,
+        nvml.TEMPERATURE_THRESHOLD_SHUTDOWN,
+    ):
+        try:
+            limits[threshold] = real_nvml.temperature_threshold(handle, threshold)
+        except nvml.NvmlError as exc:
+            assert exc.code in nvml.UNSUPPORTED_CODES, (threshold, exc)
+    assert all(temperature < limit <= 120 for limit in limits.values()), (temperature, limits)
+    assert list(limits.values()) == sorted(limits.values()), limits
+    try:
+        margin = real_nvml.margin_temperature(handle)
+    except nvml.NvmlError as exc:
+        assert exc.code in nvml.UNSUPPORTED_CODES, exc
+    else:
+        assert -20 <= margin <= 90, (margin, temperature)
+
+
 def test_mig_and_event_calls_answer(real_nvml: RealNvml) -> None:
     handle = real_nvml.device_handle(0)
     for mig in real_nvml.mig_instances(handle):

@@ -41,6 +41,10 @@ NOT_ON_THESE_BOARDS_ALL = NOT_ON_THESE_BOARDS | {
     "nvidia.gpu.nvlink.io.by_direction",
     "nvidia.gpu.nvlink.link.errors",
     "nvidia.gpu.nvlink.state",
+    # recorded before the receiver read them: the record has no answer (a warning names the
+    # calls once); scripts/nvml_record records them on the next board
+    "hw.temperature.limit",
+    "nvidia.gpu.temperature.margin",
 }
 SETS = ("default", "all")
 
@@ -128,7 +132,13 @@ def test_both_boards_serve_every_reading_of_both_metric_sets(
         assert float(tensor_line.rsplit(" ", 1)[1]) > 0.5  # the load phase, a matrix product
 
     assert agent.stop(signal.SIGTERM) == 0
-    assert "the record has no answer" not in agent.output
+    # only the calls the records predate, and only where their metrics are on (metric_set: all)
+    unanswered = [line for line in agent.output.splitlines() if "the record has no answer" in line]
+    assert {re.findall(r'no answer to \["(\w+)"', line)[0] for line in unanswered} == {
+        "margin_temperature",
+        "temperature_threshold",
+    }
+    assert all("-all: replay of" in line for line in unanswered), unanswered
 
 
 def label_values(lines: list[str], label: str) -> set[str]:

@@ -235,7 +235,14 @@ class Collector:
                     add_point(points, metric, attrs, cycle, value, device)
         for extra in () if device.is_mig else self._plan.points:  # whole-GPU readings
             if extra.key not in device.unsupported:
-                found = self._guard(device, extra.key, extra.read, self._client, device)
+                kept = device.static.get(extra.key) if extra.static else None
+                found = (
+                    kept
+                    if kept is not None
+                    else self._guard(device, extra.key, extra.read, self._client, device)
+                )
+                if extra.static and kept is None and not isinstance(found, Failed):
+                    device.static[extra.key] = found  # a fact of the board: kept while open
                 for metric, attrs, value in () if isinstance(found, Failed) else found:
                     if metric in self._plan.enabled:
                         add_point(points, metric, attrs, cycle, value, device)

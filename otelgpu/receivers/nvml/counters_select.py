@@ -28,9 +28,16 @@ PCIE_NOTE = (
     "(nvmlDeviceGetPcieThroughput), not an average"
 )
 LABEL_NOTE = "a label, not switched by the CSV"
+LIMIT_NOTE = (
+    "where the board answers it (read once per GPU); Hopper boards may answer only "
+    "DCGM_FI_DEV_GPU_TEMP_LIMIT, the margin to their T.Limit"
+)
 # Served fields whose reading differs from DCGM's in a way a user must know (the field table
 # of docs/migrating-from-dcgm-exporter.md has the rest).
 _SERVED_NOTES: Mapping[str, str] = {
+    "DCGM_FI_DEV_SHUTDOWN_TEMP": LIMIT_NOTE,
+    "DCGM_FI_DEV_SLOWDOWN_TEMP": LIMIT_NOTE,
+    "DCGM_FI_DEV_GPU_MAX_OP_TEMP": LIMIT_NOTE,
     "DCGM_FI_PROF_PCIE_TX_BYTES": PCIE_NOTE,
     "DCGM_FI_PROF_PCIE_RX_BYTES": PCIE_NOTE,
     "DCGM_FI_DEV_VGPU_LICENSE_STATUS": "in a vGPU guest only (bare metal has no series)",
@@ -62,6 +69,10 @@ NOT_SERVED: Mapping[str, str] = {
         "served as DCGM_FI_PROF_PCIE_RX_BYTES (nvidia.gpu.pcie.rx.throughput); list that field"
     ),
     "DCGM_FI_DEV_FB_USED_PERCENT": ("otel naming only: hw.gpu.memory.utilization (a ratio 0..1)"),
+    "DCGM_FI_DEV_MEM_MAX_OP_TEMP": (
+        "the memory's maximum operating temperature is not read (hw.temperature.limit has the "
+        "GPU's own limits: DCGM_FI_DEV_GPU_MAX_OP_TEMP, _SLOWDOWN_TEMP, _SHUTDOWN_TEMP)"
+    ),
     "DCGM_FI_NVML_VERSION": "otelgpu does not read this static field",
     "DCGM_FI_DEV_BRAND": "otelgpu does not read this static field",
     "DCGM_FI_DEV_OEM_INFOROM_VER": "otelgpu does not read this static field",
@@ -108,7 +119,8 @@ def _served_fields() -> dict[str, Verdict]:
         gpm = BY_NAME[metric].source_kind == "gpm"
         if names.split_by:
             for value, found in names.splits.items():
-                out[found.name] = Verdict(found.name, metric, names.split_by, value)
+                note = _SERVED_NOTES.get(found.name, "")
+                out[found.name] = Verdict(found.name, metric, names.split_by, value, note=note)
         elif names.field is not None:
             note = _SERVED_NOTES.get(names.field.name, GPM_NOTE if gpm else "")
             out[names.field.name] = Verdict(names.field.name, metric, note=note)

@@ -19,6 +19,7 @@ from otelgpu.receivers.nvml.metrics import (
     BY_NAME,
     CATALOG,
     GPU_TASK,
+    LIMIT_TYPE,
     SENSOR_LOCATION,
     MetricSpec,
 )
@@ -75,6 +76,14 @@ DCGM_SPLIT: Mapping[str, tuple[str, Mapping[AttrValue, str]]] = {
     "hw.temperature": (
         SENSOR_LOCATION,
         {"gpu": "DCGM_FI_DEV_GPU_TEMP", "memory": "DCGM_FI_DEV_MEMORY_TEMP"},
+    ),
+    "hw.temperature.limit": (
+        LIMIT_TYPE,
+        {
+            "high.critical": "DCGM_FI_DEV_SHUTDOWN_TEMP",
+            "high.degraded": "DCGM_FI_DEV_SLOWDOWN_TEMP",
+            "max": "DCGM_FI_DEV_GPU_MAX_OP_TEMP",
+        },
     ),
     "hw.errors": (
         ERROR_TYPE,

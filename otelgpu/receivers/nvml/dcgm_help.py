@@ -36,6 +36,14 @@ DCGM_HELP: Mapping[str, str] = {
     "DCGM_FI_DEV_MEM_CLOCK": "Memory clock frequency, in MHz.",
     "DCGM_FI_DEV_GPU_TEMP": "GPU core temperature, in degrees Celsius.",
     "DCGM_FI_DEV_MEMORY_TEMP": "Device memory (HBM) temperature, in degrees Celsius.",
+    "DCGM_FI_DEV_SHUTDOWN_TEMP": "Temperature at which the GPU shuts down, in degrees Celsius.",
+    "DCGM_FI_DEV_SLOWDOWN_TEMP": (
+        "Temperature at which the GPU slows its clocks in hardware, in degrees Celsius."
+    ),
+    "DCGM_FI_DEV_GPU_MAX_OP_TEMP": "The GPU's maximum operating temperature, in degrees Celsius.",
+    "DCGM_FI_DEV_GPU_TEMP_LIMIT": (
+        "How far the GPU is below its T.Limit, in degrees Celsius (negative past it)."
+    ),
     "DCGM_FI_DEV_POWER_USAGE": "Power draw, in W.",
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": "Power management limit in force, in W.",
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": f"Energy used {_SINCE_LOAD}, in mJ.",

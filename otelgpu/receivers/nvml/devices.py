@@ -34,6 +34,8 @@ class Device:
     unsupported: set[str] = field(default_factory=set)  # reader keys NVML refused for good
     told_unsupported: set[str] = field(default_factory=set)  # those already logged
     field_ids: list[int] | None = None  # the field IDs still worth asking, once known
+    # Static readings (`PointReader.static`) by reader key: read once while the device is open.
+    static: dict[str, list[Any]] = field(default_factory=dict)
     gpu_instance_id: int = -1  # MIG instances: their GPU instance (GPM samples by it)
     has_mig: bool = False  # MIG enabled with instances: processes are read per instance
     dcgm_left_out: bool = False  # `naming: dcgm` does not serve it: `dcgm_device_set`

@@ -33,7 +33,9 @@ column says why a metric is on:
 
 Everything else is opt-in: detail dcgm-exporter also leaves out by default (a series per NVLink,
 per clock-event reason, per violation policy, per PCIe link limit; ECC and retired-page counts;
-the other GPM pipes), what the defaults already give in another form (memory limit and
+the other GPM pipes; the GPU's own temperature limits and its T.Limit margin, which
+`OtelgpuGPUTemperatureHigh` judges each GPU by where they are on), what the defaults already
+give in another form (memory limit and
 utilization are usage + free + reserved; the power limit; `hw.status`, the health summary as
 the hardware conventions shape it, a series per state), and the per-process metrics (a
 series per process, gone and replaced at each restart): switch them on by name, with
@@ -148,7 +150,14 @@ Where we deliberately differ:
 
 - `hw.temperature` points belong to the GPU (`hw.type=gpu`, the GPU's `hw.id`) with
   `hw.sensor_location` `gpu` (core) or `memory` (HBM); the conventions model a temperature
-  sensor as a component of its own (`hw.type=temperature`).
+  sensor as a component of its own (`hw.type=temperature`). So do `hw.temperature.limit`'s,
+  one per limit the board answers (`nvmlDeviceGetTemperatureThreshold`, read once per GPU):
+  `hw.limit_type` `high.critical` (shutdown, dcgm's `DCGM_FI_DEV_SHUTDOWN_TEMP`),
+  `high.degraded` (hardware slowdown, `DCGM_FI_DEV_SLOWDOWN_TEMP`) or `max` (maximum operating
+  temperature, `DCGM_FI_DEV_GPU_MAX_OP_TEMP`), `hw.sensor_location=gpu`. Hopper boards show no
+  absolute limit in nvidia-smi, only margins to the GPU's T.Limit, and may answer none:
+  `nvidia.gpu.temperature.margin` (`DCGM_FI_DEV_GPU_TEMP_LIMIT`) is how far below its T.Limit
+  a GPU runs, whatever the board.
 - `hw.driver_version`, `hw.serial_number`, `hw.firmware_version`, `hw.model` and `hw.vendor`
   are resource attributes (one value per GPU), not repeated on every data point as the GPU
   metric attribute group lists them.

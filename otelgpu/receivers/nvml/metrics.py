@@ -51,6 +51,7 @@ from otelgpu.receivers.nvml.fields_parity import (
 GPU_TASK = "hw.gpu.task"  # hardware semantic conventions: general | encoder | decoder
 XID_CODE = "nvidia.xid.code"  # the XID number, as an int
 SENSOR_LOCATION = "hw.sensor_location"  # hardware conventions: gpu | memory
+LIMIT_TYPE = "hw.limit_type"  # hardware conventions: high.critical | high.degraded | max | ...
 IO_DIRECTION = "network.io.direction"  # transmit | receive
 
 GAUGE = MetricKind.GAUGE
@@ -209,6 +210,22 @@ CATALOG: tuple[MetricSpec, ...] = (
         "Temperature: hw.sensor_location is gpu (the GPU core) or memory (device memory, HBM); "
         "a double, as the conventions have it (NVML answers whole degrees).",
         attributes=(SENSOR_LOCATION,), also=("field:NVML_FI_DEV_MEMORY_TEMP",), double=True,
+    ),
+    _gauge(
+        "hw.temperature.limit", "Cel", "call:nvmlDeviceGetTemperatureThreshold", "",
+        "The GPU's own temperature limits, as the board answers them (read once per GPU): "
+        "hw.limit_type is high.critical (it shuts down), high.degraded (hardware slowdown) or "
+        "max (its maximum operating temperature, above which it may run below base clocks); "
+        "hw.sensor_location is gpu. Hopper boards may answer none (nvidia.gpu.temperature.margin "
+        "has their headroom).",
+        enabled=False, attributes=(SENSOR_LOCATION, LIMIT_TYPE), double=True,
+    ),
+    _gauge(
+        "nvidia.gpu.temperature.margin", "Cel", "call:nvmlDeviceGetMarginTemperature",
+        "DCGM_FI_DEV_GPU_TEMP_LIMIT",
+        "Degrees the GPU is below its T.Limit, the temperature it is designed to run up to "
+        "(nvidia-smi's GPU T.Limit Temp): positive while below, 0 at it, negative past it.",
+        enabled=False,
     ),
     _gauge(
         "hw.power", "W", "field:NVML_FI_DEV_POWER_INSTANT", "DCGM_FI_DEV_POWER_USAGE",

@@ -33,6 +33,11 @@ CLOCK_SM = 1
 CLOCK_MEM = 2
 PCIE_TX = 0
 PCIE_RX = 1
+# nvmlTemperatureThresholds_t: the limits `temperature_threshold` is asked for.
+TEMPERATURE_THRESHOLD_SHUTDOWN = 0
+TEMPERATURE_THRESHOLD_SLOWDOWN = 1
+TEMPERATURE_THRESHOLD_MEM_MAX = 2
+TEMPERATURE_THRESHOLD_GPU_MAX = 3
 
 Handle = Any  # an opaque device handle (a ctypes pointer for the real library)
 
@@ -145,6 +150,14 @@ class NvmlClient(Protocol):
 
     def temperature(self, handle: Handle) -> int:
         """`nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)` Celsius."""
+
+    def temperature_threshold(self, handle: Handle, threshold: int) -> int:
+        """`nvmlDeviceGetTemperatureThreshold` Celsius (`TEMPERATURE_THRESHOLD_*`); NvmlError
+        (ERROR_NOT_SUPPORTED) for a threshold the board does not report."""
+
+    def margin_temperature(self, handle: Handle) -> int:
+        """`nvmlDeviceGetMarginTemperature` Celsius: how far the GPU is below its T.Limit
+        (negative past it)."""
 
     def power_usage(self, handle: Handle) -> int:
         """`nvmlDeviceGetPowerUsage` mW (for drivers without NVML_FI_DEV_POWER_INSTANT)."""

@@ -53,6 +53,9 @@ class PointReader:
     key: str
     metrics: tuple[str, ...]
     read: Callable[[NvmlClient, Device], list[Point]]
+    # A fact of the board (its temperature limits): the first answer is kept in
+    # `Device.static` and served again while the device is open, without asking NVML.
+    static: bool = False
 
 
 def _clock_events(client: NvmlClient, device: Device) -> list[Point]:

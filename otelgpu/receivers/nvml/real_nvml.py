@@ -151,6 +151,12 @@ class RealNvml:
     def temperature(self, handle: Handle) -> int:
         return int(self._call("nvmlDeviceGetTemperature", handle, 0))
 
+    def temperature_threshold(self, handle: Handle, threshold: int) -> int:
+        return int(self._call("nvmlDeviceGetTemperatureThreshold", handle, threshold))
+
+    def margin_temperature(self, handle: Handle) -> int:
+        return int(self._call("nvmlDeviceGetMarginTemperature", handle))
+
     def power_usage(self, handle: Handle) -> int:
         return int(self._call("nvmlDeviceGetPowerUsage", handle))
 

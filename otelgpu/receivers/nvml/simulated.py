@@ -28,6 +28,20 @@ from otelgpu.receivers.nvml.sources import FIELD_IDS
 __all__ = ["SimHandle", "SimulatedNvml"]
 
 _FIELD_NAMES = {v: k for k, v in FIELD_IDS.items()}
+# Temperature limits (°C) of a simulated board that answers them, as an A100 does: shutdown,
+# slowdown, maximum operating (its T.Limit, which the margin is measured to).
+_T_LIMIT = 85
+_THRESHOLDS = {
+    nvml.TEMPERATURE_THRESHOLD_SHUTDOWN: 92,
+    nvml.TEMPERATURE_THRESHOLD_SLOWDOWN: 89,
+    nvml.TEMPERATURE_THRESHOLD_GPU_MAX: _T_LIMIT,
+}
+
+
+def _t_limit_only(model: str) -> bool:
+    """Whether a simulated board answers only the margin to its T.Limit, no absolute limit:
+    Hopper and later, where nvidia-smi shows only T.Limit margins (docs/hardware/)."""
+    return any(name in model for name in ("H100", "H200", "H800", "GH200", "B200", "B100"))
 
 
 class SimulatedNvml(ProcessSimulation, GpmSimulation, XidSimulation, ParitySimulation):
@@ -176,6 +190,17 @@ class SimulatedNvml(ProcessSimulation, GpmSimulation, XidSimulation, ParitySimul
     def temperature(self, handle: SimHandle) -> int:
         gpu = self._gpu(handle, "nvmlDeviceGetTemperature")
         return 35 + round(40 * self._load(gpu.index))
+
+    def temperature_threshold(self, handle: SimHandle, threshold: int) -> int:
+        gpu = self._gpu(handle, "nvmlDeviceGetTemperatureThreshold")
+        limits = {} if _t_limit_only(gpu.spec.model) else _THRESHOLDS
+        if threshold not in limits:
+            raise NvmlError(nvml.ERROR_NOT_SUPPORTED, "Not Supported")
+        return limits[threshold]
+
+    def margin_temperature(self, handle: SimHandle) -> int:
+        self._gpu(handle, "nvmlDeviceGetMarginTemperature")
+        return _T_LIMIT - self.temperature(handle)
 
     def power_usage(self, handle: SimHandle) -> int:
         gpu = self._gpu(handle, "nvmlDeviceGetPowerUsage")

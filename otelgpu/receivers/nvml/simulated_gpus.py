@@ -26,6 +26,8 @@ MIG_UNSUPPORTED = frozenset(
         "nvmlDeviceGetDecoderUtilization",
         "nvmlDeviceGetClockInfo",
         "nvmlDeviceGetTemperature",
+        "nvmlDeviceGetTemperatureThreshold",
+        "nvmlDeviceGetMarginTemperature",
         "nvmlDeviceGetPcieThroughput",
         "nvmlDeviceGetPowerUsage",
     }

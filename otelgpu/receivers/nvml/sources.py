@@ -18,6 +18,7 @@ from otelgpu.receivers.nvml.fields_parity import (
     PARITY_FIELD_POINTS,
     PARITY_GPM_IDS,
 )
+from otelgpu.receivers.nvml.limits import LIMIT_READERS
 from otelgpu.receivers.nvml.metrics import (
     BY_NAME,
     GPU_TASK,
@@ -168,6 +169,11 @@ CALL_READERS: tuple[CallReader, ...] = (
         attributes=({SENSOR_LOCATION: "gpu"},),
     ),
     CallReader(
+        "nvmlDeviceGetMarginTemperature",
+        ("nvidia.gpu.temperature.margin",),
+        lambda c, h: (c.margin_temperature(h),),
+    ),
+    CallReader(
         "nvmlDeviceGetPowerUsage",
         ("hw.power",),
         lambda c, h: (c.power_usage(h) / 1000,),  # mW → W
@@ -236,5 +242,7 @@ class Plan:
             for s in specs
             if s.source_kind == "gpm"
         )
-        points = tuple(r for r in POINT_READERS if any(m in enabled for m in r.metrics))
+        points = tuple(
+            r for r in (*POINT_READERS, *LIMIT_READERS) if any(m in enabled for m in r.metrics)
+        )
         return cls(enabled, fields, calls, gpm, points)

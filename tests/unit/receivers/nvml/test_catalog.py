@@ -10,6 +10,7 @@ import pytest
 
 from otelgpu.receivers.nvml.dcgm_fields import DCGM_SPLIT, dcgm_name, dcgm_scale, fields_of
 from otelgpu.receivers.nvml.docs import render_markdown
+from otelgpu.receivers.nvml.limits import LIMIT_READERS
 from otelgpu.receivers.nvml.metrics import BY_NAME, CATALOG
 from otelgpu.receivers.nvml.parity_reads import POINT_READERS
 from otelgpu.receivers.nvml.sources import (
@@ -61,7 +62,8 @@ def test_every_source_has_exactly_one_way_to_be_read() -> None:
             routes = [
                 kind == "field" and all(n in FIELD_IDS for n in what.split(",")),
                 kind == "call" and spec.name in call_metrics,
-                kind == "call" and any(spec.name in r.metrics for r in POINT_READERS),
+                kind == "call"
+                and any(spec.name in r.metrics for r in (*POINT_READERS, *LIMIT_READERS)),
                 kind == "gpm" and what in GPM_METRIC_IDS,
                 kind in OTHER_SOURCES,
             ]
@@ -114,7 +116,13 @@ def test_dcgm_names_of_split_metrics() -> None:
     assert dcgm_name("hw.power", {}) == "DCGM_FI_DEV_POWER_USAGE"
     assert dcgm_name("nvidia.gpu.up", {}) == ""
     for metric, (key, _) in DCGM_SPLIT.items():
+        if metric == "hw.temperature.limit":  # its points are all hw.sensor_location=gpu
+            assert BY_NAME[metric].attributes == ("hw.sensor_location", key)
+            continue
         assert BY_NAME[metric].attributes == (key,)
+    assert dcgm_name(
+        "hw.temperature.limit", {"hw.sensor_location": "gpu", "hw.limit_type": "high.degraded"}
+    ) == ("DCGM_FI_DEV_SLOWDOWN_TEMP")
 
 
 @pytest.mark.parametrize(

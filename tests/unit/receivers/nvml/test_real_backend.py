@@ -266,6 +266,17 @@ class FakePynvml(types.ModuleType):
         self._enter("nvmlDeviceGetTemperature", handle, sensor)
         return 61
 
+    def nvmlDeviceGetTemperatureThreshold(self, handle: Any, threshold: int) -> int:
+        self._enter("nvmlDeviceGetTemperatureThreshold", handle, threshold)
+        limits = {real.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN: 92}
+        if threshold not in limits:
+            raise FakeNVMLError(real.NVML_ERROR_NOT_SUPPORTED)
+        return limits[threshold]
+
+    def nvmlDeviceGetMarginTemperature(self, handle: Any) -> int:
+        self._enter("nvmlDeviceGetMarginTemperature", handle)
+        return -2  # past its T.Limit: the binding reads a signed int
+
     def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
         self._enter("nvmlDeviceGetPowerUsage", handle)
         return 312_500
@@ -529,6 +540,8 @@ def test_identity_calls(fake: FakePynvml, client: RealNvml) -> None:
         ("nvmlDeviceGetDecoderUtilization", lambda c, h: c.decoder_utilization(h)),
         ("nvmlDeviceGetClockInfo", lambda c, h: c.clock(h, nvml.CLOCK_SM)),
         ("nvmlDeviceGetTemperature", lambda c, h: c.temperature(h)),
+        ("nvmlDeviceGetTemperatureThreshold", lambda c, h: c.temperature_threshold(h, 1)),
+        ("nvmlDeviceGetMarginTemperature", lambda c, h: c.margin_temperature(h)),
         ("nvmlDeviceGetPowerUsage", lambda c, h: c.power_usage(h)),
         ("nvmlDeviceGetPcieThroughput", lambda c, h: c.pcie_throughput(h, nvml.PCIE_TX)),
         ("nvmlDeviceGetComputeRunningProcesses", lambda c, h: c.compute_processes(h)),
@@ -636,6 +649,28 @@ def test_simple_readings(fake: FakePynvml, client: RealNvml) -> None:
         (GPU0, real.NVML_CLOCK_SM),
         (GPU0, real.NVML_CLOCK_MEM),
     ]
+
+
+def test_temperature_limits_and_margin(fake: FakePynvml, client: RealNvml) -> None:
+    h = pointer(GPU0)
+    # the thresholds the receiver asks for, by the binding's own numbers
+    assert (
+        nvml.TEMPERATURE_THRESHOLD_SHUTDOWN,
+        nvml.TEMPERATURE_THRESHOLD_SLOWDOWN,
+        nvml.TEMPERATURE_THRESHOLD_MEM_MAX,
+        nvml.TEMPERATURE_THRESHOLD_GPU_MAX,
+    ) == (
+        real.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN,
+        real.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN,
+        real.NVML_TEMPERATURE_THRESHOLD_MEM_MAX,
+        real.NVML_TEMPERATURE_THRESHOLD_GPU_MAX,
+    )
+    assert client.temperature_threshold(h, nvml.TEMPERATURE_THRESHOLD_SHUTDOWN) == 92
+    with pytest.raises(NvmlError) as refused:
+        client.temperature_threshold(h, nvml.TEMPERATURE_THRESHOLD_SLOWDOWN)
+    assert refused.value.code == nvml.ERROR_NOT_SUPPORTED
+    assert client.margin_temperature(h) == -2
+    assert fake.called("nvmlDeviceGetTemperatureThreshold") == [(GPU0, 0), (GPU0, 1)]
 
 
 def test_memory_info_v2_gives_reserved(fake: FakePynvml, client: RealNvml) -> None:
@@ -844,6 +879,40 @@ def test_real_nvml_over_binding_without_processes_v3(over_binding: Any) -> None:
 def test_real_nvml_over_binding_used_memory_not_available(over_binding: Any) -> None:
     client = over_binding(CLibWithProcesses())
     assert client.compute_processes(pointer(GPU0)) == [(5, 1 << 20), (6, 0)]
+
+
+class CLibWithTemperatureLimits(CLib):
+    """A board that answers its slowdown limit and a margin past its T.Limit."""
+
+    def nvmlDeviceGetTemperatureThreshold(self, handle: Any, threshold: Any, temp: Any) -> int:
+        if threshold.value != real.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN:  # the enum, by value
+            return int(real.NVML_ERROR_NOT_SUPPORTED)
+        temp._obj.value = 89
+        return int(real.NVML_SUCCESS)
+
+    def nvmlDeviceGetMarginTemperature(self, handle: Any, info: Any) -> int:
+        if info._obj.version != real.nvmlMarginTemperature_v1:
+            return int(real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        info._obj.marginTemperature = -3
+        return int(real.NVML_SUCCESS)
+
+
+def test_real_nvml_over_binding_reads_limits_and_a_signed_margin(over_binding: Any) -> None:
+    client = over_binding(CLibWithTemperatureLimits())
+    assert client.temperature_threshold(pointer(GPU0), nvml.TEMPERATURE_THRESHOLD_SLOWDOWN) == 89
+    with pytest.raises(NvmlError) as refused:
+        client.temperature_threshold(pointer(GPU0), nvml.TEMPERATURE_THRESHOLD_SHUTDOWN)
+    assert refused.value.code == nvml.ERROR_NOT_SUPPORTED
+    assert client.margin_temperature(pointer(GPU0)) == -3
+
+
+def test_real_nvml_over_binding_on_a_driver_without_the_margin(over_binding: Any) -> None:
+    """An older driver lacks nvmlDeviceGetMarginTemperature: FUNCTION_NOT_FOUND, which the
+    receiver remembers as unsupported (the margin's series left out, never asked again)."""
+    client = over_binding(CLib())
+    with pytest.raises(NvmlError) as caught:
+        client.margin_temperature(pointer(GPU0))
+    assert caught.value.code in nvml.UNSUPPORTED_CODES
 
 
 # --- the receiver over the real backend -------------------------------------------------------

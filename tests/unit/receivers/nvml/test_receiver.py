@@ -52,7 +52,12 @@ async def test_every_catalog_metric_is_emitted(make_receiver: MakeReceiver, tmp_
         metrics=ALL_ON,
         processes=True,
         host_proc=str(tmp_path),
-        simulated={"gpus": [{"processes": [{"pid": 4242, "used_memory": "2GiB"}]}]},
+        simulated={
+            "gpus": [
+                {"processes": [{"pid": 4242, "used_memory": "2GiB"}]},
+                {"model": "NVIDIA A100-SXM4-80GB"},  # answers its temperature limits (Hopper: none)
+            ]
+        },
     )
     sim(receiver).set_reading(0, "vgpu_licensed", 1)  # as in a vGPU guest (bare metal: none)
     await receiver.scrape()  # opens NVML; GPM takes its first sample

@@ -36,7 +36,12 @@ def instrument(metric: Metric) -> str:
 async def emitted(make_receiver: MakeReceiver) -> list[ResourceMetrics]:
     receiver = make_receiver(
         metrics=ALL_ON,
-        simulated={"gpus": [{"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]}, {"uuid": "GPU-b"}]},
+        simulated={
+            "gpus": [
+                {"uuid": "GPU-a", "mig": [{"uuid": "MIG-a1"}]},
+                {"uuid": "GPU-b", "model": "NVIDIA A100-SXM4-80GB"},  # answers its limits
+            ]
+        },
     )
     await receiver.scrape()  # GPM primes
     sim(receiver).inject_xid(0, 48)
@@ -149,9 +154,10 @@ def test_otlp_carries_updowncounters_and_point_identity(emitted: list[ResourceMe
 
 
 def test_values_have_the_conventions_value_type(emitted: list[ResourceMetrics]) -> None:
-    """`hw.temperature` is a double, though NVML answers whole degrees: on the wire too."""
+    """`hw.temperature` and `hw.temperature.limit` are doubles, though NVML answers whole
+    degrees: on the wire too."""
     typed = {name: f["value_type"] for name, f in FACTS["metrics"].items() if "value_type" in f}
-    assert typed == {"hw.temperature": "double"}
+    assert typed == {"hw.temperature": "double", "hw.temperature.limit": "double"}
     seen = set()
     for rm in emitted:
         for metric in rm.metrics:
