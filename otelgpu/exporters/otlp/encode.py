@@ -32,7 +32,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from otelgpu.pdata.model import Attributes, Batch, Metric, MetricKind
+from otelgpu.exporters.otlp.ended.trail import Trail
+from otelgpu.pdata.model import Attributes, Batch, Metric, MetricKind, ResourceMetrics
 from otelgpu.pdata.semconv import PROCESS_PID
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -76,15 +77,20 @@ def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsSe
     return request
 
 
-def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
+def encode_bytes(
+    batch: Batch, cache: AttributeCache | None = None, trail: Trail | None = None
+) -> bytes:
     """The request body of `batch` as sent on the wire (uncompressed): one ScopeMetrics per
     resource, sums as cumulative with their start time, ints as `as_int` and floats as
-    `as_double`; a resource's `process.pid` also on each of its points."""
+    `as_double`; a resource's `process.pid` also on each of its points. `trail`, if given, is
+    filled with what the batch sends, for the ended-series memory (`ended/trail.py`): it is
+    written down here, in the loops that read those fields anyway, at a few list appends per
+    point instead of a walk of its own."""
     if cache is None:
         cache = AttributeCache()
     cache.begin_batch()
     try:
-        return _request(batch, cache)
+        return _request(batch, cache, trail=trail)
     finally:
         cache.end_batch()
 
@@ -107,6 +113,7 @@ def _request(
     batch: Batch,
     cache: AttributeCache,
     write: Callable[[Metric, AttributeCache, bytes], bytes] | None = None,
+    trail: Trail | None = None,
 ) -> bytes:
     write = _metric if write is None else write
     out: list[bytes] = []
@@ -115,9 +122,12 @@ def _request(
         metrics = [scope]
         pid = rm.resource.get(PROCESS_PID)
         extra = b"" if pid is None else cache.pid(pid)
-        for metric in rm.metrics:
-            body = write(metric, cache, extra)
-            metrics += (_FIELD_2, _length(len(body)), body)
+        if trail is None:
+            for metric in rm.metrics:
+                body = write(metric, cache, extra)
+                metrics += (_FIELD_2, _length(len(body)), body)
+        else:
+            _traced(rm, cache, extra, trail, metrics)
         schema = _schema_url(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
         scope_metrics = b"".join(metrics)
@@ -128,13 +138,42 @@ def _request(
     return b"".join(out)
 
 
-def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
+def _traced(
+    rm: ResourceMetrics, cache: AttributeCache, extra: bytes, trail: Trail, out: list[bytes]
+) -> None:
+    """`rm`'s metrics written to `out` (as `_request` writes them), and what they send
+    written down in `trail`."""
+    series, times = trail.series, trail.times
+    series += (rm.identity, rm.scope, rm.scope_version, rm.schema_url, len(rm.metrics))
+    trail.resources.append(rm.resource)
+    for metric in rm.metrics:
+        points = metric.points
+        series += (
+            metric.name,
+            metric.unit,
+            metric.description,
+            metric.kind,
+            metric.monotonic,
+            len(points),
+        )
+        times.append(points[0].time_unix_nano if points else None)
+        body = _metric(metric, cache, extra, series)
+        out += (_FIELD_2, _length(len(body)), body)
+
+
+def _metric(
+    metric: Metric, cache: AttributeCache, extra: bytes = b"", seen: list[Any] | None = None
+) -> bytes:
     """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
-    pid as a point attribute field) ends every point's attributes that lack the pid."""
+    pid as a point attribute field) ends every point's attributes that lack the pid. Each
+    point's attribute mapping is appended to `seen`, if given (`Trail.series`)."""
     attributes = _point_attributes(cache, extra)
     parts: list[bytes] = []
     for p in metric.points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
+        mapping = p.attributes
+        if seen is not None:
+            seen.append(mapping)
         if isinstance(value, float):
             tag, double = _POINT_DOUBLE, True
         elif _INT64_MIN <= value <= _INT64_MAX:
@@ -149,7 +188,7 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
             head = pack(_POINT_START if start else _POINT_TIME, start or time, tag, value)
         else:
             head = (_pack_d if double else _pack_q)(tag, value)
-        point = head + attributes(p.attributes) if p.attributes else head + extra
+        point = head + attributes(mapping) if mapping else head + extra
         size = len(point)
         parts += (_FIELD_1, _LENGTHS[size] if size < 1024 else _length(size), point)
     return _wrapped(metric, cache, parts)
