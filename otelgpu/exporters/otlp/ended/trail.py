@@ -10,13 +10,14 @@ class Trail:
     """A batch as the memory tells batches apart, filled by `encode.encode_bytes` as it walks
     the batch (it reads every field named here anyway, in the same loops):
 
-    - `series`: per resource its identity, scope, scope version, schema URL and metric count;
-      per metric its name, unit, description, kind, monotonic flag and point count; per point
-      its attribute mapping. Two batches whose lists are equal send the same series from the
-      same resources in the same order (the counts fix where each part begins, so equal lists
-      are equal batches); compared element by element, by identity first, the mappings a
-      receiver or processor shares from one cycle to the next cost no comparison of their
-      contents;
+    - `series`: per metric, each point's attribute mapping, then the point count and the
+      descriptor (name, description, unit, kind, monotonic: the encoder's cached tuple, one
+      object per descriptor); after a resource's metrics, its identity, scope (as encoded),
+      schema URL and metric count. Read from its end, the counts fix where each part begins,
+      so two equal lists are two batches that send the same series from the same resources
+      in the same order. Compared element by element, by identity first, the mappings a
+      receiver or processor shares from one cycle to the next, and the cached descriptors,
+      cost no comparison of their contents;
     - `resources`: each resource's attributes, in order (what its closing points would be sent
       under);
     - `times`: each metric's first point's time, in order (None: the metric has no points).

@@ -474,10 +474,12 @@ def test_batches_of_two_steady_shapes_in_turn_leave_each_its_latest_resource(
         t = T0 + cycle * INTERVAL
         return (_process(t, 7), _process(t, 8))
 
-    for batch in [*map(gpu_batch, (0, 1, 2)), *map(others, (3, 4, 5)), gpu_batch(6), others(7)]:
+    # (the GPU's shape takes batch 6 looking at it, batch 7 from its trail alone)
+    turns = [*map(gpu_batch, (0, 1, 2)), *map(others, (3, 4, 5)), *map(gpu_batch, (6, 7))]
+    for batch in [*turns, others(8)]:
         assert ended.closing(batch) == ()
     (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
-    assert closed.resource[semconv.K8S_POD_NAME] == "pod-6"
+    assert closed.resource[semconv.K8S_POD_NAME] == "pod-7"
 
 
 @WHOLE
