@@ -522,3 +522,47 @@ def test_a_dropped_shape_is_not_kept(whole: type[EndedSeries]) -> None:
     assert len(ended.closing((_gpu(t, UP_DEGRADED), _process(t, 1)))) == 1  # drops the shape
     held = [*ended._shapes.values(), ended._pending, *(ended._steady or ())]
     assert held and all(kept is not shape for kept in held)
+
+
+class _Unread:
+    """A resource no one may look at: any attribute read fails the test."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise AssertionError(f"a steady batch with its trail was read ({name})")
+
+
+def test_a_steady_batch_with_its_trail_is_not_read() -> None:
+    # The exporter's steady cycle: what the batch sends is known from the encoder's trail, so
+    # the memory reads nothing of it (the first steady batch after the shape is learnt, and
+    # the first after another pipeline's batch came in between), and keeps what it sent.
+    ended = EndedSeries(wall=lambda: T0)
+
+    def batch(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        return (_gpu(t, UP_OK, pod=f"pod-{cycle}"), _process(t, 1))
+
+    def unread(cycle: int) -> None:
+        trail = Trail()
+        encode_bytes(batch(cycle), None, trail)
+        assert ended.closes((_Unread(), _Unread()), trail) == ((), ())  # type: ignore[arg-type]
+
+    closes_traced(ended, batch(0))
+    closes_traced(ended, batch(1))  # the same identities twice: the shape is learnt
+    unread(2)
+    unread(3)
+    closes_traced(ended, (_process(T0, 7),))  # another pipeline's batch
+    closes_traced(ended, batch(5))  # compared with the shape
+    unread(6)
+    (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
+    assert closed.resource[semconv.K8S_POD_NAME] == "pod-6"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_steady_batches_past_the_identity_limit_close_as_identity_by_identity(limit: int) -> None:
+    # More identities than the memory keeps: each batch forgets the first remembered, and
+    # a shape that listed one is never taken again.
+    history = [(_gpu(T0 + c * INTERVAL, UP_OK), _process(T0, 1), _process(T0, 2)) for c in range(6)]
+    history.append(tuple(ResourceMetrics(resource={}, metrics=(), identity=i) for i in (GPU, 1, 2)))
+    expected = _closings(Identitywise(wall=lambda: T0, limit=limit), history)
+    assert _closings(Traced(wall=lambda: T0, limit=limit), history) == expected
+    assert _closings(EndedSeries(wall=lambda: T0, limit=limit), history) == expected
