@@ -46,7 +46,8 @@ shared GPU's allocation series, anything that changed) are told apart identity b
 reads every identity, descriptor and point attribute mapping of a batch anyway, writes them
 down as it goes (`trail.py`); a batch whose trail is the last one's, which a shape took, is
 taken from the trail alone: one comparison of two lists in C, by identity first, and nothing in
-the batch looked at again (about a tenth of what comparing the batch itself costs).
+the batch looked at again. `python -m bench.otlp_ended_steady` counts what this costs a steady
+cycle per point, the trail's writing included.
 
 The set rule is the Prometheus exporter's (`exporters/prometheus/series.py`, `Family.write`,
 `settle`, `SeriesStore.empty`), kept in two places on purpose, and held to agree by
