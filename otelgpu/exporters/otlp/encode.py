@@ -32,10 +32,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
+from otelgpu.exporters.otlp.ended.trail import Trail
 from otelgpu.pdata.model import Attributes, Batch, Metric, MetricKind
 from otelgpu.pdata.semconv import PROCESS_PID
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+Descriptor = tuple[str, str, str, MetricKind, bool]  # name, description, unit, kind, monotonic
 
 # Field tags: (field number << 3) | wire type (0 varint, 1 fixed64, 2 length-delimited).
 _POINT_START = 0x11  # NumberDataPoint.start_time_unix_nano = 2, fixed64
@@ -76,15 +78,20 @@ def encode(batch: Batch, cache: AttributeCache | None = None) -> ExportMetricsSe
     return request
 
 
-def encode_bytes(batch: Batch, cache: AttributeCache | None = None) -> bytes:
+def encode_bytes(
+    batch: Batch, cache: AttributeCache | None = None, trail: Trail | None = None
+) -> bytes:
     """The request body of `batch` as sent on the wire (uncompressed): one ScopeMetrics per
     resource, sums as cumulative with their start time, ints as `as_int` and floats as
-    `as_double`; a resource's `process.pid` also on each of its points."""
+    `as_double`; a resource's `process.pid` also on each of its points. `trail`, if given, is
+    filled with what the batch sends, for the ended-series memory (`ended/trail.py`): it is
+    written down here, in the loops that read those fields anyway, at a few list appends per
+    point instead of a walk of its own."""
     if cache is None:
         cache = AttributeCache()
     cache.begin_batch()
     try:
-        return _request(batch, cache)
+        return _request(batch, cache, trail=trail)
     finally:
         cache.end_batch()
 
@@ -107,6 +114,7 @@ def _request(
     batch: Batch,
     cache: AttributeCache,
     write: Callable[[Metric, AttributeCache, bytes], bytes] | None = None,
+    trail: Trail | None = None,
 ) -> bytes:
     write = _metric if write is None else write
     out: list[bytes] = []
@@ -115,9 +123,16 @@ def _request(
         metrics = [scope]
         pid = rm.resource.get(PROCESS_PID)
         extra = b"" if pid is None else cache.pid(pid)
-        for metric in rm.metrics:
-            body = write(metric, cache, extra)
-            metrics += (_FIELD_2, _length(len(body)), body)
+        if trail is None:
+            for metric in rm.metrics:
+                body = write(metric, cache, extra)
+                metrics += (_FIELD_2, _length(len(body)), body)
+        else:  # the same, each metric written down (`_metric`), then the resource after them
+            for metric in rm.metrics:
+                body = _metric(metric, cache, extra, trail)
+                metrics += (_FIELD_2, _length(len(body)), body)
+            trail.series += (rm.identity, scope, rm.schema_url, len(rm.metrics))
+            trail.resources.append(rm.resource)
         schema = _schema_url(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
         scope_metrics = b"".join(metrics)
@@ -128,13 +143,25 @@ def _request(
     return b"".join(out)
 
 
-def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
+def _metric(
+    metric: Metric, cache: AttributeCache, extra: bytes = b"", trail: Trail | None = None
+) -> bytes:
     """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
-    pid as a point attribute field) ends every point's attributes that lack the pid."""
+    pid as a point attribute field) ends every point's attributes that lack the pid. With
+    `trail`, what the metric sends is written down in it (`Trail`): each point's attribute
+    mapping, then its point count and descriptor; its first point's time."""
     attributes = _point_attributes(cache, extra)
     parts: list[bytes] = []
-    for p in metric.points:
+    points = metric.points
+    seen = None
+    if trail is not None:
+        seen = trail.series
+        trail.times.append(points[0].time_unix_nano if points else None)
+    for p in points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
+        mapping = p.attributes
+        if seen is not None:
+            seen.append(mapping)
         if isinstance(value, float):
             tag, double = _POINT_DOUBLE, True
         elif _INT64_MIN <= value <= _INT64_MAX:
@@ -149,14 +176,19 @@ def _metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
             head = pack(_POINT_START if start else _POINT_TIME, start or time, tag, value)
         else:
             head = (_pack_d if double else _pack_q)(tag, value)
-        point = head + attributes(p.attributes) if p.attributes else head + extra
+        point = head + attributes(mapping) if mapping else head + extra
         size = len(point)
         parts += (_FIELD_1, _LENGTHS[size] if size < 1024 else _length(size), point)
-    return _wrapped(metric, cache, parts)
+    described, descriptor = cache.described(metric)
+    if seen is not None:
+        seen.append(len(points))
+        seen.append(described)
+    return _wrapped(metric, cache, parts, descriptor)
 
 
-def _wrapped(metric: Metric, cache: AttributeCache, parts: list[bytes]) -> bytes:
-    """The Metric: its descriptor, then its points (`parts`) inside its gauge or sum."""
+def _wrapped(metric: Metric, cache: AttributeCache, parts: list[bytes], descriptor: bytes) -> bytes:
+    """The Metric: its descriptor (encoded), then its points (`parts`) inside its gauge or
+    sum."""
     if metric.kind is MetricKind.SUM:
         parts.append(_CUMULATIVE)
         if metric.monotonic:
@@ -165,7 +197,7 @@ def _wrapped(metric: Metric, cache: AttributeCache, parts: list[bytes]) -> bytes
     else:
         data_tag = _GAUGE
     data = b"".join(parts)
-    return cache.descriptor(metric) + data_tag + _length(len(data)) + data
+    return descriptor + data_tag + _length(len(data)) + data
 
 
 def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -> bytes:
@@ -179,7 +211,7 @@ def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"") -
             + _NO_RECORDED_VALUE
         )
         parts += (_FIELD_1, _length(len(point)), point)
-    return _wrapped(metric, cache, parts)
+    return _wrapped(metric, cache, parts, cache.described(metric)[1])
 
 
 def _point_attributes(cache: AttributeCache, extra: bytes) -> Callable[[Mapping[str, Any]], bytes]:
@@ -308,7 +340,9 @@ class AttributeCache:
         self._by_id = {_POINT_ATTRIBUTES: {}, _RESOURCE_ATTRIBUTES: {}}
         self._by_content: dict[tuple[Any, ...], bytes] = {}
         self._older: dict[tuple[Any, ...], bytes] = {}  # the generation before
-        self._descriptors: dict[tuple[str, str, str], bytes] = {}
+        # name, description, unit, kind, monotonic → (that key, the encoded name, description
+        # and unit)
+        self._descriptors: dict[Descriptor, tuple[Descriptor, bytes]] = {}
         self._scopes: dict[tuple[str, str], bytes] = {}
         # (pid, its type) → the pid as a point attribute field: one per GPU process, every cycle
         self._pids: dict[tuple[Any, type], bytes] = {}
@@ -368,16 +402,19 @@ class AttributeCache:
         by_id[id(attributes)] = (attributes, encoded)
         return encoded
 
-    def descriptor(self, metric: Metric) -> bytes:
-        """Metric.name = 1, description = 2, unit = 3."""
-        key = (metric.name, metric.description, metric.unit)
+    def described(self, metric: Metric) -> tuple[Descriptor, bytes]:
+        """`metric`'s descriptor (one object per descriptor while the cache keeps it: what
+        a `Trail` holds of each metric), and its encoding: Metric.name = 1, description = 2,
+        unit = 3."""
+        key = (metric.name, metric.description, metric.unit, metric.kind, metric.monotonic)
         found = self._descriptors.get(key)
         if found is None:
-            found = self._descriptors[key] = (
+            encoded = (
                 _string(_FIELD_1, metric.name)
                 + _string(_FIELD_2, metric.description)
                 + _string(b"\x1a", metric.unit)
             )
+            found = self._descriptors[key] = (key, encoded)
         return found
 
     def pid(self, pid: Any) -> bytes:

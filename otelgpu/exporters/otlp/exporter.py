@@ -42,6 +42,7 @@ from otelgpu.exporterhelper.sender import GIVEN_UP, RetrySender
 from otelgpu.exporters.otlp.config import OtlpCommonConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
 from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
+from otelgpu.exporters.otlp.ended.trail import Trail
 from otelgpu.exporters.otlp.holder_labels import HolderLabels
 from otelgpu.exporters.otlp.resource import service_attributes
 from otelgpu.pdata.model import Batch, point_count
@@ -239,15 +240,29 @@ class OtlpExporter:
                 self._log.exception("export failed unexpectedly")
             finally:  # also on cancellation, unless shutdown already counted it
                 if self._in_flight.pop(key, None) is not None:
-                    if accepted:
-                        self._ended.accepted(flight.item.receipt)
-                    else:
-                        self._ended.refused(flight.item.receipt)
-                    self._telemetry.exporter_result(self._id, sent, failed)
-                    if self._sender.draining:
-                        self._unsent_at_shutdown += failed
+                    self._done(flight.item, sent, failed, accepted)
             # Not kept alive while the loop waits for the next batch (a whole cycle's batch).
             del flight
+
+    def _done(self, item: Item, sent: int, failed: int, accepted: bool) -> None:
+        """Counts a batch a consumer is done with, then settles its closing points. Called
+        from the consumer's `finally`: what raises here is logged and the consumer goes on
+        (an exception out of a `finally` would end it, and nothing would send again)."""
+        try:
+            self._telemetry.exporter_result(self._id, sent, failed)
+            if self._sender.draining:
+                self._unsent_at_shutdown += failed
+            if accepted:
+                self._ended.accepted(item.receipt)
+            else:
+                self._ended.refused(item.receipt)
+        except Exception:
+            self._log.exception(
+                "settling a %s batch of %d points failed (counted unless this is the counter's "
+                "error); the consumer goes on",
+                "sent" if accepted else "failed",
+                sent + failed,
+            )
 
     async def _deliver(self, flight: _Flight) -> tuple[int, int, bool]:
         """Sends one batch with retries (`RetrySender`); returns (sent, failed) points and
@@ -317,10 +332,12 @@ def request_of(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> tuple
     owed from failed requests among them), for `ended` to settle. Wire bytes, sent as they
     are: parsing them into a protobuf message only for the transport to serialize it again
     would cost ~4x their size in memory and the CPU of both steps, every cycle."""
-    closing, receipt = ended.closes(batch)
-    if not all(rm.metrics for rm in batch):
-        batch = tuple(rm for rm in batch if rm.metrics)
-    request = encode_bytes(batch, cache) if batch else b""
+    sent = batch
+    trail: Trail | None = Trail()  # written by the encoder, for the memory (`ended/trail.py`)
+    if not all(rm.metrics for rm in batch):  # a gone marker: the memory looks at the batch
+        sent, trail = tuple(rm for rm in batch if rm.metrics), None
+    request = encode_bytes(sent, cache, trail) if sent else b""
+    closing, receipt = ended.closes(batch, trail)
     if closing:
         request += encode_closing_bytes(closing, cache)
     return request, receipt

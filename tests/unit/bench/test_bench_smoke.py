@@ -36,6 +36,7 @@ FIGURE_LINES = {
     "bench.p7_scrape_never_waits": rf"^P7\b.*?{NUMBER}",
     "bench.p9_cost_growth": rf"^P9 cycle cost per point, \S+ / \S+: {NUMBER}x",
     "bench.fleet_cost": rf"^P8 naming dcgm: series {NUMBER}x",
+    "bench.otlp_ended_steady": rf"^ended-series memory, steady: {NUMBER} instructions",
 }
 NEEDS_PEERS = {"bench.p3_rss", "bench.p5_scrape_under_slow_sources"}
 

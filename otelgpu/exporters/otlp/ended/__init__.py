@@ -42,7 +42,12 @@ with what they sent last and taken together in C (`steady.Shape`), and what the 
 would be sent with (each metric's time, each identity's resource, when it was seen) is kept as
 flat lists, written into the identities only when something next changes; only the others (a
 shared GPU's allocation series, anything that changed) are told apart identity by identity
-(`memory.py`, with `sent.py`'s records and `closing.py`'s points).
+(`memory.py`, with `sent.py`'s records and `closing.py`'s points). The exporter's encoder, which
+reads every identity, descriptor and point attribute mapping of a batch anyway, writes them
+down as it goes (`trail.py`); a batch whose trail is the last one's, which a shape took, is
+taken from the trail alone: one comparison of two lists in C, by identity first, and nothing in
+the batch looked at again. `python -m bench.otlp_ended_steady` counts what this costs a steady
+cycle per point, the trail's writing included.
 
 The set rule is the Prometheus exporter's (`exporters/prometheus/series.py`, `Family.write`,
 `settle`, `SeriesStore.empty`), kept in two places on purpose, and held to agree by

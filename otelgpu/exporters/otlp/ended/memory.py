@@ -16,6 +16,7 @@ from otelgpu.exporters.otlp.ended.sent import (
     renewed,
 )
 from otelgpu.exporters.otlp.ended.steady import IDENTITY, Shape
+from otelgpu.exporters.otlp.ended.trail import Trail
 from otelgpu.pdata.model import Batch, Metric, ResourceMetrics
 
 LIMIT = 16384  # identities remembered (a node has tens to thousands)
@@ -48,6 +49,8 @@ class EndedSeries:
         # The shape whose last steady batch its entries do not hold yet (`_catch_up`)
         self._pending: Shape | None = None
         self._last_key: tuple[Hashable, ...] | None = None  # the last batch's identities
+        # The shape that took the last batch, and that batch's trail (`Trail.series`)
+        self._steady: tuple[Shape, list[object]] | None = None
 
     def __len__(self) -> int:
         return len(self._sent)
@@ -61,11 +64,12 @@ class EndedSeries:
         """The closing resources of `batch` (see `closes`), left unsettled."""
         return self.closes(batch)[0]
 
-    def closes(self, batch: Batch) -> tuple[Batch, Receipt]:
+    def closes(self, batch: Batch, trail: Trail | None = None) -> tuple[Batch, Receipt]:
         """The resources holding one flagged point per series that an identity reported in
         `batch` sent last time and not now, with the points still owed from requests that
         failed; remembers what `batch` sends. The receipt settles them (`accepted`,
-        `refused`).
+        `refused`). `trail` is what the encoder wrote down of `batch` (`Trail`; None: not
+        written down).
 
         Each metric's point attribute mappings (shared by receivers and processors from one
         cycle to the next) are compared with the last ones; only when they differ are the
@@ -74,22 +78,34 @@ class EndedSeries:
         cyclic garbage collector to scan). When a batch has the same identities as the last
         two, the resources that each renewed an identity alone last time (`Shape`) are checked
         together, in C, not identity by identity, and what they would update is kept as a few
-        flat lists until the memory next looks (`_catch_up`); the others go the usual way."""
+        flat lists until the memory next looks (`_catch_up`); the others go the usual way.
+        When `trail` is the last batch's and a shape took that batch, the shape takes this one
+        from the trail alone: nothing in `batch` is looked at but the others."""
         wall = self._wall()
         shapes = self._shapes
         rest = batch
         key: tuple[Hashable, ...] | None = None
+        steady, self._steady = self._steady, None
         if not self._due and not self._inherited:
-            try:
-                key = tuple(map(IDENTITY, batch))
-                hash(key)
-            except TypeError:  # an unhashable identity: not tracked, no shape
-                key = None
-            shape = shapes.get(key) if shapes and key is not None else None
-            if shape is not None and shape.took(batch, wall):
+            shape: Shape | None = None
+            if trail is not None and steady is not None and trail.series == steady[1]:
+                shape = steady[0]
+                shape.took_from(trail, wall)
+            else:
+                try:
+                    key = tuple(map(IDENTITY, batch))
+                    hash(key)
+                except TypeError:  # an unhashable identity: not tracked, no shape
+                    key = None
+                known = shapes.get(key) if shapes and key is not None else None
+                if known is not None and known.took(batch, wall):
+                    shape = known
+            if shape is not None:
                 if self._pending is not shape:
                     self._catch_up()
                     self._pending = shape
+                if trail is not None:  # until a shape is dropped (`_drop_shapes`)
+                    self._steady = (shape, trail.series)
                 rest, key = shape.rest_of(batch), None
                 if not rest:
                     self._forget(wall)
@@ -158,7 +174,7 @@ class EndedSeries:
                 del sent[identity]
         if key is not None:
             if key == self._last_key and key not in shapes and not self._due:
-                self._remember_shape(batch, key)
+                self._remember_shape(batch, key, trail)
             self._last_key = key
         if inherited:
             self._close_overdue(closed, wall)
@@ -291,9 +307,12 @@ class EndedSeries:
             self._descriptors[metric.name] = found
         return found
 
-    def _remember_shape(self, batch: Batch, key: tuple[Hashable, ...]) -> None:
-        """Remembers which resources of `batch` (whose identities are `key`) sent alone what
-        their identity holds now, in the order it holds it."""
+    def _remember_shape(
+        self, batch: Batch, key: tuple[Hashable, ...], trail: Trail | None = None
+    ) -> None:
+        """Remembers which resources of `batch` (whose identities are `key`, written down in
+        `trail` if given) sent alone what their identity holds now, in the order it holds
+        it."""
         once: dict[Hashable, int] = {}
         for identity in key:
             once[identity] = once.get(identity, 0) + 1
@@ -312,7 +331,10 @@ class EndedSeries:
             self._drop_shapes()
         picked = [entries[index] for index in shaped]
         assert all(entry is not None for entry in picked)
-        self._shapes[key] = Shape(len(batch), shaped, batch, picked)  # type: ignore[arg-type]
+        shape = Shape(len(batch), shaped, batch, picked)  # type: ignore[arg-type]
+        self._shapes[key] = shape
+        if trail is not None:  # as if the shape had taken `batch`
+            self._steady = (shape, trail.series)
 
     def _catch_up(self) -> None:
         """Has the entries of the pending shape take what its last steady batch sent."""
@@ -324,6 +346,7 @@ class EndedSeries:
         """Forgets every shape (what one lists is about to change), settled first."""
         self._catch_up()
         self._shapes.clear()
+        self._steady = None
 
     def _forget(self, wall: int) -> None:
         """Forgets identities past `LIMIT` (first remembered first) and, once a minute, those

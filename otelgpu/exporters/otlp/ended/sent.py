@@ -28,14 +28,6 @@ class Head(NamedTuple):
     def of(cls, rm: ResourceMetrics) -> Head:
         return cls(rm.resource, rm.scope, rm.scope_version, rm.schema_url)
 
-    def matches(self, rm: ResourceMetrics) -> bool:
-        return (
-            self.resource == rm.resource
-            and self.scope == rm.scope
-            and self.scope_version == rm.scope_version
-            and self.schema_url == rm.schema_url
-        )
-
 
 class Descriptor(NamedTuple):
     """A metric as sent, without its points: one per metric name, shared by every cycle."""

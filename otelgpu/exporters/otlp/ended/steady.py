@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator
-from itertools import chain, compress, repeat
+from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from otelgpu.exporters.otlp.ended.sent import ATTRIBUTES, Descriptor, Remembered
+from otelgpu.exporters.otlp.ended.trail import Trail
 from otelgpu.pdata.model import Batch
 
 IDENTITY = attrgetter("identity")
@@ -42,6 +43,10 @@ class Shape:
     numbers; the entries take them (`settle`) only when the memory next looks at them: a
     batch that is not steady, a sweep, a reload. A steady cycle writes no entry.
 
+    A batch whose encoder's trail (`trail.Trail`) is the one of the last batch this shape took
+    is taken without being looked at (`took_from`): the comparisons are the trail's, and what
+    the entries would take comes from its lists.
+
     Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
     (settled first) whenever an identity with an order (one a shape may list) is told apart
     the slow way, forgotten, or inherited."""
@@ -57,6 +62,7 @@ class Shape:
         "rest",
         "sents",
         "timed",
+        "timed_at",
         "times",
         "walls",
         "with_points",
@@ -82,6 +88,10 @@ class Shape:
         flags = list(map(bool, self.point_counts))
         self.with_points = None if all(flags) else flags
         self.timed = self.sents if self.with_points is None else list(compress(self.sents, flags))
+        # Where each of `timed` is among the batch's metrics (a trail's `times`)
+        starts = list(accumulate(map(len, map(_METRICS, batch)), initial=0))
+        at = [index for i in shaped for index in range(starts[i], starts[i + 1])]
+        self.timed_at = picker(at if self.with_points is None else list(compress(at, flags)))
         # Not settled yet (None: nothing pending): each sent metric's time, each entry's
         # resource fields (`_HEAD_FIELDS`, a list each), and the wall times of the first and
         # last steady batch with the longest time between two of them.
@@ -109,14 +119,30 @@ class Shape:
         if list(map(ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
             return False
         self.heads = [list(map(getter, picked)) for getter in _HEAD_GETTERS]
+        self._reported(wall)
+        timed = points if self.with_points is None else compress(points, self.with_points)
+        self.times = list(map(_FIRST_TIME, map(_FIRST, timed)))
+        return True
+
+    def took_from(self, trail: Trail, wall: int) -> None:
+        """`took` of a batch whose trail's `series` is the one of the last batch this shape
+        took (the caller compared them): what the entries would take comes from the trail.
+        Only the resources change (scope and schema URL are the trail's, and equal)."""
+        resources = list(self.pick(trail.resources))
+        if self.heads:  # the last batch's scopes, pending: kept
+            self.heads[0] = resources
+        else:
+            self.heads = [resources]
+        self._reported(wall)
+        self.times = list(self.timed_at(trail.times))
+
+    def _reported(self, wall: int) -> None:
+        """A steady batch at `wall`: the first and last of them, and the longest step."""
         if self.times is None:
             self.walls = (wall, wall, 0)
         else:
             first, last, step = self.walls
             self.walls = (first, wall, max(step, wall - last))
-        timed = points if self.with_points is None else compress(points, self.with_points)
-        self.times = list(map(_FIRST_TIME, map(_FIRST, timed)))
-        return True
 
     def settle(self) -> None:
         """The entries take what the steady batches since the last settle sent (what
@@ -126,7 +152,8 @@ class Shape:
             return
         entries = self.entries
         _consume(map(setattr, self.timed, repeat("time"), times))
-        for field, values in zip(_HEAD_FIELDS, self.heads, strict=True):
+        # (after `took_from` alone: the resources only)
+        for field, values in zip(_HEAD_FIELDS, self.heads, strict=False):
             _consume(map(setattr, entries, repeat(field), values))
         first, last, step = self.walls
         for entry in entries:
@@ -135,8 +162,9 @@ class Shape:
         self.times, self.heads = None, []
 
 
-def picker(indices: list[int]) -> Callable[[Batch], Batch]:
-    """A function giving the resources of a batch at `indices`, as a tuple (in C)."""
+def picker(indices: list[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:
+    """A function giving the items of a sequence (a batch's resources, a trail's list) at
+    `indices`, as a tuple (in C)."""
     if not indices:
         return lambda _batch: ()
     if len(indices) == 1:

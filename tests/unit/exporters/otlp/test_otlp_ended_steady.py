@@ -1,7 +1,8 @@
 """A steady batch (the same identities sending the same series as the last batch of those
 identities) is taken whole, in C; whatever changes is told apart exactly as identity by
 identity. Histories of batches give the same closing points with the whole-batch path and
-without it."""
+without it, and with the encoder's trail (`ended/trail.py`: a batch whose trail is the last
+one's is taken without being looked at) as without it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from otelgpu.exporters.otlp.ended import FORGET_AFTER, EndedSeries
+from otelgpu.exporters.otlp.encode import encode_bytes
+from otelgpu.exporters.otlp.ended import FORGET_AFTER, EndedSeries, Receipt
+from otelgpu.exporters.otlp.ended.trail import Trail
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch, MetricKind, ResourceMetrics
 from tests.unit.exporters.otlp.batches import INTERVAL, T0, gpu_resource, holders
@@ -27,8 +30,29 @@ TASK = {semconv.HW_ID: GPU, "task": "general"}
 class Identitywise(EndedSeries):
     """The memory without its whole-batch path: every batch told apart identity by identity."""
 
-    def _remember_shape(self, batch: Batch, key: tuple[Any, ...]) -> None:
+    def _remember_shape(self, batch: Batch, key: tuple[Any, ...], trail: Any = None) -> None:
         pass
+
+
+def closes_traced(ended: EndedSeries, batch: Batch) -> tuple[Batch, Receipt]:
+    """`ended.closes` as the exporter calls it (`exporter.request_of`): with the trail the
+    encoder wrote of `batch`, unless the batch holds a gone marker."""
+    if not all(rm.metrics for rm in batch):
+        return ended.closes(batch)
+    trail = Trail()
+    encode_bytes(batch, None, trail)
+    return ended.closes(batch, trail)
+
+
+class Traced(EndedSeries):
+    """The memory as the exporter feeds it: every batch with its trail."""
+
+    def closing(self, batch: Batch) -> Batch:
+        return closes_traced(self, batch)[0]
+
+
+# The memory compared with `Identitywise`: fed batches alone, and with their trails
+WHOLE = pytest.mark.parametrize("whole", [EndedSeries, Traced], ids=["batch", "trail"])
 
 
 def _gpu(
@@ -61,6 +85,9 @@ def _history() -> list[Batch]:
     steady(4, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 2)))  # state
     steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1)))  # process 2 ended, no marker
     steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 3)))  # appeared
+    # as many resources, metrics and points, one identity swapped for another
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 5)))
+    steady(3, lambda t: (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 3)))
     steady(3, lambda t: (_gpu(t, UP_DEGRADED, pod="b"), _process(t, 1), _process(t, 3)))
     steady(3, lambda t: (_gpu(t, UP_DEGRADED, unit="%"), _process(t, 1), _process(t, 3)))
     # the unit changed, then the series ends: it is closed with the new unit
@@ -82,6 +109,10 @@ def _history() -> list[Batch]:
     steady(3, lambda t: (_extra(_gpu(t, UP_OK), (DEVICE, 2.0)), _process(t, 4)))
     steady(3, lambda t: (_extra(_gpu(t, UP_OK)), _process(t, 4)))
     steady(3, lambda t: (_gpu(t, UP_OK),))
+    # the scope changes while the series stay (steady), then a series ends under the new one
+    steady(3, lambda t: (_gpu(t, UP_OK), _process(t, 1)))
+    steady(3, lambda t: (replace(_gpu(t, UP_OK), scope="other"), _process(t, 1)))
+    steady(1, lambda t: (replace(_gpu(t, UP_DEGRADED), scope="other"), _process(t, 1)))
     return out
 
 
@@ -103,6 +134,7 @@ def _closings(ended: EndedSeries, batches: list[Batch]) -> list[list[tuple[Any, 
                     repr(sorted(m.points[0].attributes.items())),
                     m.points[0].time_unix_nano,
                     repr(sorted(rm.resource.items())),
+                    rm.scope,
                 )
                 for rm in closed
                 for m in rm.metrics
@@ -111,10 +143,13 @@ def _closings(ended: EndedSeries, batches: list[Batch]) -> list[list[tuple[Any, 
     return out
 
 
-def test_histories_close_the_same_with_and_without_the_whole_batch_path() -> None:
+@WHOLE
+def test_histories_close_the_same_with_and_without_the_whole_batch_path(
+    whole: type[EndedSeries],
+) -> None:
     history = _history()
     wall = [T0]
-    whole, one_by_one = EndedSeries(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
+    whole, one_by_one = whole(wall=lambda: wall[0]), Identitywise(wall=lambda: wall[0])
     expected = _closings(one_by_one, history)
     assert sum(map(len, expected)) >= 8  # the history does close series
     assert _closings(whole, history) == expected
@@ -135,9 +170,59 @@ def test_a_steady_batch_is_taken_whole_and_a_change_is_not_missed() -> None:
     assert closed.metrics[0].points[0].time_unix_nano == time  # the latest time was taken
 
 
+@WHOLE
+def test_a_batch_as_large_as_the_steady_ones_with_one_identity_swapped_is_told_apart(
+    whole: type[EndedSeries],
+) -> None:
+    # Process 3 takes process 2's place: as many resources, metrics and points. Process 2 is
+    # left alone until its gone marker, and process 3 is remembered under its own resource.
+    ended = whole(wall=lambda: T0)
+    for cycle in range(6):
+        t = T0 + cycle * INTERVAL
+        third = 2 if cycle < 4 else 3
+        assert ended.closing((_gpu(t, UP_OK), _process(t, 1), _process(t, third))) == ()
+    gone = tuple(ResourceMetrics(resource={}, metrics=(), identity=pid) for pid in (2, 3))
+    closed = ended.closing((_gpu(T0 + 6 * INTERVAL, UP_OK), _process(T0, 1), *gone))
+    assert sorted(
+        (rm.resource[semconv.PROCESS_PID], rm.metrics[0].points[0].time_unix_nano) for rm in closed
+    ) == [(2, T0 + 3 * INTERVAL + 1_000_000), (3, T0 + 5 * INTERVAL + 1_000_000)]
+
+
+@WHOLE
+def test_a_batch_as_large_as_the_steady_ones_with_one_point_swapped_closes_the_old_one(
+    whole: type[EndedSeries],
+) -> None:
+    ended = whole(wall=lambda: T0)
+    for cycle in range(4):
+        t = T0 + cycle * INTERVAL
+        assert ended.closing((_gpu(t, UP_OK), _process(t, 1), _process(t, 2))) == ()
+    t = T0 + 4 * INTERVAL
+    batch = (_gpu(t, UP_DEGRADED), _process(t, 1), _process(t, 2))  # the health state changed
+    (closed,) = ended.closing(batch)
+    assert [m.points[0].attributes for m in closed.metrics] == [UP_OK]
+    assert ended.closing(replace_times(batch, t + INTERVAL)) == ()  # steady from then on
+
+
+def replace_times(batch: Batch, time: int) -> Batch:
+    """`batch` with every point at `time` (the same attribute mappings)."""
+    return tuple(
+        replace(
+            rm,
+            metrics=tuple(
+                replace(m, points=tuple(replace(p, time_unix_nano=time) for p in m.points))
+                for m in rm.metrics
+            ),
+        )
+        for rm in batch
+    )
+
+
+@WHOLE
 @pytest.mark.parametrize("cycles", [3, 5])
-def test_a_steady_batch_takes_the_latest_resource_for_later_closing_points(cycles: int) -> None:
-    ended = EndedSeries()
+def test_a_steady_batch_takes_the_latest_resource_for_later_closing_points(
+    cycles: int, whole: type[EndedSeries]
+) -> None:
+    ended = whole()
     for cycle in range(cycles):
         ended.closing((_gpu(T0 + cycle * INTERVAL, UP_OK, pod=f"pod-{cycle}"),))
     (closed,) = ended.closing(
@@ -176,20 +261,25 @@ def _steady_then(ended: EndedSeries, wall: list[int], gaps: list[int]) -> list[l
     ],
     ids=["regular", "a-long-gap-among-steady-batches", "the-longest-gap-first", "last"],
 )
+@WHOLE
 def test_steady_batches_leave_the_same_times_and_gaps_as_identity_by_identity(
     gaps: list[int],
+    whole: type[EndedSeries],
 ) -> None:
     # Steady batches leave their report times to be taken later: when the reload's
     # overdue series close depends on the longest gap among them, their time on the last.
     gaps = [gap * 10**9 for gap in gaps]
     whole_wall, one_by_one_wall = [T0], [T0]
     expected = _steady_then(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall, gaps)
-    whole = EndedSeries(wall=lambda: whole_wall[0])
+    whole = whole(wall=lambda: whole_wall[0])
     assert _steady_then(whole, whole_wall, gaps) == expected
     assert sum(map(len, expected)) == 2  # both processes closed once, as overdue
 
 
-def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -> None:
+@WHOLE
+def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten(
+    whole: type[EndedSeries],
+) -> None:
     # The sweep looks at when each identity was last seen: steady batches must have told it.
     def history(ended: EndedSeries, wall: list[int]) -> tuple[list[list[Any]], list[int]]:
         out: list[list[Any]] = []
@@ -205,7 +295,7 @@ def test_identities_sent_steadily_longer_than_forget_after_are_not_forgotten() -
     whole_wall, one_by_one_wall = [T0], [T0]
     expected = history(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
     assert set(expected[1]) == {2} and sum(map(len, expected[0])) == 1
-    assert history(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected
+    assert history(whole(wall=lambda: whole_wall[0]), whole_wall) == expected
 
 
 def _two_times(time: int, empty_first: bool = False) -> ResourceMetrics:
@@ -222,15 +312,22 @@ def _two_times(time: int, empty_first: bool = False) -> ResourceMetrics:
 
 
 @pytest.mark.parametrize("empty_first", [False, True], ids=["points-only", "a-metric-without"])
+@pytest.mark.parametrize("cycles", [1, 5], ids=["told-apart", "steady"])
+@WHOLE
 def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity(
     empty_first: bool,
+    cycles: int,
+    whole: type[EndedSeries],
 ) -> None:
     # The closing points come a millisecond after the metric's time: the clock stands at T0.
-    batches: list[Batch] = [(_two_times(T0 + cycle * INTERVAL, empty_first),) for cycle in range(5)]
+    # Reported once, the metric is told apart; five times, it is taken as steady.
+    batches: list[Batch] = [
+        (_two_times(T0 + cycle * INTERVAL, empty_first),) for cycle in range(cycles)
+    ]
     batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
     expected = _closings(Identitywise(wall=lambda: T0), batches)
-    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
-    last = T0 + 4 * INTERVAL
+    assert _closings(whole(wall=lambda: T0), batches) == expected
+    last = T0 + (cycles - 1) * INTERVAL
     assert {point[3] for point in expected[-1]} == {last + 1_000_000}
 
 
@@ -261,8 +358,10 @@ def _metrics_moved(time: int, moved: bool) -> Batch:
 
 
 @pytest.mark.parametrize("what", ["points", "metrics"])
+@WHOLE
 def test_a_batch_splitting_the_same_series_otherwise_is_not_taken_for_a_steady_one(
     what: str,
+    whole: type[EndedSeries],
 ) -> None:
     def batch(cycle: int, moved: bool) -> Batch:
         time = T0 + cycle * INTERVAL
@@ -276,7 +375,7 @@ def test_a_batch_splitting_the_same_series_otherwise_is_not_taken_for_a_steady_o
         tuple(ResourceMetrics(resource={}, metrics=(), identity=i) for i in ("x", "y"))
     )  # both gone: each closes what it holds
     expected = _closings(Identitywise(wall=lambda: T0), batches)
-    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    assert _closings(whole(wall=lambda: T0), batches) == expected
     # each of the four series (x's and y's, and the one that moved from x to y) closes once
     assert sum(map(len, expected)) == 4
 
@@ -294,7 +393,10 @@ def _reload_after(ended: EndedSeries, wall: list[int], batches: list[Batch]) -> 
     return out
 
 
-def test_a_shape_taken_again_after_another_batch_counts_only_its_own_gaps() -> None:
+@WHOLE
+def test_a_shape_taken_again_after_another_batch_counts_only_its_own_gaps(
+    whole: type[EndedSeries],
+) -> None:
     # The batch of other identities in between is 10 s from each of its neighbours: the
     # processes' longest gap stays 10 s, and they close 20 s after the reload's first batch.
     def batch(cycle: int) -> Batch:
@@ -307,12 +409,15 @@ def test_a_shape_taken_again_after_another_batch_counts_only_its_own_gaps() -> N
     expected = _reload_after(
         Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall, batches
     )
-    assert _reload_after(EndedSeries(wall=lambda: whole_wall[0]), whole_wall, batches) == expected
+    assert _reload_after(whole(wall=lambda: whole_wall[0]), whole_wall, batches) == expected
     closed_per_batch = list(map(len, expected[len(batches) :]))
     assert closed_per_batch == [0, 0, 2, 1, 0]  # processes 1 and 2 after 20 s, 3 after 30 s
 
 
-def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_one() -> None:
+@WHOLE
+def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_one(
+    whole: type[EndedSeries],
+) -> None:
     def report(time: int, changed: bool) -> Batch:
         metric = _gauge("hw.gpu.utilization", time, (DEVICE, 0.5))
         if changed:
@@ -329,11 +434,12 @@ def test_a_metric_changed_in_every_descriptor_field_is_not_taken_for_a_steady_on
     batches = [report(T0 + cycle * INTERVAL, changed=cycle >= 4) for cycle in range(6)]
     batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
     expected = _closings(Identitywise(wall=lambda: T0), batches)
-    assert _closings(EndedSeries(wall=lambda: T0), batches) == expected
+    assert _closings(whole(wall=lambda: T0), batches) == expected
     assert sorted(point[0] for point in expected[-1]) == ["hw.gpu.busy", "hw.gpu.utilization"]
 
 
-def test_steady_batches_at_one_wall_time_leave_no_gap() -> None:
+@WHOLE
+def test_steady_batches_at_one_wall_time_leave_no_gap(whole: type[EndedSeries]) -> None:
     # A coarse wall clock: every batch before the reload at one wall time. The processes have
     # no known gap, so they wait twice 15 s after the reload's first batch, as if reported once.
     def run(ended: EndedSeries, wall: list[int]) -> list[int]:
@@ -349,4 +455,114 @@ def test_steady_batches_at_one_wall_time_leave_no_gap() -> None:
 
     whole_wall, one_by_one_wall = [T0], [T0]
     expected = run(Identitywise(wall=lambda: one_by_one_wall[0]), one_by_one_wall)
-    assert run(EndedSeries(wall=lambda: whole_wall[0]), whole_wall) == expected == [0, 0, 0, 2]
+    assert run(whole(wall=lambda: whole_wall[0]), whole_wall) == expected == [0, 0, 0, 2]
+
+
+@WHOLE
+def test_batches_of_two_steady_shapes_in_turn_leave_each_its_latest_resource(
+    whole: type[EndedSeries],
+) -> None:
+    # Two pipelines' batches (the GPU's, and other processes'), each steady, come in turn:
+    # what the GPU's last steady batch sent is what its closing points are sent under.
+    ended = whole(wall=lambda: T0)
+
+    def gpu_batch(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        return (_gpu(t, UP_OK, pod=f"pod-{cycle}"), _process(t, 1))
+
+    def others(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        return (_process(t, 7), _process(t, 8))
+
+    # (the GPU's shape takes batch 6 looking at it, batch 7 from its trail alone)
+    turns = [*map(gpu_batch, (0, 1, 2)), *map(others, (3, 4, 5)), *map(gpu_batch, (6, 7))]
+    for batch in [*turns, others(8)]:
+        assert ended.closing(batch) == ()
+    (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
+    assert closed.resource[semconv.K8S_POD_NAME] == "pod-7"
+
+
+@WHOLE
+def test_a_batch_carrying_owed_points_again_keeps_the_resource_it_sent(
+    whole: type[EndedSeries],
+) -> None:
+    # A batch that carries a failed request's closing points again is told apart identity by
+    # identity; the steady batches before it must not overwrite what it sent.
+    ended = whole(wall=lambda: T0)
+    send = closes_traced if whole is Traced else EndedSeries.closes
+
+    def batch(cycle: int, up: dict[str, Any] = UP_OK) -> Batch:
+        t = T0 + cycle * INTERVAL
+        return (_gpu(t, up, pod=f"pod-{cycle}"), _process(t, 1), _process(t, 2))
+
+    send(ended, batch(0, UP_DEGRADED))
+    send(ended, batch(1, UP_DEGRADED))
+    closed, receipt = send(ended, batch(2))  # degraded closed; its request fails
+    assert len(closed) == 1
+    for cycle in (3, 4, 5):
+        assert send(ended, batch(cycle))[0] == ()
+    ended.refused(receipt)
+    (again,) = send(ended, batch(6))[0]  # the owed point, sent again
+    assert [m.points[0].attributes for m in again.metrics] == [UP_DEGRADED]
+    (closed_now,) = send(ended, batch(7, UP_DEGRADED))[0]  # ok ends
+    assert [m.points[0].attributes for m in closed_now.metrics] == [UP_OK]
+    assert closed_now.resource[semconv.K8S_POD_NAME] == "pod-6"
+
+
+@WHOLE
+def test_a_dropped_shape_is_not_kept(whole: type[EndedSeries]) -> None:
+    # A shape holds a whole batch's attribute mappings and entries: once a change drops it,
+    # the memory keeps no reference to it (a new one is made for the new batch).
+    ended = whole(wall=lambda: T0)
+    for cycle in range(3):
+        t = T0 + cycle * INTERVAL
+        ended.closing((_gpu(t, UP_OK), _process(t, 1)))
+    (shape,) = ended._shapes.values()
+    t = T0 + 3 * INTERVAL
+    assert len(ended.closing((_gpu(t, UP_DEGRADED), _process(t, 1)))) == 1  # drops the shape
+    held = [*ended._shapes.values(), ended._pending, *(ended._steady or ())]
+    assert held and all(kept is not shape for kept in held)
+
+
+class _Unread:
+    """A resource no one may look at: any attribute read fails the test."""
+
+    def __getattribute__(self, name: str) -> Any:
+        raise AssertionError(f"a steady batch with its trail was read ({name})")
+
+
+def test_a_steady_batch_with_its_trail_is_not_read() -> None:
+    # The exporter's steady cycle: what the batch sends is known from the encoder's trail, so
+    # the memory reads nothing of it (the first steady batch after the shape is learnt, and
+    # the first after another pipeline's batch came in between), and keeps what it sent.
+    ended = EndedSeries(wall=lambda: T0)
+
+    def batch(cycle: int) -> Batch:
+        t = T0 + cycle * INTERVAL
+        return (_gpu(t, UP_OK, pod=f"pod-{cycle}"), _process(t, 1))
+
+    def unread(cycle: int) -> None:
+        trail = Trail()
+        encode_bytes(batch(cycle), None, trail)
+        assert ended.closes((_Unread(), _Unread()), trail) == ((), ())  # type: ignore[arg-type]
+
+    closes_traced(ended, batch(0))
+    closes_traced(ended, batch(1))  # the same identities twice: the shape is learnt
+    unread(2)
+    unread(3)
+    closes_traced(ended, (_process(T0, 7),))  # another pipeline's batch
+    closes_traced(ended, batch(5))  # compared with the shape
+    unread(6)
+    (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
+    assert closed.resource[semconv.K8S_POD_NAME] == "pod-6"
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_steady_batches_past_the_identity_limit_close_as_identity_by_identity(limit: int) -> None:
+    # More identities than the memory keeps: each batch forgets the first remembered, and
+    # a shape that listed one is never taken again.
+    history = [(_gpu(T0 + c * INTERVAL, UP_OK), _process(T0, 1), _process(T0, 2)) for c in range(6)]
+    history.append(tuple(ResourceMetrics(resource={}, metrics=(), identity=i) for i in (GPU, 1, 2)))
+    expected = _closings(Identitywise(wall=lambda: T0, limit=limit), history)
+    assert _closings(Traced(wall=lambda: T0, limit=limit), history) == expected
+    assert _closings(EndedSeries(wall=lambda: T0, limit=limit), history) == expected

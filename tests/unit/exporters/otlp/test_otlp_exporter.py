@@ -23,6 +23,7 @@ from otelgpu.exporterhelper.config import RetryConfig
 from otelgpu.exporterhelper.retry import Backoff
 from otelgpu.exporters.otlp.config import OtlpExporterConfig
 from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
 from otelgpu.exporters.otlp.exporter import ExportResponse, OtlpExporter, Transport
 from otelgpu.exporters.otlp.resource import service_attributes
 from tests.conftest import make_settings
@@ -293,6 +294,34 @@ async def test_an_unexpected_transport_error_costs_one_batch_not_the_consumer(
     await exporter.consume(numbered_batch(1, 3))
     await clock.advance(0)
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (3, 2)
+
+
+class _SettleFails(EndedSeries):
+    """A memory whose settling of a request's closing points raises (a bug in it)."""
+
+    def accepted(self, receipt: Receipt | None) -> None:
+        raise RuntimeError("settle bug")
+
+    def refused(self, receipt: Receipt | None) -> None:
+        raise RuntimeError("settle bug")
+
+
+async def test_a_failure_settling_a_sent_batch_is_logged_and_the_consumer_goes_on(
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What a consumer does once a batch is sent (count it, settle its closing points) must
+    # not end the consumer: the next batches are still sent, and every point is counted.
+    transport = ScriptedTransport(PERMANENT)
+    exporter = await started(transport, retry_on_failure={"enabled": False})
+    exporter._ended = _SettleFails()
+    with caplog.at_level(logging.ERROR):
+        for seq in range(3):
+            await exporter.consume(numbered_batch(seq, seq + 1))
+            await clock.advance(0)
+    assert transport.seqs() == [0, 1, 2]
+    assert (sent(telemetry, ID), failed(telemetry, ID)) == (5, 1)
+    settle_lines = [r for r in caplog.records if "settle bug" in str(r.exc_info)]
+    assert len(settle_lines) == 3
 
 
 async def test_shutdown_flushes_the_queue(telemetry: SelfTelemetry, clock: FakeClock) -> None:
