@@ -142,7 +142,15 @@ class NodeKubelet:
         self._model = model
         self._clock = clock
         self.calls = 0
-        self.last: dict[str, PodAllocation] = {}  # pod name → what the last answer listed
+        # pod name → what the last answer listed; None: no answer since k8s_attributes started
+        self.last: dict[str, PodAllocation] | None = {}
+
+    def asker_restarted(self) -> None:
+        """A fresh k8s_attributes asks from now on (a reload). What its first answer lists, it
+        has seen listed since always (`notes.HOLDERS_CHANGED` -inf): that answer may have come
+        only after failures, and stale, so a change the kubelet made before it is one this
+        k8s_attributes never saw."""
+        self.last = None
 
     async def list(self) -> tuple[PodAllocation, ...]:
         self.calls += 1
@@ -152,9 +160,13 @@ class NodeKubelet:
             raise PodResourcesError("DEADLINE_EXCEEDED", "no answer in time")
         pods = self._model.kubelet_pods()
         listed = {pod.name: pod_allocation(pod) for pod in pods}
-        for name in listed.keys() | self.last.keys():
-            if listed.get(name) != self.last.get(name):
-                self._model.kubelet_changed_at[name] = self._clock.now
+        if self.last is None:
+            for name in listed:
+                self._model.kubelet_changed_at[name] = float("-inf")
+        else:
+            for name in listed.keys() | self.last.keys():
+                if listed.get(name) != self.last.get(name):
+                    self._model.kubelet_changed_at[name] = self._clock.now
         self.last = listed
         self._model.kubelet_answered = pods
         return tuple(listed.values())
@@ -326,6 +338,7 @@ class Pipeline:
         parts, self._parts = self._parts, None
         if parts is not None:
             await parts.shutdown()
+        self.kubelet.asker_restarted()
         await self.start()
 
     async def shutdown(self) -> None:

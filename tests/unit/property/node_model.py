@@ -245,9 +245,11 @@ class NodeModel:
     def labels_pending(self) -> frozenset[str]:
         """The containers whose business labels may be missing however long the node holds
         still: those of a pod recreated under its name while what the kubelet lists for the
-        name has not changed since the runtime first listed the pod. The kubelet names pods,
-        not pod uids: a listing unchanged since then may still mean the old pod (it can lag
-        the runtime), so the pipeline waits for one that changed."""
+        name has not changed since the runtime first listed the pod, as the running
+        k8s_attributes saw it (what its first answer lists, it counts as unchanged since
+        always: `NodeKubelet.asker_restarted`). The kubelet names pods, not pod uids: a listing
+        unchanged since then may still mean the old pod (it can lag the runtime), so the
+        pipeline waits for one that changed."""
         return frozenset(
             c.cid
             for pod in self.pods.values()
