@@ -176,6 +176,9 @@ class NodeModel:
     # pod uids container_env has listed since its (re)start: what lets it tell a pod recreated
     # under its name from the old one (`note_runtime_listed`)
     runtime_listed: set[str] = field(default_factory=set)
+    # per pod name, every pod uid container_env may have listed under it since its (re)start:
+    # shown by the runtime while it was up (`note_runtime_seen`; what `labels_pending` needs)
+    runtime_seen: dict[str, set[str]] = field(default_factory=dict)
     listed_from: float = float("-inf")  # when container_env last started
     # per pod name, when what the kubelet's answer lists for it last changed
     kubelet_changed_at: dict[str, float] = field(default_factory=dict)
@@ -223,6 +226,15 @@ class NodeModel:
             if shown is not None and max(shown, up_since, self.listed_from) + lag <= now:
                 self.runtime_listed.add(pod.uid)
 
+    def note_runtime_seen(self) -> None:
+        """Notes the pod uids the runtime shows now, which container_env may list (every
+        state of the node is shown before the pipeline runs on it)."""
+        if not self.runtime_up:
+            return
+        for pod in self.pods.values():
+            if pod.in_runtime:
+                self.runtime_seen.setdefault(pod.name, set()).add(pod.uid)
+
     def undecidable(self, name: str, answer: tuple[Pod, ...] | None = None) -> bool:
         """Whether a new pod under `name` could not be told from the one the stale kubelet
         (or `answer`) still lists under it: container_env never listed that one (its uid is
@@ -247,7 +259,8 @@ class NodeModel:
         still: those of a pod recreated under its name while what the kubelet lists for the
         name has not changed since the runtime first listed the pod, as the running
         k8s_attributes saw it (what its first answer lists, it counts as unchanged since
-        always: `NodeKubelet.asker_restarted`). The kubelet names pods, not pod uids: a listing
+        always: `NodeKubelet.asker_restarted`), and container_env may have listed another pod
+        uid under the name since it started. The kubelet names pods, not pod uids: a listing
         unchanged since then may still mean the old pod (it can lag the runtime), so the
         pipeline waits for one that changed."""
         return frozenset(
@@ -256,6 +269,7 @@ class NodeModel:
             if pod.successor
             and pod.visible_at is not None
             and self.kubelet_changed_at.get(pod.name, float("-inf")) <= pod.visible_at
+            and self.runtime_seen.get(pod.name, set()) - {pod.uid}
             for c in pod.containers
         )
 

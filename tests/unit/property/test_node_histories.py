@@ -109,6 +109,7 @@ class NodeHistories(RuleBasedStateMachine):
         runtime and NVML change together, as on a node), lets `fraction` of a refresh interval
         pass, collects a cycle."""
         self.model.record(self.clock.now)
+        self.model.note_runtime_seen()
         self.pipeline.sync()
         self._run(self.pipeline.advance(fraction * REFRESH))
         self.output = self._run(self.pipeline.cycle())  # type: ignore[assignment]
@@ -290,6 +291,7 @@ class NodeHistories(RuleBasedStateMachine):
         a stale pair cannot be told from the new pod's (k8s_attributes' README says so)."""
         self._run(self.pipeline.reload())
         self.model.runtime_listed.clear()  # a fresh container_env has listed nothing yet
+        self.model.runtime_seen.clear()
         self.model.listed_from = self.clock.now
         # A new exporter knows nothing of what the old one sent: what ended across the
         # reload is not closed (docs/troubleshooting.md says so); judged afresh from here.
