@@ -234,18 +234,19 @@ class Collector:
                 if metric in self._plan.enabled:
                     add_point(points, metric, attrs, cycle, value, device)
         for extra in () if device.is_mig else self._plan.points:  # whole-GPU readings
-            if extra.key not in device.unsupported:
-                kept = device.static.get(extra.key) if extra.static else None
-                found = (
-                    kept
-                    if kept is not None
-                    else self._guard(device, extra.key, extra.read, self._client, device)
-                )
-                if extra.static and kept is None and not isinstance(found, Failed):
+            if extra.key in device.unsupported:
+                continue
+            found = device.static.get(extra.key)  # only static readers' answers are kept
+            if found is None:
+                read = self._guard(device, extra.key, extra.read, self._client, device)
+                if isinstance(read, Failed):
+                    continue
+                found = read
+                if extra.static:
                     device.static[extra.key] = found  # a fact of the board: kept while open
-                for metric, attrs, value in () if isinstance(found, Failed) else found:
-                    if metric in self._plan.enabled:
-                        add_point(points, metric, attrs, cycle, value, device)
+            for metric, attrs, value in found:
+                if metric in self._plan.enabled:
+                    add_point(points, metric, attrs, cycle, value, device)
         if self._gpm.reads(device):
             self._gpm.read(device, cycle, points)
         self._xids(device, cycle, points)
