@@ -5,9 +5,11 @@ Instruction counts are stable on a busy machine where CPU time is not. The child
 faster), prepares, and says `ready` (`gate`); the parent switches instrumentation on
 (`callgrind_control`) and lets it go; the child does the work to be counted and says
 `done <what it reports>`; the parent switches instrumentation off and lets it finish. The
-count is callgrind's total of the instrumented window alone.
+count is callgrind's total of the instrumented window alone. A child may say `ready` and
+`done` several times (`windows`): each window is counted on its own.
 
     instructions, reply = counted(["-m", "bench.p9_cost_growth", "--child", "10k"])
+    [(a, _), (b, _)] = windows(["-m", "bench.otlp_ended_steady", "--child", ...], 2)
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ def gate(line: str) -> None:
 def counted(arguments: list[str]) -> tuple[int, str]:
     """(instructions, the child's `done` line without the word) of the window between the
     child's `ready` and `done` lines; `arguments` follow the interpreter."""
+    return windows(arguments, 1)[0]
+
+
+def windows(arguments: list[str], count: int) -> list[tuple[int, str]]:
+    """`counted` of each of `count` windows of one child, in order: the child says `ready`,
+    does one window's work, says `done ...`, `count` times. Work measured in one process is
+    measured on the same objects, allocator and collector history, so two kinds of work done
+    in alternate windows of one child compare more closely than in two children."""
     with tempfile.TemporaryDirectory(prefix="otelgpu-cg-") as directory:
         out, log = Path(directory, "cg.out"), Path(directory, "stderr")
         with log.open("w") as errors:
@@ -40,21 +50,32 @@ def counted(arguments: list[str]) -> tuple[int, str]:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True,
                 env={**os.environ, "PYTHONHASHSEED": "0"},
             )  # fmt: skip
+        results = []
         try:
-            _until(child, "ready", log)
-            _instrument(child, "on")
-            reply = _until(child, "done", log).removeprefix("done").strip()
-            _instrument(child, "off")
+            for window in range(1, count + 1):
+                _until(child, "ready", log)
+                _control(child, "--zero")
+                _instrument(child, "on")
+                reply = _until(child, "done", log).removeprefix("done").strip()
+                _control(child, "--instr=off")
+                _control(child, f"--dump=window{window}")  # written as cg.out.<window>
+                results.append((_total(Path(f"{out}.{window}"), log), reply))
+                _go(child)
             if child.wait(timeout=CHILD_TIMEOUT) != 0:
                 raise RuntimeError(f"the child failed: {log.read_text()[-500:]}")
         finally:
             if child.poll() is None:
                 child.kill()
                 child.wait()
-        totals = re.findall(r"^(?:summary|totals): (\d+)", out.read_text(), re.M)
-        if not totals:
-            raise RuntimeError(f"no callgrind totals: {log.read_text()[-500:]}")
-        return max(map(int, totals)), reply
+        return results
+
+
+def _total(dump: Path, log: Path) -> int:
+    """Callgrind's total of one dump."""
+    totals = re.findall(r"^(?:summary|totals): (\d+)", dump.read_text(), re.M)
+    if not totals:
+        raise RuntimeError(f"no callgrind totals in {dump.name}: {log.read_text()[-500:]}")
+    return max(map(int, totals))
 
 
 def _until(child: subprocess.Popen[str], prefix: str, log: Path) -> str:
@@ -68,12 +89,22 @@ def _until(child: subprocess.Popen[str], prefix: str, log: Path) -> str:
 
 def _instrument(child: subprocess.Popen[str], state: str) -> None:
     """Callgrind's instrumentation of `child` on or off; then lets the child go on."""
+    _control(child, "--instr=" + state)
+    _go(child)
+
+
+def _control(child: subprocess.Popen[str], option: str) -> None:
+    """One `callgrind_control` request to `child`'s callgrind."""
     subprocess.run(
-        ["callgrind_control", "--instr=" + state, str(child.pid)],
+        ["callgrind_control", option, str(child.pid)],
         check=True,
         capture_output=True,
         timeout=CHILD_TIMEOUT,
     )
+
+
+def _go(child: subprocess.Popen[str]) -> None:
+    """Lets the child, waiting in `gate`, go on."""
     assert child.stdin is not None
     child.stdin.write("\n")
     child.stdin.flush()

@@ -23,7 +23,7 @@ has one), and GPU points carry `hw.id` from the receiver.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -107,12 +107,14 @@ def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> b
 def _request(
     batch: Batch,
     cache: AttributeCache,
-    write: Callable[[Metric, AttributeCache, bytes, Trail | None], bytes] | None = None,
+    write: Callable[[Metric, AttributeCache, bytes, list[Any] | None], bytes] | None = None,
     trail: Trail | None = None,
 ) -> bytes:
     """The request of `batch`, each metric written by `write` (`_metric` by default); with
-    `trail`, each metric is written down in it, then the resource after its metrics."""
+    `trail`, each metric is written down in its `series`, then the resource after its
+    metrics."""
     write = _metric if write is None else write
+    seen = None if trail is None else trail.series
     out: list[bytes] = []
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
@@ -120,11 +122,10 @@ def _request(
         pid = rm.resource.get(PROCESS_PID)
         extra = b"" if pid is None else cache.pid(pid)
         for metric in rm.metrics:
-            body = write(metric, cache, extra, trail)
+            body = write(metric, cache, extra, seen)
             metrics += (FIELD_2, length(len(body)), body)
-        if trail is not None:
-            trail.series += (rm.identity, scope, rm.schema_url, len(rm.metrics))
-            trail.resources.append(rm.resource)
+        if seen is not None:
+            seen += (rm.identity, len(rm.metrics))
         schema = schema_url_field(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
         scope_metrics = b"".join(metrics)
@@ -136,24 +137,17 @@ def _request(
 
 
 def _metric(
-    metric: Metric, cache: AttributeCache, extra: bytes = b"", trail: Trail | None = None
+    metric: Metric, cache: AttributeCache, extra: bytes = b"", seen: list[Any] | None = None
 ) -> bytes:
     """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
     pid as a point attribute field) ends every point's attributes that lack the pid. With
-    `trail`, what the metric sends is written down in it (`Trail`): each point's attribute
-    mapping, then its point count and descriptor; its first point's time."""
-    attributes = _point_attributes(cache, extra)
+    `seen` (a trail's `series`), what the metric sends is written down in it: each point's
+    encoded attributes (the cache's, before the pid), then the descriptor."""
+    point_attributes = cache.point_attributes
     parts: list[bytes] = []
-    points = metric.points
-    seen = None
-    if trail is not None:
-        seen = trail.series
-        trail.times.append(points[0].time_unix_nano if points else None)
-    for p in points:
+    for p in metric.points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
         mapping = p.attributes
-        if seen is not None:
-            seen.append(mapping)
         if isinstance(value, float):
             tag, double = POINT_DOUBLE, True
         elif INT64_MIN <= value <= INT64_MAX:
@@ -168,12 +162,15 @@ def _metric(
             head = pack(POINT_START if start else POINT_TIME, start or time, tag, value)
         else:
             head = (pack_d if double else pack_q)(tag, value)
-        point = head + attributes(mapping) if mapping else head + extra
-        size = len(point)
-        parts += (FIELD_1, LENGTHS[size] if size < 1024 else length(size), point)
+        fields = point_attributes(mapping) if mapping else b""
+        if seen is not None:
+            seen.append(fields)
+        if extra and PROCESS_PID not in mapping:
+            fields += extra
+        size = len(head) + len(fields)
+        parts += (FIELD_1, LENGTHS[size] if size < 1024 else length(size), head, fields)
     described, descriptor = cache.described(metric)
     if seen is not None:
-        seen.append(len(points))
         seen.append(described)
     return _wrapped(metric, parts, descriptor)
 
@@ -193,37 +190,24 @@ def _wrapped(metric: Metric, parts: list[bytes], descriptor: bytes) -> bytes:
 
 
 def _closing_metric(
-    metric: Metric, cache: AttributeCache, extra: bytes = b"", trail: Trail | None = None
+    metric: Metric, cache: AttributeCache, extra: bytes = b"", seen: list[Any] | None = None
 ) -> bytes:
     """`_metric` for closing points: no value but NaN, and the no-recorded-value flag (never
     written down in a trail: `encode_closing_bytes` passes none)."""
-    attributes = _point_attributes(cache, extra)
+    point_attributes = cache.point_attributes
     parts: list[bytes] = []
     for p in metric.points:
+        mapping = p.attributes
+        fields = point_attributes(mapping) if mapping else b""
+        if extra and PROCESS_PID not in mapping:
+            fields += extra
         point = (
             pack_time_d(POINT_TIME, p.time_unix_nano, POINT_DOUBLE, math.nan)
-            + (attributes(p.attributes) if p.attributes else extra)
+            + fields
             + NO_RECORDED_VALUE
         )
         parts += (FIELD_1, length(len(point)), point)
     return _wrapped(metric, parts, cache.described(metric)[1])
-
-
-def _point_attributes(cache: AttributeCache, extra: bytes) -> Callable[[Mapping[str, Any]], bytes]:
-    """A point's encoded attributes, ended by the resource's pid field `extra` if there is one."""
-    return _adding(cache.point_attributes, extra) if extra else cache.point_attributes
-
-
-def _adding(
-    attributes: Callable[[Mapping[str, Any]], bytes], extra: bytes
-) -> Callable[[Mapping[str, Any]], bytes]:
-    """`attributes` followed by the pid field `extra`, unless the point has a pid of its own."""
-
-    def encoded(point: Mapping[str, Any]) -> bytes:
-        fields = attributes(point)
-        return fields if PROCESS_PID in point else fields + extra
-
-    return encoded
 
 
 def any_value(value: Any) -> AnyValue:

@@ -7,27 +7,25 @@ from typing import Any
 
 
 class Trail:
-    """A batch as the memory tells batches apart, filled by `encode.encode_bytes` as it walks
-    the batch (it reads every field named here anyway, in the same loops):
+    """A batch as the memory tells batches apart, filled by `encode.encode_bytes` from what it
+    has at hand as it writes the batch.
 
-    - `series`: per metric, each point's attribute mapping, then the point count and the
-      descriptor (name, description, unit, kind, monotonic: the encoder's cached tuple, one
-      object per descriptor); after a resource's metrics, its identity, scope (as encoded),
-      schema URL and metric count. Read from its end, the counts fix where each part begins,
-      so two equal lists are two batches that send the same series from the same resources
-      in the same order. Compared element by element, by identity first, the mappings a
-      receiver or processor shares from one cycle to the next, and the cached descriptors,
-      cost no comparison of their contents;
-    - `resources`: each resource's attributes, in order (what its closing points would be sent
-      under);
-    - `times`: each metric's first point's time, in order (None: the metric has no points).
+    `series` holds, per metric, its descriptor (name, description, unit, kind, monotonic: the
+    encoder's cached tuple, one object per descriptor) then each point's encoded attributes
+    (the bytes sent, the cache's one object per attribute set); after a resource's metrics,
+    its identity, scope (as encoded), schema URL and metric count. Descriptors are tuples and
+    attributes bytes, so the list parses one way only (read from its end, each resource's
+    metric count, then each metric's descriptor after its points): two equal lists are two
+    batches that send the same series from the same resources in the same order. Compared
+    element by element, by identity first, what the cache shares from one batch to the next
+    costs no comparison of its contents.
 
-    A steady batch's `series` is the last one's: `EndedSeries.closes` then takes it without
-    looking at the batch (`steady.Shape.took_from`)."""
+    Equal bytes are equal attributes, so an equal trail is a steady batch; unequal bytes
+    (a value that only changed type, a resource's pid) only send the batch the slower way,
+    where the memory's own rule decides. A steady batch's `series` is the last one's:
+    `EndedSeries.closes` then takes it without looking at the batch (`steady.Shape.took_from`)."""
 
-    __slots__ = ("resources", "series", "times")
+    __slots__ = ("series",)
 
     def __init__(self) -> None:
         self.series: list[Any] = []
-        self.resources: list[Any] = []
-        self.times: list[int | None] = []

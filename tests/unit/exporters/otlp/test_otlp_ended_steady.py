@@ -525,16 +525,26 @@ def test_a_dropped_shape_is_not_kept(whole: type[EndedSeries]) -> None:
 
 
 class _Unread:
-    """A resource no one may look at: any attribute read fails the test."""
+    """A resource no one may look at while `closes` takes its batch (any attribute read then
+    fails the test); afterwards it reads as `rm`, as a batch the memory still holds does."""
+
+    closing = False
+
+    def __init__(self, rm: ResourceMetrics) -> None:
+        object.__setattr__(self, "_rm", rm)
 
     def __getattribute__(self, name: str) -> Any:
-        raise AssertionError(f"a steady batch with its trail was read ({name})")
+        if _Unread.closing:
+            raise AssertionError(f"a steady batch with its trail was read ({name})")
+        return getattr(object.__getattribute__(self, "_rm"), name)
 
 
 def test_a_steady_batch_with_its_trail_is_not_read() -> None:
     # The exporter's steady cycle: what the batch sends is known from the encoder's trail, so
-    # the memory reads nothing of it (the first steady batch after the shape is learnt, and
-    # the first after another pipeline's batch came in between), and keeps what it sent.
+    # the memory reads nothing of it as it takes it (the first steady batch after the shape is
+    # learnt, and the first after another pipeline's batch came in between); what it sent is
+    # read only when the memory next looks (here: a gone marker, closed under the last
+    # steady batch's resource).
     ended = EndedSeries(wall=lambda: T0)
 
     def batch(cycle: int) -> Batch:
@@ -543,8 +553,14 @@ def test_a_steady_batch_with_its_trail_is_not_read() -> None:
 
     def unread(cycle: int) -> None:
         trail = Trail()
-        encode_bytes(batch(cycle), None, trail)
-        assert ended.closes((_Unread(), _Unread()), trail) == ((), ())  # type: ignore[arg-type]
+        sent = batch(cycle)
+        encode_bytes(sent, None, trail)
+        _Unread.closing = True
+        try:
+            taken = ended.closes(tuple(map(_Unread, sent)), trail)  # type: ignore[arg-type]
+        finally:
+            _Unread.closing = False
+        assert taken == ((), ())
 
     closes_traced(ended, batch(0))
     closes_traced(ended, batch(1))  # the same identities twice: the shape is learnt
@@ -555,6 +571,9 @@ def test_a_steady_batch_with_its_trail_is_not_read() -> None:
     unread(6)
     (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
     assert closed.resource[semconv.K8S_POD_NAME] == "pod-6"
+    assert {p.time_unix_nano for m in closed.metrics for p in m.points} == {
+        T0 + 6 * INTERVAL + 1_000_000
+    }
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3])
