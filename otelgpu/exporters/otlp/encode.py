@@ -107,14 +107,15 @@ def encode_closing_bytes(batch: Batch, cache: AttributeCache | None = None) -> b
 def _request(
     batch: Batch,
     cache: AttributeCache,
-    write: Callable[[Metric, AttributeCache, bytes, list[Any] | None], bytes] | None = None,
+    write: Callable[..., bytes] | None = None,
     trail: Trail | None = None,
 ) -> bytes:
     """The request of `batch`, each metric written by `write` (`_metric` by default); with
-    `trail`, each metric is written down in its `series`, then the resource after its
-    metrics."""
+    `trail`, each metric is written down in it, then the resource after its metrics."""
     write = _metric if write is None else write
-    seen = None if trail is None else trail.series
+    series = times = resources = None
+    if trail is not None:
+        series, times, resources = trail.series, trail.times, trail.resources
     out: list[bytes] = []
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
@@ -122,10 +123,11 @@ def _request(
         pid = rm.resource.get(PROCESS_PID)
         extra = b"" if pid is None else cache.pid(pid)
         for metric in rm.metrics:
-            body = write(metric, cache, extra, seen)
+            body = write(metric, cache, extra, series, times)
             metrics += (FIELD_2, length(len(body)), body)
-        if seen is not None:
-            seen += (rm.identity, len(rm.metrics))
+        if series is not None:
+            series += (rm.identity, scope, rm.schema_url, len(rm.metrics))
+            resources.append(rm.resource)  # type: ignore[union-attr]
         schema = schema_url_field(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
         scope_metrics = b"".join(metrics)
@@ -137,15 +139,23 @@ def _request(
 
 
 def _metric(
-    metric: Metric, cache: AttributeCache, extra: bytes = b"", seen: list[Any] | None = None
+    metric: Metric,
+    cache: AttributeCache,
+    extra: bytes = b"",
+    series: list[Any] | None = None,
+    times: list[int | None] | None = None,
 ) -> bytes:
     """One Metric: its descriptor, then gauge or sum with every point; `extra` (the resource's
-    pid as a point attribute field) ends every point's attributes that lack the pid. With
-    `seen` (a trail's `series`), what the metric sends is written down in it: each point's
-    encoded attributes (the cache's, before the pid), then the descriptor."""
+    pid as a point attribute field) ends every point's attributes that lack the pid. With a
+    trail's `series` and `times`, what the metric sends is written down in them (`Trail`):
+    each point's encoded attributes (the cache's, before the pid), then the descriptor; its
+    first point's time."""
     point_attributes = cache.point_attributes
     parts: list[bytes] = []
-    for p in metric.points:
+    points = metric.points
+    if series is not None:
+        times.append(points[0].time_unix_nano if points else None)  # type: ignore[union-attr]
+    for p in points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
         mapping = p.attributes
         if isinstance(value, float):
@@ -163,15 +173,15 @@ def _metric(
         else:
             head = (pack_d if double else pack_q)(tag, value)
         fields = point_attributes(mapping) if mapping else b""
-        if seen is not None:
-            seen.append(fields)
+        if series is not None:
+            series.append(fields)
         if extra and PROCESS_PID not in mapping:
             fields += extra
         size = len(head) + len(fields)
         parts += (FIELD_1, LENGTHS[size] if size < 1024 else length(size), head, fields)
     described, descriptor = cache.described(metric)
-    if seen is not None:
-        seen.append(described)
+    if series is not None:
+        series.append(described)
     return _wrapped(metric, parts, descriptor)
 
 
@@ -189,9 +199,7 @@ def _wrapped(metric: Metric, parts: list[bytes], descriptor: bytes) -> bytes:
     return descriptor + data_tag + length(len(data)) + data
 
 
-def _closing_metric(
-    metric: Metric, cache: AttributeCache, extra: bytes = b"", seen: list[Any] | None = None
-) -> bytes:
+def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"", *_: None) -> bytes:
     """`_metric` for closing points: no value but NaN, and the no-recorded-value flag (never
     written down in a trail: `encode_closing_bytes` passes none)."""
     point_attributes = cache.point_attributes

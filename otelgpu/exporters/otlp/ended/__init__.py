@@ -39,15 +39,15 @@ reported once) after the new exporter's first batch.
 A steady cycle (nothing ended) is what this costs most often: when a batch has the same
 identities as the last two, the resources that each renewed their identity alone are compared
 with what they sent last and taken together in C (`steady.Shape`), and what the closing points
-would be sent with (each metric's time, each identity's resource, when it was seen) is read
-from the last steady batch, held as it is, only when something next changes; only the others
-(a shared GPU's allocation series, anything that changed) are told apart identity by identity
+would be sent with (each metric's time, each identity's resource, when it was seen) is kept as
+flat lists, written into the identities only when something next changes; only the others (a
+shared GPU's allocation series, anything that changed) are told apart identity by identity
 (`memory.py`, with `sent.py`'s records and `closing.py`'s points). The exporter's encoder, which
-looks up every point's encoded attributes and every descriptor anyway, writes them down as it
-goes (`trail.py`); a batch whose trail is the last one's, which a shape took, is taken from the
-trail alone: one comparison of two lists in C, by identity first, and nothing in the batch
-looked at. `python -m bench.otlp_ended_steady` counts what this costs a steady cycle per
-point, the trail's writing included.
+looks up every point's encoded attributes and every descriptor of a batch anyway, writes them
+down as it goes (`trail.py`); a batch whose trail is the last one's, which a shape took, is
+taken from the trail alone: one comparison of two lists in C, by identity first, and nothing in
+the batch looked at again. `python -m bench.otlp_ended_steady` counts what this costs a steady
+cycle per point, the trail's writing included.
 
 The set rule is the Prometheus exporter's (`exporters/prometheus/series.py`, `Family.write`,
 `settle`, `SeriesStore.empty`), kept in two places on purpose, and held to agree by
@@ -64,9 +64,10 @@ is applied to is not:
 - the steady cycle is recognised from different facts: the store from the batch stamp each line
   gets as it is written (and its replay plans, which write values into lines they know), this
   memory from the attribute mappings (or, through the encoder's trail, the encoded attributes)
-  a batch shares with the last one, compared in C before any series key is built. One shared set object would have to be handed every series of every
-  cycle by both, as a key each: a Python call per series on the Prometheus ingest path, which
-  makes none for a steady identity, and keys here that are built only when something changed.
+  a batch shares with the last one, compared in C before any series key is built. One shared
+  set object would have to be handed every series of every cycle by both, as a key each: a
+  Python call per series on the Prometheus ingest path, which makes none for a steady
+  identity, and keys here that are built only when something changed.
 
 Only identities are tracked (a resource without one is never closed), an identity not reported
 for `FORGET_AFTER` is forgotten (a backend's lookback has ended its series by then), and at

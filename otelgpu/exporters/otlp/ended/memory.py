@@ -77,9 +77,8 @@ class EndedSeries:
         updated in place, and no object per identity or series is made (nothing for the
         cyclic garbage collector to scan). When a batch has the same identities as the last
         two, the resources that each renewed an identity alone last time (`Shape`) are checked
-        together, in C, not identity by identity, and the batch they came in is held until
-        the memory next looks (`_catch_up`), when their entries take what it sent; the others
-        go the usual way.
+        together, in C, not identity by identity, and what they would update is kept as a few
+        flat lists until the memory next looks (`_catch_up`); the others go the usual way.
         When `trail` is the last batch's and a shape took that batch, the shape takes this one
         from the trail alone: nothing in `batch` is looked at but the others."""
         wall = self._wall()
@@ -91,7 +90,7 @@ class EndedSeries:
             shape: Shape | None = None
             if trail is not None and steady is not None and trail.series == steady[1]:
                 shape = steady[0]
-                shape.took_from(batch, wall)
+                shape.took_from(trail, wall)
             else:
                 try:
                     key = tuple(map(IDENTITY, batch))

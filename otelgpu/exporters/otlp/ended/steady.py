@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from otelgpu.exporters.otlp.ended.sent import ATTRIBUTES, Descriptor, Remembered
-from otelgpu.pdata.model import Batch, ResourceMetrics
+from otelgpu.exporters.otlp.ended.trail import Trail
+from otelgpu.pdata.model import Batch
 
 IDENTITY = attrgetter("identity")
 _METRICS = attrgetter("metrics")
@@ -37,16 +38,14 @@ class Shape:
     the last time) go the usual way.
 
     A steady batch changes no set, only what the closing points would be sent with: each
-    metric's time, each identity's resource, when each identity was seen. The shape holds
-    the last steady batch's shaped resources (`held`, the references a tuple of them costs)
-    and the report times as three numbers, and writes nothing into the entries; the entries
-    take what that batch sent (`settle`) only when the memory next looks at them: a batch
-    that is not steady, a sweep, a reload. A steady cycle writes no entry and reads nothing of
-    what it holds. Batches are never changed once made (the pipeline's model), so what a held
-    batch sent is what it still reads.
+    metric's time, each identity's resource, when each identity was seen. Those are kept as
+    flat lists here (`took`), not written into the entries, and the report times as three
+    numbers; the entries take them (`settle`) only when the memory next looks at them: a
+    batch that is not steady, a sweep, a reload. A steady cycle writes no entry.
 
     A batch whose encoder's trail (`trail.Trail`) is the one of the last batch this shape took
-    is taken without being looked at (`took_from`): the comparison is the trail's.
+    is taken without being looked at (`took_from`): the comparisons are the trail's, and what
+    the entries would take comes from its lists.
 
     Valid while the memory's entries are the ones it lists: `EndedSeries` drops every shape
     (settled first) whenever an identity with an order (one a shape may list) is told apart
@@ -57,12 +56,15 @@ class Shape:
         "counts",
         "descriptors",
         "entries",
-        "held",
+        "heads",
         "pick",
         "point_counts",
         "rest",
         "sents",
         "timed",
+        "timed_at",
+        "times",
+        "trail",
         "walls",
         "with_points",
     )
@@ -87,10 +89,16 @@ class Shape:
         flags = list(map(bool, self.point_counts))
         self.with_points = None if all(flags) else flags
         self.timed = self.sents if self.with_points is None else list(compress(self.sents, flags))
-        # Not settled yet (None: nothing pending): the shaped resources of the last steady
-        # batch, and the wall times of the first and last steady batch with the longest time
-        # between two of them.
-        self.held: tuple[ResourceMetrics, ...] | None = None
+        # Where each of `timed` is among the batch's metrics (a trail's `times`)
+        starts = list(accumulate(map(len, map(_METRICS, batch)), initial=0))
+        at = [index for i in shaped for index in range(starts[i], starts[i + 1])]
+        self.timed_at = picker(at if self.with_points is None else list(compress(at, flags)))
+        # Not settled yet (None: nothing pending): each sent metric's time, each entry's
+        # resource fields (`_HEAD_FIELDS`, a list each), and the wall times of the first and
+        # last steady batch with the longest time between two of them.
+        self.times: list[int] | None = None
+        self.heads: list[list[Any]] = []
+        self.trail: Trail | None = None  # (after `took_from`: they are picked from it)
         self.walls = (0, 0, 0)
 
     def rest_of(self, batch: Batch) -> Batch:
@@ -112,42 +120,53 @@ class Shape:
             return False
         if list(map(ATTRIBUTES, chain.from_iterable(points))) != self.attributes:
             return False
-        self._reported(picked, wall)
+        self.heads = [list(map(getter, picked)) for getter in _HEAD_GETTERS]
+        self._reported(wall)
+        timed = points if self.with_points is None else compress(points, self.with_points)
+        self.times = list(map(_FIRST_TIME, map(_FIRST, timed)))
+        self.trail = None
         return True
 
-    def took_from(self, batch: Batch, wall: int) -> None:
-        """`took` of a batch whose trail is the one of the last batch this shape took (the
-        caller compared them): nothing in it is looked at."""
-        self._reported(self.pick(batch), wall)
+    def took_from(self, trail: Trail, wall: int) -> None:
+        """`took` of a batch whose trail's `series` is the one of the last batch this shape
+        took (the caller compared them): the trail is held, and what the entries would take
+        is picked from it only when they take it (`settle`). Only the resources and times
+        change (scope and schema URL are the trail's, and equal)."""
+        self._reported(wall)
+        self.trail = trail
 
-    def _reported(self, picked: tuple[ResourceMetrics, ...], wall: int) -> None:
-        """A steady batch at `wall` whose shaped resources are `picked`: held until `settle`,
-        with the first and last of these batches' wall times and the longest step."""
-        if self.held is None:
+    def _reported(self, wall: int) -> None:
+        """A steady batch at `wall`: the first and last of them, and the longest step."""
+        if self.times is None and self.trail is None:
             self.walls = (wall, wall, 0)
         else:
             first, last, step = self.walls
             self.walls = (first, wall, max(step, wall - last))
-        self.held = picked
 
     def settle(self) -> None:
         """The entries take what the steady batches since the last settle sent (what
         `renewed` and `Remembered.reported` do for each)."""
-        held = self.held
-        if held is None:
+        trail = self.trail
+        if trail is not None:  # the last steady batch's resources and times
+            resources = list(self.pick(trail.resources))
+            if self.heads:  # the scopes of a batch `took` looked at, pending: kept
+                self.heads[0] = resources
+            else:
+                self.heads = [resources]
+            self.times = list(self.timed_at(trail.times))
+        times = self.times
+        if times is None:
             return
         entries = self.entries
-        points = map(_POINTS, chain.from_iterable(map(_METRICS, held)))
-        timed = points if self.with_points is None else compress(points, self.with_points)
-        times = map(_FIRST_TIME, map(_FIRST, timed))
         _consume(map(setattr, self.timed, repeat("time"), times))
-        for field, getter in zip(_HEAD_FIELDS, _HEAD_GETTERS, strict=True):
-            _consume(map(setattr, entries, repeat(field), map(getter, held)))
+        # (after `took_from` alone: the resources only)
+        for field, values in zip(_HEAD_FIELDS, self.heads, strict=False):
+            _consume(map(setattr, entries, repeat(field), values))
         first, last, step = self.walls
         for entry in entries:
             entry.gap = max(entry.gap, first - entry.seen, step)
             entry.seen = last
-        self.held = None
+        self.times, self.heads, self.trail = None, [], None
 
 
 def picker(indices: list[int]) -> Callable[[Sequence[Any]], tuple[Any, ...]]:

@@ -8,24 +8,29 @@ from typing import Any
 
 class Trail:
     """A batch as the memory tells batches apart, filled by `encode.encode_bytes` from what it
-    has at hand as it writes the batch.
+    has at hand as it writes the batch:
 
-    `series` holds, per metric, its descriptor (name, description, unit, kind, monotonic: the
-    encoder's cached tuple, one object per descriptor) then each point's encoded attributes
-    (the bytes sent, the cache's one object per attribute set); after a resource's metrics,
-    its identity, scope (as encoded), schema URL and metric count. Descriptors are tuples and
-    attributes bytes, so the list parses one way only (read from its end, each resource's
-    metric count, then each metric's descriptor after its points): two equal lists are two
-    batches that send the same series from the same resources in the same order. Compared
-    element by element, by identity first, what the cache shares from one batch to the next
-    costs no comparison of its contents.
+    - `series`: per metric, each point's encoded attributes (the bytes sent, before the
+      resource's pid: the cache's one object per attribute set), then its descriptor (name,
+      description, unit, kind, monotonic: the cache's tuple, one object per descriptor);
+      after a resource's metrics, its identity, scope (as encoded), schema URL and metric
+      count. Attributes are bytes and descriptors tuples, so the list parses one way only
+      (from its end: a resource's metric count, then each metric's descriptor, its points
+      before it): two equal lists are two batches that send the same series from the same
+      resources in the same order. Compared element by element, by identity first, what the
+      cache shares from one batch to the next costs no comparison of its contents. Equal bytes
+      are equal attributes; unequal bytes (a value that only changed type) only send the
+      batch the slower way, where the memory's own rule decides;
+    - `resources`: each resource's attributes, in order (what its closing points would be sent
+      under);
+    - `times`: each metric's first point's time, in order (None: the metric has no points).
 
-    Equal bytes are equal attributes, so an equal trail is a steady batch; unequal bytes
-    (a value that only changed type, a resource's pid) only send the batch the slower way,
-    where the memory's own rule decides. A steady batch's `series` is the last one's:
-    `EndedSeries.closes` then takes it without looking at the batch (`steady.Shape.took_from`)."""
+    A steady batch's `series` is the last one's: `EndedSeries.closes` then takes it without
+    looking at the batch (`steady.Shape.took_from`)."""
 
-    __slots__ = ("series",)
+    __slots__ = ("resources", "series", "times")
 
     def __init__(self) -> None:
         self.series: list[Any] = []
+        self.resources: list[Any] = []
+        self.times: list[int | None] = []
