@@ -79,8 +79,8 @@ def encode_bytes(
     resource, sums as cumulative with their start time, ints as `as_int` and floats as
     `as_double`; a resource's `process.pid` also on each of its points. `trail`, if given, is
     filled with what the batch sends, for the ended-series memory (`ended/trail.py`): it is
-    written down here, in the loops that read those fields anyway, at a few list appends per
-    point instead of a walk of its own."""
+    written down here, in the loops that read those fields anyway, at one list append per
+    point, two per metric and two per resource instead of a walk of its own."""
     if cache is None:
         cache = AttributeCache()
     cache.begin_batch()
@@ -149,13 +149,11 @@ def _metric(
     pid as a point attribute field) ends every point's attributes that lack the pid. With a
     trail's `series` and `times`, what the metric sends is written down in them (`Trail`):
     each point's encoded attributes (the cache's, before the pid), then the descriptor; its
-    first point's time."""
+    last point's time."""
     point_attributes = cache.point_attributes
     parts: list[bytes] = []
-    points = metric.points
-    if series is not None:
-        times.append(points[0].time_unix_nano if points else None)  # type: ignore[union-attr]
-    for p in points:
+    time: int | None = None  # (the last point's, once written)
+    for p in metric.points:
         value, time, start = p.value, p.time_unix_nano, p.start_time_unix_nano
         mapping = p.attributes
         if isinstance(value, float):
@@ -182,6 +180,7 @@ def _metric(
     described, descriptor = cache.described(metric)
     if series is not None:
         series.append(described)
+        times.append(time)  # type: ignore[union-attr]
     return _wrapped(metric, parts, descriptor)
 
 

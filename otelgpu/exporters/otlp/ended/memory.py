@@ -289,7 +289,7 @@ class EndedSeries:
                 first = wall
             for metric in rm.metrics:
                 points = metric.points
-                at = points[0].time_unix_nano if points else first
+                at = points[-1].time_unix_nano if points else first
                 attributes = [p.attributes for p in points]
                 entry = out.get(metric.name)
                 if entry is None:

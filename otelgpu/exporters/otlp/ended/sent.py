@@ -191,7 +191,7 @@ def renewed(entry: Remembered, rm: ResourceMetrics) -> bool:
     for metric, old in zip(reported, order, strict=True):
         points = metric.points
         if points:
-            old.time = points[0].time_unix_nano
+            old.time = points[-1].time_unix_nano
         else:
             if first is None:
                 first = first_time(rm)

@@ -17,8 +17,8 @@ _METRICS = attrgetter("metrics")
 _POINTS = attrgetter("points")
 # A metric's descriptor, field by field: compared as lists of references, no tuple built
 _DESCRIPTOR_FIELDS = tuple(map(attrgetter, Descriptor._fields))
-_FIRST_TIME = attrgetter("time_unix_nano")
-_FIRST = itemgetter(0)
+_TIME = attrgetter("time_unix_nano")
+_LAST = itemgetter(-1)
 _HEAD_FIELDS = ("resource", "scope", "scope_version", "schema_url")
 _HEAD_GETTERS = tuple(map(attrgetter, _HEAD_FIELDS))
 
@@ -84,7 +84,7 @@ class Shape:
         self.point_counts = list(map(len, map(_POINTS, metrics)))
         self.attributes = list(map(ATTRIBUTES, chain.from_iterable(map(_POINTS, metrics))))
         # Which metrics have points (None: all) and their records (`timed`), each of which
-        # takes its first point's time. A metric without points has no series to close: its
+        # takes its last point's time. A metric without points has no series to close: its
         # time is never read.
         flags = list(map(bool, self.point_counts))
         self.with_points = None if all(flags) else flags
@@ -123,7 +123,7 @@ class Shape:
         self.heads = [list(map(getter, picked)) for getter in _HEAD_GETTERS]
         self._reported(wall)
         timed = points if self.with_points is None else compress(points, self.with_points)
-        self.times = list(map(_FIRST_TIME, map(_FIRST, timed)))
+        self.times = list(map(_TIME, map(_LAST, timed)))
         self.trail = None
         return True
 

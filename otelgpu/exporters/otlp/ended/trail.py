@@ -23,7 +23,7 @@ class Trail:
       batch the slower way, where the memory's own rule decides;
     - `resources`: each resource's attributes, in order (what its closing points would be sent
       under);
-    - `times`: each metric's first point's time, in order (None: the metric has no points).
+    - `times`: each metric's last point's time, in order (None: the metric has no points).
 
     A steady batch's `series` is the last one's: `EndedSeries.closes` then takes it without
     looking at the batch (`steady.Shape.took_from`)."""

@@ -327,20 +327,21 @@ def _two_times(time: int, empty_first: bool = False) -> ResourceMetrics:
 @pytest.mark.parametrize("empty_first", [False, True], ids=["points-only", "a-metric-without"])
 @pytest.mark.parametrize("cycles", [1, 5], ids=["told-apart", "steady"])
 @WHOLE
-def test_a_steady_metric_is_at_its_first_point_s_time_as_identity_by_identity(
+def test_a_steady_metric_is_at_its_last_point_s_time_as_identity_by_identity(
     empty_first: bool,
     cycles: int,
     whole: type[EndedSeries],
 ) -> None:
-    # The closing points come a millisecond after the metric's time: the clock stands at T0.
-    # Reported once, the metric is told apart; five times, it is taken as steady.
+    # The closing points come a millisecond after the metric's time, its last point's (the
+    # clock stands at T0). Reported once, the metric is told apart; five times, it is taken
+    # as steady.
     batches: list[Batch] = [
         (_two_times(T0 + cycle * INTERVAL, empty_first),) for cycle in range(cycles)
     ]
     batches.append((ResourceMetrics(resource={}, metrics=(), identity=GPU),))  # the GPU is gone
     expected = _closings(Identitywise(wall=lambda: T0), batches)
     assert _closings(whole(wall=lambda: T0), batches) == expected
-    last = T0 + (cycles - 1) * INTERVAL
+    last = T0 + (cycles - 1) * INTERVAL + 5 * 10**9
     assert {point[3] for point in expected[-1]} == {last + 1_000_000}
 
 
