@@ -575,6 +575,20 @@ def test_a_steady_batch_with_its_trail_is_not_read() -> None:
     }
 
 
+def test_a_batch_compared_after_one_taken_from_its_trail_is_the_one_kept() -> None:
+    # Batch 3 is taken from its trail alone (the trail is held); batch 4, in another scope, has
+    # another trail and is compared with the shape instead. What the entries take when the GPU
+    # goes is batch 4's resource and scope, not the held trail's.
+    ended = Traced(wall=lambda: T0)
+    for cycle in range(4):
+        t = T0 + cycle * INTERVAL
+        assert ended.closing((_gpu(t, UP_OK, pod="a"), _process(t, 1))) == ()
+    t = T0 + 4 * INTERVAL
+    assert ended.closing((replace(_gpu(t, UP_OK, pod="b"), scope="other"), _process(t, 1))) == ()
+    (closed,) = ended.closing((ResourceMetrics(resource={}, metrics=(), identity=GPU),))
+    assert (closed.resource[semconv.K8S_POD_NAME], closed.scope) == ("b", "other")
+
+
 @pytest.mark.parametrize("limit", [1, 2, 3])
 def test_steady_batches_past_the_identity_limit_close_as_identity_by_identity(limit: int) -> None:
     # More identities than the memory keeps: each batch forgets the first remembered, and
