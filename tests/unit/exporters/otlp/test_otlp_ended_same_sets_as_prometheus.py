@@ -16,10 +16,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from otelgpu.exporters.otlp.ended import EndedSeries
+from otelgpu.exporters.otlp.encode import AttributeCache
+from otelgpu.exporters.otlp.ended import EndedSeries, Receipt
+from otelgpu.exporters.otlp.exporter import request_of
 from otelgpu.exporters.prometheus.series import SeriesStore
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.batches import INTERVAL, T0
@@ -49,7 +52,7 @@ reports = st.one_of(
 batches = st.fixed_dictionaries({identity: reports for identity in IDENTITIES})
 # A history repeats batches (the steady cycles both sides take a faster path for) among changes
 histories = st.lists(
-    st.tuples(batches, st.integers(min_value=1, max_value=3)), min_size=1, max_size=8
+    st.tuples(batches, st.integers(min_value=1, max_value=5)), min_size=1, max_size=8
 )
 
 
@@ -95,8 +98,11 @@ def _prometheus_lines(store: SeriesStore) -> set[tuple[str, frozenset[tuple[str,
     }
 
 
-def _closed(closing: Batch) -> set[tuple[str, frozenset[tuple[str, str]]]]:
-    """Every closing point as the line it ends: (family, point and resource labels)."""
+Closed = set[tuple[str, frozenset[tuple[str, str]]]]  # (family, point and resource labels)
+
+
+def _closed(closing: Batch) -> Closed:
+    """Every closing point as the line it ends."""
     return {
         (metric.name.replace(".", "_"), frozenset({**point.attributes, **rm.resource}.items()))
         for rm in closing
@@ -105,13 +111,28 @@ def _closed(closing: Batch) -> set[tuple[str, frozenset[tuple[str, str]]]]:
     }
 
 
+def _requested(receipt: Receipt) -> Closed:
+    """Every closing point a request carries (its receipt) as the line it ends."""
+    return {
+        (owed.descriptor.name.replace(".", "_"), frozenset(
+            {**owed.attributes, **owed.head.resource}.items()
+        ))
+        for owed in receipt
+    }  # fmt: skip
+
+
 @settings(max_examples=150, deadline=None)
 @given(histories)
+@pytest.mark.parametrize("path", ["memory", "request"])
 def test_what_otlp_closes_is_what_the_prometheus_store_drops(
-    history: list[tuple[dict[str, Report], int]],
+    path: str, history: list[tuple[dict[str, Report], int]]
 ) -> None:
+    # "memory": the memory alone, handed each batch; "request": as the exporter sends, each
+    # batch's request written with one attribute cache kept across batches and its trail
+    # (`exporter.request_of`), every request accepted.
     wall = [T0]
     ended = EndedSeries(wall=lambda: wall[0])
+    cache = AttributeCache()
     translator, store = make_translator("otel"), SeriesStore()
     mappings: dict[Any, Any] = {}
     for reported, times in history:
@@ -121,4 +142,9 @@ def test_what_otlp_closes_is_what_the_prometheus_store_drops(
             before = _prometheus_lines(store)
             translator.ingest(store, batch, wall[0] / 1e9)
             dropped = before - _prometheus_lines(store)
-            assert _closed(ended.closing(batch)) == dropped
+            if path == "memory":
+                assert _closed(ended.closing(batch)) == dropped
+            else:
+                _, receipt = request_of(batch, cache, ended)
+                assert _requested(receipt) == dropped
+                ended.accepted(receipt)
