@@ -50,10 +50,27 @@ reports = st.one_of(
     ),
 )
 batches = st.fixed_dictionaries({identity: reports for identity in IDENTITIES})
-# A history repeats batches (the steady cycles both sides take a faster path for) among changes
+# A history repeats batches (the steady cycles both sides take a faster path for) among changes,
+# some of which keep every identity's metrics and only move the values of their points
+# (`_moved`): a batch shaped as the steady ones that sends other series.
 histories = st.lists(
-    st.tuples(batches, st.integers(min_value=1, max_value=5)), min_size=1, max_size=8
+    st.tuples(batches, st.integers(min_value=1, max_value=5), st.booleans()),
+    min_size=1,
+    max_size=8,
 )
+_NEXT_VALUE = dict(zip(VALUES, VALUES[1:] + VALUES[:1], strict=True))
+
+
+def _moved(reported: dict[str, Report]) -> dict[str, Report]:
+    """`reported` with every point's value the next one (x, y, z, x): the same identities,
+    metrics and point counts, other series."""
+    return {
+        identity: (
+            what,
+            {name: frozenset(map(_NEXT_VALUE.get, values)) for name, values in m.items()},
+        )
+        for identity, (what, m) in reported.items()
+    }
 
 
 def _resource(identity: str, metrics: tuple[Metric, ...]) -> ResourceMetrics:
@@ -125,7 +142,7 @@ def _requested(receipt: Receipt) -> Closed:
 @given(histories)
 @pytest.mark.parametrize("path", ["memory", "request"])
 def test_what_otlp_closes_is_what_the_prometheus_store_drops(
-    path: str, history: list[tuple[dict[str, Report], int]]
+    path: str, history: list[tuple[dict[str, Report], int, bool]]
 ) -> None:
     # "memory": the memory alone, handed each batch; "request": as the exporter sends, each
     # batch's request written with one attribute cache kept across batches and its trail
@@ -135,16 +152,20 @@ def test_what_otlp_closes_is_what_the_prometheus_store_drops(
     cache = AttributeCache()
     translator, store = make_translator("otel"), SeriesStore()
     mappings: dict[Any, Any] = {}
-    for reported, times in history:
-        for _ in range(times):
-            wall[0] += INTERVAL
-            batch = _batch(reported, wall[0], mappings)
-            before = _prometheus_lines(store)
-            translator.ingest(store, batch, wall[0] / 1e9)
-            dropped = before - _prometheus_lines(store)
-            if path == "memory":
-                assert _closed(ended.closing(batch)) == dropped
-            else:
-                _, receipt = request_of(batch, cache, ended)
-                assert _requested(receipt) == dropped
-                ended.accepted(receipt)
+    steps = [
+        step
+        for reported, times, moved in history
+        for step in [reported] * times + ([_moved(reported)] if moved else [])
+    ]
+    for reported in steps:
+        wall[0] += INTERVAL
+        batch = _batch(reported, wall[0], mappings)
+        before = _prometheus_lines(store)
+        translator.ingest(store, batch, wall[0] / 1e9)
+        dropped = before - _prometheus_lines(store)
+        if path == "memory":
+            assert _closed(ended.closing(batch)) == dropped
+        else:
+            _, receipt = request_of(batch, cache, ended)
+            assert _requested(receipt) == dropped
+            ended.accepted(receipt)
