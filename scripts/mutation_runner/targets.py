@@ -244,6 +244,9 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{OTLP}/test_otlp_encode.py",
             f"{OTLP}/test_otlp_wire.py",
             f"{OTLP}/test_otlp_ended.py",
+            # the trail the encoder writes for the ended-series memory
+            f"{OTLP}/test_otlp_ended_steady.py",
+            f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
     ),
