@@ -247,6 +247,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             # the trail the encoder writes for the ended-series memory
             f"{OTLP}/test_otlp_ended_steady.py",
             f"{OTLP}/test_otlp_ended_same_sets_as_prometheus.py",
+            f"{OTLP}/test_attribute_cache_memory.py",
             "tests/unit/truth/test_otlp_point_identity.py",
         ],
     ),

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import sys
 import tracemalloc
+from collections.abc import Callable
 from typing import Any
 
-from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes
+import pytest
+
+from otelgpu.exporters.otlp.encode import AttributeCache, encode_bytes, encode_closing_bytes
 from otelgpu.pdata.model import Batch, Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from tests.unit.exporters.otlp.test_otlp_wire import _same
 
@@ -68,14 +71,17 @@ def test_the_flat_key_keeps_types_and_positions_apart() -> None:
         _same(_one_point(attributes, dict(attributes)), cache)
 
 
-def test_an_encoded_batch_is_not_kept_alive_by_the_cache() -> None:
-    # The identity lookups hold each attribute mapping while a batch is encoded; afterwards
-    # they must let go, or the previous batch lives on until the next one.
+@pytest.mark.parametrize("write", [encode_bytes, encode_closing_bytes])
+def test_an_encoded_batch_is_not_kept_alive_by_the_cache(
+    write: Callable[[Batch, AttributeCache], bytes],
+) -> None:
+    # The identity lookups hold each attribute mapping while a batch (or its closing points) is
+    # encoded; afterwards they must let go, or the previous batch lives on until the next one.
     resource: dict[str, object] = {"host.name": "n1"}
     point: dict[str, object] = {"gpu": "0"}
     batch = _one_point(resource, point)
     before = sys.getrefcount(resource), sys.getrefcount(point)
     cache = AttributeCache()
-    encode_bytes(batch, cache)
+    write(batch, cache)
     after = sys.getrefcount(resource), sys.getrefcount(point)  # outside `assert` (pytest's rewrite)
     assert after == before

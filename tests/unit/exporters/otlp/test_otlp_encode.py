@@ -8,7 +8,12 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
 
 from otelgpu.exporters.otlp import encode
-from otelgpu.exporters.otlp.encode import AttributeCache, any_value, encode_bytes
+from otelgpu.exporters.otlp.encode import (
+    AttributeCache,
+    any_value,
+    encode_bytes,
+    encode_closing_bytes,
+)
 from otelgpu.pdata.model import Metric, MetricKind, NumberDataPoint, ResourceMetrics
 from otelgpu.pdata.semconv import PROCESS_PID
 from tests.unit.exporters.otlp.batches import START, T0, gpu_metrics, gpu_resource
@@ -72,6 +77,22 @@ def test_every_point_of_a_process_resource_carries_the_pid_once_its_own_where_it
     assert _attr_list(request.resource_metrics[0].resource.attributes) == [
         (PROCESS_PID, 4242),
         ("host.name", "h"),
+    ]
+
+
+def test_every_closing_point_of_a_process_resource_carries_the_pid_once() -> None:
+    points = (
+        NumberDataPoint(attributes={"cpu": "0"}, time_unix_nano=T0, value=2.5),
+        NumberDataPoint(attributes={"cpu": "1", PROCESS_PID: 7}, time_unix_nano=T0, value=3),
+        NumberDataPoint(attributes={}, time_unix_nano=T0, value=1),
+    )
+    rm = ResourceMetrics(resource={PROCESS_PID: 4242}, metrics=(_gauge("m", *points),))
+    request = ExportMetricsServiceRequest.FromString(encode_closing_bytes((rm,)))
+    dps = request.resource_metrics[0].scope_metrics[0].metrics[0].gauge.data_points
+    assert [_attr_list(dp.attributes) for dp in dps] == [
+        [("cpu", "0"), (PROCESS_PID, 4242)],
+        [("cpu", "1"), (PROCESS_PID, 7)],
+        [(PROCESS_PID, 4242)],
     ]
 
 
@@ -156,9 +177,8 @@ def test_the_attribute_cache_turns_its_generation_past_its_limit() -> None:
             NumberDataPoint(attributes={"pod": f"p{batch}.{i}"}, time_unix_nano=T0, value=1)
             for i in range(limit + 2)
         )
-        cache.begin_batch()
         encode_bytes((ResourceMetrics(resource={}, metrics=(_gauge("m", *points),)),), cache)
-    cache.begin_batch()
+    cache.begin_batch()  # as the next batch's encode does
     # `_by_content` and `_older` are AttributeCache's private generations (content → bytes).
     assert len(cache._by_content) + len(cache._older) <= 2 * (limit + 2)
     again = NumberDataPoint(attributes={"pod": "p0.0"}, time_unix_nano=T0, value=1)

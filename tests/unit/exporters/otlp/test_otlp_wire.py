@@ -71,10 +71,24 @@ def test_random_batches_encode_to_the_message_bytes(batch: Batch) -> None:
 def test_gpu_batches_with_shared_and_reused_attribute_sets() -> None:
     cache = AttributeCache()
     shared = {"hw.gpu.task": "general"}
+    # the int64 bounds, and past them
+    values = (
+        0.5,
+        1,
+        -1,
+        0,
+        0.0,
+        -0.0,
+        math.inf,
+        math.nan,
+        2**63 - 1,
+        -(2**63),
+        2**63,
+        -(2**63) - 1,
+    )
     for cycle in range(3):  # the cache carries encodings across batches
         points = tuple(
-            NumberDataPoint(attributes=shared, time_unix_nano=T0 + cycle, value=v)
-            for v in (0.5, 1, -1, 0, 0.0, -0.0, math.inf, math.nan, 2**63, -(2**63) - 1)
+            NumberDataPoint(attributes=shared, time_unix_nano=T0 + cycle, value=v) for v in values
         )
         metric = Metric(name="m", unit="1", description="d", kind=MetricKind.GAUGE, points=points)
         batch = (
