@@ -55,7 +55,8 @@ def windows(arguments: list[str], count: int) -> list[tuple[int, str]]:
             for window in range(1, count + 1):
                 _until(child, "ready", log)
                 _control(child, "--zero")
-                _instrument(child, "on")
+                _control(child, "--instr=on")
+                _go(child)
                 reply = _until(child, "done", log).removeprefix("done").strip()
                 _control(child, "--instr=off")
                 _control(child, f"--dump=window{window}")  # written as cg.out.<window>
@@ -85,12 +86,6 @@ def _until(child: subprocess.Popen[str], prefix: str, log: Path) -> str:
         if line.startswith(prefix):
             return line
     raise RuntimeError(f"the child ended before {prefix!r}: {log.read_text()[-500:]}")
-
-
-def _instrument(child: subprocess.Popen[str], state: str) -> None:
-    """Callgrind's instrumentation of `child` on or off; then lets the child go on."""
-    _control(child, "--instr=" + state)
-    _go(child)
 
 
 def _control(child: subprocess.Popen[str], option: str) -> None:

@@ -23,7 +23,7 @@ has one), and GPU points carry `hw.id` from the receiver.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -113,9 +113,8 @@ def _request(
     """The request of `batch`, each metric written by `write` (`_metric` by default); with
     `trail`, each metric is written down in it, then the resource after its metrics."""
     write = _metric if write is None else write
-    series = times = resources = None
-    if trail is not None:
-        series, times, resources = trail.series, trail.times, trail.resources
+    series = None if trail is None else trail.series
+    times = None if trail is None else trail.times
     out: list[bytes] = []
     for rm in batch:
         scope = cache.scope(rm.scope, rm.scope_version)
@@ -125,9 +124,9 @@ def _request(
         for metric in rm.metrics:
             body = write(metric, cache, extra, series, times)
             metrics += (FIELD_2, length(len(body)), body)
-        if series is not None:
-            series += (rm.identity, scope, rm.schema_url, len(rm.metrics))
-            resources.append(rm.resource)  # type: ignore[union-attr]
+        if trail is not None:
+            trail.series += (rm.identity, scope, rm.schema_url, len(rm.metrics))
+            trail.resources.append(rm.resource)
         schema = schema_url_field(rm.schema_url) if rm.schema_url else b""
         metrics.append(schema)  # ScopeMetrics.schema_url (3)
         scope_metrics = b"".join(metrics)
@@ -173,7 +172,7 @@ def _metric(
         fields = point_attributes(mapping) if mapping else b""
         if series is not None:
             series.append(fields)
-        if extra and PROCESS_PID not in mapping:
+        if extra and PROCESS_PID not in mapping:  # (`_with_pid`, inlined: every point)
             fields += extra
         size = len(head) + len(fields)
         parts += (FIELD_1, LENGTHS[size] if size < 1024 else length(size), head, fields)
@@ -201,20 +200,23 @@ def _wrapped(metric: Metric, parts: list[bytes], descriptor: bytes) -> bytes:
 def _closing_metric(metric: Metric, cache: AttributeCache, extra: bytes = b"", *_: None) -> bytes:
     """`_metric` for closing points: no value but NaN, and the no-recorded-value flag (never
     written down in a trail: `encode_closing_bytes` passes none)."""
-    point_attributes = cache.point_attributes
     parts: list[bytes] = []
     for p in metric.points:
         mapping = p.attributes
-        fields = point_attributes(mapping) if mapping else b""
-        if extra and PROCESS_PID not in mapping:
-            fields += extra
+        fields = cache.point_attributes(mapping) if mapping else b""
         point = (
             pack_time_d(POINT_TIME, p.time_unix_nano, POINT_DOUBLE, math.nan)
-            + fields
+            + _with_pid(fields, mapping, extra)
             + NO_RECORDED_VALUE
         )
         parts += (FIELD_1, length(len(point)), point)
     return _wrapped(metric, parts, cache.described(metric)[1])
+
+
+def _with_pid(fields: bytes, mapping: Mapping[str, Any], extra: bytes) -> bytes:
+    """A point's encoded attributes `fields` ended by its resource's pid field `extra` (b"":
+    none), unless the point has a pid of its own."""
+    return fields + extra if extra and PROCESS_PID not in mapping else fields
 
 
 def any_value(value: Any) -> AnyValue:
