@@ -578,6 +578,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         [
             f"{K8S}/test_config.py",
             f"{CONFIG}/test_collector_habits.py",
+            f"{K8S}/test_processor.py",  # node_name's environment variable
         ],
     ),
     "devices": (

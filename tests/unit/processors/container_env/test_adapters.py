@@ -35,6 +35,7 @@ tasks_pb = importlib.import_module("otelgpu.processors.container_env._proto.task
         (b"[1, 2]", [], {}, False),
         (b'{"process": "x"}', [], {}, False),
         (b'{"process": {"env": {"A": "1"}}}', [], {}, False),
+        (b'{"process": {"env": ["A=1", 2]}}', ["A=1"], {}, False),
         (b'{"annotations": {"x": 1, "y": "z"}}', [], {"y": "z"}, False),
         (b"\xff\xfe", [], {}, False),
         (b"[" * 100_000, [], {}, False),

@@ -26,6 +26,7 @@ def test_defaults():
 def test_yaml_values():
     config = K8sAttributesProcessorConfig.model_validate(
         {
+            "pod_resources_socket": "/host/kubelet/pod-resources/kubelet.sock",
             "refresh_interval": "30s",
             "timeout": "500ms",
             "max_receive_message_size": "64MiB",
@@ -37,6 +38,9 @@ def test_yaml_values():
     assert (config.refresh_interval, config.timeout) == (30.0, 0.5)
     assert config.max_receive_message_size == 64 * 2**20
     assert config.device_id_type == "device-name"
+    assert config.pod_resources_socket == "/host/kubelet/pod-resources/kubelet.sock"
+    assert config.resource_names == ["nvidia.com/gpu", "nvidia.com/gpu.shared"]
+    assert config.node_name == "gpu-node-7"
 
 
 def test_the_receive_size_takes_any_positive_byte_count() -> None:
