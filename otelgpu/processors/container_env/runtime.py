@@ -29,8 +29,8 @@ class ContainerRef:
     id: str
     labels: Mapping[str, str]
     revision: str
-    running: bool = False
-    created: float = 0.0
+    running: bool  # no default: each runtime says it, so no listing is taken as alive or dead
+    created: float
     sandbox_id: str = ""
     raw_spec: bytes = b""
     annotations: Mapping[str, str] = field(default_factory=dict)

@@ -83,6 +83,7 @@ def test_full_config() -> None:
         }
     )
     assert config.metric_expiration == 90.0
+    assert config.const_labels == {"cluster": "eu-1"}
     assert config.basic_auth is not None
     assert GOOD_HASH not in repr(config)  # a SecretStr: never printed
 
@@ -96,6 +97,10 @@ def test_full_config() -> None:
         ({"endpoint": "9400"}, "invalid endpoint"),
         ({"const_labels": {"k8s.cluster": "x"}}, 'invalid label name "k8s.cluster"'),
         ({"const_labels": {"__cluster": "x"}}, "not starting with __"),
+        (
+            {"const_labels": {"k8s.cluster": "x", "ok": "y", "1a": "z"}},
+            'invalid label names "k8s.cluster", "1a": expected',
+        ),
         (
             {"tls": {"cert_file": "c.pem", "key_file": "k.pem", "min_version": "1.1"}},
             "'1.2' or '1.3'",

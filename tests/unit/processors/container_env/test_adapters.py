@@ -207,8 +207,11 @@ async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None
     assert dict(refs[0].labels) == {"io.kubernetes.docker.type": "podsandbox", "team": "a"}
     assert dict(refs[0].annotations) == {"owner": "alice"} and refs[0].created == 10.0
     assert dict(refs[1].labels) == {"annotation.kept": "as-is"}  # not a kubelet container
+    # docker lists no sandbox: the record takes it from dockershim's label
+    assert [r.sandbox_id for r in refs] == ["", "", ""]
     spec = await rt.container_spec(refs[0], env=False)
     assert spec is not None and dict(spec.annotations) == {"owner": "alice"}
+    assert spec.valid and list(spec.env) == []  # no env asked, none read: nothing is wrong
 
 
 async def test_labels_that_are_not_string_pairs_are_left_out_of_a_listed_container(

@@ -40,9 +40,17 @@ def test_full_config() -> None:
     cfg = config(
         runtime="docker",
         docker={"socket": "/run/docker.sock"},
+        containerd={"socket": "/host/containerd.sock"},
         refresh_interval="500ms",
         env={"include": ["TEAM", "MLFLOW_*"], "exclude": ["MLFLOW_X"]},
+        max_value_length=1,
+        max_attributes=1,
     )
+    assert (cfg.docker.socket, cfg.containerd.socket) == (
+        "/run/docker.sock",
+        "/host/containerd.sock",
+    )
+    assert (cfg.max_value_length, cfg.max_attributes) == (1, 1)
     assert cfg.runtime == "docker" and cfg.refresh_interval == 0.5
     assert cfg.env.allows("MLFLOW_RUN") and not cfg.env.allows("MLFLOW_X")
 
@@ -52,11 +60,12 @@ def test_full_config() -> None:
     [
         ({"runtime": "crio"}, "Input should be 'auto', 'containerd' or 'docker'"),
         ({"containerd": {"socket": "run/containerd.sock"}}, "must be an absolute path"),
-        ({"docker": {"socket": "docker.sock"}}, "must be an absolute path"),
+        ({"docker": {"socket": "docker.sock"}}, r'must be an absolute path \(got "docker.sock"\)'),
         ({"containerd": {"namespace": ""}}, "at least 1 character"),
         ({"refresh_interval": "0s"}, "greater than 0"),
         ({"refresh_interval": 10}, "invalid duration"),
         ({"max_attributes": 0}, "greater than 0"),
+        ({"max_value_length": 0}, "greater than 0"),
         ({"env": {"include": "TEAM"}}, "valid list"),
         ({"envs": {}}, "Extra inputs are not permitted"),
     ],
@@ -80,7 +89,7 @@ def _validate_with(options: str) -> None:
 @pytest.mark.parametrize("pattern", ["*", "**", "?*", "*_*", "*.*", "[A-Z]*", "*/*"])
 def test_a_bare_wildcard_over_env_or_annotations_is_refused(section: str, pattern: str) -> None:
     with pytest.raises(ValidationError) as refused:
-        config(**{section: {"include": ["TEAM", pattern]}})
+        config(**{section: {"include": ["TEAM", pattern, "**/*"]}})  # the first one is named
     assert refused.value.errors()[0]["loc"] == (section,)
     assert refused.value.errors()[0]["msg"] == (
         f'Value error, include "{pattern}" matches every {section} key, and no rule can tell '

@@ -35,9 +35,14 @@ def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> Non
         labels={"io.cri-containerd.kind": "sandbox", "api_token": "t"},
         revision="1",
         running=True,
+        created=0.0,
     )
     workload = ContainerRef(
-        id="w", labels={"io.cri-containerd.kind": "container"}, revision="1", running=True
+        id="w",
+        labels={"io.cri-containerd.kind": "container"},
+        revision="1",
+        running=True,
+        created=0.0,
     )
     extract(sandbox, ContainerSpec(), selectors, audit)
     extract(workload, ContainerSpec(env=("HF_TOKEN=hf_x",)), selectors, audit)
