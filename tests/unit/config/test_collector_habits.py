@@ -62,6 +62,8 @@ service:
     assert any(
         '"kubeletstats" is a deprecated alias' in w and "kubelet_stats" in w for w in warnings
     )
+    # the config loader's logger, which log lines name and `validate` warnings come from
+    assert {r.name for r in caplog.records} == {"otelgpu.config"}
 
 
 def test_service_telemetry_takes_the_collector_keys_it_can_honour_and_names_the_rest() -> None:
