@@ -123,7 +123,12 @@ CONFIG_TARGETS: dict[str, Target] = {
     ),
     "collector_compat": (
         "otelgpu/config/collector_compat.py",
-        [*COLLECTOR_HABITS, f"{CONFIG}/test_service_section.py"],
+        [
+            *COLLECTOR_HABITS,
+            f"{CONFIG}/test_collector_keys.py",  # the Collector options we answer
+            f"{CONFIG}/test_service_section.py",
+            f"{CONFIG}/test_bad_configs.py",  # unknown and contrib-only types
+        ],
     ),
     "config_lint": ("otelgpu/config/lint.py", [f"{CONFIG}/test_validate_whole.py"]),
     "config_loader": (
