@@ -21,7 +21,6 @@ ignoring them changes nothing a user relies on, refused with what to write inste
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +28,6 @@ from typing import Any
 from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.registry import Factory, Registry
 from otelgpu.config.suggest import did_you_mean
-
-_log = logging.getLogger("otelgpu.config")
 
 
 @dataclass(frozen=True)

@@ -327,6 +327,8 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_dcgm.py",
             f"{PROM}/test_dcgm_labels.py",
             f"{PROM}/test_dra_claim_labels.py",
+            f"{PROM}/test_dcgm_exporter_expectations.py",  # pod_uid, Hostname
+            f"{PROM}/test_per_holder_process_readings.py",  # vgpu
         ],
     ),
     "prom_device_info": (

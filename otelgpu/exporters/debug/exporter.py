@@ -61,7 +61,7 @@ class Sampler:
         return (self._count - self._initial) % self._thereafter == 0
 
 
-def render(batch: Batch, *, detailed: bool = True) -> list[str]:
+def render(batch: Batch, *, detailed: bool) -> list[str]:
     """The text of a batch, attributes as JSON: a `resource {...}` line per resource, then
     one line per point (`  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5 1 (gauge)`;
     without the unit and kind unless detailed)."""

@@ -39,7 +39,7 @@ class Audit:
         self._processor = processor
         self._telemetry = telemetry
         self._log = logger
-        self._logged: set[str] = set()
+        self._logged: set[tuple[str, str]] = set()  # (section, key)
         self._overflow_logged = False
 
     def refused(self, section: str, keys: list[str]) -> None:
@@ -82,7 +82,7 @@ class Audit:
         self._telemetry.set_gauge(CONTAINERS, n, processor=self._processor, runtime=runtime)
 
     def _log_once(self, section: str, key: str) -> None:
-        name = f"{section}:{key}"
+        name = (section, str(key))
         if name in self._logged:
             return
         if len(self._logged) >= _MAX_LOGGED_NAMES:

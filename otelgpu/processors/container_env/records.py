@@ -16,7 +16,7 @@ The CRI facts this relies on (containerd's CRI plugin and the kubelet's dockersh
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from otelgpu.processors.container_env.audit import Audit
 from otelgpu.processors.container_env.keys import KeySelector
@@ -51,16 +51,16 @@ class Record:
     id: str
     revision: str
     sandbox: bool
-    namespace: str = ""
-    pod: str = ""
-    container: str = ""
-    pod_uid: str = ""
-    sandbox_id: str = ""
-    created: float = 0.0
-    env: Mapping[str, str] = field(default_factory=dict)
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    owners: Mapping[str, str] = field(default_factory=dict)
+    namespace: str
+    pod: str
+    container: str
+    pod_uid: str
+    sandbox_id: str
+    created: float
+    env: Mapping[str, str]
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    owners: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +71,7 @@ class Selectors:
     labels: KeySelector
     pod_labels: KeySelector
     annotations: KeySelector
-    owners: bool = True
+    owners: bool
 
 
 def is_sandbox(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:

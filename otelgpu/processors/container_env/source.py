@@ -46,7 +46,7 @@ class RuntimeSource:
         logger: logging.Logger,
         max_attributes: int,
         timeout: float,
-        processor: str = "container_env",
+        processor: str,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.runtime = runtime

@@ -54,7 +54,8 @@ service:
     limiter = [w for w in warnings if "processors::memory_limiter/node:" in w]
     assert len(batch) == 1 and len(limiter) == 1, warnings
     assert _POSITIONED.match(batch[0]) and _POSITIONED.match(limiter[0])
-    assert "no-op" in batch[0] and "memory" in limiter[0]
+    assert "the Collector's batch processor is a no-op here" in batch[0]
+    assert "size the container's memory limit instead" in limiter[0]
 
 
 def test_harmless_collector_exporter_keys_are_accepted_with_a_positioned_warning(
@@ -66,16 +67,42 @@ exporters:
   otlp:
     endpoint: gateway:4317
     sending_queue: {block_on_overflow: true}
+  otlp_http:
+    endpoint: http://gateway:4318
+    sending_queue: {block_on_overflow: true}
 service:
   pipelines:
-    metrics: {exporters: [prometheus, otlp]}
+    metrics: {exporters: [prometheus, otlp, otlp_http]}
 """
     caplog.set_level(logging.WARNING, logger="otelgpu.config")
     _validated(text)
     warnings = _warnings(caplog)
-    for key in ("enable_open_metrics", "add_metric_suffixes", "block_on_overflow"):
-        (found,) = [w for w in warnings if f"::{key}:" in w]
-        assert _POSITIONED.match(found), found
+    for path, says in [
+        ("prometheus::enable_open_metrics", "enable_open_metrics has no effect here"),
+        ("prometheus::add_metric_suffixes", "add_metric_suffixes: metric names always"),
+        ("otlp::sending_queue::block_on_overflow", "block_on_overflow has no effect here"),
+        ("otlp_http::sending_queue::block_on_overflow", "block_on_overflow has no effect here"),
+    ]:
+        (found,) = [w for w in warnings if f"exporters::{path}:" in w]
+        assert _POSITIONED.match(found) and says in found, found
+
+
+def test_a_collector_key_is_recognised_only_where_the_collector_puts_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    text = """
+exporters:
+  otlp:
+    endpoint: gateway:4317
+    sending_queue: [{block_on_overflow: true}]
+service:
+  pipelines:
+    metrics: {exporters: [otlp]}
+"""
+    caplog.set_level(logging.WARNING, logger="otelgpu.config")
+    (issue,) = _issues(text)  # a list where the queue's options go: that is the error
+    assert issue.startswith("exporters::otlp::sending_queue: "), issue
+    assert not [w for w in _warnings(caplog) if "block_on_overflow" in w]
 
 
 def test_collector_keys_that_cannot_be_honoured_say_what_to_do_instead() -> None:
@@ -86,23 +113,44 @@ processors:
       - {key: team, from_attribute: k8s.namespace.name, action: insert}
       - {key: user, action: hash}
       - {key: count, action: convert, converted_type: int}
+      - {key: bad, action: nope}
 exporters:
   prometheus: {endpoint: "0.0.0.0:9400", add_metric_suffixes: false}
   otlp: {endpoint: "gateway:4317", compression: zstd}
+  otlp_http: {endpoint: "http://gateway:4318", compression: zstd}
 service:
   pipelines:
-    metrics: {processors: [attributes], exporters: [prometheus, otlp]}
+    metrics: {processors: [attributes], exporters: [prometheus, otlp, otlp_http]}
 """
     issues = _issues(text)
-    assert len(issues) == 5, issues
-    for issue in issues:
-        assert "unknown key" not in issue and "must be one of" not in issue, issue
+    assert len(issues) == 7, issues
     by_path = {i.split(": ", 1)[0]: i.split(": ", 1)[1] for i in issues}
+    # each refused item is stood in for, so the next item keeps its index and its own error
+    assert by_path.pop("processors::attributes::actions::3::action").startswith("must be one of")
+    for issue in by_path.values():
+        assert "unknown key" not in issue and "must be one of" not in issue, issue
     assert "value" in by_path["processors::attributes::actions::0::from_attribute"]
     assert "delete" in by_path["processors::attributes::actions::1::action"]
     assert "converted_type" in by_path["processors::attributes::actions::2::action"]
     assert "suffix" in by_path["exporters::prometheus::add_metric_suffixes"]
-    assert "gzip" in by_path["exporters::otlp::compression"]
+    assert by_path["exporters::otlp::compression"].startswith(
+        'compression "zstd" is not supported on OTLP/gRPC here: use gzip'
+    )
+    assert by_path["exporters::otlp_http::compression"].startswith(
+        'compression "zstd" is not supported on OTLP/HTTP here: use gzip'
+    )
+
+
+def test_an_unknown_type_lists_the_valid_ones_and_suggests_only_names_of_its_kind() -> None:
+    # otlphttp is an exporter's (deprecated) name: no receiver is suggested for it
+    text = (
+        "receivers:\n  otlphttp: {}\nservice:\n  pipelines:\n    metrics: {receivers: [otlphttp]}\n"
+    )
+    (issue,) = _issues(text)
+    types = builtin_registry().types(Kind.RECEIVER)
+    assert issue == (
+        f'receivers::otlphttp: unknown receiver type "otlphttp" (valid: {", ".join(types)})'
+    )
 
 
 @pytest.mark.parametrize(

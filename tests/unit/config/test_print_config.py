@@ -48,7 +48,8 @@ class _Secrets(StrictModel):
 
 def test_a_secret_type_is_redacted_whatever_its_key() -> None:
     out = _plain(_Secrets(bearer_value=SecretStr("s3cret")))
-    assert out["bearer_value"] == REDACTED
+    # the marker says a value is set and hidden: an empty one would read as "none set"
+    assert out["bearer_value"] == "[REDACTED]"
     assert out["password_hash"] == ""  # a secret-looking key with nothing in it hides nothing
 
 

@@ -75,6 +75,12 @@ def test_small_chunks_are_fed_together_and_a_large_one_as_it_is(
     assert gzip.decompress(packed) == b"".join(edges)
     assert fed == [b"x" * (feed - 200) + b"y" * 200, view, b"z" * (feed - 200) + b"w" * 200]
     assert fed[1] is view
+    # One byte over FEED is fed apart, from the start and after a flush; FEED - 1 is held.
+    fed.clear()
+    over = [b"x" * (feed - 200), b"y" * 201, b"z" * (feed - 200), b"p" * (feed - 1), b"w"]
+    packed = compression.gzip_chunks(iter(over))
+    assert gzip.decompress(packed) == b"".join(over)
+    assert fed == [over[0], over[1], over[2], over[3] + over[4]]
 
 
 def test_a_large_body_is_compressed() -> None:
@@ -120,6 +126,14 @@ def test_the_default_level_is_1_for_bodies_and_chunks() -> None:
     assert compression.gzip_chunks([BODY[:500], BODY[500:]]) == compression.gzip_chunks(
         [BODY[:500], BODY[500:]], 1
     )
+
+
+def test_each_level_the_codec_has_is_its_own_and_higher_ones_are_its_highest() -> None:
+    """ISA-L has levels 0 to 3 (a higher one is taken as 3); zlib has 0 to 9."""
+    top = 3 if compression.GZIP_IMPLEMENTATION == "isal" else 9
+    levels = [compression.gzip_bytes(BODY, level) for level in range(top + 1)]
+    assert len(set(levels)) == top + 1
+    assert compression.gzip_bytes(BODY, 9) == levels[top]
 
 
 def test_gunzip_gives_back_what_gzip_wrote() -> None:

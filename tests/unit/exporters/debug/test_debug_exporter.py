@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -112,3 +113,38 @@ async def test_use_internal_logger_false_prints_to_stdout(
     assert out[0] == "batch: 1 resources, 1 metrics, 1 points"
     assert out[2] == '  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5 1 (gauge)'
     assert not caplog.records
+
+
+async def test_each_printed_line_is_flushed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """stdout is a pipe in a container: a line held in its buffer would reach the log only
+    when the buffer fills or the agent exits."""
+    events: list[str] = []
+
+    class Pipe:
+        def write(self, text: str) -> int:
+            events.append("write")
+            return len(text)
+
+        def flush(self) -> None:
+            events.append("flush")
+
+    monkeypatch.setattr("sys.stdout", Pipe())
+    await _exporter(verbosity="basic", use_internal_logger=False).consume(BATCH)
+    assert events[-1] == "flush" and "flush" in events
+
+
+async def test_detailed_lines_leave_out_a_missing_unit_and_keep_non_ascii_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (resource,) = BATCH
+    (metric,) = resource.metrics
+    unitless = (
+        ResourceMetrics(
+            resource={"k8s.pod.name": "entraînement-0"},
+            metrics=(replace(metric, unit=""),),
+        ),
+    )
+    await _exporter(verbosity="detailed", use_internal_logger=False).consume(unitless)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == 'resource {"k8s.pod.name": "entraînement-0"}'
+    assert out[2] == '  hw.gpu.utilization{"hw.gpu.task": "general"} = 0.5 (gauge)'

@@ -48,6 +48,12 @@ def test_static_facts_are_named_as_dcgm_exporter_names_them() -> None:
     assert names[semconv.HW_FIRMWARE_VERSION] == "DCGM_FI_DEV_VBIOS_VERSION"
 
 
+def test_by_default_the_labels_are_those_of_dcgm_exporters_latest_release() -> None:
+    names = dcgm.label_names()
+    assert names[semconv.HOST_NAME] == "Hostname"  # HEAD's `hostname` is an option
+    assert semconv.K8S_POD_UID not in names  # as without --kubernetes-enable-pod-uid
+
+
 def test_a_wrong_hostname_spelling_says_which_are_allowed() -> None:
     with pytest.raises(ValueError, match=r"^hostname label must be one of Hostname, hostname$"):
         dcgm.label_names("HOSTNAME")

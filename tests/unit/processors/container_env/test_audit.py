@@ -82,6 +82,21 @@ def test_a_refused_spec_annotation_is_logged_as_carrying_a_whole_object_spec(
     ]
 
 
+def test_a_key_only_a_glob_matched_is_logged_with_how_to_export_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    selector = KeySelector(
+        "env", KeyFilter(include=["RUN_*"]), allow_secret_like_keys=False, max_value_length=256
+    )
+    _audit().refused("env", selector.select([("RUN_CMD", "a b; c!")]).refused)
+    assert _lines(caplog) == [
+        "not exporting env key 'RUN_CMD': it matched only a glob and its value is not plainly "
+        "safe (glob_unsafe_characters); name the key exactly in the include list to export it "
+        "(the credential checks still apply)"
+    ]
+
+
 def test_plain_key_names_count_as_secret_keys() -> None:
     telemetry = SelfTelemetry()
     Audit("p", telemetry, logging.getLogger("test.audit")).refused("labels", ["HF_TOKEN"])

@@ -26,6 +26,7 @@ def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> Non
         labels=_section_selector("labels", "team"),
         pod_labels=_section_selector("pod_labels", "api_token"),
         annotations=_section_selector("annotations", "example.com/owner"),
+        owners=True,
     )
     assert [s.section for s in (selectors.env, selectors.pod_labels)] == ["env", "pod_labels"]
     telemetry = SelfTelemetry()
@@ -49,6 +50,63 @@ def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> Non
     assert counter(telemetry, REFUSED, section="pod_labels", reason="secret_key") == 1
     assert counter(telemetry, REFUSED, section="env", reason="secret_key") == 1
     assert counter(telemetry, REFUSED) == 2
+
+
+def _selectors() -> Selectors:
+    return Selectors(
+        env=_section_selector("env"),
+        labels=_section_selector("labels"),
+        pod_labels=_section_selector("pod_labels"),
+        annotations=_section_selector("annotations"),
+        owners=True,
+    )
+
+
+def test_a_workload_record_is_tied_to_the_sandbox_its_cri_annotation_names() -> None:
+    """Where the runtime lists no sandbox, the CRI spec annotation ties the container to its
+    pod's sandbox, not to any sandbox of the same pod name (a replaced one may remain)."""
+    audit = Audit("container_env", SelfTelemetry(), logging.getLogger("test.keys"))
+    workload = ContainerRef(
+        id="w",
+        labels={"io.cri-containerd.kind": "container"},
+        revision="1",
+        running=True,
+        created=0.0,
+    )
+    spec = ContainerSpec(annotations={"io.kubernetes.cri.sandbox-id": "s-new"})
+    assert extract(workload, spec, _selectors(), audit).sandbox_id == "s-new"
+
+
+def test_a_sandbox_record_is_no_container_and_a_workload_record_has_no_owners() -> None:
+    """A sandbox stands for its pod (its owners are the pod's); a workload container names
+    itself and takes its pod's owners from the sandbox, never its own labels; a missing UID
+    label is an empty UID."""
+    audit = Audit("container_env", SelfTelemetry(), logging.getLogger("test.keys"))
+    pod = {
+        "io.kubernetes.pod.namespace": "ml",
+        "io.kubernetes.pod.name": "train-7d9f8-x2x7k",
+        "io.kubernetes.container.name": "pause",
+        "pod-template-hash": "7d9f8",
+    }
+    sandbox = ContainerRef(
+        id="s",
+        labels={**pod, "io.cri-containerd.kind": "sandbox"},
+        revision="1",
+        running=True,
+        created=0.0,
+    )
+    workload = ContainerRef(
+        id="w",
+        labels={**pod, "io.cri-containerd.kind": "container"},
+        revision="1",
+        running=True,
+        created=0.0,
+    )
+    pod_record = extract(sandbox, ContainerSpec(), _selectors(), audit)
+    container_record = extract(workload, ContainerSpec(), _selectors(), audit)
+    assert (pod_record.container, pod_record.pod_uid) == ("", "")
+    assert pod_record.owners["k8s.deployment.name"] == "train"
+    assert container_record.container == "pause" and container_record.owners == {}
 
 
 async def test_a_sandbox_with_a_malformed_spec_is_known_by_its_containerd_kind_label(

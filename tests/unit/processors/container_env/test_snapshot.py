@@ -179,7 +179,8 @@ async def test_malformed_spec_is_counted_and_survived(
     out = proc.process((by_id("bad"), by_id("odd")))
     assert out[0].resource["container.label.team"] == "a"
     assert out[1].resource["container.env.TEAM"] == "b"
-    assert counter(telemetry, "otelgpu_container_env_invalid_records_total") == 2
+    invalid = "otelgpu_container_env_invalid_records_total"
+    assert counter(telemetry, invalid, runtime="containerd", reason="malformed_spec") == 2
     await proc.shutdown()
 
 

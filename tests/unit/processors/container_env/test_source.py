@@ -6,6 +6,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import pytest
+
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.config.types import KeyFilter
 from otelgpu.processors.container_env.audit import Audit
@@ -36,17 +38,22 @@ def _selector(section: str, *keys: str) -> KeySelector:
 
 
 def _source(
-    rt: FakeRuntime, telemetry: SelfTelemetry, clock: Clock, timeout: float = 5.0
+    rt: FakeRuntime,
+    telemetry: SelfTelemetry,
+    clock: Clock,
+    timeout: float = 5.0,
+    expected: bool = True,
 ) -> RuntimeSource:
     selectors = Selectors(
         env=_selector("env", "TEAM"),
         labels=_selector("labels"),
         pod_labels=_selector("pod_labels", "team"),
         annotations=_selector("annotations"),
+        owners=True,
     )
     return RuntimeSource(
         rt,
-        expected=True,
+        expected=expected,
         selectors=selectors,
         audit=Audit("container_env", telemetry, LOG),
         telemetry=telemetry,
@@ -146,6 +153,7 @@ async def test_a_slow_runtime_is_down_and_its_labels_stay(telemetry: SelfTelemet
 async def test_a_runtime_is_not_up_until_it_has_answered(telemetry: SelfTelemetry) -> None:
     rt = _node()
     source = _source(rt, telemetry, Clock())
+    assert "containerd" in telemetry.sources  # expected: shown down from the start
     assert not source.up  # nothing asked yet: not up, whatever the runtime would say
     assert source.snapshot is None and source.age() is None
     assert counter(telemetry, "otelgpu_source_up", source="containerd") == 0
@@ -171,3 +179,19 @@ async def test_down_forgets_the_snapshot(telemetry: SelfTelemetry) -> None:
     await source.refresh()
     source.down()
     assert source.snapshot is None and source.age() is None and not source.up
+
+
+async def test_a_probed_runtime_that_never_answered_is_not_a_source_and_says_so_in_debug(
+    telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`runtime: auto` probes each runtime: one that is not there is no outage, only a debug
+    line, and no source of the agent's."""
+    caplog.set_level(logging.DEBUG, logger=LOG.name)
+    rt = _node()
+    rt.up = False
+    source = _source(rt, telemetry, Clock(), expected=False)
+    await source.refresh()
+    assert "containerd" not in telemetry.sources
+    assert [r.getMessage() for r in caplog.records if r.name == LOG.name] == [
+        "container runtime containerd not answering yet: connection refused"
+    ]
