@@ -58,6 +58,8 @@ service:
     (line,) = refusals(MINIMAL, text)
     for key in ("resource", "logs::development", "logs::sampling", "metrics::views"):
         assert f"{key} (a Collector option)" in line
+    # one after the other, each with its why
+    assert "; logs::development (a Collector option)" in line
 
 
 def _write(tmp_path: Path, text: str) -> str:

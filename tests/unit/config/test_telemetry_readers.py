@@ -122,6 +122,11 @@ def test_a_config_built_in_code_keeps_its_exporter() -> None:
         ),
         (_reader("host: 0.0.0.0"), "required key is missing"),
         (_reader("port: 70000"), "at most 65535"),
+        (_reader("port: -1"), "must be at least 0"),
+        (
+            "[{pull: {exporter: {prometheus: 8888}}}]",
+            "expected a mapping of options (host, port, translation_strategy,",
+        ),
         (_reader("port: 8888, path: /own"), "unknown key (valid keys: host, port,"),
     ],
 )

@@ -72,6 +72,8 @@ service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp, otlp_http]}
     with caplog.at_level(logging.WARNING, logger="otelgpu.config"):
         validate(load([("p.yaml", text)], environ={}), builtin_registry())
     warnings = [r.getMessage() for r in caplog.records if "sizer" in r.getMessage()]
+    # the config loader's logger, which log lines name, as every config warning
+    assert {r.name for r in caplog.records if "sizer" in r.getMessage()} == {"otelgpu.config"}
     assert warnings == [
         "sending_queue: queue_size 2000 is written without a sizer, so it counts data points "
         '(sizer: items), not bytes as the default sizer does; write "sizer: items" to keep '

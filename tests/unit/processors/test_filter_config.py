@@ -61,6 +61,20 @@ def test_expressions_without_match_type_are_refused_as_the_expr_form() -> None:
     assert _errors(text) == [f"f.yaml:5:9: processors::filter::metrics::exclude: {EXPR}"]
 
 
+def test_the_ottl_error_mode_is_refused_as_the_contrib_processors() -> None:
+    text = """processors:
+  filter:
+    error_mode: ignore
+    metrics:
+      include: [hw.*]
+"""
+    assert _errors(text) == [
+        "f.yaml:3:5: processors::filter: OTTL conditions (error_mode) are the contrib filter "
+        "processor's; otelgpu's filter matches metric names only: use include/exclude with "
+        "globs, or the contrib form {match_type: strict|regexp, metric_names: [...]}"
+    ]
+
+
 def test_resource_attributes_are_refused_with_what_to_do_instead() -> None:
     text = """processors:
   filter:

@@ -122,6 +122,11 @@ def test_grpc_scheme_decides_plaintext(endpoint: str, target: tuple[str, bool]) 
             {"retry_on_failure": {"initial_interval": "10s", "max_interval": "1s"}},
             "max_interval must not be shorter",
         ),
+        (
+            OtlpHttpExporterConfig,
+            {"retry_on_failure": {"initial_interval": "1s", "max_interval": "500ms"}},
+            "max_interval must not be shorter",
+        ),
         (OtlpHttpExporterConfig, {"retries": {}}, "Extra inputs"),
     ],
 )

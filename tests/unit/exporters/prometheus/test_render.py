@@ -195,3 +195,27 @@ def test_the_chunks_make_the_same_body_with_or_without_plain_bytes() -> None:
     assert with_plain.holds_plain and not gzip_only.holds_plain
     assert gzip.decompress(gzip_only.gzipped) == with_plain.plain == gzip_only.plain
     assert len(gzip_only.gzipped) < len(with_plain.plain) / 5
+
+
+def test_a_gzip_only_body_says_it_was_inflated_only_when_a_plain_request_inflated_it() -> None:
+    """`inflated` tells the exporter that a scraper asked for plain text: reading the plain
+    bytes of a body that holds them, or converting a body for the agent's own use (`text`),
+    is no such request."""
+    from otelgpu.exporters.prometheus.render import Body
+
+    gzipped = encode("a 1\n", 1).gzipped
+    held = Body(b"a 1\n", gzipped, 1)
+    assert held.plain == b"a 1\n" and not held.inflated
+    gzip_only = Body(None, gzipped, 1)
+    assert gzip_only.text() == b"a 1\n" and not gzip_only.inflated
+    assert not gzip_only.holds_plain
+    assert gzip_only.plain == b"a 1\n" and gzip_only.inflated and gzip_only.holds_plain
+
+
+def test_bodies_are_compressed_at_level_1() -> None:
+    """Level 1: the agent's trade of CPU for bytes (module doc)."""
+    from otelgpu.confighttp.compression import gzip_bytes
+
+    text = "".join(f'gpu_power_watts{{gpu="{i}"}} {i * 3.5}\n' for i in range(2000))
+    body = encode(text, 2000)
+    assert body.gzipped == gzip_bytes(text.encode(), 1) != gzip_bytes(text.encode(), 2)

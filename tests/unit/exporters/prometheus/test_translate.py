@@ -80,6 +80,24 @@ def test_a_metric_reported_with_no_points_takes_its_old_lines_away() -> None:
     assert not [line for line in lines(store) if line.startswith("acme_queue_depth")]
 
 
+def test_a_metric_whose_points_are_no_numbers_takes_its_old_lines_away() -> None:
+    store, translate = SeriesStore(), make_translator("otel")
+    resource = gpu(0)
+    read = gauge("acme.queue.depth", "1", 3.0, {"queue": "a"})
+    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(read,)),), now=1.0)
+    assert [line for line in lines(store) if line.startswith("acme_queue_depth")]
+    unreadable = Metric(
+        name="acme.queue.depth",
+        unit="1",
+        description="",
+        kind=MetricKind.GAUGE,
+        points=(point("n/a", {"queue": "a"}),),
+    )
+    batch = (ResourceMetrics(resource=resource, metrics=(unreadable,)),)
+    translate.ingest(store, batch, now=2.0)
+    assert not [line for line in lines(store) if line.startswith("acme_queue_depth")]
+
+
 def test_a_name_held_by_a_family_of_another_type_stores_nothing_in_it() -> None:
     store, translate = SeriesStore(), make_translator("otel")
     first = gauge("acme.jobs.total", "", 3.0)  # a gauge whose name is `acme_jobs_total`
@@ -91,6 +109,21 @@ def test_a_name_held_by_a_family_of_another_type_stores_nothing_in_it() -> None:
     )  # fmt: skip
     jobs = [line for line in lines(store) if line.startswith("acme_jobs")]
     assert len(jobs) == 1 and jobs[0].endswith(" 3.0"), jobs
+
+
+def test_a_resource_with_a_point_of_a_clashing_name_is_counted_alike_in_every_batch() -> None:
+    """Its point is dropped, and the resource is never replayed (a replay writes every
+    point it planned): each batch goes the general way and counts the same."""
+    store, translate = SeriesStore(), make_translator("otel")
+    first = gauge("acme.jobs.total", "", 3.0)
+    translate.ingest(store, (ResourceMetrics(resource=gpu(0), metrics=(first,)),), now=1.0)
+    clash = counter("acme.jobs", "1", ({}, 7.0))
+    power = gauge("hw.power", "W", 300.0)
+    resource = ResourceMetrics(resource=gpu(1), metrics=(clash, power), identity="g1")
+    calls = count_general(translate)
+    for now in (2.0, 3.0, 4.0):
+        assert translate.ingest(store, (resource,), now) == (1, 1)
+    assert len(calls) == 3
 
 
 def test_an_identity_reported_without_metrics_loses_its_lines_at_once() -> None:
