@@ -3,6 +3,7 @@ out as the kernel lays them out, v2 and v1, inside a container and on a host."""
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,10 @@ def test_the_note_names_the_limit_and_where_to_read_more() -> None:
     assert note.startswith("running under a CPU limit of 0.20 cores")
     assert "/metrics" in note
     assert "docs/deploy.md" in note
+
+
+def test_by_default_the_kernels_own_files_are_read() -> None:
+    """Every other test reads a tree of its own; the agent reads where the kernel mounts the
+    cgroup hierarchy and where it says which cgroup this process is in."""
+    defaults = [p.default for p in inspect.signature(cpu_limit).parameters.values()]
+    assert defaults == [Path("/sys/fs/cgroup"), Path("/proc/self/cgroup")]

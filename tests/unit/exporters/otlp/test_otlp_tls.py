@@ -5,8 +5,10 @@ server a configured CA signed."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +22,21 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 
 from otelgpu.component.errors import ExportError
-from otelgpu.exporters.otlp.config import OtlpExporterConfig, OtlpHttpExporterConfig
+from otelgpu.exporters.otlp.config import (
+    ClientTLSConfig,
+    OtlpExporterConfig,
+    OtlpHttpExporterConfig,
+)
 from otelgpu.exporters.otlp.exporter import ExportResponse
 from otelgpu.exporters.otlp.grpc_client import GrpcTransport
 from otelgpu.exporters.otlp.http_client import HttpTransport
-from tests.peers.certs import issue
+from otelgpu.exporters.otlp.tls import (
+    certificate_names,
+    grpc_credentials,
+    presented_certificate,
+    ssl_context,
+)
+from tests.peers.certs import Issued, issue
 from tests.peers.prometheus import self_signed_cert
 from tests.unit.exporters.otlp.batches import export_once
 
@@ -161,8 +173,12 @@ async def test_https_max_version_caps_the_negotiated_tls_version(
     assert versions == ["TLSv1.3", "TLSv1.2"]
 
 
-async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path, Path]) -> None:
-    """Mutual TLS with cert_pem/key_pem: the server requires a client certificate."""
+@pytest.mark.parametrize("form", ["pem", "files", "pem and file"])
+async def test_https_client_certificate_as_pem_or_files(
+    tmp_path: Path, cert: tuple[Path, Path], form: str
+) -> None:
+    """Mutual TLS with cert_pem/key_pem, cert_file/key_file, or a PEM certificate with a key
+    file: the server requires a client certificate."""
     cert_file, key_file = cert
     client_cert, client_key = _client_cert()
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=client_cert)
@@ -178,7 +194,16 @@ async def test_https_client_certificate_as_pem(tmp_path: Path, cert: tuple[Path,
         tls = {"ca_file": str(cert_file)}
         with pytest.raises(ExportError):
             await export_once(HttpTransport(OtlpHttpExporterConfig(endpoint=url, tls=tls)))  # type: ignore[arg-type]
-        tls |= {"cert_pem": client_cert, "key_pem": client_key}
+        (tmp_path / "client.pem").write_text(client_cert)
+        (tmp_path / "client.key").write_text(client_key)
+        tls |= {
+            "pem": {"cert_pem": client_cert, "key_pem": client_key},
+            "files": {
+                "cert_file": str(tmp_path / "client.pem"),
+                "key_file": str(tmp_path / "client.key"),
+            },
+            "pem and file": {"cert_pem": client_cert, "key_file": str(tmp_path / "client.key")},
+        }[form]
         mutual = OtlpHttpExporterConfig.model_validate({"endpoint": url, "tls": tls})
         assert await export_once(HttpTransport(mutual)) == ExportResponse()
     finally:
@@ -271,3 +296,116 @@ async def test_grpc_skips_verification_when_told_and_takes_any_version_range(
     for versions in ({"min_version": "1.3"}, {"max_version": "1.2"}, {"min_version": "1.0"}):
         transport = GrpcTransport(config({"ca_file": trusted, **versions}))
         assert await export_once(transport) == ExportResponse(), versions
+
+
+@pytest.mark.parametrize(
+    ("min_version", "max_version", "floor", "lowest", "highest"),
+    [
+        ("1.0", "", "1.0", ssl.TLSVersion.TLSv1, ssl.TLSVersion.MAXIMUM_SUPPORTED),
+        ("1.1", "1.2", "1.0", ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1_2),
+        ("1.2", "", "1.0", ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.MAXIMUM_SUPPORTED),
+        ("1.3", "1.3", "1.0", ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3),
+        ("1.0", "", "1.2", ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.MAXIMUM_SUPPORTED),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1:DeprecationWarning")
+def test_the_context_takes_the_version_range_never_below_the_floor(
+    min_version: str,
+    max_version: str,
+    floor: str,
+    lowest: ssl.TLSVersion,
+    highest: ssl.TLSVersion,
+) -> None:
+    tls = ClientTLSConfig.model_validate({"min_version": min_version, "max_version": max_version})
+    context = ssl_context(tls, floor=floor)
+    assert (context.minimum_version, context.maximum_version) == (lowest, highest)
+
+
+def test_grpc_takes_the_systems_roots_when_no_ca_is_set() -> None:
+    """The same bundle `ssl` trusts, not grpcio's own copy of some roots."""
+    paths = ssl.get_default_verify_paths()
+    bundle = next(p for p in (paths.cafile, paths.openssl_cafile) if p and Path(p).is_file())
+    assert grpc_credentials(ClientTLSConfig()).root_certificates == Path(bundle).read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("cafile", "openssl_cafile", "used"),
+    [
+        (None, "bundle.pem", "bundle.pem"),  # no SSL_CERT_FILE: OpenSSL's own default
+        ("missing.pem", "bundle.pem", "bundle.pem"),
+        ("missing.pem", "also-missing.pem", None),  # grpcio's own roots then
+    ],
+)
+def test_grpc_roots_come_from_the_first_bundle_that_exists(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cafile: str | None,
+    openssl_cafile: str,
+    used: str | None,
+) -> None:
+    (tmp_path / "bundle.pem").write_bytes(issue().cert_pem)
+    paths = ssl.DefaultVerifyPaths(
+        str(tmp_path / cafile) if cafile else None,
+        None,
+        "SSL_CERT_FILE",
+        str(tmp_path / openssl_cafile),
+        "SSL_CERT_DIR",
+        str(tmp_path),
+    )
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: paths)
+    roots = grpc_credentials(ClientTLSConfig()).root_certificates
+    assert roots == ((tmp_path / used).read_bytes() if used else None)
+
+
+class _Handshakes:
+    """A TLS server that notes what each client offered: the server name (SNI) and whether
+    it asked for HTTP/2 by ALPN, as gRPC servers require."""
+
+    def __init__(self, issued: Issued) -> None:
+        self.names: list[str | None] = []
+        self.protocols: list[str | None] = []
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        with tempfile.TemporaryDirectory() as directory:
+            cert, key = Path(directory, "c.pem"), Path(directory, "k.pem")
+            cert.write_bytes(issued.cert_pem)
+            key.write_bytes(issued.key_pem)
+            self.context.load_cert_chain(cert, key)
+        self.context.set_alpn_protocols(["h2"])
+        self.context.sni_callback = lambda sock, name, ctx: self.names.append(name)
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        ssl_object = writer.get_extra_info("ssl_object")
+        self.protocols.append(ssl_object.selected_alpn_protocol())
+        writer.close()
+
+
+@pytest.fixture
+async def handshakes() -> AsyncIterator[tuple[_Handshakes, int, Issued]]:
+    issued = issue()
+    seen = _Handshakes(issued)
+    server = await asyncio.start_server(seen.serve, "127.0.0.1", 0, ssl=seen.context)
+    async with server:
+        yield seen, server.sockets[0].getsockname()[1], issued
+
+
+async def test_a_certificate_is_read_with_http2_offered_and_the_name_asked_for(
+    handshakes: tuple[_Handshakes, int, Issued],
+) -> None:
+    seen, port, issued = handshakes
+    pem = await presented_certificate("127.0.0.1", port, "", timeout=5)
+    assert ssl.PEM_cert_to_DER_cert(pem.decode()) == ssl.PEM_cert_to_DER_cert(
+        issued.cert_pem.decode()
+    )
+    await presented_certificate("127.0.0.1", port, "gpu-gateway.example", timeout=5)
+    assert seen.protocols == ["h2", "h2"]
+    assert seen.names == [None, "gpu-gateway.example"]  # no SNI for an address
+
+
+async def test_the_names_of_a_self_signed_certificate_are_its_dns_ip_and_common_names(
+    handshakes: tuple[_Handshakes, int, Issued],
+) -> None:
+    _, port, issued = handshakes
+    names = await certificate_names("127.0.0.1", port, issued.cert_pem, "", timeout=5)
+    assert names == ["localhost", "127.0.0.1", "localhost"]
+    other = issue().cert_pem  # not what the server presents: the handshake fails
+    assert await certificate_names("127.0.0.1", port, other, "", timeout=5) == []

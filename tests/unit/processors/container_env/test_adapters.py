@@ -199,7 +199,7 @@ async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None
         {"Id": "p1", "Labels": {"annotation.kept": "as-is"}},
         {"Id": "", "Labels": {}},
         "junk",
-        {"Id": "p2", "Labels": None},
+        {"Id": "p2", "Labels": None, "Created": "yesterday"},
     ]
     rt = _docker(tmp_path, FakeDockerClient(listing, {}))
     refs = await rt.list_containers()
@@ -207,6 +207,7 @@ async def test_docker_listing_and_dockershim_annotations(tmp_path: Path) -> None
     assert dict(refs[0].labels) == {"io.kubernetes.docker.type": "podsandbox", "team": "a"}
     assert dict(refs[0].annotations) == {"owner": "alice"} and refs[0].created == 10.0
     assert dict(refs[1].labels) == {"annotation.kept": "as-is"}  # not a kubelet container
+    assert refs[2].created == 0.0  # a creation time that is no number: unknown, the oldest
     # docker lists no sandbox: the record takes it from dockershim's label
     assert [r.sandbox_id for r in refs] == ["", "", ""]
     spec = await rt.container_spec(refs[0], env=False)
@@ -256,9 +257,11 @@ async def test_docker_failures_are_unavailable_and_drop_the_client(
 ) -> None:
     client = FakeDockerClient([], {}, fail=error)
     rt = _docker(tmp_path, client)
-    with pytest.raises(RuntimeUnavailable):
+    with pytest.raises(RuntimeUnavailable) as unavailable:
         await rt.list_containers()
     assert client.closed
+    # the source's last error: what failed, and what it said
+    assert str(unavailable.value) == f"{type(error).__name__}: {error}"
 
 
 async def test_closing_the_runtime_closes_its_client_and_the_next_listing_opens_another(
@@ -283,9 +286,12 @@ async def test_docker_unexpected_answer_is_unavailable(tmp_path: Path) -> None:
 
 
 async def test_docker_missing_socket_is_unavailable(tmp_path: Path) -> None:
-    rt = DockerRuntime(str(tmp_path / "none.sock"), 1.0)
-    with pytest.raises(RuntimeUnavailable, match="does not exist"):
+    socket = str(tmp_path / "none.sock")
+    rt = DockerRuntime(socket, 1.0)
+    assert rt.endpoint == socket  # what the logs name
+    with pytest.raises(RuntimeUnavailable) as unavailable:
         await rt.list_containers()
+    assert str(unavailable.value) == f"socket {socket} does not exist"
     await rt.close()
 
 
@@ -299,6 +305,7 @@ async def test_docker_running_is_the_listed_state(tmp_path: Path) -> None:
         {"Id": "exited", "State": "exited"},
         {"Id": "created", "State": "created"},
         {"Id": "dead", "State": "dead"},
+        {"Id": "removing", "State": "removing"},
         {"Id": "no-state"},
     ]
     rt = _docker(tmp_path, FakeDockerClient(listing, {}))
@@ -310,6 +317,7 @@ async def test_docker_running_is_the_listed_state(tmp_path: Path) -> None:
         "exited": False,
         "created": False,
         "dead": False,
+        "removing": False,
         "no-state": True,
     }
 

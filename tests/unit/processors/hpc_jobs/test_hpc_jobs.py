@@ -75,6 +75,15 @@ def test_parse_jobs_one_per_line():
     assert parse_jobs("") == ()
 
 
+def test_a_job_id_is_kept_to_256_characters():
+    assert parse_jobs("a" * 256 + "\n" + "b" * 300) == ("a" * 256, "b" * 256)
+
+
+def test_bytes_that_are_no_utf8_are_kept_as_replacement_characters(tmp_path):
+    (tmp_path / "0").write_bytes(b"job-\xff\n")
+    assert JobFiles(str(tmp_path), max_jobs=8).read().jobs == {("0", ""): ("job-\ufffd",)}
+
+
 async def test_gpu_and_mig_files_label_their_series(telemetry, tmp_path):
     (tmp_path / "0").write_text("4711\n")
     (tmp_path / "1.2").write_text("4712\n")  # MIG instance GI 2 of GPU 1
@@ -216,8 +225,9 @@ async def test_a_path_the_os_refuses_is_counted_as_internal_and_logged_with_the_
         await processor.shutdown()
 
 
-def test_too_many_jobs_are_cut_and_counted(tmp_path):
-    (tmp_path / "0").write_text("".join(f"{n}\n" for n in range(10)))
+@pytest.mark.parametrize("written", [4, 10])
+def test_too_many_jobs_are_cut_and_counted(tmp_path, written):
+    (tmp_path / "0").write_text("".join(f"{n}\n" for n in range(written)))
     reading = JobFiles(str(tmp_path), max_jobs=3).read()
     assert reading.jobs == {("0", ""): ("0", "1", "2")}
     assert reading.errors == {"too_many_jobs": 1}
