@@ -25,12 +25,14 @@ def issue(
     signer: Issued | None = None,
     ca: bool = False,
     client: bool = False,
+    hosts: tuple[str, ...] = ("localhost", "127.0.0.1"),
 ) -> Issued:
     """A certificate for `common_name`, signed by `signer` (self-signed without one).
 
     A CA (`ca=True`) may sign others and names no host; anything else is a server certificate
-    for localhost and 127.0.0.1, or a client one (`client=True`). A self-signed leaf is also
-    marked as a CA, so that it can be trusted as its own root."""
+    for `hosts` (DNS names and IP addresses; localhost and 127.0.0.1 unless told), or a client
+    one (`client=True`). A self-signed leaf is also marked as a CA, so that it can be trusted
+    as its own root."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -67,8 +69,8 @@ def issue(
         )
     else:
         if not client:
-            hosts = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            builder = builder.add_extension(x509.SubjectAlternativeName(hosts), critical=False)
+            names = [_subject_alt_name(x509, host) for host in hosts]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
         builder = builder.add_extension(
             x509.BasicConstraints(ca=signer is None, path_length=None), critical=True
@@ -80,3 +82,11 @@ def issue(
         serialization.NoEncryption(),
     )
     return Issued(cert.public_bytes(serialization.Encoding.PEM), key_pem, cert, key)
+
+
+def _subject_alt_name(x509: Any, host: str) -> Any:
+    """A SAN entry: an IPAddress for an address, a DNSName otherwise."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)

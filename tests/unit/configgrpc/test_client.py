@@ -17,6 +17,7 @@ import pytest
 from otelgpu.configgrpc import ChannelPolicy, Client, Credentials, RpcError, StatusCode
 from tests.peers.certs import issue
 from tests.peers.prometheus import self_signed_cert
+from tests.peers.relay import CountingRelay
 
 ECHO = "/test.Echo/Call"
 HEADERS = "/test.Echo/Headers"  # answers the request's metadata, as `key=value` lines
@@ -211,44 +212,13 @@ async def test_the_default_answer_limit_is_4_mib(port: int) -> None:
     assert raised.value.code is StatusCode.RESOURCE_EXHAUSTED
 
 
-class _Relay:
-    """A TCP relay to `port` that counts the bytes the client sends."""
-
-    def __init__(self, port: int) -> None:
-        self.upstream = port
-        self.sent = 0
-        self._server: asyncio.Server | None = None
-
-    async def __aenter__(self) -> int:
-        self._server = await asyncio.start_server(self._pipe, "127.0.0.1", 0)
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
-
-        async def copy(src: asyncio.StreamReader, dst: asyncio.StreamWriter, count: bool) -> None:
-            with contextlib.suppress(ConnectionError):
-                while data := await src.read(65536):
-                    if count:
-                        self.sent += len(data)
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(copy(reader, up_writer, True), copy(up_reader, writer, False))
-
-
 async def test_compression_gzips_the_request_on_the_wire_and_is_off_by_default(
     port: int,
 ) -> None:
     request = b"gpu " * (256 * 1024)  # 1 MiB that gzip shrinks a thousandfold
     sent = []
     for how in ({}, {"compression": True}):
-        relay = _Relay(port)
+        relay = CountingRelay(port)
         async with relay as relayed, _client(f"127.0.0.1:{relayed}", **how) as client:
             assert await client.unary(ECHO, request, timeout=30) == request
         sent.append(relay.sent)
