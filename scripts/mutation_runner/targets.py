@@ -574,7 +574,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "hpc_factory": ("otelgpu/processors/hpc_jobs/factory.py", [*FACTORIES, *HPC]),
     "hpc_job_files": ("otelgpu/processors/hpc_jobs/job_files.py", HPC),
-    "hpc_processor": ("otelgpu/processors/hpc_jobs/processor.py", HPC),
+    "hpc_processor": (
+        "otelgpu/processors/hpc_jobs/processor.py",
+        [*HPC, "tests/unit/processors/hpc_jobs/test_hpc_jobs_gone.py"],  # duplicate's markers
+    ),
     # k8s_attributes
     "k8s_allocations": (
         "otelgpu/processors/k8s_attributes/allocations.py",

@@ -256,18 +256,53 @@ def test_folders_and_fifos_named_like_gpus_are_skipped(tmp_path):
 
 async def test_the_folder_is_looked_at_every_refresh_interval(telemetry, tmp_path):
     clock = FakeClock()
-    processor = await started(telemetry, tmp_path, clock, refresh_interval="5s")
+    processor = await started(telemetry, tmp_path, clock, refresh_interval="60s")
+    looked_at: list[float] = []
+    read = processor._files.read
+
+    def noted() -> object:
+        looked_at.append(clock.now)
+        return read()
+
+    processor._files.read = noted  # type: ignore[method-assign]
     try:
         (tmp_path / "0").write_text("9\n")
-        before = processor.refreshes
-        await clock.advance(5)
-        for _ in range(500):  # the read runs in a worker thread: wait for it, bounded
-            if processor.refreshes > before:
+        await clock.advance(60)
+        for _ in range(1000):  # the read runs in a worker thread: wait for it, bounded
+            if processor.refreshes > 1:
                 break
             await asyncio.sleep(0.01)
         assert jobs_of(processor.process(batch()), GPU0) == ["9"]
+        assert looked_at[:1] == [clock.now]  # the interval on the clock it was given
     finally:
         await processor.shutdown()
+
+
+async def test_shutdown_ends_the_refresh_loop(telemetry, tmp_path):
+    processor = await started(telemetry, tmp_path)
+    loops = [t for t in asyncio.all_tasks() if t.get_name() == "refresh:hpc_jobs"]
+    assert len(loops) == 1  # named for the processor it refreshes
+    await processor.shutdown()
+    assert loops[0].done()
+
+
+async def test_a_changed_set_of_problems_is_logged_once_ten_at_most_and_recovery_too(
+    telemetry, tmp_path, caplog
+):
+    (tmp_path / "jobs").mkdir()
+    for n in range(12):
+        os.symlink(str(n), tmp_path / "jobs" / str(n))  # links to themselves: unreadable
+    with caplog.at_level(logging.INFO, logger="otelgpu"):
+        processor = await started(telemetry, tmp_path / "jobs")
+        await processor.refresh()  # the same problems: not logged again
+        for n in range(12):
+            (tmp_path / "jobs" / str(n)).unlink()
+        await processor.refresh()
+    await processor.shutdown()
+    lines = [r.getMessage() for r in caplog.records if "HPC job files" in r.getMessage()]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("HPC job files: ") and lines[0].count("; ") == 9
+    assert lines[1] == f"HPC job files: {tmp_path / 'jobs'} read"
 
 
 async def test_each_completed_look_at_the_folder_is_counted_for_those_waiting_on_it(

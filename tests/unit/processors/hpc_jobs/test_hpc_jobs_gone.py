@@ -11,7 +11,7 @@ from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.ended import EndedSeries
 from otelgpu.pdata import semconv
 from otelgpu.pdata.model import Batch
-from tests.unit.processors.hpc_jobs.test_hpc_jobs import GPU0, batch, started
+from tests.unit.processors.hpc_jobs.test_hpc_jobs import GPU0, _rm, batch, started
 
 
 def _gpu0(out: Batch) -> list[tuple[object, object, bool]]:
@@ -98,3 +98,27 @@ async def test_joined_jobs_keep_the_gpus_identity_and_send_no_marker(
     finally:
         await processor.shutdown()
     assert _gpu0(out) == [("20", GPU0, True)]
+
+
+async def test_past_4096_devices_the_copies_remembered_are_forgotten_not_grown(
+    telemetry: SelfTelemetry, tmp_path: Path
+) -> None:
+    """A node has tens of GPUs: a table of more than 4096 devices holding copies is a flood,
+    so it starts over, and the copies it forgot expire downstream instead of being ended."""
+    devices = 4097
+    for n in range(devices):
+        (tmp_path / str(n)).write_text(f"job-{n}\n")
+    resources = tuple(
+        _rm({semconv.HW_ID: f"GPU-{n}", semconv.GPU_INDEX: str(n)}, f"GPU-{n}")
+        for n in range(devices)
+    )
+    processor = await started(telemetry, tmp_path, multiple_jobs="duplicate")
+    try:
+        processor.process(resources)
+        for n in range(devices):
+            (tmp_path / str(n)).unlink()
+        await processor.refresh()
+        markers = [rm for rm in processor.process(resources) if not rm.metrics]
+    finally:
+        await processor.shutdown()
+    assert [rm.resource["hpc.job"] for rm in markers] == ["job-4096"]  # the last one only
