@@ -325,3 +325,16 @@ def test_a_cycle_makes_both_bodies_of_one_render() -> None:
     converted = Exposition(None, exposition.openmetrics(), exposition._layout)
     assert converted.classic.plain == classic
     assert Exposition(exposition.classic, None, exposition._layout).openmetrics().plain == om
+
+
+def test_an_exposition_says_inflated_only_once_a_plain_request_inflated_a_body() -> None:
+    """What tells the exporter to hold plain bodies again: a body that holds its plain bytes,
+    or one not asked for plain text yet, is no such request."""
+    from otelgpu.confighttp.compression import gzip_bytes
+
+    plain = b"# TYPE a gauge\na 1\n"
+    assert not Exposition(Body(plain, gzip_bytes(plain), 1)).inflated()
+    gzip_only = Exposition(Body(None, gzip_bytes(plain), 1))
+    assert not gzip_only.inflated()
+    assert gzip_only.classic.plain == plain
+    assert gzip_only.inflated() is True
