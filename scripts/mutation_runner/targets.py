@@ -104,7 +104,7 @@ Target = tuple[str, list[str]]  # (module path, test files)
 CONFIG_TARGETS: dict[str, Target] = {
     "secret_keys": (
         "otelgpu/config/secret_keys.py",
-        [f"{CE}/test_keys.py"],
+        [f"{CE}/test_keys.py", f"{CE}/test_value_shapes.py"],
     ),
     "composer": (
         "otelgpu/config/composer.py",
@@ -275,6 +275,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             *OTLP_CORE,
             f"{OTLP}/test_otlp_resource_identity.py",
             f"{OTLP}/test_otlp_ended.py",
+            f"{OTLP}/test_otlp_ended_delivery.py",
         ],
     ),
     "otlp_factory": (
@@ -314,6 +315,8 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_auth_flood.py",
             f"{PROM}/test_auth_tls.py",
             f"{PROM}/test_endpoint_limits.py",
+            f"{PROM}/test_auth_standing.py",
+            f"{PROM}/test_server.py",
         ],
     ),
     "prom_config": (
@@ -406,6 +409,9 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_scrape_thread.py",
             f"{PROM}/test_negotiation.py",
             f"{PROM}/test_server.py",
+            f"{PROM}/test_auth_flood.py",
+            f"{PROM}/test_endpoint_limits.py",
+            f"{PROM}/test_reload_handover.py",
         ],
     ),
     "prom_targets": (
@@ -415,6 +421,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_replay.py",
             f"{PROM}/test_dcgm_nvlink.py",  # the NVLink total in both namings
             f"{PROM}/test_dcgm_text.py",  # a dcgm family's HELP
+            f"{PROM}/test_dcgm_exporter_expectations.py",
         ],
     ),
     "prom_value_text": (
@@ -442,6 +449,8 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_labels.py",
             f"{PROM}/test_dcgm.py",
             f"{PROM}/test_replay.py",  # the replay's branches of `ingest`
+            f"{PROM}/test_dra_claim_labels.py",
+            f"{PROM}/test_dcgm_labels.py",
         ],
     ),
 }
@@ -474,7 +483,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "ce_containerd": (
         "otelgpu/processors/container_env/containerd.py",
-        CE_RUNTIMES,
+        [*CE_RUNTIMES, f"{CE}/test_containerd_memory.py"],
     ),
     "ce_docker": (
         "otelgpu/processors/container_env/docker.py",
@@ -527,6 +536,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{CE}/test_snapshot.py",
             f"{CE}/test_processor.py",
             f"{CE}/test_live_matching.py",
+            f"{CE}/test_listing_history.py",
         ],
     ),
     "ce_source": (
@@ -595,7 +605,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     "devices": (
         "otelgpu/processors/k8s_attributes/devices.py",
         # test_dra: the DRA device-name rules that live in this module too
-        [f"{K8S}/test_devices.py", f"{K8S}/test_dra.py"],
+        [f"{K8S}/test_devices.py", f"{K8S}/test_dra.py", f"{K8S}/test_fuzz.py"],
     ),
     "k8s_dra_report": (
         "otelgpu/processors/k8s_attributes/dra_report.py",
@@ -626,6 +636,10 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{K8S}/test_pod_resources_allocatable.py",
             *K8S_PROCESSOR,
             "tests/integration/test_pod_resources.py",  # the kubelet stand-in on grpcio
+            f"{K8S}/test_dra.py",
+            f"{K8S}/test_snapshot.py",
+            f"{K8S}/test_refresher.py",
+            f"{K8S}/test_stale_kubelet.py",
         ],
     ),
     "k8s_processor": (
@@ -650,11 +664,15 @@ PROCESSOR_TARGETS: dict[str, Target] = {
             f"{K8S}/test_snapshot.py",
             f"{K8S}/test_dra.py",  # DRA claims in the snapshot
             f"{K8S}/test_order_independence.py",  # the same pods in any order
+            f"{K8S}/test_dra_claims.py",
+            f"{K8S}/test_allocations.py",
+            f"{K8S}/test_kubelet_answers.py",
+            f"{K8S}/test_holder_times.py",
         ],
     ),
     "k8s_wire": (
         "otelgpu/processors/k8s_attributes/wire.py",
-        [f"{K8S}/test_wire.py"],
+        [f"{K8S}/test_wire.py", f"{K8S}/test_pod_cache.py", f"{K8S}/test_order_independence.py"],
     ),
 }
 
