@@ -483,7 +483,11 @@ PROCESSOR_TARGETS: dict[str, Target] = {
     ),
     "ce_containerd": (
         "otelgpu/processors/container_env/containerd.py",
-        [*CE_RUNTIMES, f"{CE}/test_containerd_memory.py"],
+        [
+            *CE_RUNTIMES,
+            f"{CE}/test_containerd_memory.py",
+            "tests/integration/test_container_env_containerd.py",  # the real containerd
+        ],
     ),
     "ce_docker": (
         "otelgpu/processors/container_env/docker.py",
