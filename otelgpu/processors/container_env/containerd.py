@@ -186,7 +186,7 @@ def _messages(module: str) -> Any:
     return importlib.import_module(f"otelgpu.processors.container_env._proto.{module}")
 
 
-def _ref(container: Any, *, running: bool = False) -> ContainerRef:
+def _ref(container: Any, *, running: bool) -> ContainerRef:
     spec = container.spec
     updated = container.updated_at
     return ContainerRef(

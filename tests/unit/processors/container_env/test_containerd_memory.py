@@ -82,5 +82,6 @@ async def test_a_listing_past_the_container_cap_keeps_the_first_ones_counted_and
     assert runtime.listings_cut == 2
     cut = [r for r in caplog.records if "more than 16384 containers" in r.getMessage()]
     assert len(cut) == 1, caplog.text
+    assert cut[0].name == "otelgpu.processors.container_env"  # the processor's log, as its others
     # the connection outlives the call given up: both listings and tasks on one
     assert server.connections == 1 and server.calls == 4

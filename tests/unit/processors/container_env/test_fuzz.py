@@ -136,7 +136,7 @@ def test_containerd_record_bytes_never_crash_the_decoder(raw: bytes) -> None:
         container = pb.Container.FromString(raw)
     except Exception:
         return  # list_containers turns an undecodable answer into RuntimeUnavailable
-    containerd_mod._ref(container)
+    containerd_mod._ref(container, running=True)
 
 
 @FUZZ
