@@ -29,8 +29,8 @@ class Match:
 
     attributes: Mapping[str, str]
     identity: Mapping[str, str]
-    pod_uid: str = ""
-    container_id: str = ""
+    pod_uid: str
+    container_id: str
 
 
 @dataclass(frozen=True, slots=True)

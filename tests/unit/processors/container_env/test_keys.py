@@ -11,6 +11,7 @@ from otelgpu.config.secret_keys import (
     SecretKeyRules,
     is_safe_key,
     key_refusal,
+    mentions_secret,
     normalise,
 )
 from otelgpu.config.types import KeyFilter
@@ -496,3 +497,18 @@ def test_a_cut_json_document_is_still_a_document() -> None:
     spec = '{"spec": {"containers": [' + '{"env": [{"name": "A", "value": "b"}]},' * 500
     got = _selector(["*"]).select([("example.com/manifest", spec)])
     assert [getattr(k, "reason", "") for k in got.refused] == ["embedded_document"]
+
+
+@pytest.mark.parametrize(
+    ("text", "mentions"),
+    [
+        ("the db password is hunter2", True),
+        ("API_TOKEN=abc", True),
+        ("s3cr3t", False),  # a value's shape is values.py's to judge, not a word
+        ("nightly build of the trainer", False),
+    ],
+)
+def test_a_value_mentions_a_secret_when_a_word_of_it_is_one_a_key_would_be_refused_for(
+    text: str, mentions: bool
+) -> None:
+    assert mentions_secret(text) is mentions

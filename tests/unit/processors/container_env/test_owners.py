@@ -100,6 +100,14 @@ def test_owners(pod: str, labels: dict[str, str], expected: dict[str, str]) -> N
     assert owners(pod, labels) == expected
 
 
+def test_an_owner_read_from_a_label_is_kept_to_a_kubernetes_name_of_253_characters() -> None:
+    """A label value is at most 63 characters in Kubernetes, but the runtime shows whatever
+    was written: an owner is never longer than a Kubernetes object name can be."""
+    found = owners("p", {"jobset.sigs.k8s.io/jobset-name": "j" * 300, "job-name": "k" * 253})
+    assert found["k8s.jobset.name"] == "j" * 253
+    assert found["k8s.job.name"] == "k" * 253
+
+
 def test_a_hash_that_is_not_its_own_dash_separated_part_names_no_deployment() -> None:
     # the name ends in the hash, but glued to the word before it: no ReplicaSet made this name
     assert owners("trainer7d4b9c8f6d-x2k9q", {"pod-template-hash": "7d4b9c8f6d"}) == {}

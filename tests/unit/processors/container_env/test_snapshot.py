@@ -148,6 +148,49 @@ async def test_attribute_cap_counted_once_per_container(
     await proc.shutdown()
 
 
+async def test_the_pods_owners_and_uid_are_not_counted_in_the_attribute_cap(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.sandbox("s", "ml", "train-7d9f8-x2x7k", uid="u1", labels={"pod-template-hash": "7d9f8"})
+    rt.workload(
+        "w", "ml", "train-7d9f8-x2x7k", "c", sandbox_id="s", env={"A": "1", "B": "2", "C": "3"}
+    )
+    proc = await _run(telemetry, rt, clock, env=ALL, max_attributes=2)
+    resource = one(proc.process((by_id("w"),)))
+    assert [k for k in resource if k.startswith("container.env.")] == [
+        "container.env.A",
+        "container.env.B",
+    ]
+    assert resource["k8s.deployment.name"] == "train" and resource["k8s.pod.uid"] == "u1"
+    await proc.shutdown()
+
+
+async def test_the_newest_ready_sandbox_of_a_pod_wins_whatever_the_listing_order(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """Half a second apart, the newer listed first: the kubelet's replacement sandbox of the
+    same pod (same UID) labels the pod's container, not the one it replaced."""
+    rt = FakeRuntime()
+    rt.sandbox("s-new", "ml", "p", uid="u1", labels={"team": "new"}, created=1.5)
+    rt.sandbox("s-old", "ml", "p", uid="u1", labels={"team": "old"}, created=1.0)
+    rt.workload("w", "ml", "p", "c", uid="u1")
+    proc = await _run(telemetry, rt, clock, pod_labels={"include": ["team"]})
+    assert one(proc.process((by_id("w"),)))["k8s.pod.label.team"] == "new"
+    await proc.shutdown()
+
+
+async def test_a_sandbox_that_names_no_uid_is_its_pods_for_a_container_that_does(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    rt = FakeRuntime()
+    rt.sandbox("s", "ml", "p", labels={"team": "vision"})  # no uid label
+    rt.workload("w", "ml", "p", "c", uid="u1")
+    proc = await _run(telemetry, rt, clock, pod_labels={"include": ["team"]})
+    assert one(proc.process((by_id("w"),)))["k8s.pod.label.team"] == "vision"
+    await proc.shutdown()
+
+
 async def test_value_cap_and_refusals_counted_once_and_logged_by_name(
     telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
