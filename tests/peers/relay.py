@@ -9,11 +9,12 @@ import contextlib
 
 class CountingRelay:
     """A TCP relay to `port` on 127.0.0.1 that counts the bytes the client sends (`sent`) and
-    sets `hung_up` when a client closes its connection."""
+    the connections the client closed (`hangups`), and sets `hung_up` at the first."""
 
     def __init__(self, port: int) -> None:
         self.upstream = port
         self.sent = 0
+        self.hangups = 0
         self.hung_up = asyncio.Event()
         self._server: asyncio.Server | None = None
 
@@ -36,6 +37,7 @@ class CountingRelay:
                     dst.write(data)
                     await dst.drain()
             if count:
+                self.hangups += 1
                 self.hung_up.set()
             dst.close()
 

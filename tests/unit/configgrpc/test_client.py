@@ -27,7 +27,8 @@ SIZED = "/test.Echo/Sized"  # answers as many bytes as the request's decimal num
 PEER = "/test.Echo/Peer"  # answers the caller's address: one port per connection
 GATED = "/test.Echo/Gated"  # echoes once the test's gate opens
 # Streams each comma-separated part of the request as a message of that many bytes; a part
-# that is a status code's name ends the stream with it, "hang" waits without end.
+# that is a status code's name ends the stream with it, "hang" waits without end, "wait"
+# waits 0.6 s.
 STREAM = "/test.Echo/Stream"
 PLAIN = ChannelPolicy(proxy=False)
 
@@ -88,6 +89,9 @@ async def _stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
                 for event in _STREAMS_CANCELLED:
                     event.set()
                 raise
+        elif part == "wait":
+            await asyncio.sleep(0.6)
+            continue
         elif not part.isdigit():
             await context.abort(grpc.StatusCode[part], "as asked")
         yield b"s" * int(part)
@@ -264,6 +268,73 @@ async def test_a_call_failed_by_the_connection_s_fault_retires_it_without_cancel
             assert await client.unary(PEER, b"", timeout=10) == second
     finally:
         _GATES.remove((reached, opened))
+
+
+async def test_a_retired_connection_is_closed_when_its_last_call_ends(port: int) -> None:
+    """Retired while a call is open on it, it stays up for that call, and is closed (not left
+    to the garbage collector) as soon as the call ends; the new connection stays."""
+    reached, opened = asyncio.Event(), asyncio.Event()
+    _GATES.append((reached, opened))
+    relay = CountingRelay(port)
+    try:
+        async with relay as relayed, _client(f"127.0.0.1:{relayed}") as client:
+            await client.unary(PEER, b"", timeout=10)
+            waiting = asyncio.create_task(client.unary(GATED, b"kept", timeout=30))
+            await asyncio.wait_for(reached.wait(), 10)
+            with pytest.raises(RpcError):
+                await client.unary(HANG, b"", timeout=0.2)  # retires the first connection
+            await client.unary(PEER, b"", timeout=10)  # the second one
+            assert relay.hangups == 0
+            opened.set()
+            assert await waiting == b"kept"
+            await asyncio.wait_for(relay.hung_up.wait(), 10)
+            assert relay.hangups == 1
+            await client.unary(PEER, b"", timeout=10)  # the second connection still serves
+    finally:
+        _GATES.remove((reached, opened))
+
+
+async def test_a_connection_retired_after_a_stream_ended_on_it_is_closed_at_once(
+    port: int,
+) -> None:
+    """A stream that ended holds its connection no longer: the failure that retires the
+    connection next closes it with its own call."""
+    relay = CountingRelay(port)
+    async with relay as relayed, _client(f"127.0.0.1:{relayed}") as client:
+        assert await _streamed(client, b"1,2") == [1, 2]
+        with pytest.raises(RpcError):
+            await client.unary(HANG, b"", timeout=0.2)
+        await asyncio.wait_for(relay.hung_up.wait(), 10)
+
+
+async def test_closing_the_client_closes_a_retired_connection_too(port: int) -> None:
+    reached, opened = asyncio.Event(), asyncio.Event()
+    _GATES.append((reached, opened))
+    relay = CountingRelay(port)
+    try:
+        async with relay as relayed:
+            client = Client(f"127.0.0.1:{relayed}", PLAIN)
+            await client.unary(PEER, b"", timeout=10)
+            waiting = asyncio.create_task(client.unary(GATED, b"", timeout=30))
+            await asyncio.wait_for(reached.wait(), 10)
+            with pytest.raises(RpcError):
+                await client.unary(HANG, b"", timeout=0.2)  # retired, a call still open on it
+            await client.close()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await asyncio.wait_for(relay.hung_up.wait(), 10)
+            assert relay.hangups == 1  # the retired one (no second connection was made)
+    finally:
+        _GATES.remove((reached, opened))
+
+
+async def test_a_stream_fails_by_its_deadline_however_short(port: int) -> None:
+    """The deadline holds under a second too: a message due 0.6 s in fails a 0.3 s call."""
+    async with _client(f"127.0.0.1:{port}") as client:
+        with pytest.raises(RpcError) as late:
+            async for _ in client.stream(STREAM, b"1,wait,1", timeout=0.3):
+                pass
+    assert late.value.code is StatusCode.DEADLINE_EXCEEDED
 
 
 async def test_an_error_the_server_answered_keeps_the_connection(port: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -259,7 +260,50 @@ async def test_a_server_refusing_every_stream_fails_the_call_after_a_bounded_num
         with pytest.raises(RpcError) as failed:
             await client.unary(METHOD, b"never", timeout=30)
         assert failed.value.code is StatusCode.UNAVAILABLE
-        assert (hostile.refused, hostile.calls) == (1 + REFUSED_RETRIES, 0)
+        assert (hostile.refused, hostile.calls) == (7, 0)  # the call and six resends
+        assert REFUSED_RETRIES == 6
+    finally:
+        await client.close()
+
+
+async def test_a_server_refusing_every_stream_fails_a_streamed_call_too(
+    hostile: HostileServer,
+) -> None:
+    """Never an empty answer taken for a whole one: the last refusal is the call's error."""
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        hostile.mode = "refused"
+        with pytest.raises(RpcError) as failed:
+            _ = [m async for m in client.stream(METHOD, b"never", timeout=30)]
+        assert failed.value.code is StatusCode.UNAVAILABLE
+        assert (hostile.refused, hostile.calls) == (7, 0)
+    finally:
+        await client.close()
+
+
+async def test_each_resend_of_a_refused_call_waits_twice_as_long_as_the_one_before(
+    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5, 10, 20, 40, 80 and 160 ms: a server refusing every stream is asked again after
+    pauses that double, not in a burst (the pauses asked for are read, not timed)."""
+    pauses: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        pauses.append(delay)
+        return await real_sleep(delay, *args)
+
+    client = Client(hostile.target, ChannelPolicy(proxy=False))
+    try:
+        assert await client.unary(METHOD, b"up", timeout=30) == b"up"  # connected
+        hostile.mode = "refused"
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+        with pytest.raises(RpcError):
+            await client.unary(METHOD, b"never", timeout=30)
+        monkeypatch.undo()
+        doubling = [0.005 * 2**n for n in range(6)]
+        assert [p for p in pauses if p in doubling] == doubling
+        assert hostile.refused == 7
     finally:
         await client.close()
 
