@@ -328,9 +328,25 @@ async def test_closing_the_client_closes_a_retired_connection_too(port: int) -> 
         _GATES.remove((reached, opened))
 
 
-async def test_a_stream_fails_by_its_deadline_however_short(port: int) -> None:
-    """The deadline holds under a second too: a message due 0.6 s in fails a 0.3 s call."""
+async def test_a_stream_fails_by_its_deadline_however_short(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline holds under a second too: a message due 0.6 s in fails a 0.3 s call,
+    and a stream is sent at once (no pause before its first try: the pauses asked for are
+    read, not timed)."""
+    pauses: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        pauses.append(delay)
+        return await real_sleep(delay, *args)
+
     async with _client(f"127.0.0.1:{port}") as client:
+        monkeypatch.setattr(asyncio, "sleep", sleep)
+        assert await _streamed(client, b"1,2", timeout=10) == [1, 2]
+        assert await client.unary(ECHO, b"x", timeout=10) == b"x"
+        monkeypatch.undo()
+        assert not [p for p in pauses if p > 0]
         with pytest.raises(RpcError) as late:
             async for _ in client.stream(STREAM, b"1,wait,1", timeout=0.3):
                 pass

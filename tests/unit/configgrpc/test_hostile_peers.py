@@ -281,8 +281,9 @@ async def test_a_server_refusing_every_stream_fails_a_streamed_call_too(
         await client.close()
 
 
+@pytest.mark.parametrize("streamed", [False, True], ids=["unary", "stream"])
 async def test_each_resend_of_a_refused_call_waits_twice_as_long_as_the_one_before(
-    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch
+    hostile: HostileServer, monkeypatch: pytest.MonkeyPatch, streamed: bool
 ) -> None:
     """5, 10, 20, 40, 80 and 160 ms: a server refusing every stream is asked again after
     pauses that double, not in a burst (the pauses asked for are read, not timed)."""
@@ -299,7 +300,10 @@ async def test_each_resend_of_a_refused_call_waits_twice_as_long_as_the_one_befo
         hostile.mode = "refused"
         monkeypatch.setattr(asyncio, "sleep", sleep)
         with pytest.raises(RpcError):
-            await client.unary(METHOD, b"never", timeout=30)
+            if streamed:
+                _ = [m async for m in client.stream(METHOD, b"never", timeout=30)]
+            else:
+                await client.unary(METHOD, b"never", timeout=30)
         monkeypatch.undo()
         doubling = [0.005 * 2**n for n in range(6)]
         assert [p for p in pauses if p in doubling] == doubling
@@ -320,6 +324,10 @@ async def test_a_refused_call_is_sent_again_only_while_its_deadline_leaves_room(
         with pytest.raises(RpcError):
             await client.unary(METHOD, b"never", timeout=0.02)
         assert 1 <= hostile.refused <= 3 < 1 + REFUSED_RETRIES
+        before = hostile.refused
+        with pytest.raises(RpcError):  # half a second leaves room for the first resends
+            await client.unary(METHOD, b"never", timeout=0.5)
+        assert hostile.refused - before >= 2
     finally:
         await client.close()
 
