@@ -44,6 +44,25 @@ async def test_a_job_that_leaves_a_shared_gpu_has_its_copy_closed(
     assert [rm.resource["hpc.job"] for rm in closed] == ["10"]  # its series end downstream
 
 
+async def test_the_copies_of_every_gpu_are_remembered_each_closed_when_its_job_leaves(
+    telemetry: SelfTelemetry, tmp_path: Path
+) -> None:
+    (tmp_path / "0").write_text("10\n")
+    (tmp_path / "1").write_text("20\n")
+    processor = await started(telemetry, tmp_path, multiple_jobs="duplicate")
+    try:
+        processor.process(batch())
+        processor.process(batch())  # both GPUs known: neither forgets the other
+        (tmp_path / "0").write_text("11\n")
+        (tmp_path / "1").write_text("21\n")
+        await processor.refresh()
+        out = processor.process(batch())
+    finally:
+        await processor.shutdown()
+    gone = sorted(rm.resource["hpc.job"] for rm in out if not rm.metrics)
+    assert gone == ["10", "20"]
+
+
 async def test_the_last_jobs_leaving_close_their_copies_and_the_unlabelled_series_comes_back(
     telemetry: SelfTelemetry, tmp_path: Path
 ) -> None:
