@@ -130,7 +130,16 @@ CONFIG_TARGETS: dict[str, Target] = {
             f"{CONFIG}/test_bad_configs.py",  # unknown and contrib-only types
         ],
     ),
-    "config_lint": ("otelgpu/config/lint.py", [f"{CONFIG}/test_validate_whole.py"]),
+    "config_lint": (
+        "otelgpu/config/lint.py",
+        [
+            f"{CONFIG}/test_validate_whole.py",
+            f"{CONFIG}/test_collector_keys.py",  # warnings at their positions
+            f"{CE}/test_config.py",  # include ["*"] over labels
+            f"{OTLP}/test_otlp_tls.py",  # a component's config_warnings (gRPC's TLS range)
+            f"{CONFIG}/test_telemetry_readers.py",  # a reader's port against the listeners
+        ],
+    ),
     "config_loader": (
         "otelgpu/config/loader.py",
         [*CONFIG_STAGES, f"{CONFIG}/test_collector_habits.py"],
