@@ -66,6 +66,17 @@ def test_containerd_record_decoding() -> None:
     assert containerd_mod._ref(container, running=True).raw_spec == b""
 
 
+async def test_a_containerd_record_without_an_oci_spec_reads_as_malformed(tmp_path: Path) -> None:
+    """A record whose spec is no OCI spec (another runtime's) carries nothing to read: it is
+    counted as malformed, not taken for a container that is gone."""
+    container = pb.Container(id="abc")
+    container.spec.type_url = "types.example/other"
+    ref = containerd_mod._ref(container, running=True)
+    rt = ContainerdRuntime(str(tmp_path / "c.sock"), "k8s.io", 1.0)
+    spec = await rt.container_spec(ref, env=True)
+    assert spec is not None and not spec.valid
+
+
 def _containerd_listing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, containers: list[object]
 ) -> ContainerdRuntime:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from otelgpu.processors.container_env.containerd import MAX_CONTAINERS, ContainerdRuntime
+from otelgpu.processors.container_env.runtime import RuntimeUnavailable
 from tests.unit.configgrpc.hostile import HostileServer
 from tests.unit.configgrpc.measured import Measured, MiB, measured_containerd_list
 
@@ -62,6 +63,29 @@ async def test_a_record_over_the_message_limit_fails_the_listing_in_bounded_memo
     assert listed.growth < 16 * MiB, listed
 
 
+@pytest.mark.parametrize(
+    ("spec", "read"), [(4 * MiB - 16 * 2**10, True), (4 * MiB + 16 * 2**10, False)]
+)
+async def test_a_record_is_read_up_to_4_mib(tmp_path: Path, spec: int, read: bool) -> None:
+    """Real records are tens of KiB; 4 MiB holds every real one, and one over it fails the
+    listing (the runtime reads as unavailable) rather than being read."""
+    server = HostileServer(
+        tmp_path / "edge.sock", "containerd_many", answer_size=spec, containers=1
+    )
+    await server.start()
+    runtime = ContainerdRuntime(str(server.socket), "k8s.io", 60)
+    try:
+        if read:
+            (ref,) = await runtime.list_containers()
+            assert len(ref.raw_spec) == spec
+        else:
+            with pytest.raises(RuntimeUnavailable, match="RESOURCE_EXHAUSTED"):
+                await runtime.list_containers()
+    finally:
+        await runtime.close()
+        await server.stop()
+
+
 async def test_a_listing_past_the_container_cap_keeps_the_first_ones_counted_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -73,6 +97,7 @@ async def test_a_listing_past_the_container_cap_keeps_the_first_ones_counted_and
     try:
         with caplog.at_level(logging.WARNING, "otelgpu.processors.container_env"):
             first = await runtime.list_containers()
+            assert len(caplog.records) == 1  # said at the first cut
             second = await runtime.list_containers()
     finally:
         await runtime.close()
