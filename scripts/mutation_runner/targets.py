@@ -431,6 +431,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_dcgm_nvlink.py",  # the NVLink total in both namings
             f"{PROM}/test_dcgm_text.py",  # a dcgm family's HELP
             f"{PROM}/test_dcgm_exporter_expectations.py",
+            f"{PROM}/test_dcgm_labels.py",  # the XID gauge's latest code
         ],
     ),
     "prom_value_text": (
@@ -700,6 +701,7 @@ OTHER_TARGETS: dict[str, Target] = {
             f"{CORE}/test_telemetry_golden.py",
             f"{CORE}/test_telemetry_table.py",
             f"{CORE}/test_health_and_debug.py",  # a source's state changes, logged once each
+            f"{CORE}/test_telemetry_sources.py",  # served down until it answers; readiness
         ],
     ),
 }

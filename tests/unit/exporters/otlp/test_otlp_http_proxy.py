@@ -296,6 +296,9 @@ SECURE = f"https://{NOWHERE}/v1/metrics"
         (URL, {"HTTP_PROXY": "http://p:1", "NO_PROXY": ".otlp.example"}, "http://p:1"),
         (URL, {"HTTP_PROXY": "http://p:1", "NO_PROXY": "tlp.example"}, "http://p:1"),
         (URL, {"HTTP_PROXY": "http://p:1", "no_proxy": "*"}, ""),
+        # a URL without a port is on its scheme's: 443 for https, 80 for http
+        ("https://otlp.example", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "otlp.example:443"}, ""),
+        ("http://otlp.example", {"HTTP_PROXY": "http://p:1", "NO_PROXY": "otlp.example:80"}, ""),
     ],
 )
 def test_the_environment_is_read_as_go_reads_it(

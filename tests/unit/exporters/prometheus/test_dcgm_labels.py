@@ -94,6 +94,13 @@ def test_xid_has_err_code_and_err_msg_in_dcgm_naming() -> None:
     assert labels_of(unknown)["err_msg"] == "Unknown Error"
 
 
+def test_the_xid_gauge_holds_the_latest_code_and_none_that_is_no_number() -> None:
+    """dcgm-exporter's gauge is one series: of two XIDs in one collection, the later one."""
+    (line,) = served(xid_batch(48, 79))["DCGM_FI_DEV_XID_ERRORS"]
+    assert labels_of(line)["err_code"] == "79" and sample(line) == "79"
+    assert "DCGM_FI_DEV_XID_ERRORS" not in served(xid_batch("not-a-code"))  # type: ignore[arg-type]
+
+
 def test_xid_is_a_gauge_in_dcgm_naming_and_the_per_code_counter_in_otel() -> None:
     store = SeriesStore()
     make_translator("dcgm").ingest(store, xid_batch(48, 79), now=1.0)

@@ -163,3 +163,19 @@ async def test_openmetrics_is_prerendered_only_while_asked_for(
     await exporter.consume(batch(gpu(0)))
     await exporter.refresh()
     assert exporter.exposition is not second and not exporter.exposition.converted
+
+
+@pytest.mark.parametrize(
+    ("accept_encoding", "gzip"),
+    [
+        ("gzip", True),
+        ("*", True),
+        ("br, GZIP;q=0.5", True),
+        ("gzip;q=0", False),
+        ("identity", False),
+        ("br, deflate", False),
+        ("", False),
+    ],
+)
+def test_gzip_is_sent_only_when_the_scraper_accepts_it(accept_encoding: str, gzip: bool) -> None:
+    assert accepts_gzip(accept_encoding) is gzip

@@ -157,6 +157,7 @@ async def test_head_other_methods_and_garbage(server: MetricsServer) -> None:
         b"POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\nab",
     )
     assert post.startswith(b"HTTP/1.1 405")
+    assert b"\r\nallow: get, head\r\n" in post.lower()  # RFC 9110: a 405 names the methods
     assert raw(server.port, b"NOT HTTP AT ALL\r\n\r\n").startswith(b"HTTP/1.1 400")
     endless_head = b"GET /metrics HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 20000
     assert raw(server.port, endless_head).startswith(b"HTTP/1.1 431")
