@@ -161,6 +161,7 @@ CONFIG_TARGETS: dict[str, Target] = {
             *COLLECTOR_HABITS,
             f"{CONFIG}/test_service_section.py",
             f"{CORE}/test_cli.py",  # the unused-component warning
+            f"{CONFIG}/test_collector_keys.py",  # where refused Collector options are
         ],
     ),
     "config_service_section": (

@@ -87,6 +87,24 @@ service:
         assert _POSITIONED.match(found) and says in found, found
 
 
+def test_a_refused_action_value_is_positioned_at_the_value_an_option_at_its_key() -> None:
+    text = """
+processors:
+  attributes:
+    actions:
+      - {key: user, action: hash}
+      - {key: team, from_attribute: k8s.namespace.name, action: insert}
+service:
+  pipelines:
+    metrics: {processors: [attributes]}
+"""
+    with pytest.raises(ConfigError) as info:
+        _validated(text)
+    where = {"::".join(map(str, i.path)): (i.line, i.column) for i in info.value.issues}
+    assert where["processors::attributes::actions::0::action"] == (5, 29)  # at "hash"
+    assert where["processors::attributes::actions::1::from_attribute"] == (6, 21)  # at the key
+
+
 def test_a_collector_key_is_recognised_only_where_the_collector_puts_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -104,3 +104,22 @@ def test_the_telemetry_defaults() -> None:
         [],
         [],
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            "service:\n  telemetry:\n    metrics:\n      exporters: [nope]\n",
+            "f.yaml:4:19: service::telemetry::metrics::exporters::0: references exporter "
+            '"nope" which is not configured (configured exporters: debug)',
+        ),
+        (
+            "service:\n  pipelines: [a]\n",
+            "f.yaml:2:14: service::pipelines: expected a mapping of pipeline ids",
+        ),
+    ],
+)
+def test_a_service_mistake_is_named_by_its_path_and_position(text: str, line: str) -> None:
+    base = MINIMAL if "telemetry" in text else ""
+    assert refusals(base, text) == [line]

@@ -31,6 +31,8 @@ from tests.unit.config.pipelines import AFTER_RECEIVERS
         ("1h", 3600.0),
         ("1m30s", 90.0),
         ("250us", 0.00025),
+        ("250µs", 0.00025),
+        ("1500ns", 0.0000015),
     ],
 )
 def test_durations(text: str, seconds: float) -> None:
@@ -74,7 +76,17 @@ def test_format_duration_round_trips(seconds: float, text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("64MiB", 64 * 2**20), ("512KiB", 512 * 1024), ("1GB", 10**9), (4096, 4096), ("12", 12)],
+    [
+        ("64MiB", 64 * 2**20),
+        ("512KiB", 512 * 1024),
+        ("1GB", 10**9),
+        ("64KB", 64_000),
+        ("2MB", 2_000_000),
+        (4096, 4096),
+        ("12", 12),
+        ("0", 0),
+        ("007KiB", 7 * 1024),
+    ],
 )
 def test_sizes(text: object, size: int) -> None:
     assert parse_size(text) == size
