@@ -5,6 +5,10 @@ that came back, or that restarted between two calls."""
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
 import pytest
 
 from otelgpu.processors.k8s_attributes.pod_resources import (
@@ -49,6 +53,41 @@ async def test_a_fresh_client_asking_for_allocatable_devices_with_no_socket_gets
         assert info.value.code == "SOCKET_MISSING"
     finally:
         await client.close()
+
+
+async def test_a_socket_path_the_system_cannot_stat_is_socket_missing_with_its_reason(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "file").write_text("")
+    path = tmp_path / "file" / "kubelet.sock"  # under a file: ENOTDIR
+    client = GrpcPodResourcesClient(str(path), timeout=5.0, max_receive_message_size=1 << 20)
+    try:
+        with pytest.raises(PodResourcesError) as info:
+            await client.list()
+    finally:
+        await client.close()
+    assert (info.value.code, str(info.value)) == (
+        "SOCKET_MISSING",
+        f"SOCKET_MISSING: {path}: {os.strerror(errno.ENOTDIR)}",
+    )
+
+
+async def test_an_undecodable_allocatable_answer_is_internal_and_says_so(
+    kubelet: FakeKubelet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = _client(kubelet)
+
+    async def garbage(method: str, request: object) -> bytes:
+        return b"\xff\xff\xff"
+
+    monkeypatch.setattr(client, "_call", garbage)
+    try:
+        with pytest.raises(PodResourcesError) as info:
+            await client.allocatable()
+    finally:
+        await client.close()
+    assert info.value.code == "INTERNAL"
+    assert str(info.value).startswith("INTERNAL: an undecodable answer: ")
 
 
 async def test_a_kubelet_back_with_get_allocatable_resources_is_asked_for_it_again(
