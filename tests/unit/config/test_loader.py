@@ -112,6 +112,35 @@ def test_set_without_equals_is_an_error() -> None:
         load([("base.yaml", BASE)], ["receivers.sample.series"], environ={})
 
 
+def test_a_long_bad_set_is_quoted_cut_and_marked() -> None:
+    with pytest.raises(ConfigError) as info:
+        load([("base.yaml", BASE)], ["receivers.sample.series" + "x" * 80], environ={})
+    assert str(info.value) == (
+        '--set #1:1:1: expected --set key.path=value (got "receivers.sample.series'
+        + "x" * 34
+        + '...")'
+    )
+
+
+def test_a_control_character_is_a_syntax_error_at_its_position() -> None:
+    with pytest.raises(ConfigError) as info:
+        load([("bell.yaml", "receivers:\n  sample: {a: \x07}\n")], environ={})
+    assert str(info.value) == (
+        "bell.yaml:2:15: syntax error: unacceptable character #x0007: special characters are "
+        "not allowed"
+    )
+
+
+def test_inline_yaml_that_is_no_yaml_is_named_at_its_start() -> None:
+    from otelgpu.config.loader import read_files
+
+    with pytest.raises(ConfigError) as info:
+        read_files(["yaml:[unclosed", "yaml:- a list"])
+    lines = str(info.value).splitlines()
+    assert lines[0] == "-c yaml #1:1:1: not YAML: while parsing a flow sequence"
+    assert lines[-1] == "-c yaml #2:1:1: expected a mapping, such as a::b::c: value"
+
+
 def test_missing_file_is_a_config_error(tmp_path: object) -> None:
     from otelgpu.config.loader import read_files
 
