@@ -201,6 +201,17 @@ def test_a_near_miss_gets_a_did_you_mean(text: str, path: str, suggestion: str) 
     assert len(issue) < 300, issue  # not every valid name
 
 
+def test_an_unknown_key_in_a_nested_section_lists_that_sections_keys() -> None:
+    text = (
+        "exporters:\n  otlp:\n    endpoint: gw:4317\n    sending_queue: {bogus: 1}\n"
+        "service:\n  pipelines:\n    metrics: {exporters: [otlp]}\n"
+    )
+    assert _issues(text) == [
+        "exporters::otlp::sending_queue::bogus: unknown key (valid keys: drain_timeout, "
+        "enabled, num_consumers, queue_size, sizer)"
+    ]
+
+
 def test_tab_indentation_gets_a_hint() -> None:
     text = "receivers:\n\tnvml: {}\n"
     with pytest.raises(ConfigError) as info:
