@@ -172,6 +172,7 @@ async def test_openmetrics_is_prerendered_only_while_asked_for(
         ("*", True),
         ("br, GZIP;q=0.5", True),
         ("gzip;q=0", False),
+        ("gzip;q=high", True),  # a weight that is no number is no refusal
         ("identity", False),
         ("br, deflate", False),
         ("", False),
