@@ -463,6 +463,8 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_replay.py",  # the replay's branches of `ingest`
             f"{PROM}/test_dra_claim_labels.py",
             f"{PROM}/test_dcgm_labels.py",
+            "tests/unit/receivers/nvml/test_dcgm_device_set.py",  # MIG parents left out
+            f"{PROM}/test_dcgm_exporter_expectations.py",
         ],
     ),
 }
