@@ -134,6 +134,22 @@ async def test_each_refresh_is_counted_with_what_triggered_it(telemetry, kubelet
     assert series(telemetry, REFRESHES, trigger="interval") == 3
 
 
+async def test_a_kubelet_that_came_back_is_asked_early_again_when_an_unknown_device_is_seen(
+    telemetry, kubelet, clock
+):
+    """Early refreshes stop while the kubelet fails (the back-off paces those) and resume once
+    it answers."""
+    kubelet.error = PodResourcesError("UNAVAILABLE", "connection refused")
+    async with running(telemetry, kubelet, clock, interval=10) as refresher:
+        await clock.advance(0)
+        kubelet.error = None
+        await clock.advance(1)  # the retry, 0.9 s later, is answered
+        refresher.request()
+        await clock.advance(2)
+    assert series(telemetry, REFRESHES, trigger="unknown_device") == 1
+    assert kubelet.asked[:2] == pytest.approx([0.0, 0.9]) and len(kubelet.asked) == 3
+
+
 async def test_a_kubelet_that_never_answers_is_given_up_after_twice_the_timeout_and_a_second(
     telemetry, kubelet, clock, monkeypatch
 ):
