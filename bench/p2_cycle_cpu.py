@@ -10,7 +10,7 @@ Ours, per cycle, with the real components in this process (node: bench/node_fixt
     PrometheusExporter.consume + refresh  series store update, text render and gzip (the
                                           exporter does both once per update); scraped as
                                           Prometheus, the OpenMetrics body and its gzip too
-    otlp request_bytes                    the request bytes (closing points included), as the
+    otlp request_of                       the request bytes (closing points included), as the
                                           otlp exporter makes them
                                           (uncompressed)
 
@@ -89,7 +89,7 @@ from otelgpu.component.component import ComponentID, Kind, Settings
 from otelgpu.component.telemetry import SelfTelemetry
 from otelgpu.exporters.otlp.encode import AttributeCache
 from otelgpu.exporters.otlp.ended import EndedSeries
-from otelgpu.exporters.otlp.exporter import request_bytes
+from otelgpu.exporters.otlp.exporter import request_of
 from otelgpu.exporters.prometheus.config import PrometheusExporterConfig
 from otelgpu.exporters.prometheus.exporter import PrometheusExporter
 from otelgpu.exporters.prometheus.server import OPENMETRICS
@@ -192,9 +192,9 @@ class Pipeline:
 
 
 def otlp_bytes(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> bytes:
-    """What the otlp exporter does per batch: `request_bytes`, the request's wire bytes with
-    the closing points of what ended (its transports send them as they are)."""
-    return request_bytes(batch, cache, ended)
+    """What the otlp exporter does per batch: `request_of`'s wire bytes, the closing points
+    of what ended included (its transports send them as they are)."""
+    return request_of(batch, cache, ended)[0]
 
 
 class SdkAgent:
@@ -408,7 +408,7 @@ async def stages(pipe: Pipeline, cycles: int) -> dict[str, float]:
         "container_env.process": await cpu_per_cycle(lambda: pipe.env.process(labelled), cycles),
         "prometheus consume": consume,
         "prometheus render+gzip": await cpu_per_cycle(prom_update, cycles) - consume,
-        "otlp request_bytes": await cpu_per_cycle(
+        "otlp request_of": await cpu_per_cycle(
             lambda: otlp_bytes(final, pipe.attributes, pipe.ended), cycles
         ),
     }

@@ -320,16 +320,11 @@ class OtlpExporter:
         self._telemetry.set_gauge(QUEUE_SIZE_GAUGE, self._queue.size, exporter=self._id)
 
 
-def request_bytes(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> bytes:
-    """The request for `batch` as sent on the wire (b"": nothing to send): its points, then a
-    closing point for each series its identities stopped sending (left owed: see
-    `request_of`)."""
-    return request_of(batch, cache, ended)[0]
-
-
 def request_of(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> tuple[bytes, Receipt]:
-    """`request_bytes`, and the receipt of the closing points it carries (the points still
-    owed from failed requests among them), for `ended` to settle. Wire bytes, sent as they
+    """The request for `batch` as sent on the wire (b"": nothing to send): its points, then a
+    closing point for each series its identities stopped sending; and the receipt of the
+    closing points it carries (the points still owed from failed requests among them), for
+    `ended` to settle. Wire bytes, sent as they
     are: parsing them into a protobuf message only for the transport to serialize it again
     would cost ~4x their size in memory and the CPU of both steps, every cycle."""
     sent = batch

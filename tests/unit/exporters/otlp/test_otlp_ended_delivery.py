@@ -6,9 +6,11 @@ new configuration no longer sends."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
@@ -210,7 +212,9 @@ async def test_a_reload_hands_the_memory_over_and_the_new_exporter_closes_what_e
     assert [_closed(r) for r in new_transport.accepted] == [[(ALLOC, B)]]
 
 
-async def test_closing_points_owed_at_a_reload_are_sent_by_the_new_exporter() -> None:
+async def test_closing_points_owed_at_a_reload_are_sent_by_the_new_exporter(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     kept = KeptListeners()
     clock = FakeClock()
     old_transport = Scripted(None, ExportError("unavailable", retryable=False))
@@ -220,12 +224,18 @@ async def test_closing_points_owed_at_a_reload_are_sent_by_the_new_exporter() ->
     await _send(old, clock, holders(T0, "a", "b"), holders(T0 + INTERVAL, "a"))
     await old.shutdown()
     new = _exporter(new_transport, clock, settings=_reloading_settings(kept))
-    await new.start(FakeHost(SelfTelemetry()))
+    with caplog.at_level(logging.INFO):
+        await new.start(FakeHost(SelfTelemetry()))
+    took = [r.getMessage() for r in caplog.records if "took over" in r.getMessage()]
     try:
         await _send(new, clock, holders(T0 + 2 * INTERVAL, "a"))
     finally:
         await new.shutdown()
     assert [_closed(r) for r in new_transport.accepted] == [[(ALLOC, B)]]
+    # the log says what the new exporter inherited
+    assert took == [
+        "took over the memory of 1 identities sent before the reload (1 closing points owed)"
+    ]
 
 
 async def test_an_identity_a_reload_stopped_sending_is_closed_once_it_is_overdue() -> None:
