@@ -137,6 +137,30 @@ async def test_a_batch_rerenders_the_body_in_the_background(exporter: Prometheus
     await until(lambda: b"} 0.75\n" in exporter.body.plain)
 
 
+async def test_a_failing_render_is_logged_once_per_streak_and_rendering_goes_on(
+    exporter: PrometheusExporter, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in rendering must not end the render loop, nor flood the log every batch."""
+    real = exporter.refresh
+    tries: list[int] = []
+
+    async def broken() -> None:
+        tries.append(1)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(exporter, "refresh", broken)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            await exporter.consume(batch(gpu(0), utilization=0.25))
+            count = len(tries)
+            await until(lambda count=count: len(tries) > count)
+    monkeypatch.setattr(exporter, "refresh", real)
+    await exporter.consume(batch(gpu(0), utilization=0.75))
+    await until(lambda: b"} 0.75\n" in exporter.body.plain)  # the loop went on
+    failed = [r for r in caplog.records if r.getMessage() == "rendering /metrics failed"]
+    assert len(failed) == 1
+
+
 async def test_series_expire_without_batches_or_scrapes(
     exporter: PrometheusExporter, clock: FakeClock
 ) -> None:
