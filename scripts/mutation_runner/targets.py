@@ -146,7 +146,12 @@ CONFIG_TARGETS: dict[str, Target] = {
     ),
     "config_messages": (
         "otelgpu/config/messages.py",
-        [*CONFIG_STAGES, *COLLECTOR_HABITS, f"{CONFIG}/test_value_messages.py"],
+        [
+            *CONFIG_STAGES,
+            *COLLECTOR_HABITS,
+            f"{CONFIG}/test_value_messages.py",
+            f"{CONFIG}/test_collector_keys.py",  # near misses, nested unknown keys
+        ],
     ),
     "config_positions": (
         "otelgpu/config/positions.py",
@@ -162,7 +167,6 @@ CONFIG_TARGETS: dict[str, Target] = {
             f"{CONFIG}/test_service_section.py",
             f"{CORE}/test_cli.py",  # the unused-component warning
             f"{CONFIG}/test_collector_keys.py",  # where refused Collector options are
-            f"{CONFIG}/test_collector_keys.py",  # near misses, nested unknown keys
         ],
     ),
     "config_service_section": (
