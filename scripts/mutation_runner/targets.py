@@ -256,7 +256,12 @@ EXPORTER_TARGETS: dict[str, Target] = {
     ),
     "otlp_config": (
         "otelgpu/exporters/otlp/config.py",
-        [f"{OTLP}/test_otlp_config.py"],
+        [
+            f"{OTLP}/test_otlp_config.py",
+            f"{OTLP}/test_otlp_tls.py",  # the version range gRPC cannot hold, warned at load
+            f"{OTLP}/test_otlp_grpc.py",  # endpoints without a scheme
+            f"{CONFIG}/test_collector_keys.py",
+        ],
     ),
     "otlp_encode": (
         "otelgpu/exporters/otlp/encode.py",
@@ -546,6 +551,7 @@ PROCESSOR_TARGETS: dict[str, Target] = {
         [
             *CE_PROCESSOR,
             f"{CE}/test_outside_allocation_lean.py",
+            f"{CE}/test_stale_holder.py",  # holder_stale, by reason
         ],
     ),
     "ce_records": (
