@@ -286,14 +286,18 @@ async def test_partial_success_counts_rejected_points_as_failed(
 
 
 async def test_an_unexpected_transport_error_costs_one_batch_not_the_consumer(
-    started: Any, telemetry: SelfTelemetry, clock: FakeClock
+    started: Any, telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     transport = ScriptedTransport(RuntimeError("bug"))
     exporter = await started(transport)
-    await exporter.consume(numbered_batch(0, 2))
-    await exporter.consume(numbered_batch(1, 3))
-    await clock.advance(0)
+    with caplog.at_level(logging.ERROR):
+        await exporter.consume(numbered_batch(0, 2))
+        await exporter.consume(numbered_batch(1, 3))
+        await clock.advance(0)
     assert (sent(telemetry, ID), failed(telemetry, ID)) == (3, 2)
+    # the bug is logged with its traceback, for someone to report
+    (logged,) = [r for r in caplog.records if r.getMessage() == "export failed unexpectedly"]
+    assert logged.exc_info is not None and "bug" in str(logged.exc_info[1])
 
 
 class _SettleFails(EndedSeries):
