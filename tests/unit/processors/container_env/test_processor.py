@@ -72,6 +72,18 @@ async def _started(telemetry: SelfTelemetry, rt: FakeRuntime, clock: FakeClock, 
     return proc
 
 
+async def test_the_start_says_which_runtimes_at_which_sockets_are_read(
+    telemetry: SelfTelemetry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What someone asks first when no label comes through: which runtime is read, where."""
+    with caplog.at_level(logging.INFO):
+        proc = await _started(telemetry, FakeRuntime(), clock)
+    await proc.shutdown()
+    assert "container_env: runtime auto (containerd at /fake/containerd.sock)" in [
+        r.getMessage() for r in caplog.records
+    ]
+
+
 async def test_matches_by_namespace_pod_container(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
