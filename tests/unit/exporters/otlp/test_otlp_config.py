@@ -293,3 +293,19 @@ service: {pipelines: {metrics: {receivers: [nvml], exporters: [otlp_http, otlp]}
     printed = render(validate(load([("p.yaml", text)], environ={}), builtin_registry()))
     assert "KEY-SECRET-TEXT" not in printed
     assert "key_pem: '[REDACTED]'" in printed and "key_pem: ''" in printed
+
+
+@pytest.mark.parametrize(
+    ("url", "printed"),
+    [
+        ("http://user:s3cret@proxy:3128", "http://user:[REDACTED]@proxy:3128"),
+        ("user:s3cret@proxy:3128", "user:[REDACTED]@proxy:3128"),  # no scheme, as Go takes it
+        ("http://user:s3cret@proxy:3128/path", "http://user:[REDACTED]@proxy:3128/path"),
+        ("http://user@proxy:3128", "http://user@proxy:3128"),  # no password to hide
+        ("http://proxy:3128", "http://proxy:3128"),
+    ],
+)
+def test_a_proxy_password_is_redacted_with_or_without_a_scheme(url: str, printed: str) -> None:
+    from otelgpu.exporters.otlp.config import redact_password
+
+    assert redact_password(url) == printed
