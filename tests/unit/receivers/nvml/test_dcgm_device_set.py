@@ -9,6 +9,7 @@ no instance; `i` every instance and no GPU."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,20 @@ async def test_an_instance_in_its_gpus_place_carries_the_gpus_readings_as_dcgm_e
         for line in lines
         if 'hw_id="MIG-a1"' in line
     }
+
+
+async def test_an_instance_said_gone_gets_none_of_its_gpus_readings(
+    make_receiver: MakeReceiver,
+) -> None:
+    """A processor's gone marker for an instance (no metrics, its notes kept: hpc_jobs'
+    duplicate copies, say) ends its series: it is not filled with the GPU's readings."""
+    batch = await make_receiver(simulated=NODE).scrape()
+    gone = tuple(
+        replace(rm, metrics=()) if rm.resource.get("hw.id") == "MIG-a1" else rm for rm in batch
+    )
+    assert dcgm_devices(gone) == {("GPU-a", "2"), PLAIN_GPU}
+    served = ingested(make_translator("dcgm"), SeriesStore(), gone)
+    assert not [line for line in served["DCGM_FI_DEV_GPU_TEMP"] if 'GPU_I_ID="1"' in line]
 
 
 async def test_the_gpus_readings_an_instance_carries_are_those_the_pipeline_left(
