@@ -251,32 +251,27 @@ async def test_a_streamed_call_the_server_refused_is_sent_again_on_the_same_conn
         await client.close()
 
 
+async def _call(client: Client, streamed: bool) -> list[bytes]:
+    """One call of METHOD, unary or streamed, as the list of its answers."""
+    if streamed:
+        return [m async for m in client.stream(METHOD, b"never", timeout=30)]
+    return [await client.unary(METHOD, b"never", timeout=30)]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["unary", "stream"])
 async def test_a_server_refusing_every_stream_fails_the_call_after_a_bounded_number_of_tries(
-    hostile: HostileServer,
+    hostile: HostileServer, streamed: bool
 ) -> None:
+    """Six resends, then the last refusal is the call's error: never an empty answer taken
+    for a whole one."""
     client = Client(hostile.target, ChannelPolicy(proxy=False))
     try:
         hostile.mode = "refused"
         with pytest.raises(RpcError) as failed:
-            await client.unary(METHOD, b"never", timeout=30)
+            await _call(client, streamed)
         assert failed.value.code is StatusCode.UNAVAILABLE
         assert (hostile.refused, hostile.calls) == (7, 0)  # the call and six resends
         assert REFUSED_RETRIES == 6
-    finally:
-        await client.close()
-
-
-async def test_a_server_refusing_every_stream_fails_a_streamed_call_too(
-    hostile: HostileServer,
-) -> None:
-    """Never an empty answer taken for a whole one: the last refusal is the call's error."""
-    client = Client(hostile.target, ChannelPolicy(proxy=False))
-    try:
-        hostile.mode = "refused"
-        with pytest.raises(RpcError) as failed:
-            _ = [m async for m in client.stream(METHOD, b"never", timeout=30)]
-        assert failed.value.code is StatusCode.UNAVAILABLE
-        assert (hostile.refused, hostile.calls) == (7, 0)
     finally:
         await client.close()
 
@@ -300,10 +295,7 @@ async def test_each_resend_of_a_refused_call_waits_twice_as_long_as_the_one_befo
         hostile.mode = "refused"
         monkeypatch.setattr(asyncio, "sleep", sleep)
         with pytest.raises(RpcError):
-            if streamed:
-                _ = [m async for m in client.stream(METHOD, b"never", timeout=30)]
-            else:
-                await client.unary(METHOD, b"never", timeout=30)
+            await _call(client, streamed)
         monkeypatch.undo()
         doubling = [0.005 * 2**n for n in range(6)]
         assert [p for p in pauses if p in doubling] == doubling

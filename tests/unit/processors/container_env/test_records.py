@@ -20,6 +20,11 @@ from tests.unit.processors.container_env.test_source import _selector as _sectio
 TEAM = {"include": ["team"]}
 
 
+def _listed(id: str, labels: dict[str, str]) -> ContainerRef:
+    """A running container as a runtime lists it."""
+    return ContainerRef(id=id, labels=labels, revision="1", running=True, created=0.0)
+
+
 def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> None:
     selectors = Selectors(
         env=_section_selector("env", "HF_TOKEN"),
@@ -31,20 +36,8 @@ def test_a_selector_keeps_its_section_and_refusals_are_counted_under_it() -> Non
     assert [s.section for s in (selectors.env, selectors.pod_labels)] == ["env", "pod_labels"]
     telemetry = SelfTelemetry()
     audit = Audit("container_env", telemetry, logging.getLogger("test.keys"))
-    sandbox = ContainerRef(
-        id="s",
-        labels={"io.cri-containerd.kind": "sandbox", "api_token": "t"},
-        revision="1",
-        running=True,
-        created=0.0,
-    )
-    workload = ContainerRef(
-        id="w",
-        labels={"io.cri-containerd.kind": "container"},
-        revision="1",
-        running=True,
-        created=0.0,
-    )
+    sandbox = _listed("s", {"io.cri-containerd.kind": "sandbox", "api_token": "t"})
+    workload = _listed("w", {"io.cri-containerd.kind": "container"})
     extract(sandbox, ContainerSpec(), selectors, audit)
     extract(workload, ContainerSpec(env=("HF_TOKEN=hf_x",)), selectors, audit)
     assert counter(telemetry, REFUSED, section="pod_labels", reason="secret_key") == 1
@@ -66,13 +59,7 @@ def test_a_workload_record_is_tied_to_the_sandbox_its_cri_annotation_names() -> 
     """Where the runtime lists no sandbox, the CRI spec annotation ties the container to its
     pod's sandbox, not to any sandbox of the same pod name (a replaced one may remain)."""
     audit = Audit("container_env", SelfTelemetry(), logging.getLogger("test.keys"))
-    workload = ContainerRef(
-        id="w",
-        labels={"io.cri-containerd.kind": "container"},
-        revision="1",
-        running=True,
-        created=0.0,
-    )
+    workload = _listed("w", {"io.cri-containerd.kind": "container"})
     spec = ContainerSpec(annotations={"io.kubernetes.cri.sandbox-id": "s-new"})
     assert extract(workload, spec, _selectors(), audit).sandbox_id == "s-new"
 
@@ -88,20 +75,8 @@ def test_a_sandbox_record_is_no_container_and_a_workload_record_has_no_owners() 
         "io.kubernetes.container.name": "pause",
         "pod-template-hash": "7d9f8",
     }
-    sandbox = ContainerRef(
-        id="s",
-        labels={**pod, "io.cri-containerd.kind": "sandbox"},
-        revision="1",
-        running=True,
-        created=0.0,
-    )
-    workload = ContainerRef(
-        id="w",
-        labels={**pod, "io.cri-containerd.kind": "container"},
-        revision="1",
-        running=True,
-        created=0.0,
-    )
+    sandbox = _listed("s", {**pod, "io.cri-containerd.kind": "sandbox"})
+    workload = _listed("w", {**pod, "io.cri-containerd.kind": "container"})
     pod_record = extract(sandbox, ContainerSpec(), _selectors(), audit)
     container_record = extract(workload, ContainerSpec(), _selectors(), audit)
     assert (pod_record.container, pod_record.pod_uid) == ("", "")
