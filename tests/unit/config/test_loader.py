@@ -131,6 +131,20 @@ def test_a_control_character_is_a_syntax_error_at_its_position() -> None:
     )
 
 
+def test_inline_yaml_keeps_the_order_it_was_written_in() -> None:
+    """`a::b::c` keys become nested mappings, in the order written: a pipeline's components
+    and print-config's sections read in that order."""
+    from otelgpu.config.loader import read_files
+
+    ((name, text),) = read_files(
+        ["yaml:receivers::nvml::backend: simulated\nexporters::debug::verbosity: detailed"]
+    )
+    assert name == "-c yaml #1"
+    assert text == (
+        "receivers:\n  nvml:\n    backend: simulated\nexporters:\n  debug:\n    verbosity: detailed\n"
+    )
+
+
 def test_inline_yaml_that_is_no_yaml_is_named_at_its_start() -> None:
     from otelgpu.config.loader import read_files
 

@@ -154,6 +154,18 @@ async def test_an_instance_that_could_not_bind_parks_nothing(
     assert left == []
 
 
+async def test_a_stopped_exporter_leaves_no_password_checker_thread(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    """Stopped for good (no reload to hand its server to), its bcrypt thread ends with it."""
+    port = free_port()
+    exporter = make(host.telemetry, clock, None, port, basic_auth=basic_auth("u", "p"))  # type: ignore[arg-type]
+    await exporter.start(host)
+    assert [t for t in threading.enumerate() if t.name.startswith("otelgpu basic auth")]
+    await exporter.shutdown()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("otelgpu basic auth")]
+
+
 async def test_the_old_body_is_given_up_after_metric_expiration(
     host: FakeHost, clock: FakeClock
 ) -> None:

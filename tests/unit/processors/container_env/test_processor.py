@@ -84,6 +84,29 @@ async def test_the_start_says_which_runtimes_at_which_sockets_are_read(
     ]
 
 
+async def test_a_bug_in_a_refresh_is_logged_and_the_refreshes_go_on(
+    telemetry: SelfTelemetry,
+    clock: FakeClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proc = await _started(telemetry, FakeRuntime(), clock, refresh_interval="1s")
+    calls: list[int] = []
+
+    async def broken() -> None:
+        calls.append(1)
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(proc, "refresh", broken)
+    with caplog.at_level(logging.ERROR):
+        await clock.advance(1)
+        await clock.advance(1)
+    await proc.shutdown()
+    assert len(calls) == 2  # the loop went on after the first failure
+    failed = [r for r in caplog.records if r.getMessage() == "container_env refresh failed"]
+    assert len(failed) == 2 and failed[0].exc_info is not None
+
+
 async def test_matches_by_namespace_pod_container(
     telemetry: SelfTelemetry, clock: FakeClock
 ) -> None:
