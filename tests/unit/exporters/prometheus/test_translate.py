@@ -1,9 +1,11 @@
 """What `Translator.ingest` reports and writes (translate.py): the (stored, dropped) counts on the
-general path and on a replay, a metric reported with no points, a name another type's family
+general path and on a replay, a metric reported with no point a number, a name another type's family
 holds, an identity that says it has no series, the per-holder copies' info series, the agent's
 own metrics (no info series), and replay by default."""
 
 from __future__ import annotations
+
+import pytest
 
 from otelgpu.exporters.prometheus.render import render_text
 from otelgpu.exporters.prometheus.series import SeriesStore
@@ -67,34 +69,23 @@ def test_a_resource_that_is_no_device_is_counted_too() -> None:
     assert translator.ingest(store, (rm,), 2.0) == (1, 1)
 
 
-def test_a_metric_reported_with_no_points_takes_its_old_lines_away() -> None:
-    store, translate = SeriesStore(), make_translator("otel")
-    resource = gpu(0)
-    two = gauge("acme.queue.depth", "1", 3.0, {"queue": "a"})
-    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(two,)),), now=1.0)
-    assert [line for line in lines(store) if line.startswith("acme_queue_depth")]
-    empty = Metric(
-        name="acme.queue.depth", unit="1", description="", kind=MetricKind.GAUGE, points=()
-    )
-    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(empty,)),), now=2.0)
-    assert not [line for line in lines(store) if line.startswith("acme_queue_depth")]
-
-
-def test_a_metric_whose_points_are_no_numbers_takes_its_old_lines_away() -> None:
+@pytest.mark.parametrize(
+    "points",
+    [(), (point("n/a", {"queue": "a"}),)],
+    ids=["no points", "no point a number"],
+)
+def test_a_metric_reported_without_a_number_takes_its_old_lines_away(
+    points: tuple[NumberDataPoint, ...],
+) -> None:
     store, translate = SeriesStore(), make_translator("otel")
     resource = gpu(0)
     read = gauge("acme.queue.depth", "1", 3.0, {"queue": "a"})
     translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(read,)),), now=1.0)
     assert [line for line in lines(store) if line.startswith("acme_queue_depth")]
-    unreadable = Metric(
-        name="acme.queue.depth",
-        unit="1",
-        description="",
-        kind=MetricKind.GAUGE,
-        points=(point("n/a", {"queue": "a"}),),
+    unread = Metric(
+        name="acme.queue.depth", unit="1", description="", kind=MetricKind.GAUGE, points=points
     )
-    batch = (ResourceMetrics(resource=resource, metrics=(unreadable,)),)
-    translate.ingest(store, batch, now=2.0)
+    translate.ingest(store, (ResourceMetrics(resource=resource, metrics=(unread,)),), now=2.0)
     assert not [line for line in lines(store) if line.startswith("acme_queue_depth")]
 
 
