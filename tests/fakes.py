@@ -71,3 +71,15 @@ class Sink:
 
     def metric_names(self) -> set[str]:
         return {m.name for batch in self.batches for rm in batch for m in rm.metrics}
+
+
+def telemetry_points(
+    telemetry: SelfTelemetry, name: str
+) -> dict[tuple[tuple[str, object], ...], float]:
+    """The points of the self-telemetry instrument `name`, by their sorted attributes."""
+    return {
+        tuple(sorted(p.attributes.items())): p.value
+        for m in telemetry.collect().metrics
+        if m.name == name
+        for p in m.points
+    }

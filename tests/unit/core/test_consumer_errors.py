@@ -22,7 +22,7 @@ from otelgpu.pdata.model import Batch
 from otelgpu.service.service import Service
 from tests.components import SampleReceiver, SampleReceiverConfig, core_registry
 from tests.conftest import make_settings
-from tests.fakes import FakeClock
+from tests.fakes import FakeClock, telemetry_points
 
 FAILED = "otelgpu_consumer_failed_points_total"
 
@@ -69,15 +69,6 @@ service:
 """
 
 
-def _counter(telemetry: SelfTelemetry, name: str) -> dict[tuple[tuple[str, object], ...], float]:
-    return {
-        tuple(sorted(p.attributes.items())): p.value
-        for m in telemetry.collect().metrics
-        if m.name == name
-        for p in m.points
-    }
-
-
 async def test_a_lone_raising_exporter_does_not_kill_the_scrape_loop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -95,7 +86,7 @@ async def test_a_lone_raising_exporter_does_not_kill_the_scrape_loop(
     # three scrapes here, and maybe the scrape loop's first one: every one reached the exporter
     calls = receiver.cycles  # type: ignore[attr-defined]
     assert calls >= 3 and exporter.calls == calls  # type: ignore[attr-defined]
-    assert _counter(service.telemetry, FAILED) == {(("consumer", "raising"),): 4 * calls}
+    assert telemetry_points(service.telemetry, FAILED) == {(("consumer", "raising"),): 4 * calls}
     failures = [
         r for r in caplog.records if "raising" in r.getMessage() and "failed" in r.getMessage()
     ]
@@ -119,7 +110,7 @@ async def test_the_scrape_task_survives_a_raising_next_consumer(
     await clock.advance(10)
     await clock.advance(10)
     assert receiver.cycles == 3 and exporter.calls == 3
-    assert _counter(telemetry, FAILED) == {(("consumer", "downstream of sample"),): 12}
+    assert telemetry_points(telemetry, FAILED) == {(("consumer", "downstream of sample"),): 12}
     await receiver.shutdown()
 
 
@@ -140,4 +131,4 @@ async def test_guard_logs_again_after_the_interval_with_the_suppressed_count(
     lines = [r.getMessage() for r in caplog.records if "raising" in r.getMessage()]
     assert len(lines) == 2
     assert "4 more since" in lines[1]
-    assert _counter(telemetry, FAILED) == {(("consumer", "raising"),): 24}
+    assert telemetry_points(telemetry, FAILED) == {(("consumer", "raising"),): 24}
