@@ -66,17 +66,23 @@ def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER]
 
 
+def _refused_and_logged(
+    caplog: pytest.LogCaptureFixture, section: str, include: str, pairs: list[tuple[str, str]]
+) -> list[str]:
+    """What the audit logs of the keys `section`'s selector (`include`) refuses of `pairs`."""
+    caplog.set_level(logging.DEBUG)
+    selector = KeySelector(
+        section, KeyFilter(include=[include]), allow_secret_like_keys=False, max_value_length=256
+    )
+    _audit().refused(section, selector.select(pairs).refused)
+    return _lines(caplog)
+
+
 def test_a_refused_spec_annotation_is_logged_as_carrying_a_whole_object_spec(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    selector = KeySelector(
-        "annotations", KeyFilter(include=["*"]), allow_secret_like_keys=False, max_value_length=256
-    )
     key = "kubectl.kubernetes.io/last-applied-configuration"
-    got = selector.select([(key, '{"kind": "Pod"}')])
-    _audit().refused("annotations", got.refused)
-    assert _lines(caplog) == [
+    assert _refused_and_logged(caplog, "annotations", "*", [(key, '{"kind": "Pod"}')]) == [
         f"not exporting annotations key '{key}': "
         "it carries a whole object spec, env values included"
     ]
@@ -85,12 +91,7 @@ def test_a_refused_spec_annotation_is_logged_as_carrying_a_whole_object_spec(
 def test_a_key_only_a_glob_matched_is_logged_with_how_to_export_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG)
-    selector = KeySelector(
-        "env", KeyFilter(include=["RUN_*"]), allow_secret_like_keys=False, max_value_length=256
-    )
-    _audit().refused("env", selector.select([("RUN_CMD", "a b; c!")]).refused)
-    assert _lines(caplog) == [
+    assert _refused_and_logged(caplog, "env", "RUN_*", [("RUN_CMD", "a b; c!")]) == [
         "not exporting env key 'RUN_CMD': it matched only a glob and its value is not plainly "
         "safe (glob_unsafe_characters); name the key exactly in the include list to export it "
         "(the credential checks still apply)"
