@@ -324,9 +324,9 @@ def request_of(batch: Batch, cache: AttributeCache, ended: EndedSeries) -> tuple
     """The request for `batch` as sent on the wire (b"": nothing to send): its points, then a
     closing point for each series its identities stopped sending; and the receipt of the
     closing points it carries (the points still owed from failed requests among them), for
-    `ended` to settle. Wire bytes, sent as they
-    are: parsing them into a protobuf message only for the transport to serialize it again
-    would cost ~4x their size in memory and the CPU of both steps, every cycle."""
+    `ended` to settle. Wire bytes, sent as they are: parsing them into a protobuf message only
+    for the transport to serialize it again would cost ~4x their size in memory and the CPU of
+    both steps, every cycle."""
     sent = batch
     trail: Trail | None = Trail()  # written by the encoder, for the memory (`ended/trail.py`)
     if _gone_in(batch):  # the memory looks at the batch
