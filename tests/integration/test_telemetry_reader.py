@@ -46,6 +46,8 @@ def test_the_agents_own_metrics_move_to_the_readers_endpoint(
     agent = AgentProcess("run", "-c", str(config))
     agents.append(agent)
     agent.wait_for(rf"serving the agent's own metrics on http://127.0.0.1:{reader}/metrics")
+    # the exporter's listener is another component's: it says so when it listens
+    agent.wait_for(rf"serving http://127.0.0.1:{exporter}/metrics")
 
     gpus = scrape_until(exporter, "hw_gpu_utilization_ratio{")
     assert OWN.findall(gpus) == [], gpus
