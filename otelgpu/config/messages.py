@@ -101,6 +101,7 @@ def _clean_loc(loc: tuple[Any, ...], model: type[BaseModel]) -> tuple[Path, tupl
     member = False  # the part just dropped named a union member: the next is inside it
     for part in loc:
         if isinstance(part, str) and part.startswith("~"):  # our tagged unions' tags
+            member = True  # what follows is inside the member the tag names, never a name
             continue
         if not member:
             tp = _strip(_type_at(model, tuple(out)))
@@ -224,7 +225,11 @@ def _validator_of(tp: Any) -> Any:
 
 
 def _field_names(model: Any) -> list[str]:
+    """The keys `model` allows; those of a union are the keys of its members that are
+    models (a tagged union's mapping form)."""
     model = _strip(model)
+    if _is_union(model):
+        return sorted({name for member in typing.get_args(model) for name in _field_names(member)})
     if isinstance(model, type) and issubclass(model, BaseModel):
         return sorted(model.model_fields)
     return []

@@ -77,7 +77,8 @@ class Walker:
         self.constructor = yaml.constructor.SafeConstructor()
         self.open: set[int] = set()  # collections being walked (recursive alias detection)
         self.expanding: list[Alias] = []  # the alias uses being expanded, outermost first
-        self.outermost: tuple[yaml.Node, Path] | None = None  # where that first alias is used
+        # where the outermost alias use of the expansion in progress (or the last) is
+        self.outermost: tuple[yaml.Node, Path] | None = None
         self.uses = self.values = self.text = 0
 
     def walk(self, node: yaml.Node, path: Path) -> Any:
@@ -217,8 +218,6 @@ class Walker:
                 self.open.discard(id(target))
             if alias is not None:
                 self.expanding.pop()
-                if not self.expanding:
-                    self.outermost = None
 
     def _charge_use(self, alias: Alias, node: yaml.Node, path: Path) -> None:
         if not self.expanding:

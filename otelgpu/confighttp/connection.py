@@ -146,10 +146,11 @@ class Connection(asyncio.Protocol):
             return
         if self._closing or self._requests.done:
             return  # refused, closing, or past the last request: dropped
-        self._arm()
         self._safely(lambda: self._parse(data))
-        if self._requests.deadline is not None and not self._closing:
-            self._arm()  # a request began in this read and is not whole yet: its deadline
+        if not self._closing:
+            # The timer for what this read left: a request not whole yet (its deadline), an
+            # answer awaited (idle: the header deadline ended with the request) or written
+            self._arm()
 
     def eof_received(self) -> bool:
         # Reading pauses while any answer is owed, so the client's end arrives once what it

@@ -136,6 +136,10 @@ class LabelRenderer:
         else:
             self._hidden = DCGM_HIDDEN | {semconv.K8S_POD_UID}
 
+    def __len__(self) -> int:
+        """Resources whose line prefixes are cached, in both generations."""
+        return len(self._current) + len(self._previous)
+
     def take_truncated(self) -> int:
         """Label values cut to `MAX_VALUE_LENGTH` since the last call: once per series, when its
         line is first rendered (cached lines are not cut again)."""

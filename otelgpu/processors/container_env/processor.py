@@ -104,8 +104,8 @@ class ContainerEnvProcessor:
     async def shutdown(self) -> None:
         task, self._task = self._task, None
         await cancel_and_wait(task)
-        for source in self._sources:
-            source.down()
+        sources, self._sources = self._sources, []  # with what they listed
+        for source in sources:
             with contextlib.suppress(Exception):
                 await source.runtime.close()
         self._snapshot, self._degraded = Snapshot(), True

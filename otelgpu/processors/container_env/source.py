@@ -98,11 +98,6 @@ class RuntimeSource:
         self._audit.containers(self.name, len(self.snapshot.by_id))
         self._publish_age()
 
-    def down(self) -> None:
-        """Forgets the snapshot (the processor is stopping or the runtime was given up)."""
-        self.snapshot = None
-        self._up, self._last_ok = False, None
-
     async def _extract_all(self, refs: Sequence[ContainerRef]) -> list[Record]:
         records: list[Record] = []
         env = self._selectors.env.enabled

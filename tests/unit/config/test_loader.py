@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from otelgpu import cli
 from otelgpu.component.component import ComponentID, Kind
 from otelgpu.component.errors import ConfigError
-from otelgpu.config import default_pipeline_text
+from otelgpu.config import default_pipeline_text, loader
 from otelgpu.config.loader import load
 from otelgpu.config.schema import validate
 from otelgpu.config.walker import MAX_ALIAS_USES
@@ -129,6 +130,29 @@ def test_a_control_character_is_a_syntax_error_at_its_position() -> None:
         "bell.yaml:2:15: syntax error: unacceptable character #x0007: special characters are "
         "not allowed"
     )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        yaml.YAMLError("the stream ended oddly\nmore detail"),
+        yaml.MarkedYAMLError(problem="the stream ended oddly"),  # no mark of either kind
+    ],
+    ids=["unmarked", "marked-without-a-position"],
+)
+def test_a_yaml_error_without_a_position_is_placed_at_the_start_by_its_first_line(
+    monkeypatch: pytest.MonkeyPatch, error: yaml.YAMLError
+) -> None:
+    """PyYAML positions its errors; one that comes without a position is still a syntax error
+    of that file, at its first line and column, in one line."""
+
+    def failing(_text: str) -> None:
+        raise error
+
+    monkeypatch.setattr(loader, "compose", failing)
+    with pytest.raises(ConfigError) as info:
+        load([("odd.yaml", "receivers: {}\n")], environ={})
+    assert str(info.value) == "odd.yaml:1:1: syntax error: the stream ended oddly"
 
 
 def test_inline_yaml_keeps_the_order_it_was_written_in() -> None:
@@ -316,6 +340,27 @@ def test_exactly_the_limit_of_alias_uses_is_accepted() -> None:
     data, issues = _load(f"receivers:\n  nvml:\n    host_proc: &a /proc\n    devices: [{uses}]\n")
     assert issues == []
     assert data["receivers"]["nvml"]["devices"] == ["/proc"] * MAX_ALIAS_USES  # type: ignore[index]
+
+
+@pytest.mark.parametrize("uses", [5120, 5121])
+def test_alias_uses_expand_to_10_mib_of_text_at_most(uses: int) -> None:
+    """A 2 KiB value used 5120 times is 10 MiB of text: accepted; one use more is refused,
+    at that use, naming the limit."""
+    text = "x" * 2048
+    many = ", ".join(["*t"] * uses)
+    document = f"receivers:\n  sample:\n    mode: &t {text}\n    tags: [{many}]\n"
+    if uses == 5120:
+        data, issues = _load(document)
+        assert issues == []
+        assert data["receivers"]["sample"]["tags"] == [text] * uses  # type: ignore[index]
+        return
+    with pytest.raises(ConfigError) as info:
+        _load(document)
+    column = len("    tags: [") + 5120 * len("*t, ") + 1
+    assert str(info.value) == (
+        f"f.yaml:4:{column}: receivers::sample::tags::5120: alias *t expands beyond the limit "
+        "of 10 MiB of text (an alias bomb?)"
+    )
 
 
 def test_bare_substitution_is_an_env_variable_as_in_the_collector() -> None:

@@ -76,6 +76,30 @@ def test_a_list_type_without_an_item_type_is_described_as_a_list() -> None:
     assert describe(typing.List) == "a list"  # noqa: UP006 (the bare form is the case)
     assert describe(tuple[()]) == "a list"
     assert describe(list[str]) == "a list of strings"
+    assert describe(tuple[str, ...]) == "a list of strings"  # a tuple of any length
+
+
+def test_a_value_inside_a_mapping_of_options_is_described_by_its_own_type(
+    tmp_path: Path,
+) -> None:
+    text = "receivers:\n  nvml:\n    metrics:\n      gpu.utilization: {enabled: maybe}\n"
+    messages = {i.path: i.message for i in _issues(tmp_path, text)}
+    path = ("receivers", "nvml", "metrics", "gpu.utilization", "enabled")
+    assert messages == {path: "expected a boolean (true or false)"}
+
+
+def test_an_unknown_key_in_a_list_item_of_a_count_or_list_option_names_the_item_s_keys(
+    tmp_path: Path,
+) -> None:
+    """`simulated: {gpus: ...}` is a count or a list of GPUs: a key of a listed GPU is
+    checked against a GPU's keys."""
+    text = (
+        "receivers:\n  nvml:\n    backend: simulated\n    simulated:\n      gpus:\n"
+        "        - {uuid: GPU-1, memroy: 80GiB}\n"
+    )
+    (issue,) = _issues(tmp_path, text)
+    assert issue.path == ("receivers", "nvml", "simulated", "gpus", 0, "memroy")
+    assert issue.message.startswith('unknown key; did you mean "memory"? (valid keys: gpm, ')
 
 
 def test_a_list_of_choices_is_described_with_its_choices(tmp_path: Path) -> None:
@@ -91,11 +115,16 @@ def test_sizes_and_durations_are_described_with_an_example() -> None:
     assert describe(Duration) == "a duration such as 500ms, 10s or 5m"
 
 
+class _Shelf(StrictModel):
+    size: int = 1
+
+
 class _Odd(StrictModel):
-    # shapes no agent config uses: a duration bound above zero, a mapping type the messages
+    # shapes no agent config uses: a duration bound above zero, mapping types the messages
     # do not follow
     grace: typing.Annotated[Duration, Field(ge=2)] = 5.0
     weights: Mapping[str, int] = {}
+    shelves: Mapping[str, _Shelf] = {}
 
 
 def _odd_issue(data: dict[str, object]) -> Issue:
@@ -114,3 +143,8 @@ def test_a_type_error_where_the_declared_type_is_not_followed_keeps_pydantics_wo
     issue = _odd_issue({"weights": {"a": "heavy"}})
     assert issue.path == ("x", "weights", "a")
     assert issue.message.startswith("Input should be a valid integer")
+
+
+def test_an_unknown_key_where_the_declared_type_is_not_followed_is_still_named_unknown() -> None:
+    issue = _odd_issue({"shelves": {"a": {"sise": 2}}})
+    assert (issue.path, issue.message) == (("x", "shelves", "a", "sise"), "unknown key")

@@ -432,7 +432,8 @@ async def test_an_answer_that_does_not_establish_leaves_its_connection_evictable
     def answer(request: Request) -> Response:
         if request.path == "/open":
             return Response(200, b"open", establishes=False)
-        return Response(401 if request.path == "/denied" else 200, request.path.encode())
+        status = {"/denied": 401, "/bad": 400}.get(request.path, 200)
+        return Response(status, request.path.encode())
 
     listener = await serve(handler=answer, max_connections=2, idle_timeout=120)
     kept = await asyncio.to_thread(KeepAlive, listener.port)
@@ -443,6 +444,7 @@ async def test_an_answer_that_does_not_establish_leaves_its_connection_evictable
         assert (
             await asyncio.to_thread(evicted.get, "/denied") == b"HTTP/1.1 401 Unauthorized /denied"
         )
+        assert await asyncio.to_thread(evicted.get, "/bad") == b"HTTP/1.1 400 Bad Request /bad"
         newcomer = await asyncio.to_thread(KeepAlive, listener.port)
         try:
             assert await asyncio.to_thread(newcomer.get) == b"HTTP/1.1 200 OK /real"
@@ -660,3 +662,28 @@ async def test_accept_errors_are_logged_by_the_listener_once_a_minute(
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "Too many open files" in lines[0]
     assert all(r.exc_info is None for r in caplog.records)
+
+
+async def test_other_errors_on_the_listener_s_loop_are_logged_by_asyncio_as_usual(
+    serve: Callable[..., Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only accept failures are the listener's own line: anything else its loop reports (a
+    callback that raised) reaches the `asyncio` logger with its traceback, every time."""
+    listener = await serve()
+    loop = listener.loop
+    assert loop is not None
+    reported = threading.Event()
+
+    def report_twice() -> None:
+        for n in range(2):
+            loop.call_exception_handler(
+                {"message": f"a callback failed ({n})", "exception": ValueError("broken")}
+            )
+        reported.set()
+
+    caplog.set_level(logging.ERROR)
+    loop.call_soon_threadsafe(report_twice)
+    assert await asyncio.to_thread(reported.wait, DEADLINE)
+    records = [r for r in caplog.records if r.name == "asyncio"]
+    assert [r.getMessage() for r in records] == ["a callback failed (0)", "a callback failed (1)"]
+    assert all(r.exc_info is not None for r in records)

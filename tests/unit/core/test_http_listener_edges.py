@@ -180,6 +180,34 @@ async def test_an_awaited_answer_longer_than_the_idle_timeout_still_arrives() ->
     assert got.endswith(b"checked")
 
 
+async def test_an_awaited_answer_to_a_request_read_in_two_parts_outlives_the_header_timeout() -> (
+    None
+):
+    """The header timeout bounds a request until it is whole, not its answer: once the last
+    part is read and the answer is awaited, the idle timeout applies (and is renewed while the
+    handler works)."""
+
+    async def slow(request: Request) -> Response:
+        await asyncio.sleep(0.8)  # a bcrypt check queued behind others
+        return Response(200, b"checked")
+
+    listener = Listener(slow, "127.0.0.1", 0, idle_timeout=5, header_timeout=0.3)
+    await listener.start()
+
+    def in_two_parts() -> bytes:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            time.sleep(0.1)  # the client's pace (two reads), well inside the header timeout
+            sock.sendall(b"Connection: close\r\n\r\n")
+            return _until_closed(sock)
+
+    try:
+        got = await asyncio.to_thread(in_two_parts)
+    finally:
+        await listener.stop()
+    assert got.startswith(b"HTTP/1.1 200") and got.endswith(b"checked")
+
+
 async def test_stop_with_an_answer_awaited_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
     awaited = threading.Event()
 
@@ -197,6 +225,29 @@ async def test_stop_with_an_answer_awaited_logs_nothing(caplog: pytest.LogCaptur
         await listener.stop()
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert not [t for t in threading.enumerate() if t.name == "otelgpu http"]  # joined
+
+
+async def test_stop_returns_once_an_awaited_answer_s_handler_has_ended() -> None:
+    """A handler awaiting its answer at the stop (a bcrypt check in line) is cancelled and
+    runs to its end, its clean-up included, before `stop` returns."""
+    awaited, ended = threading.Event(), threading.Event()
+
+    async def check(request: Request) -> Response:
+        awaited.set()
+        try:
+            await asyncio.Event().wait()  # never set
+        finally:
+            ended.set()  # (a place in the check's line given back)
+        return Response(200)
+
+    listener = Listener(check, "127.0.0.1", 0)
+    await listener.start()
+    with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert await asyncio.to_thread(awaited.wait, 10)
+        await listener.stop()
+        assert ended.is_set()
+    assert listener.connections == 0
 
 
 async def test_stop_closes_every_connection_and_its_thread_ends_without_an_error(
@@ -420,6 +471,33 @@ async def test_a_refusal_over_tls_is_answered_then_the_connection_closed(tmp_pat
     finally:
         await listener.stop()
     assert got.startswith(b"HTTP/1.1 400")
+
+
+async def test_a_tls_connection_that_never_asks_is_closed_after_the_idle_timeout(
+    tmp_path: Path,
+) -> None:
+    """The idle timeout starts once the handshake is done: a client that completes it and
+    then sends nothing is closed, as a plain one is."""
+    cert, key = self_signed_cert(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(cert, key)
+    listener = Listener(_ok, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=0.3)
+    await listener.start()
+    client_context = ssl.create_default_context(cafile=str(cert))
+
+    def silent() -> bytes:
+        with (
+            socket.create_connection(("127.0.0.1", listener.port), timeout=20) as raw_sock,
+            client_context.wrap_socket(raw_sock, server_hostname="localhost") as sock,
+        ):
+            return _until_closed(sock)  # the handshake is done; nothing is asked
+
+    try:
+        got = await asyncio.to_thread(silent)
+        assert got == b""
+        await until(lambda: listener.connections == 0, "the connection to be counted closed")
+    finally:
+        await listener.stop()
 
 
 async def test_a_listener_restarts_on_its_port_at_once() -> None:

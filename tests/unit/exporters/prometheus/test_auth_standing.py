@@ -179,3 +179,67 @@ async def test_a_reload_with_the_same_credentials_keeps_every_standing() -> None
     assert renewed.standing("127.0.0.9", newer) == (False, auth.FAILED)
     renewed.close()
     checker.close()
+
+
+async def test_the_line_holds_16_checks_and_a_17th_of_equal_standing_is_refused_503(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The documented bound (docs/prometheus.md): 16 checks running or waiting, 2 from one
+    address. Sixteen clean checks from eight addresses fill it; a seventeenth from a ninth
+    clean address stands no better than any of them and is refused at once, saying why."""
+    gate = Gate(monkeypatch)
+    gate.open.clear()
+    checker = await prepared_checker()
+    opened = asyncio.get_running_loop().time()
+    held = [
+        asyncio.create_task(checker.check(basic("prom", f"g-{a}-{n}"), f"127.0.3.{a}", opened))
+        for a in range(8)
+        for n in range(2)
+    ]
+    try:
+        await until(lambda: checker.pending == 16, "sixteen checks held")
+        seventeenth = asyncio.create_task(
+            checker.check(basic("prom", "seventeenth"), peer="127.0.3.9", opened=opened)
+        )
+        await asyncio.sleep(0)  # its first step: a place is refused before any wait
+        assert seventeenth.done(), "the seventeenth check was given a place"
+        busy = seventeenth.exception()
+        assert isinstance(busy, auth.AuthBusy)
+        assert (busy.status, str(busy)) == (503, "too many authentication attempts in progress")
+        assert all(not task.done() for task in held)
+    finally:
+        gate.open.set()
+    assert await asyncio.gather(*held) == [False] * 16
+    checker.close()
+
+
+async def test_what_is_remembered_of_addresses_connections_and_refused_pairs_is_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """4096 of each (docs/prometheus.md), the least recently marked forgotten first: after
+    4097 failures, each from its own address and connection and with its own password, the
+    first address is clean again, its connection no longer suspect and its pair checked
+    anew; the second of each is still remembered."""
+    checked: list[bytes] = []
+
+    def refuse(password: bytes, _hashed: bytes) -> bool:
+        checked.append(password)
+        return False
+
+    monkeypatch.setattr(auth, "_checkpw", refuse)
+    checker = await prepared_checker()
+    later = asyncio.get_running_loop().time() + 1000.0  # opened after every mark: only the
+    # connection's own record makes it suspect
+    for n in range(4097):
+        peer = f"10.{n // 65536}.{n // 256 % 256}.{n % 256}"
+        assert not await checker.check(basic("prom", f"w-{n}"), peer, later + n)
+    assert len(checked) == 4097
+    assert not checker.failed_before("10.0.0.0") and checker.failed_before("10.0.0.1")
+    assert checker.standing("10.0.0.0", later) == (False, auth.CLEAN)
+    assert checker.standing("10.0.0.1", later + 1) == (True, auth.FAILED)
+    assert checker.standing("10.0.0.1", later + 1.5) == (False, auth.FAILED)
+    assert not await checker.check(basic("prom", "w-1"), "10.0.0.1", later + 1)
+    assert len(checked) == 4097  # remembered: answered without a check
+    assert not await checker.check(basic("prom", "w-0"), "10.0.0.0", later)
+    assert checked[4097:] == [b"w-0"]  # forgotten: checked again
+    checker.close()

@@ -263,3 +263,39 @@ async def test_shutdown_frees_the_port(host: FakeHost, clock: FakeClock) -> None
     again = make(host.telemetry, clock, endpoint=f"127.0.0.1:{port}")
     await again.start(host)
     await again.shutdown()
+
+
+async def test_the_labels_cached_for_holders_gone_two_expiration_periods_are_forgotten(
+    host: FakeHost, clock: FakeClock
+) -> None:
+    """dcgm-exporter's per-holder copies of a shared GPU are written the general way, their
+    labels cached per holder: with holders changing every period, the exporter's refresh
+    lets the cache go of holders unused for a whole period, so it never holds more than one
+    period's holders, however many were seen."""
+    exporter = make(
+        host.telemetry, clock, naming="dcgm", shared_gpu_series="per_holder", metric_expiration="1m"
+    )
+    await exporter.start(host)
+    labels = exporter._translator.labels
+    shared = {semconv.GPU_SHARED: True, semconv.GPU_HOLDERS: 2}
+    try:
+        for n in range(6):
+            pods = (f"job-{n}-a", f"job-{n}-b")
+            allocations = [
+                ResourceMetrics(
+                    resource=(resource := gpu(0, **held_by(pod), **shared)),
+                    metrics=(gauge(semconv.GPU_ALLOCATION, "1", 0.5),),
+                    identity=(semconv.GPU_ALLOCATION, resource[semconv.HW_ID]),
+                )
+                for pod in pods
+            ]
+            await exporter.consume((device(**shared), *allocations))
+            await exporter.refresh()
+            assert f'pod="{pods[0]}"'.encode() in exporter.body.plain
+            await clock.advance(61)  # past the expiration: the next refresh starts a generation
+            await exporter.refresh()
+            if n == 0:
+                one_period = len(labels)  # what one period's holders leave cached
+            assert len(labels) == one_period, n
+    finally:
+        await exporter.shutdown()

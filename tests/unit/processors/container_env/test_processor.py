@@ -358,6 +358,23 @@ async def test_shutdown_is_idempotent_and_clears_the_snapshot(
     assert proc.process((rm,)) == (rm,)
 
 
+async def test_a_shut_down_processor_keeps_no_runtime_and_labels_nothing_after_a_refresh(
+    telemetry: SelfTelemetry, clock: FakeClock
+) -> None:
+    """Shutdown lets go of its runtimes and what they listed: a refresh asked afterwards
+    (a caller still holding the old processor through a reload) reaches no runtime and brings
+    no labels back."""
+    rt = _node()
+    proc = await _started(telemetry, rt, clock)
+    rm = by_id(CID)
+    assert "container.env.TEAM" in one(proc.process((rm,)))
+    await proc.shutdown()
+    listed = rt.list_calls
+    await proc.refresh()
+    assert rt.list_calls == listed
+    assert proc.process((rm,)) == (rm,)
+
+
 async def test_process_before_start_passes_batches_through(telemetry: SelfTelemetry) -> None:
     proc = make_processor(telemetry, [(_node(), True)])
     rm = by_id(CID)

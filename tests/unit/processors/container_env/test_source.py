@@ -174,13 +174,6 @@ async def test_no_snapshot_and_no_age_before_the_first_answer(
     assert all(m.name != AGE_GAUGE for m in telemetry.collect().metrics)
 
 
-async def test_down_forgets_the_snapshot(telemetry: SelfTelemetry) -> None:
-    source = _source(_node(), telemetry, Clock())
-    await source.refresh()
-    source.down()
-    assert source.snapshot is None and source.age() is None and not source.up
-
-
 async def test_a_probed_runtime_that_never_answered_is_not_a_source_and_says_so_in_debug(
     telemetry: SelfTelemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
