@@ -388,6 +388,7 @@ EXPORTER_TARGETS: dict[str, Target] = {
             f"{PROM}/test_labels.py",
             f"{PROM}/test_label_hygiene.py",
             f"{PROM}/test_dcgm_labels.py",  # dcgm naming's derived labels (MIG device, err_msg)
+            f"{PROM}/test_identity.py",  # the line cache's generations (`rotate`, `len`)
         ],
     ),
     "prom_naming": (

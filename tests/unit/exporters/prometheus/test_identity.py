@@ -175,11 +175,13 @@ def test_rotations_forget_only_what_a_whole_generation_did_not_use() -> None:
     ingest(translator, store, (gone, kept))
     key, kept_key = store.identities.key(gone.identity), store.identities.key(kept.identity)
     cached = translator.labels.lines(tuple(gone.resource.items()))
+    assert len(translator.labels) == 2
     translator.labels.rotate()
     store.rotate()
     ingest(translator, store, (kept,), now=2.0)  # only GPU 1 reports in this generation
     translator.labels.rotate()
     store.rotate()
+    assert len(translator.labels) == 1  # the kept GPU's, from the generation before
     assert store.identities.key(kept.identity) == kept_key  # still known, same number
     assert store.identities.key(gone.identity) != key  # forgotten: a new number, never the old one
     assert translator.labels.lines(tuple(gone.resource.items())) is not cached
