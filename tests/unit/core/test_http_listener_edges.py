@@ -450,13 +450,23 @@ async def test_a_request_cut_short_by_the_client_gets_400() -> None:
     assert got.startswith(b"HTTP/1.1 400")
 
 
-async def test_a_refusal_over_tls_is_answered_then_the_connection_closed(tmp_path: Path) -> None:
+async def _over_tls(
+    tmp_path: Path, handler: Callable[[Request], Response], idle_timeout: float
+) -> tuple[Listener, ssl.SSLContext]:
+    """A started listener serving `handler` over TLS with a new self-signed certificate, and a
+    client context that trusts it."""
     cert, key = self_signed_cert(tmp_path)
     server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_context.load_cert_chain(cert, key)
-    listener = Listener(_ok, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=60)
+    listener = Listener(
+        handler, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=idle_timeout
+    )
     await listener.start()
-    client_context = ssl.create_default_context(cafile=str(cert))
+    return listener, ssl.create_default_context(cafile=str(cert))
+
+
+async def test_a_refusal_over_tls_is_answered_then_the_connection_closed(tmp_path: Path) -> None:
+    listener, client_context = await _over_tls(tmp_path, _ok, idle_timeout=60)
 
     def refused() -> bytes:
         with (
@@ -478,12 +488,7 @@ async def test_a_tls_connection_that_never_asks_is_closed_after_the_idle_timeout
 ) -> None:
     """The idle timeout starts once the handshake is done: a client that completes it and
     then sends nothing is closed, as a plain one is."""
-    cert, key = self_signed_cert(tmp_path)
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(cert, key)
-    listener = Listener(_ok, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=0.3)
-    await listener.start()
-    client_context = ssl.create_default_context(cafile=str(cert))
+    listener, client_context = await _over_tls(tmp_path, _ok, idle_timeout=0.3)
 
     def silent() -> bytes:
         with (
@@ -642,13 +647,8 @@ async def test_big_answers_over_tls_arrive_whole_on_one_connection(tmp_path: Pat
     """Under TLS the transport keeps asyncio's write limits (it pauses at size >= high, so the
     plain connection's 0 would never resume): the slices of two big answers still all arrive,
     in order, on one keep-alive connection read slowly."""
-    cert, key = self_signed_cert(tmp_path)
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(cert, key)
     paths = _Paths()
-    listener = Listener(paths, "127.0.0.1", 0, ssl_context=server_context, idle_timeout=5)
-    await listener.start()
-    client_context = ssl.create_default_context(cafile=str(cert))
+    listener, client_context = await _over_tls(tmp_path, paths, idle_timeout=5)
 
     def ask() -> list[bytes]:
         with (
