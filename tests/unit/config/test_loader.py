@@ -342,6 +342,17 @@ def test_exactly_the_limit_of_alias_uses_is_accepted() -> None:
     assert data["receivers"]["nvml"]["devices"] == ["/proc"] * MAX_ALIAS_USES  # type: ignore[index]
 
 
+def test_one_alias_use_over_the_limit_is_refused_at_that_use() -> None:
+    uses = ", ".join(["*a"] * (MAX_ALIAS_USES + 1))
+    with pytest.raises(ConfigError) as info:
+        _load(f"receivers:\n  nvml:\n    host_proc: &a /proc\n    devices: [{uses}]\n")
+    column = len("    devices: [") + MAX_ALIAS_USES * len("*a, ") + 1
+    assert str(info.value) == (
+        f"f.yaml:4:{column}: receivers::nvml::devices::{MAX_ALIAS_USES}: alias *a expands "
+        f"beyond the limit of {MAX_ALIAS_USES} alias uses (an alias bomb?)"
+    )
+
+
 @pytest.mark.parametrize("uses", [5120, 5121])
 def test_alias_uses_expand_to_10_mib_of_text_at_most(uses: int) -> None:
     """A 2 KiB value used 5120 times is 10 MiB of text: accepted; one use more is refused,
