@@ -63,8 +63,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-import bcrypt
-
 from otelgpu.exporters.prometheus.config import BasicAuthConfig, TLSServerConfig
 
 _CACHE_LIMIT = 256  # distinct successful (user, password) pairs remembered
@@ -132,6 +130,8 @@ class BasicAuthenticator:
 
     async def prepare(self) -> None:
         """Builds the fake hash (same cost as the real one) and the cache key; call in start()."""
+        import bcrypt  # loaded only where basic auth is configured (0.4 MiB resident)
+
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="otelgpu basic auth")
         salt = bcrypt.gensalt(rounds=int(self._hash.split(b"$")[2]))
         loop = asyncio.get_running_loop()
@@ -368,6 +368,8 @@ class _Line:
 
 
 def _checkpw(password: bytes, hashed: bytes) -> bool:
+    import bcrypt  # (loaded by `prepare`, which comes first)
+
     try:
         return bcrypt.checkpw(password, hashed)
     except ValueError:

@@ -146,6 +146,33 @@ def test_an_otlp_grpc_exporter_does_not_load_the_http_client_nor_docker() -> Non
     assert "otelgpu.processors.container_env.docker" not in modules
 
 
+def test_bcrypt_is_loaded_only_by_a_prometheus_exporter_with_basic_auth() -> None:
+    """bcrypt's library is 0.4 MiB resident: an exporter without basic auth never loads it;
+    one with basic auth loads it as its checker prepares (at start)."""
+    make = (
+        "import asyncio\n"
+        "from otelgpu.service.builtins import builtin_registry\n"
+        "from otelgpu.component.component import ComponentID, Kind, Settings\n"
+        "from otelgpu.component.telemetry import SelfTelemetry\n"
+        "f = builtin_registry().get(Kind.EXPORTER, 'prometheus')\n"
+        "s = Settings.for_component(ComponentID('prometheus'), Kind.EXPORTER, SelfTelemetry())\n"
+        "f.create(s, f.config_type.model_validate({'endpoint': '127.0.0.1:0'}))\n"
+    )
+    without = modules_after(make)
+    assert "otelgpu.exporters.prometheus.exporter" in without
+    assert "bcrypt" not in without
+    password_hash = "$2b$04$" + "a" * 53
+    with_auth = modules_after(
+        make + "from otelgpu.exporters.prometheus.auth import BasicAuthenticator\n"
+        "from otelgpu.exporters.prometheus.config import BasicAuthConfig\n"
+        f"c = BasicAuthConfig(username='prom', password_hash={password_hash!r})\n"
+        "checker = BasicAuthenticator(c)\n"
+        "asyncio.run(checker.prepare())\n"
+        "checker.close()"
+    )
+    assert "bcrypt" in with_auth
+
+
 def test_the_grpc_peers_are_reached_through_grpcio_only() -> None:
     # Every gRPC peer of the agent goes through otelgpu.configgrpc's one channel policy on
     # grpcio; no HTTP/2 stack of the agent's own remains.
