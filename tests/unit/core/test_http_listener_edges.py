@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from otelgpu.confighttp import connection
 from otelgpu.confighttp.listener import Listener, Request, Response
 from tests.peers.prometheus import self_signed_cert
 from tests.peers.raw_http import raw
@@ -180,24 +181,39 @@ async def test_an_awaited_answer_longer_than_the_idle_timeout_still_arrives() ->
     assert got.endswith(b"checked")
 
 
-async def test_an_awaited_answer_to_a_request_read_in_two_parts_outlives_the_header_timeout() -> (
-    None
-):
+async def test_an_awaited_answer_to_a_request_read_in_two_parts_outlives_the_header_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The header timeout bounds a request until it is whole, not its answer: once the last
     part is read and the answer is awaited, the idle timeout applies (and is renewed while the
-    handler works)."""
+    handler works). The second part is sent once the listener has read the first (two reads,
+    whatever the load), and the handler answers only after the request's header deadline has
+    passed on the listener's clock (the loop runs its timers in time order)."""
+    header_timeout = 2.0  # room for the client to send the second part, however loaded
+    first_read: list[float] = []  # the listener's clock at its first read: the deadline's start
+    read = threading.Event()
+    data_received = connection.Connection.data_received
 
-    async def slow(request: Request) -> Response:
-        await asyncio.sleep(0.8)  # a bcrypt check queued behind others
+    def noting(self: connection.Connection, data: bytes) -> None:
+        if not first_read:
+            first_read.append(asyncio.get_running_loop().time())
+        data_received(self, data)
+        read.set()
+
+    monkeypatch.setattr(connection.Connection, "data_received", noting)
+
+    async def slow(request: Request) -> Response:  # a bcrypt check queued behind others
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(first_read[0] + header_timeout + 0.1 - loop.time())
         return Response(200, b"checked")
 
-    listener = Listener(slow, "127.0.0.1", 0, idle_timeout=5, header_timeout=0.3)
+    listener = Listener(slow, "127.0.0.1", 0, idle_timeout=30, header_timeout=header_timeout)
     await listener.start()
 
     def in_two_parts() -> bytes:
-        with socket.create_connection(("127.0.0.1", listener.port), timeout=10) as sock:
+        with socket.create_connection(("127.0.0.1", listener.port), timeout=30) as sock:
             sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            time.sleep(0.1)  # the client's pace (two reads), well inside the header timeout
+            assert read.wait(30), "the listener never read the first part"
             sock.sendall(b"Connection: close\r\n\r\n")
             return _until_closed(sock)
 

@@ -201,7 +201,8 @@ async def test_the_line_holds_16_checks_and_a_17th_of_equal_standing_is_refused_
         seventeenth = asyncio.create_task(
             checker.check(basic("prom", "seventeenth"), peer="127.0.3.9", opened=opened)
         )
-        await asyncio.sleep(0)  # its first step: a place is refused before any wait
+        await asyncio.sleep(0)  # loop order, not time: the new task runs its first step (a
+        # place refused before any wait) before this coroutine resumes
         assert seventeenth.done(), "the seventeenth check was given a place"
         busy = seventeenth.exception()
         assert isinstance(busy, auth.AuthBusy)
