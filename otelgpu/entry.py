@@ -11,6 +11,10 @@ per failed TLS handshake, so one per retry), past Python's logging and so past
 before the CLI imports anything that imports grpcio. What such a line would say reaches the
 agent anyway, as the failed call's status, and the component that made the call logs it in the
 agent's format (the `otlp` exporter adds what to change when TLS meets a plaintext receiver).
+
+pydantic's plugin loader is replaced by one that finds none, before the CLI imports pydantic
+(`otelgpu.service.pydantic_plugins`): no other distribution's code runs in the agent, and the
+1.2 MiB that pydantic's loader imports is not.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-from otelgpu.service import early_signals
+from otelgpu.service import early_signals, pydantic_plugins
 
 # NONE: the C core writes nothing. An operator who sets GRPC_VERBOSITY or GRPC_TRACE is
 # debugging gRPC itself: the C core then writes as those say, in gRPC's own format.
@@ -36,6 +40,7 @@ def main() -> int:
     """The `otelgpu` console script and `python -m otelgpu`."""
     held = early_signals.hold()
     quiet_grpc_core(os.environ)
+    pydantic_plugins.leave_out()
     from otelgpu.cli import main as cli_main  # imports grpcio: after the line above
 
     return cli_main(held=held)

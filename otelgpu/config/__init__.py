@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import resources
 
 from otelgpu.component.registry import Registry
 from otelgpu.config.loader import RawConfig, load, read_files
@@ -14,6 +13,8 @@ DEFAULT_PIPELINE_NAME = "<embedded default pipeline>"
 
 def default_pipeline_text() -> str:
     """The embedded default: simulated GPUs, served on :9400 and logged (works on a laptop)."""
+    from importlib import resources  # only without -c: a pipeline file never needs it
+
     return resources.files("otelgpu").joinpath("default_pipeline.yaml").read_text("utf-8")
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -44,6 +43,8 @@ def _load_client_cert(context: ssl.SSLContext, tls: ClientTLSConfig) -> None:
     if not (tls.cert_pem or tls.has_pem("key")):
         context.load_cert_chain(tls.cert_file, tls.key_file)
         return
+    import tempfile  # only for PEM text (`tempfile` brings `shutil` and `random` with it)
+
     with tempfile.TemporaryDirectory(prefix="otelgpu-tls-") as directory:  # mode 0700
         cert = tls.cert_file or _write(Path(directory, "cert.pem"), tls.cert_pem)
         key = tls.key_file or _write(Path(directory, "key.pem"), tls.key_pem_text())

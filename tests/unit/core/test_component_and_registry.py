@@ -192,3 +192,32 @@ def test_the_grpc_peers_are_reached_through_grpcio_only() -> None:
     )
     assert {"otelgpu.configgrpc.client", "grpc.aio"} <= modules
     assert {m for m in modules if m.startswith(("otelgpu.rpc", "h2."))} == set()
+
+
+# What the agent's entry point settles before the CLI imports pydantic (otelgpu/entry.py)
+AS_THE_ENTRY_POINT = "from otelgpu.service import pydantic_plugins\npydantic_plugins.leave_out()\n"
+
+
+def test_tempfile_is_loaded_only_for_a_client_certificate_given_as_pem_text() -> None:
+    """`tempfile` (with `shutil` and `random`) is needed only to hand PEM text to `ssl`, which
+    reads files; an exporter with TLS and no PEM text never loads it."""
+    modules = modules_after(
+        AS_THE_ENTRY_POINT + "from otelgpu.exporters.otlp.config import ClientTLSConfig\n"
+        "from otelgpu.exporters.otlp.tls import ssl_context\n"
+        "ssl_context(ClientTLSConfig())\n",
+        without_site=True,
+    )
+    assert "otelgpu.exporters.otlp.tls" in modules
+    assert "tempfile" not in modules
+
+
+def test_a_pipeline_file_is_loaded_without_importlib_resources() -> None:
+    """Only the embedded default is read as a package resource."""
+    modules = modules_after(
+        AS_THE_ENTRY_POINT + "from otelgpu.config import load_config\n"
+        "from otelgpu.service.builtins import builtin_registry\n"
+        "load_config(['otelgpu/default_pipeline.yaml'], builtin_registry())\n",
+        without_site=True,
+    )
+    assert "otelgpu.config.schema" in modules
+    assert "importlib.resources" not in modules
