@@ -47,7 +47,20 @@ _ALSO = {
 }
 _OTHER = "other third-party"
 
-_BREAKDOWN = """
+# Both scripts start as the agent's entry point does (otelgpu/entry.py): pydantic's plugin
+# loader replaced by the agent's, which finds none, before pydantic is imported (a tree from
+# before that has no such module: its agent loaded pydantic's).
+_AS_THE_AGENT = """
+try:
+    from otelgpu.service import pydantic_plugins
+    pydantic_plugins.leave_out()
+except ImportError:
+    pass
+"""
+
+_BREAKDOWN = (
+    _AS_THE_AGENT
+    + """
 import importlib, json, sys
 def rss():
     for line in open('/proc/self/status'):
@@ -63,11 +76,14 @@ for name, modules in json.loads(sys.stdin.read()):
     out.append((name, len(modules), rss()))
 print(json.dumps(out))
 """
+)
 
 # Each module's own cost: every loader is wrapped so that loading a module (an extension's
 # create_module, any module's exec_module) is measured, less what the imports it makes meanwhile
 # cost (measured the same way, one level down).
-_CENSUS = """
+_CENSUS = (
+    _AS_THE_AGENT
+    + """
 import importlib, json, sys, tracemalloc
 
 def rss():
@@ -127,6 +143,7 @@ for module in json.loads(sys.stdin.read()):
         pass
 print(json.dumps([(m, t, r, BY.get(m, '')) for m, (t, r) in OWN.items()]))
 """
+)
 
 
 def imported_modules(log: str, *, roots: bool = False) -> list[str]:

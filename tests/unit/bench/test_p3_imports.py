@@ -46,6 +46,24 @@ def test_the_census_counts_each_module_once_by_its_own_cost_and_names_its_import
     assert len(rows) == len(by)
 
 
+def test_the_figures_are_of_modules_imported_as_the_agents_entry_point_imports_them() -> None:
+    """The agent loads no pydantic plugins (otelgpu/entry.py): the census and the breakdown
+    start the same way, so a pydantic model costs them no `importlib.metadata` either."""
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+    rows = p3_imports.census([sys.executable, "-S"], ["otelgpu.config.types"], ROOT, env)
+    modules = {module for module, _, _, _ in rows}
+    assert "pydantic.main" in modules  # (models were built)
+    assert "importlib.metadata" not in modules
+    groups = [("pydantic", ["pydantic"]), ("models", ["otelgpu.config.types"])]
+    out = p3_imports._run(
+        [sys.executable, "-S"], p3_imports._BREAKDOWN + _MODULES, groups, ROOT, env
+    )
+    assert "importlib.metadata" not in out.split()
+
+
+_MODULES = "print('\\n'.join(sys.modules))\n"
+
+
 def test_the_agent_runs_with_the_images_environment(tmp_path: Path) -> None:
     (tmp_path / "Dockerfile").write_text(
         "FROM base AS build\n"
