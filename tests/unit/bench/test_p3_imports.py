@@ -4,11 +4,11 @@ module's own cost and who imported it), and the environment the agent is measure
 from __future__ import annotations
 
 import os
-import site
 import sys
 from pathlib import Path
 
 from bench import p3_imports, p3_rss
+from tests.unit.core.fresh_interpreter import without_site_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,7 +36,7 @@ def test_imported_modules_all_in_order_or_only_the_roots() -> None:
 
 
 def test_the_census_counts_each_module_once_by_its_own_cost_and_names_its_importer() -> None:
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+    env = without_site_env()
     rows = p3_imports.census([sys.executable, "-S"], ["html", "ipaddress"], ROOT, env)
     by = {module: (traced, importer) for module, traced, _, importer in rows}
     assert by["html"][1] == by["ipaddress"][1] == ""  # the roots
@@ -49,7 +49,7 @@ def test_the_census_counts_each_module_once_by_its_own_cost_and_names_its_import
 def test_the_figures_are_of_modules_imported_as_the_agents_entry_point_imports_them() -> None:
     """The agent loads no pydantic plugins (otelgpu/entry.py): the census and the breakdown
     start the same way, so a pydantic model costs them no `importlib.metadata` either."""
-    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), *site.getsitepackages()])}
+    env = without_site_env()
     rows = p3_imports.census([sys.executable, "-S"], ["otelgpu.config.types"], ROOT, env)
     modules = {module for module, _, _, _ in rows}
     assert "pydantic.main" in modules  # (models were built)
