@@ -14,35 +14,37 @@ from __future__ import annotations
 import errno
 import random
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _HANDED_OUT: set[int] = set()
 FIRST = 20000  # below Linux's default ephemeral range (32768-60999) and IANA's (49152-65535)
-_ROOM = 2000  # the fewest ports below the range worth picking from
+ROOM = 2000  # the fewest ports below the range worth picking from
 _RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 def free_port() -> int:
     """A port free on 127.0.0.1 right now, outside the kernel's ephemeral range, and never
     one this process was handed before (two components of one pipeline must not collide)."""
-    for port in _candidates():
-        if port not in _HANDED_OUT and _bindable(socket.AF_INET, "127.0.0.1", port):
-            _HANDED_OUT.add(port)
-            return port
-    raise AssertionError("unreachable: the kernel's picks never run out")
+    return _hand_out(lambda port: _bindable(socket.AF_INET, "127.0.0.1", port))
 
 
 def free_port_everywhere() -> int:
     """A port free on every interface, IPv4 and IPv6, for a server given no host (":PORT").
     A port free on 127.0.0.1 alone can still be held on another address, and binding every
     interface then fails with "address already in use"."""
-    for port in _candidates():
-        if (
-            port not in _HANDED_OUT
-            and _bindable(socket.AF_INET, "0.0.0.0", port)
+    return _hand_out(
+        lambda port: (
+            _bindable(socket.AF_INET, "0.0.0.0", port)
             and (not socket.has_ipv6 or _bindable(socket.AF_INET6, "::", port))
-        ):
+        )
+    )
+
+
+def _hand_out(free: Callable[[int], bool]) -> int:
+    """The first candidate (`_candidates`) not handed out before that is `free`."""
+    for port in _candidates():
+        if port not in _HANDED_OUT and free(port):
             _HANDED_OUT.add(port)
             return port
     raise AssertionError("unreachable: the kernel's picks never run out")
@@ -61,7 +63,7 @@ def _candidates() -> Iterator[int]:
     """Ports below the ephemeral range from a random point, each once; then (or when there
     is too little room below the range) the kernel's picks, without end."""
     end = ephemeral_start()
-    if end - FIRST >= _ROOM:
+    if end - FIRST >= ROOM:
         span = end - FIRST
         start = random.randrange(span)
         for step in range(span):
