@@ -641,24 +641,15 @@ async def test_accept_errors_are_logged_by_the_listener_once_a_minute(
 ) -> None:
     """What asyncio reports on the listener's own loop at each failed accept() under EMFILE
     becomes one line a minute, with no traceback, without touching the `asyncio` logger."""
-    listener = await serve()
-    loop = listener.loop
-    assert loop is not None
-    reported = threading.Event()
-
-    def fail_accepts() -> None:
-        for _ in range(1000):
-            loop.call_exception_handler(
-                {
-                    "message": "socket.accept() out of system resource",
-                    "exception": OSError(24, "Too many open files"),
-                }
-            )
-        reported.set()
-
     caplog.set_level(logging.ERROR)
-    loop.call_soon_threadsafe(fail_accepts)
-    await asyncio.to_thread(reported.wait, DEADLINE)
+    failed_accepts = [
+        {
+            "message": "socket.accept() out of system resource",
+            "exception": OSError(24, "Too many open files"),
+        }
+        for _ in range(1000)
+    ]
+    await _reported_on_its_loop(await serve(), failed_accepts)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "Too many open files" in lines[0]
     assert all(r.exc_info is None for r in caplog.records)
@@ -669,21 +660,27 @@ async def test_other_errors_on_the_listener_s_loop_are_logged_by_asyncio_as_usua
 ) -> None:
     """Only accept failures are the listener's own line: anything else its loop reports (a
     callback that raised) reaches the `asyncio` logger with its traceback, every time."""
-    listener = await serve()
+    caplog.set_level(logging.ERROR)
+    callbacks_failed = [
+        {"message": f"a callback failed ({n})", "exception": ValueError("broken")} for n in range(2)
+    ]
+    await _reported_on_its_loop(await serve(), callbacks_failed)
+    records = [r for r in caplog.records if r.name == "asyncio"]
+    assert [r.getMessage() for r in records] == ["a callback failed (0)", "a callback failed (1)"]
+    assert all(r.exc_info is not None for r in records)
+
+
+async def _reported_on_its_loop(listener: Listener, contexts: list[dict[str, Any]]) -> None:
+    """Each of `contexts` handed, in order, to the exception handler of `listener`'s own loop,
+    on that loop (as asyncio reports there); returns once all were."""
     loop = listener.loop
     assert loop is not None
     reported = threading.Event()
 
-    def report_twice() -> None:
-        for n in range(2):
-            loop.call_exception_handler(
-                {"message": f"a callback failed ({n})", "exception": ValueError("broken")}
-            )
+    def report() -> None:
+        for context in contexts:
+            loop.call_exception_handler(context)
         reported.set()
 
-    caplog.set_level(logging.ERROR)
-    loop.call_soon_threadsafe(report_twice)
+    loop.call_soon_threadsafe(report)
     assert await asyncio.to_thread(reported.wait, DEADLINE)
-    records = [r for r in caplog.records if r.name == "asyncio"]
-    assert [r.getMessage() for r in records] == ["a callback failed (0)", "a callback failed (1)"]
-    assert all(r.exc_info is not None for r in records)
