@@ -77,24 +77,27 @@ async def _gated(request: bytes, context: Any) -> bytes:
     return request
 
 
-_STREAMS_CANCELLED: list[asyncio.Event] = []  # set when a hanging stream is cancelled
+_STREAMS_CANCELLED: list[asyncio.Event] = []  # set when a stream ends before its last part
 
 
 async def _stream(request: bytes, context: Any) -> AsyncIterator[bytes]:
-    for part in filter(None, request.decode().split(",")):
-        if part == "hang":
-            try:
+    try:
+        for part in filter(None, request.decode().split(",")):
+            if part == "hang":
                 await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                for event in _STREAMS_CANCELLED:
-                    event.set()
-                raise
-        elif part == "deadline":
-            yield f"{context.time_remaining()}".encode()
-            continue
-        elif not part.isdigit():
-            await context.abort(grpc.StatusCode[part], "as asked")
-        yield b"s" * int(part)
+            elif part == "deadline":
+                yield f"{context.time_remaining()}".encode()
+                continue
+            elif not part.isdigit():
+                await context.abort(grpc.StatusCode[part], "as asked")
+            yield b"s" * int(part)
+    except (asyncio.CancelledError, GeneratorExit):
+        # The call ended under the stream: while it hung, or before it got there (a client
+        # that gives up at once cancels the call while its last message is being sent, and
+        # the server then closes the stream at its `yield`)
+        for event in _STREAMS_CANCELLED:
+            event.set()
+        raise
 
 
 def _handlers() -> grpc.GenericRpcHandler:
